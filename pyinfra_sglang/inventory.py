@@ -1,0 +1,282 @@
+"""The inventory model: every value pyinfra-sglang reads from host and group data.
+
+One pydantic class, ``HostConfig``, holds the fields with their defaults. ``validate_inventory``
+checks every host of a pyinfra inventory against it before any host is changed and reports
+one problem per bad value, naming the host, the field, the value, where the value came from
+and what is allowed. Keys that belong to pyinfra itself (connector data such as ``ssh_user``,
+global arguments such as ``_sudo``) pass through; keys starting with ``x_`` are the user's own
+and are not checked; any other key is an error, so a typo cannot pass silently.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from functools import cache
+from ipaddress import IPv4Address, IPv6Address, ip_address
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, HttpUrl, ValidationError, model_validator
+from pyinfra.api.exceptions import PyinfraError
+
+from pyinfra_sglang import data
+
+if TYPE_CHECKING:
+    from pyinfra.api.host import Host
+    from pyinfra.api.inventory import Inventory
+
+USER_KEY_PREFIX = "x_"
+
+_nvidia = data.load("nvidia")
+DriverBranch = Literal[tuple(_nvidia["driver_branches"])]  # type: ignore[valid-type]
+CudaVersion = Literal[tuple(_nvidia["cuda_versions"])]  # type: ignore[valid-type]
+
+
+def _allowed(text: str) -> dict[str, str]:
+    return {"allowed": text}
+
+
+def _one_of(values) -> str:
+    return ", ".join(str(v) for v in values)
+
+
+class HostConfig(BaseModel):
+    """What pyinfra-sglang needs to know about one host; every field has a working default."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    nvidia_driver_branch: DriverBranch = Field(  # type: ignore[valid-type]
+        _nvidia["default_driver_branch"],
+        description="NVIDIA driver branch, locked with nvidia-driver-pinning-<branch>.",
+        json_schema_extra=_allowed(_one_of(_nvidia["driver_branches"])),
+    )
+    nvidia_kernel_modules: Literal["open", "proprietary"] = Field(
+        "open",
+        description="Kernel module flavor; Blackwell GPUs need the open modules.",
+        json_schema_extra=_allowed("open, proprietary"),
+    )
+    nvidia_apt_mirror: HttpUrl | None = Field(
+        None,
+        description=(
+            "Base URL that replaces https://developer.download.nvidia.com/compute/cuda/repos "
+            "(for air-gapped sites)."
+        ),
+        json_schema_extra=_allowed("an http(s) URL, or unset for NVIDIA's repository"),
+    )
+    cuda_version: CudaVersion = Field(  # type: ignore[valid-type]
+        _nvidia["default_cuda_version"],
+        description="CUDA Toolkit release (installs cuda-toolkit-<major>-<minor>, no driver).",
+        json_schema_extra=_allowed(_one_of(_nvidia["cuda_versions"])),
+    )
+    sglang_version: Annotated[str, Field(pattern=r"^\d+\.\d+\.\d+(\.post\d+)?$")] = Field(
+        "0.5.23",
+        description="SGLang release pinned in the virtualenv.",
+        json_schema_extra=_allowed("a release number such as 0.5.23 or 0.5.9.post1"),
+    )
+    sglang_model_profile: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")] = Field(
+        "glm-5-nvfp4",
+        description="Model profile (model, quantization, backends, tuned flags) to serve.",
+        json_schema_extra=_allowed("a profile name: lowercase letters, digits, '.', '-'"),
+    )
+    sglang_host: IPv4Address | IPv6Address = Field(
+        ip_address("127.0.0.1"),
+        description="Address the SGLang server binds to.",
+        json_schema_extra=_allowed(
+            "an IP address; a non-loopback one needs sglang_api_key_file"
+        ),
+    )
+    sglang_port: int = Field(
+        30000,
+        ge=1,
+        le=65535,
+        description="TCP port of the SGLang server.",
+        json_schema_extra=_allowed("1..65535"),
+    )
+    sglang_api_key_file: Path | None = Field(
+        None,
+        description="File on the controller holding the API key (written 0600 on the host).",
+        json_schema_extra=_allowed("a path on the controller, or unset"),
+    )
+    hf_token_file: Path | None = Field(
+        None,
+        description="File on the controller holding the Hugging Face token (written 0600).",
+        json_schema_extra=_allowed("a path on the controller, or unset"),
+    )
+    pypi_index_url: HttpUrl = Field(
+        HttpUrl("https://pypi.org/simple"),
+        description="Python package index (or a mirror of it) for uv, SGLang and flash-attn.",
+        json_schema_extra=_allowed("an http(s) URL of a PEP 503 simple index"),
+    )
+    expected_gpu_count: int | None = Field(
+        None,
+        ge=1,
+        le=64,
+        description="GPUs the host should have; the audit reports a mismatch.",
+        json_schema_extra=_allowed("1..64, or unset to take what is found"),
+    )
+    allow_reboot: bool = Field(
+        False,
+        description="May a deploy reboot the host (after a driver change)?",
+        json_schema_extra=_allowed("true, false"),
+    )
+
+    @model_validator(mode="after")
+    def _public_bind_needs_api_key(self) -> HostConfig:
+        if not self.sglang_host.is_loopback and self.sglang_api_key_file is None:
+            raise ValueError(
+                f"binding to {self.sglang_host} (not loopback) without an API key; "
+                "set sglang_api_key_file or bind to 127.0.0.1"
+            )
+        return self
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One bad value in one host's data."""
+
+    host: str
+    field: str
+    value: str
+    source: str
+    message: str
+    allowed: str
+
+    def __str__(self) -> str:
+        return (
+            f"host {self.host}: {self.field} = {self.value} (from {self.source}): "
+            f"{self.message}; allowed: {self.allowed}"
+        )
+
+
+class InventoryError(PyinfraError):
+    """Bad inventory data; raised before any host is changed."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        lines = [f"invalid inventory, nothing was changed ({len(problems)} problem(s)):"]
+        lines += [f"  - {problem}" for problem in problems]
+        super().__init__("\n".join(lines))
+
+
+@cache
+def pyinfra_data_keys() -> frozenset[str]:
+    """Keys pyinfra itself reads from host data: connector data and global arguments."""
+    from pyinfra.api.arguments import all_global_arguments
+    from pyinfra.api.connectors import get_all_connectors
+
+    keys = {name for name, _ in all_global_arguments() if name.startswith("_")}
+    for connector in get_all_connectors().values():
+        keys.update(connector.data_meta)
+    return frozenset(keys)
+
+
+def field_allowed(name: str) -> str:
+    extra = HostConfig.model_fields[name].json_schema_extra or {}
+    return str(extra.get("allowed", ""))  # type: ignore[union-attr]
+
+
+def validate_host_data(
+    host: str, values: dict[str, Any], source_of: dict[str, str] | None = None
+) -> tuple[HostConfig | None, list[Problem]]:
+    """Validate one host's data; return its config (None when invalid) and the problems."""
+    source_of = source_of or {}
+    fields = HostConfig.model_fields
+    ours = {key: value for key, value in values.items() if key in fields}
+    problems = [
+        _unknown_key_problem(host, key, source_of.get(key, "host data"))
+        for key in sorted(values)
+        if key not in fields
+        and key not in pyinfra_data_keys()
+        and not key.startswith(USER_KEY_PREFIX)
+    ]
+    try:
+        config = HostConfig(**ours)
+    except ValidationError as error:
+        problems += [_validation_problem(host, item, ours, source_of) for item in error.errors()]
+        return None, problems
+    return (None if problems else config), problems
+
+
+def _unknown_key_problem(host: str, key: str, source: str) -> Problem:
+    known = sorted(HostConfig.model_fields)
+    close = difflib.get_close_matches(key, known, n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    return Problem(
+        host=host,
+        field=key,
+        # Unknown keys may hold anything, secrets included: never echo them.
+        value="(value not shown)",
+        source=source,
+        message="unknown key",
+        allowed=(
+            f"{hint}pyinfra-sglang fields ({', '.join(known)}), pyinfra's own connector "
+            f"data and global arguments, or your own keys prefixed '{USER_KEY_PREFIX}'"
+        ),
+    )
+
+
+def _validation_problem(
+    host: str, item: dict[str, Any], values: dict[str, Any], source_of: dict[str, str]
+) -> Problem:
+    # Model-level rules (loc == ()) are about the bind address: report them on that field.
+    name = str(item["loc"][0]) if item["loc"] else "sglang_host"
+    value = values.get(name, HostConfig.model_fields[name].default)
+    message = str(item["msg"]).removeprefix("Value error, ")
+    return Problem(
+        host=host,
+        field=name,
+        value=repr(value) if not isinstance(value, (IPv4Address, IPv6Address)) else str(value),
+        source=source_of.get(name, "default"),
+        message=message,
+        allowed=field_allowed(name),
+    )
+
+
+def _host_values_and_sources(host: Host) -> tuple[dict[str, Any], dict[str, str]]:
+    """A host's merged data and, for each key, where its winning value was set."""
+    inventory = host.inventory
+    layers: list[tuple[str, dict[str, Any]]] = [
+        ("--data", inventory.get_override_data()),
+        ("host data", inventory.get_host_data(host.name)),
+    ]
+    # pyinfra lets the last group win, so look at the groups from last to first.
+    layers += [
+        (f"group {group}", inventory.get_group_data(group)) for group in reversed(host.groups)
+    ]
+    layers.append(("group all", inventory.get_data()))
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for source, layer in layers:
+        for key, value in layer.items():
+            if key not in values:
+                values[key] = value
+                sources[key] = source
+    return values, sources
+
+
+def validate_inventory(inventory: Inventory) -> dict[str, HostConfig]:
+    """Validate every host of ``inventory``; raise InventoryError listing all problems."""
+    configs: dict[str, HostConfig] = {}
+    problems: list[Problem] = []
+    for host in inventory:
+        values, sources = _host_values_and_sources(host)
+        config, host_problems = validate_host_data(host.name, values, sources)
+        problems += host_problems
+        if config is not None:
+            configs[host.name] = config
+    if problems:
+        raise InventoryError(problems)
+    return configs
+
+
+# Validated once per inventory object: the deploy file runs once per host.
+_validated: dict[int, dict[str, HostConfig]] = {}
+
+
+def host_config(host: Host) -> HostConfig:
+    """The validated config of ``host``; validates the whole inventory on first use."""
+    key = id(host.inventory)
+    if key not in _validated:
+        _validated[key] = validate_inventory(host.inventory)
+    return _validated[key][host.name]

@@ -1,0 +1,72 @@
+"""Base role: a supported platform, build prerequisites, kernel headers, and an
+unattended-upgrades blacklist that keeps the NVIDIA driver and CUDA where we put them."""
+
+from __future__ import annotations
+
+from pyinfra import host
+from pyinfra.api import deploy, operation
+from pyinfra.facts.server import Arch, LinuxDistribution
+from pyinfra.operations import apt, files
+
+from checks.facts import KernelHeaders, Virtualization
+from pyinfra_sglang import data
+from pyinfra_sglang.paths import template
+from pyinfra_sglang.platform import Platform, resolve_platform
+
+UNATTENDED_UPGRADES_BLACKLIST = "/etc/apt/apt.conf.d/51pyinfra-sglang-nvidia"
+
+
+def host_platform() -> Platform:
+    """The current host's platform; refuses an unsupported distro or arch before any change."""
+    release = host.get_fact(LinuxDistribution)["release_meta"]
+    return resolve_platform(host.name, release, host.get_fact(Arch))
+
+
+@operation()
+def kernel_headers(package_template: str = "linux-headers-{kernel_release}"):
+    """Install the headers DKMS needs for the running kernel, where the distro ships them."""
+    headers = host.get_fact(KernelHeaders, package_template=package_template)
+    package, release = headers["package"], headers["kernel_release"]
+    if headers["installed"]:
+        host.noop(f"{package} is installed")
+        return
+    container = host.get_fact(Virtualization)["container"]
+    if container:
+        host.noop(
+            f"{package} not installed: in a container ({container}) kernel {release} "
+            "and its modules belong to the outer host"
+        )
+        return
+    if headers["candidate"] is None and headers["apt_lists_present"]:
+        host.noop(
+            f"{package} is not shipped by the distro for kernel {release}; the driver's "
+            "DKMS build needs headers from wherever this kernel came from"
+        )
+        return
+    yield from apt.packages._inner(packages=[package], no_recommends=True)
+
+
+@deploy("Base")
+def base() -> None:
+    host_platform()
+    base_data = data.load("platforms")["base"]
+    apt.packages(
+        name="Install build prerequisites",
+        packages=base_data["packages"],
+        no_recommends=True,
+        update=True,
+        cache_time=3600,
+    )
+    kernel_headers(
+        name="Install headers for the running kernel",
+        package_template=base_data["kernel_headers_package"],
+    )
+    files.template(
+        name="Keep unattended-upgrades off the NVIDIA driver and CUDA",
+        src=template("apt-nvidia-no-unattended-upgrades.conf.j2"),
+        dest=UNATTENDED_UPGRADES_BLACKLIST,
+        prefixes=base_data["unattended_upgrades_blacklist"],
+        user="root",
+        group="root",
+        mode="644",
+    )
