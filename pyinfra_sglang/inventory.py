@@ -17,7 +17,15 @@ from ipaddress import IPv4Address, IPv6Address, ip_address
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, HttpUrl, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    HttpUrl,
+    ValidationError,
+    model_validator,
+)
 from pyinfra.api.exceptions import PyinfraError
 
 from pyinfra_sglang import data
@@ -28,9 +36,34 @@ if TYPE_CHECKING:
 
 USER_KEY_PREFIX = "x_"
 
+
+
+def _int_from_digits(value: Any) -> Any:
+    # "590" from a Python inventory means the branch 590.
+    return int(value) if isinstance(value, str) and value.strip().isdigit() else value
+
+
+def _str_from_number(value: Any) -> Any:
+    # pyinfra's --data turns "13.1" into the float 13.1: a version number is still meant.
+    return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+
+def _none_if_empty(value: Any) -> Any:
+    # An empty path (`--data hf_token_file=`) means "unset", not the current directory.
+    return None if isinstance(value, str) and not value.strip() else value
+
+
+OptionalPath = Annotated[Path | None, BeforeValidator(_none_if_empty)]
+
 _nvidia = data.load("nvidia")
-DriverBranch = Literal[tuple(_nvidia["driver_branches"])]  # type: ignore[valid-type]
-CudaVersion = Literal[tuple(_nvidia["cuda_versions"])]  # type: ignore[valid-type]
+DriverBranch = Annotated[
+    Literal[tuple(_nvidia["driver_branches"])],  # type: ignore[valid-type]
+    BeforeValidator(_int_from_digits),
+]
+CudaVersion = Annotated[
+    Literal[tuple(_nvidia["cuda_versions"])],  # type: ignore[valid-type]
+    BeforeValidator(_str_from_number),
+]
 
 
 def _allowed(text: str) -> dict[str, str]:
@@ -48,7 +81,7 @@ class HostConfig(BaseModel):
 
     nvidia_driver_branch: DriverBranch = Field(  # type: ignore[valid-type]
         _nvidia["default_driver_branch"],
-        description="NVIDIA driver branch, locked with nvidia-driver-pinning-<branch>.",
+        description="NVIDIA driver branch, locked with `nvidia-driver-pinning-<branch>`.",
         json_schema_extra=_allowed(_one_of(_nvidia["driver_branches"])),
     )
     nvidia_kernel_modules: Literal["open", "proprietary"] = Field(
@@ -66,10 +99,12 @@ class HostConfig(BaseModel):
     )
     cuda_version: CudaVersion = Field(  # type: ignore[valid-type]
         _nvidia["default_cuda_version"],
-        description="CUDA Toolkit release (installs cuda-toolkit-<major>-<minor>, no driver).",
+        description="CUDA Toolkit release (installs `cuda-toolkit-<major>-<minor>`, no driver).",
         json_schema_extra=_allowed(_one_of(_nvidia["cuda_versions"])),
     )
-    sglang_version: Annotated[str, Field(pattern=r"^\d+\.\d+\.\d+(\.post\d+)?$")] = Field(
+    sglang_version: Annotated[
+        str, BeforeValidator(_str_from_number), Field(pattern=r"^\d+\.\d+\.\d+(\.post\d+)?$")
+    ] = Field(
         "0.5.23",
         description="SGLang release pinned in the virtualenv.",
         json_schema_extra=_allowed("a release number such as 0.5.23 or 0.5.9.post1"),
@@ -93,12 +128,12 @@ class HostConfig(BaseModel):
         description="TCP port of the SGLang server.",
         json_schema_extra=_allowed("1..65535"),
     )
-    sglang_api_key_file: Path | None = Field(
+    sglang_api_key_file: OptionalPath = Field(
         None,
         description="File on the controller holding the API key (written 0600 on the host).",
         json_schema_extra=_allowed("a path on the controller, or unset"),
     )
-    hf_token_file: Path | None = Field(
+    hf_token_file: OptionalPath = Field(
         None,
         description="File on the controller holding the Hugging Face token (written 0600).",
         json_schema_extra=_allowed("a path on the controller, or unset"),
@@ -199,9 +234,8 @@ def validate_host_data(
 
 
 def _unknown_key_problem(host: str, key: str, source: str) -> Problem:
-    known = sorted(HostConfig.model_fields)
-    close = difflib.get_close_matches(key, known, n=1)
-    hint = f"did you mean {close[0]}? " if close else ""
+    close = difflib.get_close_matches(key, list(HostConfig.model_fields), n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
     return Problem(
         host=host,
         field=key,
@@ -210,8 +244,8 @@ def _unknown_key_problem(host: str, key: str, source: str) -> Problem:
         source=source,
         message="unknown key",
         allowed=(
-            f"{hint}pyinfra-sglang fields ({', '.join(known)}), pyinfra's own connector "
-            f"data and global arguments, or your own keys prefixed '{USER_KEY_PREFIX}'"
+            f"a field of README's inventory reference{hint}, pyinfra's own connector data "
+            f"or global arguments, or a key of your own prefixed '{USER_KEY_PREFIX}'"
         ),
     )
 
@@ -280,3 +314,40 @@ def host_config(host: Host) -> HostConfig:
     if key not in _validated:
         _validated[key] = validate_inventory(host.inventory)
     return _validated[key][host.name]
+
+
+def load_inventory_file(path: str, override_data: dict[str, Any] | None = None) -> Inventory:
+    """Load an inventory the way the pyinfra CLI does, without connecting to any host."""
+    from pyinfra.api import State
+    from pyinfra.context import ctx_state
+    from pyinfra_cli.inventory import make_inventory
+
+    # pyinfra caches compiled files by the name given: make it absolute, so two inventories
+    # called inv.py in two folders stay two.
+    if Path(path).exists():
+        path = str(Path(path).resolve())
+    # pyinfra executes inventory files inside a State context.
+    with ctx_state.use(State()):
+        return make_inventory(path, override_data=override_data or {}, cwd=str(Path.cwd()))
+
+
+def _format_default(value: Any) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return f"`{value}`"
+
+
+def reference_markdown() -> str:
+    """The inventory reference table in README.md, generated from the model."""
+    rows = [
+        "| field | default | allowed | what it sets |",
+        "| --- | --- | --- | --- |",
+    ]
+    for name, info in HostConfig.model_fields.items():
+        rows.append(
+            f"| `{name}` | {_format_default(info.default)} | {field_allowed(name)} "
+            f"| {info.description} |"
+        )
+    return "\n".join(rows) + "\n"

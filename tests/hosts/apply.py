@@ -71,13 +71,19 @@ def write_inventory(path: Path, groups: dict[str, list[tuple[str, dict[str, Any]
 
 def apply(
     inventory: Path | str,
-    deploy: str = "deploy/site.py",
-    *extra: str,
+    *operations: str,
+    options: tuple[str, ...] = (),
     dry: bool = False,
     timeout: float = 1200,
 ) -> ApplyResult:
-    """Apply ``deploy`` with the pyinfra CLI; never raises on a failed run."""
-    args = [str(PYINFRA), "-y", "--json", *(["--dry"] if dry else []), *extra, str(inventory), deploy]
+    """Run ``pyinfra [options] INVENTORY OPERATIONS...`` (default: deploy/site.py).
+
+    Never raises on a failed run: the result carries the exit code and output."""
+    operations = operations or ("deploy/site.py",)
+    args = [
+        str(PYINFRA), "-y", "--json", *(["--dry"] if dry else []), *options,
+        str(inventory), *operations,
+    ]  # fmt: skip
     env = {**os.environ, "PYINFRA_PROGRESS": "off"}
     proc = subprocess.run(
         args, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env

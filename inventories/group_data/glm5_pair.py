@@ -1,0 +1,10 @@
+# Settings shared by both hosts of the glm5_pair group (inventories/multinode.py).
+expected_gpu_count = 8
+nvidia_driver_branch = 590
+cuda_version = "13.1"
+sglang_model_profile = "glm-5-nvfp4"
+sglang_host = "0.0.0.0"
+sglang_api_key_file = "secrets/sglang-api-key"
+hf_token_file = "secrets/hf-token"
+# Air-gapped sites: point both repositories at local mirrors.
+pypi_index_url = "https://pypi.org/simple"

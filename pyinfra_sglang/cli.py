@@ -1,0 +1,59 @@
+"""The `pyinfra-sglang` command: offline tools that share code with the deploys."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pyinfra_sglang import inventory
+
+
+def _inventory_reference(args: argparse.Namespace) -> int:
+    sys.stdout.write(inventory.reference_markdown())
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from pyinfra_cli.util import parse_cli_arg
+
+    # Parse --data exactly as the pyinfra CLI does, so both see the same values.
+    override = {key: parse_cli_arg(value) for key, value in (i.split("=", 1) for i in args.data)}
+    try:
+        loaded = inventory.load_inventory_file(args.inventory, override_data=override)
+        configs = inventory.validate_inventory(loaded)
+    except inventory.InventoryError as error:
+        print(error, file=sys.stderr)
+        return 1
+    for name in configs:
+        print(f"{name}: ok")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pyinfra-sglang", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    reference = commands.add_parser(
+        "inventory-reference", help="print the inventory fields as a Markdown table"
+    )
+    reference.set_defaults(func=_inventory_reference)
+
+    validate = commands.add_parser(
+        "validate", help="validate an inventory's host and group data without connecting"
+    )
+    validate.add_argument("inventory", help="inventory file, as given to pyinfra")
+    validate.add_argument(
+        "--data", action="append", default=[], metavar="KEY=VALUE",
+        help="override data, as pyinfra's --data",
+    )  # fmt: skip
+    validate.set_defaults(func=_validate)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,143 @@
+"""deploy/site.py with the base role, applied over SSH to real Debian 12 test hosts.
+
+The bad-input tests run first against untouched hosts and prove that nothing changed on
+any host; then the real apply, its host state, and a second apply that changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pyinfra_sglang import data
+from roles.base import UNATTENDED_UPGRADES_BLACKLIST
+from tests.hosts.apply import apply, write_inventory
+
+pytestmark = pytest.mark.hosts
+
+BASE_PACKAGES = data.load("platforms")["base"]["packages"]
+# What "nothing changed" means on a host: its packages and its apt configuration.
+SNAPSHOT = (
+    "dpkg-query -W -f '${Package} ${Version}\\n'; "
+    "ls -l --time-style=+%s /etc/apt/apt.conf.d/ /var/lib/apt/lists/"
+)
+
+
+@pytest.fixture(scope="module")
+def hosts(host_pool):
+    return host_pool.boot(2)
+
+
+@pytest.fixture(scope="module")
+def inventory(tmp_path_factory, host_pool, hosts):
+    path = tmp_path_factory.mktemp("inventory") / "gpu_hosts.py"
+    return write_inventory(
+        path, {"gpu_hosts": [(h.address, host_pool.inventory_data()) for h in hosts]}
+    )
+
+
+def snapshots(host_pool, hosts) -> dict[str, str]:
+    return {h.address: host_pool.run(h, SNAPSHOT).stdout for h in hosts}
+
+
+BAD_VALUES = [
+    # (kind, field, value as written in an inventory file, as --data, expected message part)
+    ("wrong type", "sglang_port", "'http'", "sglang_port=http", "valid integer"),
+    ("unknown key", "nvidia_drvier_branch", "590", "nvidia_drvier_branch=590", "unknown key"),
+    ("out of range", "sglang_port", "70000", "sglang_port=70000", "less than or equal to 65535"),
+]
+
+
+@pytest.mark.parametrize("dry", [False, True], ids=["apply", "dry"])
+@pytest.mark.parametrize("via", ["inventory-file", "--data"])
+@pytest.mark.parametrize(
+    ("kind", "field", "file_value", "cli_value", "expected"), BAD_VALUES, ids=[b[0] for b in BAD_VALUES]
+)
+def test_bad_inventory_stops_before_any_change(
+    tmp_path, host_pool, hosts, inventory, kind, field, file_value, cli_value, expected, via, dry
+):
+    before = snapshots(host_pool, hosts)
+    if via == "inventory-file":
+        bad_host = hosts[1].address
+        bad = tmp_path / "bad_inventory.py"
+        text = inventory.read_text().replace(
+            f"({bad_host!r}, {{", f"({bad_host!r}, {{{field!r}: {file_value}, "
+        )
+        assert text != inventory.read_text()
+        bad.write_text(text)
+        result = apply(bad, dry=dry)
+        source, bad_hosts = "host data", [bad_host]
+    else:
+        result = apply(inventory, options=("--data", cli_value), dry=dry)
+        source, bad_hosts = "--data", [h.address for h in hosts]
+
+    assert result.returncode != 0, result.describe()
+    assert not result.executed, result.describe()
+    assert "invalid inventory, nothing was changed" in result.stderr
+    for address in bad_hosts:
+        line = next(
+            (ln for ln in result.stderr.splitlines() if f"host {address}: {field} =" in ln), None
+        )
+        assert line is not None, result.describe()
+        assert f"(from {source})" in line and expected in line and "allowed:" in line
+        if kind == "unknown key":
+            assert "(value not shown)" in line and "did you mean nvidia_driver_branch" in line
+        else:
+            assert file_value.strip("'") in line
+    if via == "inventory-file":
+        assert f"host {hosts[0].address}:" not in result.stderr
+    assert snapshots(host_pool, hosts) == before
+
+
+def test_unsupported_distro_is_refused_before_any_host_changes(host_pool, hosts, tmp_path):
+    [odd] = host_pool.boot(1)
+    host_pool.run(odd, "sed -i 's/^VERSION_ID=.*/VERSION_ID=\"11\"/' /etc/os-release")
+    inventory = write_inventory(
+        tmp_path / "mixed.py",
+        {"gpu_hosts": [(h.address, host_pool.inventory_data()) for h in [*hosts, odd]]},
+    )
+    before = snapshots(host_pool, [*hosts, odd])
+    result = apply(inventory)
+    assert result.returncode != 0 and not result.executed, result.describe()
+    assert f"host {odd.address}: unsupported distro Debian GNU/Linux 12 (bookworm)" in result.stderr
+    assert "VERSION_ID=11" in result.stderr and "supported: ubuntu 22.04, ubuntu 24.04, debian 12" in result.stderr
+    assert snapshots(host_pool, [*hosts, odd]) == before
+    host_pool.stop(odd)
+
+
+def test_virtualization_fact_sees_the_container(inventory, hosts):
+    result = apply(inventory, "fact", "checks.facts.Virtualization")
+    assert result.returncode == 0, result.describe()
+    facts = json.loads(result.stdout)["checks.facts.Virtualization"]
+    for h in hosts:
+        assert facts[h.address]["container"] == "systemd-nspawn"
+
+
+def test_site_applies_base_then_changes_nothing(host_pool, hosts, inventory):
+    first = apply(inventory)
+    assert first.returncode == 0 and not first.errors(), first.describe()
+    for h in hosts:
+        changed = first.changed(h.address)
+        assert "Base | Install build prerequisites" in changed
+        assert "Base | Keep unattended-upgrades off the NVIDIA driver and CUDA" in changed
+        # The test hosts are containers: headers for the outer kernel are a noop, not an error.
+        assert "Base | Install headers for the running kernel" in first.unchanged(h.address)
+    assert "in a container (systemd-nspawn)" in first.stderr
+
+    for h in hosts:
+        status = host_pool.run(h, f"dpkg-query -W -f '${{Status}}\\n' {' '.join(BASE_PACKAGES)}")
+        assert status.stdout.split("\n")[: len(BASE_PACKAGES)] == [
+            "install ok installed"
+        ] * len(BASE_PACKAGES)
+        mode = host_pool.run(h, f"stat -c '%a %U' {UNATTENDED_UPGRADES_BLACKLIST}").stdout.split()
+        assert mode == ["644", "root"]
+        # apt itself must read the blacklist, not just find a file there.
+        dump = host_pool.run(h, "apt-config dump Unattended-Upgrade::Package-Blacklist").stdout
+        for prefix in ("nvidia-", "libnvidia-", "cuda-"):
+            assert f'Unattended-Upgrade::Package-Blacklist:: "{prefix}";' in dump
+
+    second = apply(inventory)
+    assert second.returncode == 0 and not second.errors(), second.describe()
+    assert second.changed() == [], second.describe()
+    assert len(second.operations) >= 3

@@ -1,0 +1,35 @@
+"""Run a pyinfra operation's generator against given fact values, as pyinfra's own
+operation tests do: facts in, commands and noop reasons out, no host touched."""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest.mock import patch
+
+from pyinfra.api import Config, Inventory, State
+from pyinfra.context import ctx_host, ctx_state
+
+
+def run_operation(op, facts: dict[type, Any], **kwargs) -> tuple[list[str], list[str]]:
+    """Return (commands, noop reasons) that ``op`` yields for a host with ``facts``.
+
+    ``facts`` maps a FactBase class to its value; a fact the operation reads that is not
+    given fails the test, so the facts an operation depends on are visible in each test.
+    """
+    inventory = Inventory((["op-test-host"], {}))
+    state = State(inventory=inventory, config=Config())
+    host = inventory.get_host("op-test-host")
+    noops: list[str] = []
+
+    def get_fact(cls, *args, **fact_kwargs):
+        if cls not in facts:
+            raise AssertionError(f"operation read fact {cls.__name__}, not given by the test")
+        value = facts[cls]
+        return value(*args, **fact_kwargs) if callable(value) else value
+
+    with ctx_state.use(state), ctx_host.use(host):
+        with patch.object(host, "get_fact", side_effect=get_fact), patch.object(
+            host, "noop", side_effect=noops.append
+        ):
+            commands = [str(command) for command in op._inner(**kwargs)]
+    return commands, noops

@@ -1,0 +1,66 @@
+"""Command generation of the base role's own operation, from pyinfra fact inputs."""
+
+from pyinfra.facts.deb import DebPackages
+
+from checks.facts import KernelHeaders, Virtualization
+from roles.base import kernel_headers
+from tests.unit.ophelper import run_operation
+
+RELEASE = "6.1.0-27-amd64"
+PACKAGE = f"linux-headers-{RELEASE}"
+
+
+def headers(installed=False, candidate=None, lists=True):
+    return {
+        "kernel_release": RELEASE,
+        "package": PACKAGE,
+        "installed": installed,
+        "candidate": candidate,
+        "apt_lists_present": lists,
+    }
+
+
+def run(headers_fact, container=None):
+    return run_operation(
+        kernel_headers,
+        {
+            KernelHeaders: headers_fact,
+            Virtualization: {"container": container, "vm": None},
+            DebPackages: {},
+        },
+    )
+
+
+def test_installs_headers_the_distro_ships():
+    commands, noops = run(headers(candidate="6.1.115-1"))
+    assert noops == []
+    assert len(commands) == 1
+    assert "apt-get" in commands[0] and "install" in commands[0]
+    assert "--no-install-recommends" in commands[0]
+    assert commands[0].endswith(PACKAGE)
+
+
+def test_installs_when_apt_has_no_lists_yet():
+    # A fresh host whose lists the role's own apt update fills first.
+    commands, noops = run(headers(candidate=None, lists=False))
+    assert noops == [] and len(commands) == 1 and PACKAGE in commands[0]
+
+
+def test_installed_headers_are_a_noop():
+    commands, noops = run(headers(installed=True, candidate="6.1.115-1"))
+    assert commands == []
+    assert noops == [f"{PACKAGE} is installed"]
+
+
+def test_headers_the_distro_does_not_ship_are_a_noop_with_the_reason():
+    commands, noops = run(headers(candidate=None, lists=True))
+    assert commands == []
+    assert len(noops) == 1
+    assert "not shipped by the distro" in noops[0] and RELEASE in noops[0]
+
+
+def test_container_is_a_noop_naming_the_container():
+    commands, noops = run(headers(candidate="6.1.115-1"), container="systemd-nspawn")
+    assert commands == []
+    assert len(noops) == 1
+    assert "systemd-nspawn" in noops[0] and "outer host" in noops[0]

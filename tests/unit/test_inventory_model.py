@@ -1,0 +1,163 @@
+"""The inventory model: defaults, examples, and one clear message per bad value."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from pyinfra_sglang.inventory import (
+    HostConfig,
+    InventoryError,
+    load_inventory_file,
+    reference_markdown,
+    validate_host_data,
+    validate_inventory,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_defaults_need_no_data():
+    config = HostConfig()
+    assert config.nvidia_driver_branch == 590
+    assert config.nvidia_kernel_modules == "open"
+    assert config.cuda_version == "13.1"
+    assert str(config.sglang_host) == "127.0.0.1" and config.sglang_port == 30000
+    assert config.allow_reboot is False
+    assert config.sglang_api_key_file is None and config.hf_token_file is None
+    assert str(config.pypi_index_url) == "https://pypi.org/simple"
+
+
+def test_example_single_host_inventory_validates(monkeypatch):
+    monkeypatch.chdir(REPO)
+    configs = validate_inventory(load_inventory_file("inventories/example.py"))
+    [(name, config)] = configs.items()
+    assert name == "gpu-pcie-01.example.internal"
+    assert config.expected_gpu_count == 8
+    assert config.sglang_model_profile == "glm-5-nvfp4"
+    assert str(config.sglang_host) == "0.0.0.0" and config.sglang_api_key_file is not None
+
+
+def test_example_multinode_inventory_validates_with_group_data(monkeypatch):
+    monkeypatch.chdir(REPO)
+    inventory = load_inventory_file("inventories/multinode.py")
+    configs = validate_inventory(inventory)
+    assert sorted(configs) == ["gpu-node-01.example.internal", "gpu-node-02.example.internal"]
+    # Both hosts take their settings from group_data/glm5_pair.py.
+    assert {c.expected_gpu_count for c in configs.values()} == {8}
+    assert all(h.groups[0] == "glm5_pair" for h in inventory)
+
+
+def problems_for(values: dict, sources: dict | None = None):
+    config, problems = validate_host_data("gpu1", values, sources)
+    assert config is None
+    return problems
+
+
+@pytest.mark.parametrize(
+    ("values", "field", "shown", "message", "allowed"),
+    [
+        ({"sglang_port": "http"}, "sglang_port", "'http'", "valid integer", "1..65535"),
+        ({"sglang_port": 70000}, "sglang_port", "70000", "less than or equal to 65535", "1..65535"),
+        ({"nvidia_driver_branch": 470}, "nvidia_driver_branch", "470", "580, 590 or 595", "580, 590, 595"),
+        ({"cuda_version": "11.8"}, "cuda_version", "'11.8'", "'13.1'", "13.1"),
+        ({"nvidia_kernel_modules": "closed"}, "nvidia_kernel_modules", "'closed'", "'open'", "open, proprietary"),
+        ({"allow_reboot": "maybe"}, "allow_reboot", "'maybe'", "valid boolean", "true, false"),
+        ({"expected_gpu_count": 0}, "expected_gpu_count", "0", "greater than or equal to 1", "1..64"),
+        ({"nvidia_apt_mirror": "ftp:/x"}, "nvidia_apt_mirror", "'ftp:/x'", "URL", "http(s) URL"),
+        ({"sglang_version": "latest"}, "sglang_version", "'latest'", "pattern", "0.5.23"),
+    ],
+)
+def test_bad_value_names_host_field_value_and_allowed(values, field, shown, message, allowed):
+    [problem] = problems_for(values, {field: "group gpu_servers"})
+    text = str(problem)
+    assert text.startswith(f"host gpu1: {field} = {shown} (from group gpu_servers): ")
+    assert message in text
+    assert re.search(r"; allowed: .*" + re.escape(allowed), text)
+
+
+def test_unknown_key_is_an_error_with_a_suggestion_and_no_value():
+    [problem] = problems_for({"hf_tokne_file": "hf_SECRETSECRET"})
+    assert problem.field == "hf_tokne_file" and problem.message == "unknown key"
+    assert "did you mean hf_token_file?" in problem.allowed
+    assert "hf_SECRETSECRET" not in str(problem)
+
+
+def test_pyinfra_keys_and_own_prefixed_keys_pass():
+    values = {
+        "ssh_user": "root",
+        "ssh_known_hosts_file": "/etc/ssh/known",
+        "_sudo": True,
+        "x_rack": "b12",
+        "sglang_port": 30001,
+    }
+    config, problems = validate_host_data("gpu1", values)
+    assert problems == [] and config is not None and config.sglang_port == 30001
+
+
+def test_public_bind_without_api_key_is_refused():
+    [problem] = problems_for({"sglang_host": "0.0.0.0"})
+    assert problem.field == "sglang_host"
+    assert "without an API key" in problem.message and "sglang_api_key_file" in problem.message
+
+
+def test_empty_key_file_means_unset():
+    [problem] = problems_for({"sglang_host": "10.0.0.5", "sglang_api_key_file": ""})
+    assert problem.field == "sglang_host"
+
+
+def test_cli_style_values_are_read_as_meant():
+    # pyinfra's --data parses "13.1" to a float and "590" to an int.
+    config, problems = validate_host_data(
+        "gpu1", {"cuda_version": 13.1, "nvidia_driver_branch": "590", "sglang_version": "0.5.9.post1"}
+    )
+    assert problems == [] and config.cuda_version == "13.1" and config.nvidia_driver_branch == 590
+
+
+def test_all_problems_of_all_hosts_in_one_error(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "inv.py").write_text(
+        "gpus = [\n"
+        "    ('a', {'sglang_port': 0}),\n"
+        "    ('b', {'sglang_prot': 1, 'allow_reboot': True}),\n"
+        "    ('c', {}),\n"
+        "]\n"
+    )
+    with pytest.raises(InventoryError) as caught:
+        validate_inventory(load_inventory_file("inv.py", override_data={"cuda_version": "9.0"}))
+    lines = str(caught.value).splitlines()
+    assert lines[0].startswith("invalid inventory, nothing was changed")
+    fields = sorted((p.host, p.field, p.source) for p in caught.value.problems)
+    assert fields == [
+        ("a", "cuda_version", "--data"),
+        ("a", "sglang_port", "host data"),
+        ("b", "cuda_version", "--data"),
+        ("b", "sglang_prot", "host data"),
+        ("c", "cuda_version", "--data"),
+    ]
+
+
+def test_group_data_source_is_named(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "group_data").mkdir()
+    (tmp_path / "group_data" / "gpus.py").write_text("sglang_port = 123456\n")
+    (tmp_path / "inv.py").write_text("gpus = ['a']\n")
+    with pytest.raises(InventoryError) as caught:
+        validate_inventory(load_inventory_file("inv.py"))
+    [problem] = caught.value.problems
+    assert (problem.host, problem.field, problem.source) == ("a", "sglang_port", "group gpus")
+
+
+def test_readme_inventory_reference_matches_the_model():
+    readme = (REPO / "README.md").read_text()
+    block = re.search(
+        r"<!-- inventory-reference:start -->\n(.*?)<!-- inventory-reference:end -->", readme, re.S
+    )
+    assert block, "README.md lacks the generated inventory reference block"
+    assert block.group(1) == reference_markdown(), (
+        "README's inventory reference is stale: paste `uv run pyinfra-sglang inventory-reference`"
+    )
+    for field in HostConfig.model_fields:
+        assert f"`{field}`" in block.group(1)
