@@ -115,7 +115,7 @@ def test_virtualization_fact_sees_the_container(inventory, hosts):
 
 
 def test_site_applies_base_then_changes_nothing(host_pool, hosts, inventory):
-    first = apply(inventory)
+    first = apply(inventory, options=("-v",))  # -v prints each noop's reason
     assert first.returncode == 0 and not first.errors(), first.describe()
     for h in hosts:
         changed = first.changed(h.address)
@@ -123,6 +123,8 @@ def test_site_applies_base_then_changes_nothing(host_pool, hosts, inventory):
         assert "Base | Keep unattended-upgrades off the NVIDIA driver and CUDA" in changed
         # The test hosts are containers: headers for the outer kernel are a noop, not an error.
         assert "Base | Install headers for the running kernel" in first.unchanged(h.address)
+    for h in hosts:
+        assert f"[{h.address}] noop: linux-headers-" in first.stderr
     assert "in a container (systemd-nspawn)" in first.stderr
 
     for h in hosts:
