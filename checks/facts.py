@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 from typing import TypedDict
 
 from pyinfra.api import FactBase
@@ -72,3 +74,101 @@ class KernelHeaders(FactBase[KernelHeadersDict]):
             "candidate": None if candidate == "(none)" else candidate,
             "apt_lists_present": lists == "lists",
         }
+
+
+# "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build ..."
+# "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14  Thu Feb 22 01:44:30 UTC 2024"
+_NVRM = re.compile(r"^NVRM version:\s+NVIDIA UNIX\b(?P<banner>.*?)\s(?P<version>\d+\.\d+(?:\.\d+)?)\s")
+
+
+class NvidiaLoadedModuleDict(TypedDict):
+    version: str
+    flavor: str  # "open" or "proprietary"
+
+
+class NvidiaLoadedModule(FactBase[NvidiaLoadedModuleDict | None]):
+    """The NVIDIA kernel module the running kernel has loaded, from /proc/driver/nvidia/version;
+    None when no NVIDIA module is loaded."""
+
+    def command(self) -> str:
+        return "cat /proc/driver/nvidia/version 2>/dev/null || true"
+
+    def process(self, output) -> NvidiaLoadedModuleDict | None:
+        for line in output:
+            match = _NVRM.match(line)
+            if match:
+                flavor = "open" if "Open Kernel Module" in match["banner"] else "proprietary"
+                return {"version": match["version"], "flavor": flavor}
+        return None
+
+
+# "Cuda compilation tools, release 13.1, V13.1.80"
+_NVCC_RELEASE = re.compile(r"release (?P<release>\d+\.\d+), V(?P<version>[\d.]+)")
+
+
+class NvccReleaseDict(TypedDict):
+    release: str
+    version: str
+
+
+class NvccRelease(FactBase[NvccReleaseDict | None]):
+    """What ``nvcc --version`` at ``path`` reports; None when there is no nvcc there."""
+
+    def command(self, path: str) -> str:
+        return f"test -x {shlex.quote(path)} && {shlex.quote(path)} --version || true"
+
+    def process(self, output) -> NvccReleaseDict | None:
+        for line in output:
+            match = _NVCC_RELEASE.search(line)
+            if match:
+                return {"release": match["release"], "version": match["version"]}
+        return None
+
+
+class AptSourceEntry(TypedDict):
+    file: str
+    line: int  # 1-based line of the entry (one-line format) or of its Components: field
+    format: str  # "one-line" or "deb822"
+    uris: list[str]
+    components: list[str]
+
+
+class AptSourceEntries(FactBase[list[AptSourceEntry]]):
+    """The host's apt source entries that name components (``main`` and friends).
+
+    Flat repositories (suite ``/``, as NVIDIA's) have no components and are not listed.
+    """
+
+    def command(self) -> str:
+        return (
+            "for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list "
+            "/etc/apt/sources.list.d/*.sources; do "
+            '[ -f "$f" ] && awk -v f="$f" \'{print f "\\t" FNR "\\t" $0}\' "$f"; '
+            "done; true"
+        )
+
+    def process(self, output) -> list[AptSourceEntry]:
+        entries: list[AptSourceEntry] = []
+        stanza_uris: dict[str, list[str]] = {}
+        for raw in output:
+            path, number, text = (raw.split("\t", 2) + ["", ""])[:3]
+            text = text.split("#", 1)[0].strip()
+            if path.endswith(".sources"):
+                key, _, value = text.partition(":")
+                if not text:
+                    stanza_uris.pop(path, None)
+                elif key.strip().lower() == "uris":
+                    stanza_uris[path] = value.split()
+                elif key.strip().lower() == "components":
+                    entries.append({
+                        "file": path, "line": int(number), "format": "deb822",
+                        "uris": stanza_uris.get(path, []), "components": value.split(),
+                    })  # fmt: skip
+                continue
+            words = re.sub(r"\[[^]]*\]", " ", text).split()
+            if len(words) >= 4 and words[0] in ("deb", "deb-src"):
+                entries.append({
+                    "file": path, "line": int(number), "format": "one-line",
+                    "uris": [words[1]], "components": words[3:],
+                })  # fmt: skip
+        return entries

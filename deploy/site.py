@@ -8,7 +8,13 @@ from pyinfra import host
 
 from pyinfra_sglang.inventory import host_config
 from roles.base import base
+from roles.cuda_toolkit import cuda_toolkit
+from roles.nvidia_driver import nvidia_driver
+from roles.nvidia_repo import nvidia_repo
 
 host_config(host)
 
 base()
+nvidia_repo()
+nvidia_driver()
+cuda_toolkit()

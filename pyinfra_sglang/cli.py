@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from pyinfra_sglang import inventory
 
 
 def _inventory_reference(args: argparse.Namespace) -> int:
+    if args.write:
+        path = Path(args.write)
+        path.write_text(inventory.with_reference(path.read_text()))
+        return 0
     sys.stdout.write(inventory.reference_markdown())
     return 0
 
@@ -35,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     reference = commands.add_parser(
         "inventory-reference", help="print the inventory fields as a Markdown table"
+    )
+    reference.add_argument(
+        "--write", metavar="README", help="update the reference block in this file instead"
     )
     reference.set_defaults(func=_inventory_reference)
 

@@ -89,6 +89,14 @@ class HostConfig(BaseModel):
         description="Kernel module flavor; Blackwell GPUs need the open modules.",
         json_schema_extra=_allowed("open, proprietary"),
     )
+    nvidia_driver_install: Literal["compute", "full"] = Field(
+        "compute",
+        description=(
+            "`compute`: headless driver (CUDA libraries, kernel modules, nvidia-smi); "
+            "`full`: NVIDIA's full driver metapackage."
+        ),
+        json_schema_extra=_allowed("compute, full"),
+    )
     nvidia_apt_mirror: HttpUrl | None = Field(
         None,
         description=(
@@ -337,6 +345,17 @@ def _format_default(value: Any) -> str:
     if isinstance(value, bool):
         return str(value).lower()
     return f"`{value}`"
+
+
+REFERENCE_START = "<!-- inventory-reference:start -->\n"
+REFERENCE_END = "<!-- inventory-reference:end -->"
+
+
+def with_reference(readme: str) -> str:
+    """``readme`` with its generated inventory reference block brought up to date."""
+    head, rest = readme.split(REFERENCE_START, 1)
+    _, tail = rest.split(REFERENCE_END, 1)
+    return head + REFERENCE_START + reference_markdown() + REFERENCE_END + tail
 
 
 def reference_markdown() -> str:

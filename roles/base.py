@@ -5,21 +5,14 @@ from __future__ import annotations
 
 from pyinfra import host
 from pyinfra.api import deploy, operation
-from pyinfra.facts.server import Arch, LinuxDistribution
 from pyinfra.operations import apt, files
 
 from checks.facts import KernelHeaders, Virtualization
 from pyinfra_sglang import data
 from pyinfra_sglang.paths import template
-from pyinfra_sglang.platform import Platform, resolve_platform
+from roles.common import ensure_packages, host_platform
 
 UNATTENDED_UPGRADES_BLACKLIST = "/etc/apt/apt.conf.d/51pyinfra-sglang-nvidia"
-
-
-def host_platform() -> Platform:
-    """The current host's platform; refuses an unsupported distro or arch before any change."""
-    release = host.get_fact(LinuxDistribution)["release_meta"]
-    return resolve_platform(host.name, release, host.get_fact(Arch))
 
 
 @operation()
@@ -50,13 +43,7 @@ def kernel_headers(package_template: str = "linux-headers-{kernel_release}"):
 def base() -> None:
     host_platform()
     base_data = data.load("platforms")["base"]
-    apt.packages(
-        name="Install build prerequisites",
-        packages=base_data["packages"],
-        no_recommends=True,
-        update=True,
-        cache_time=3600,
-    )
+    ensure_packages("Install build prerequisites", base_data["packages"])
     kernel_headers(
         name="Install headers for the running kernel",
         package_template=base_data["kernel_headers_package"],

@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import tarfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,6 +87,8 @@ class TestHost:
     root: Path  # its filesystem tree on this machine
     log: Path
     process: subprocess.Popen | None = field(default=None, repr=False)
+    boots: int = 0  # how many times systemd-nspawn started it (a reboot adds one)
+    stopping: bool = False
 
     def ssh_command(self, pool: TestHostPool, command: str) -> list[str]:
         return [
@@ -168,6 +171,17 @@ class TestHostPool:
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True,
             )  # fmt: skip
+        test_host.boots += 1
+        watcher = threading.Thread(
+            target=self._boot_again_after_reboot, args=(test_host, test_host.process), daemon=True
+        )
+        watcher.start()
+
+    def _boot_again_after_reboot(self, test_host: TestHost, process: subprocess.Popen) -> None:
+        # A reboot inside the host ends systemd-nspawn with 133: boot it again, as a
+        # machine would come back, so deploys can wait for it over SSH.
+        if process.wait() == NSPAWN_REBOOT_STATUS and not test_host.stopping:
+            self._start(test_host)
 
     def _wait_for_ssh(self, test_host: TestHost) -> None:
         deadline = time.monotonic() + BOOT_TIMEOUT_S
@@ -189,16 +203,8 @@ class TestHostPool:
             timeout=120,
         )
 
-    def wait_for_reboot(self, test_host: TestHost, timeout: float = BOOT_TIMEOUT_S) -> None:
-        """After the host asked for a reboot (nspawn exits 133), boot it again."""
-        assert test_host.process is not None
-        status = test_host.process.wait(timeout=timeout)
-        if status != NSPAWN_REBOOT_STATUS:
-            raise RuntimeError(f"test host {test_host.name} exited with {status}, not a reboot")
-        self._start(test_host)
-        self._wait_for_ssh(test_host)
-
     def stop(self, test_host: TestHost) -> None:
+        test_host.stopping = True
         process = test_host.process
         if process is None or process.poll() is not None:
             return

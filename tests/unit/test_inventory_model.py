@@ -11,9 +11,9 @@ from pyinfra_sglang.inventory import (
     HostConfig,
     InventoryError,
     load_inventory_file,
-    reference_markdown,
     validate_host_data,
     validate_inventory,
+    with_reference,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -61,8 +61,9 @@ def problems_for(values: dict, sources: dict | None = None):
     [
         ({"sglang_port": "http"}, "sglang_port", "'http'", "valid integer", "1..65535"),
         ({"sglang_port": 70000}, "sglang_port", "70000", "less than or equal to 65535", "1..65535"),
-        ({"nvidia_driver_branch": 470}, "nvidia_driver_branch", "470", "580, 590 or 595", "580, 590, 595"),
+        ({"nvidia_driver_branch": 470}, "nvidia_driver_branch", "470", "590 or 595", "590, 595"),
         ({"cuda_version": "11.8"}, "cuda_version", "'11.8'", "'13.1'", "13.1"),
+        ({"nvidia_driver_install": "desktop"}, "nvidia_driver_install", "'desktop'", "'compute'", "compute, full"),
         ({"nvidia_kernel_modules": "closed"}, "nvidia_kernel_modules", "'closed'", "'open'", "open, proprietary"),
         ({"allow_reboot": "maybe"}, "allow_reboot", "'maybe'", "valid boolean", "true, false"),
         ({"expected_gpu_count": 0}, "expected_gpu_count", "0", "greater than or equal to 1", "1..64"),
@@ -156,8 +157,9 @@ def test_readme_inventory_reference_matches_the_model():
         r"<!-- inventory-reference:start -->\n(.*?)<!-- inventory-reference:end -->", readme, re.S
     )
     assert block, "README.md lacks the generated inventory reference block"
-    assert block.group(1) == reference_markdown(), (
-        "README's inventory reference is stale: paste `uv run pyinfra-sglang inventory-reference`"
+    assert with_reference(readme) == readme, (
+        "README's inventory reference is stale: run "
+        "`uv run pyinfra-sglang inventory-reference --write README.md`"
     )
     for field in HostConfig.model_fields:
         assert f"`{field}`" in block.group(1)

@@ -1,0 +1,79 @@
+"""CUDA Toolkit (toolkit only: no driver pulled), on PATH and in the linker's path, with a
+check that nvcc reports the release the inventory asked for."""
+
+from __future__ import annotations
+
+from pyinfra import host
+from pyinfra.api import deploy, operation
+from pyinfra.api.exceptions import OperationError
+from pyinfra.operations import files, server
+
+from checks.facts import NvccRelease
+from pyinfra_sglang import data
+from pyinfra_sglang.inventory import host_config
+from pyinfra_sglang.paths import template
+from roles.common import ensure_packages
+
+
+def cuda_paths(version: str) -> dict[str, str]:
+    cuda = data.load("nvidia")["cuda"]
+    home = cuda["home"].format(version=version)
+    return {
+        "package": cuda["toolkit_package"].format(dashed=version.replace(".", "-")),
+        "home": home,
+        "nvcc": f"{home}/bin/nvcc",
+        "profile_script": cuda["profile_script"],
+        "ld_conf": cuda["ld_conf"],
+    }
+
+
+@operation()
+def nvcc_reports_release(nvcc: str, release: str):
+    """Fail unless ``nvcc --version`` reports ``release``. Checked from facts when nvcc was
+    already there; checked on the host right after the install otherwise."""
+    found = host.get_fact(NvccRelease, path=nvcc)
+    if found is None:
+        # Installed by this run: the facts predate it, so check on the host now.
+        yield (
+            f"{nvcc} --version | grep -q 'release {release},' || "
+            f"{{ echo '{nvcc} does not report CUDA release {release}:' >&2; "
+            f"{nvcc} --version >&2; exit 1; }}"
+        )
+        return
+    if found["release"] != release:
+        raise OperationError(
+            f"{nvcc} reports CUDA release {found['release']} (V{found['version']}), "
+            f"expected {release}: check which package provides it"
+        )
+    host.noop(f"{nvcc} reports release {release} (V{found['version']})")
+
+
+@deploy("CUDA Toolkit")
+def cuda_toolkit() -> None:
+    version = host_config(host).cuda_version
+    paths = cuda_paths(version)
+    ensure_packages(f"Install CUDA Toolkit {version}", [paths["package"]])
+    files.template(
+        name="Put CUDA on PATH for login shells",
+        src=template("cuda-profile.sh.j2"),
+        dest=paths["profile_script"],
+        cuda_version=version,
+        cuda_home=paths["home"],
+        user="root",
+        group="root",
+        mode="644",
+    )
+    ld_conf = files.template(
+        name="Add CUDA's libraries to the linker's path",
+        src=template("cuda-ld.conf.j2"),
+        dest=paths["ld_conf"],
+        cuda_version=version,
+        cuda_home=paths["home"],
+        user="root",
+        group="root",
+        mode="644",
+    )
+    server.shell(name="Refresh the linker cache", commands=["ldconfig"], _if=ld_conf.did_change)
+    nvcc_reports_release(
+        name=f"Check that nvcc reports CUDA {version}", nvcc=paths["nvcc"], release=version
+    )

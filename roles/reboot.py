@@ -1,0 +1,41 @@
+"""Reboot a host and wait until it is back.
+
+pyinfra's own server.reboot confirms the reboot by a smaller /proc/uptime, which a container
+never shows (it reads the outer kernel's). A marker in /run, a tmpfs that every boot starts
+empty, confirms it on machines, VMs and containers alike.
+"""
+
+from __future__ import annotations
+
+import time
+
+from pyinfra import logger
+from pyinfra.api import FunctionCommand, StringCommand, operation
+
+REBOOT_MARKER = "/run/pyinfra-sglang-reboot-pending"
+
+
+def _wait_for_reboot(state, host, timeout: float, interval: float) -> bool:
+    deadline = time.monotonic() + timeout
+    host.disconnect()
+    while time.monotonic() < deadline:
+        time.sleep(interval)
+        host.connect(show_errors=False)
+        if not host.connected:
+            continue
+        still_up, _ = host.run_shell_command(f"test -e {REBOOT_MARKER}")
+        if not still_up:  # the marker is gone: this is a new boot
+            logger.info(f"{host.print_prefix}back after reboot")
+            return True
+        host.disconnect()
+    raise TimeoutError(f"{host.name} did not come back from its reboot within {timeout:.0f}s")
+
+
+@operation(is_idempotent=False)
+def reboot_and_wait(timeout: int = 600, interval: float = 2):
+    """Reboot now and wait (up to ``timeout`` seconds) until the host is back."""
+    # Detached, so the SSH channel closes before the host goes down.
+    yield StringCommand(
+        f"touch {REBOOT_MARKER} && ( sleep 1 && systemctl reboot ) </dev/null >/dev/null 2>&1 &"
+    )
+    yield FunctionCommand(_wait_for_reboot, (), {"timeout": timeout, "interval": interval})

@@ -1,0 +1,491 @@
+"""A stand-in for NVIDIA's CUDA apt repository: signed flat repos served over loopback HTTP.
+
+``build_repo()`` builds tiny packages with NVIDIA's real names, versions and dependency
+shape (cuda-keyring, driver pinning, the 590 and 595 driver branches, CUDA 13.0/13.1) with
+dpkg-deb, indexes them, and signs each flat repo with a GPG key made for this build alone.
+The key's public half ships in cuda-keyring, as NVIDIA's does, so apt checks signatures
+exactly as it would against the real repository. ``serve()`` serves the tree on
+127.0.0.1; test hosts share this machine's network namespace and reach it there.
+
+Layout, as NVIDIA's: ``<root>/<distro>/<arch>/`` holds the .debs, Packages, Packages.gz,
+Release, Release.gpg and InRelease, used with ``deb [signed-by=...] <url>/<distro>/<arch>/ /``.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import functools
+import gzip
+import hashlib
+import http.server
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Self
+
+HERE = Path(__file__).resolve().parent
+GPU_FIXTURES = HERE.parent / "fixtures" / "gpu"
+NVIDIA_SMI_REPLAY = HERE / "nvidia_smi_replay.py"
+DEFAULT_CAPTURE = "h200x2-nvlink-vm"
+CAPTURE_FILES = ("smi.txt", "smi_q.txt", "smi_q.xml")
+
+NVIDIA_REPOS_URL = "https://developer.download.nvidia.com/compute/cuda/repos"
+KEYRING_PATH = "/usr/share/keyrings/cuda-archive-keyring.gpg"
+KEYRING_VERSION = "1.1-1"
+MAINTAINER = "pyinfra-sglang tests <tests@invalid>"
+
+# NVIDIA's arch folder -> (Debian architecture, multiarch triplet).
+ARCHES = {"x86_64": ("amd64", "x86_64-linux-gnu"), "sbsa": ("arm64", "aarch64-linux-gnu")}
+DISTROS = ("debian12", "ubuntu2204", "ubuntu2404")
+
+DRIVER_VERSIONS = {"590": "590.48.01-1", "595": "595.58.03-1"}
+# What a driver pinning package pins, in NVIDIA's order.
+PINNED_DRIVER_PACKAGES = (
+    "libnvidia-compute", "nvidia-dkms-open", "nvidia-dkms", "nvidia-utils",
+    "nvidia-persistenced", "nvidia-open", "cuda-drivers",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CudaRelease:
+    release: str  # "13.1"
+    nvcc_version: str  # Debian version of cuda-nvcc-X-Y
+    toolkit_version: str  # Debian version of cuda-toolkit-X-Y and cuda-X-Y
+    built_on: str  # nvcc --version's "Built on" stamp
+    compiler_build: str  # nvcc --version's "compiler.<N>_0"
+
+    @property
+    def dashed(self) -> str:
+        return self.release.replace(".", "-")
+
+    @property
+    def nvcc_upstream(self) -> str:
+        return self.nvcc_version.rsplit("-", 1)[0]
+
+
+CUDA_RELEASES = (
+    # 13.0's banner is the real one in tests/fixtures/gpu/h200x2-nvlink-vm/smi.txt.
+    CudaRelease("13.0", "13.0.88-1", "13.0.0-1", "Wed_Aug_20_01:58:59_PM_PDT_2025", "36424714"),
+    CudaRelease("13.1", "13.1.80-1", "13.1.0-1", "Fri_Nov_07_07:21:49_PM_PST_2025", "36836380"),
+)
+
+
+@dataclass(frozen=True)
+class DebFile:
+    path: str  # where the package installs it, absolute
+    content: bytes
+    mode: int = 0o644
+
+
+@dataclass(frozen=True)
+class PackageSpec:
+    name: str
+    version: str
+    architecture: str  # a Debian architecture or "all"
+    description: str
+    depends: tuple[str, ...] = ()
+    conflicts: tuple[str, ...] = ()
+    provides: tuple[str, ...] = ()
+    files: tuple[DebFile, ...] = ()
+    conffiles: tuple[str, ...] = ()
+
+    @property
+    def filename(self) -> str:
+        return f"{self.name}_{self.version}_{self.architecture}.deb"
+
+    def control(self) -> str:
+        installed_kib = sum(-(-len(f.content) // 1024) for f in self.files) or 1
+        fields = {
+            "Package": self.name,
+            "Version": self.version,
+            "Architecture": self.architecture,
+            "Maintainer": MAINTAINER,
+            "Installed-Size": str(installed_kib),
+            "Depends": ", ".join(self.depends),
+            "Conflicts": ", ".join(self.conflicts),
+            "Provides": ", ".join(self.provides),
+            "Section": "multiverse/devel",
+            "Priority": "optional",
+            "Description": f"{self.description} (test double)",
+        }
+        return "".join(f"{key}: {value}\n" for key, value in fields.items() if value)
+
+
+@dataclass
+class BuiltRepo:
+    root: Path
+    public_key: Path  # the binary signing key, as cuda-keyring ships it
+    repos: list[Path] = field(default_factory=list)  # each <root>/<distro>/<arch>
+
+    def repo(self, distro: str = "debian12", arch: str = "x86_64") -> Path:
+        return self.root / distro / arch
+
+
+@dataclass(frozen=True)
+class Mirror:
+    """A built repository being served: what tests put in nvidia_apt_mirror."""
+
+    url: str  # http://127.0.0.1:PORT, no trailing slash
+    root: Path
+    public_key: Path
+
+    def repo_url(self, distro: str = "debian12", arch: str = "x86_64") -> str:
+        return f"{self.url}/{distro}/{arch}/"
+
+
+# ---------------------------------------------------------------------------------------
+# Package definitions
+
+
+def sources_list_line(base_url: str, distro: str, arch: str) -> str:
+    return f"deb [signed-by={KEYRING_PATH}] {base_url}/{distro}/{arch}/ /\n"
+
+
+def script(body: str) -> bytes:
+    return f"#!/bin/sh\n# Test double, not NVIDIA's program.\n{body}".encode()
+
+
+def keyring_package(distro: str, arch: str, public_key: bytes) -> PackageSpec:
+    list_file = f"/etc/apt/sources.list.d/cuda-{distro}-{arch}.list"
+    return PackageSpec(
+        name="cuda-keyring",
+        version=KEYRING_VERSION,
+        architecture="all",
+        description="GPG keyring for the CUDA repository",
+        files=(
+            DebFile(KEYRING_PATH, public_key),
+            DebFile(list_file, sources_list_line(NVIDIA_REPOS_URL, distro, arch).encode()),
+        ),
+        conffiles=(list_file,),
+    )
+
+
+def pinning_packages() -> list[PackageSpec]:
+    specs = []
+    for branch, version in DRIVER_VERSIONS.items():
+        others = [f"nvidia-driver-pinning-{b}" for b in DRIVER_VERSIONS if b != branch]
+        preferences = (
+            f"Package: {' '.join(PINNED_DRIVER_PACKAGES)}\n"
+            f"Pin: version {branch}.*\n"
+            "Pin-Priority: 1000\n"
+        )
+        # Not a conffile: removing one pinning package must take its pin with it.
+        name = f"nvidia-driver-pinning-{branch}"
+        specs.append(PackageSpec(
+            name=name,
+            version=version,
+            architecture="all",
+            description=f"Pins the NVIDIA driver to the {branch} branch",
+            conflicts=tuple(others),
+            provides=("nvidia-driver-pinning",),
+            files=(DebFile(f"/etc/apt/preferences.d/{name}", preferences.encode()),),
+        ))  # fmt: skip
+    return specs
+
+
+def dkms_conf(upstream: str) -> bytes:
+    # Enough for a reader to find the module name and version; no module is ever built.
+    return f'PACKAGE_NAME="nvidia"\nPACKAGE_VERSION="{upstream}"\nAUTOINSTALL="yes"\n'.encode()
+
+
+PERSISTENCED_SERVICE = b"""\
+[Unit]
+Description=NVIDIA Persistence Daemon (test double)
+
+[Service]
+Type=simple
+ExecStart=/usr/bin/nvidia-persistenced --verbose
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def replay_files(captures: Iterable[str]) -> list[DebFile]:
+    files = [DebFile("/usr/bin/nvidia-smi", NVIDIA_SMI_REPLAY.read_bytes(), 0o755)]
+    for capture in captures:
+        for name in CAPTURE_FILES:
+            source = GPU_FIXTURES / capture / name
+            if source.is_file():
+                files.append(
+                    DebFile(f"/usr/share/nvidia-smi-replay/{capture}/{name}", source.read_bytes())
+                )
+    return files
+
+
+def driver_packages(version: str, arch: str, captures: Iterable[str]) -> list[PackageSpec]:
+    """One driver branch: libraries, both module flavours, tools, daemon, two metapackages."""
+    deb_arch, triplet = ARCHES[arch]
+    upstream = version.rsplit("-", 1)[0]
+    dkms_conf_file = DebFile(f"/usr/src/nvidia-{upstream}/dkms.conf", dkms_conf(upstream))
+
+    def same_branch(*names: str) -> tuple[str, ...]:
+        return tuple(f"{name} (= {version})" for name in names)
+
+    # (name, description, depends, conflicts, files)
+    table = [
+        ("libnvidia-compute", "NVIDIA libcompute package", (), (),
+         [DebFile(f"/usr/lib/{triplet}/libcuda.so.{upstream}", b"placeholder for libcuda\n")]),
+        ("nvidia-dkms-open", "NVIDIA open kernel modules, DKMS source",
+         ("dkms",), ("nvidia-dkms",), [dkms_conf_file]),
+        ("nvidia-dkms", "NVIDIA proprietary kernel modules, DKMS source",
+         ("dkms",), ("nvidia-dkms-open",), [dkms_conf_file]),
+        ("nvidia-utils", "NVIDIA driver support binaries",
+         same_branch("libnvidia-compute"), (), replay_files(captures)),
+        ("nvidia-persistenced", "NVIDIA persistence daemon", (), (),
+         [DebFile("/usr/bin/nvidia-persistenced", script("exec sleep infinity\n"), 0o755),
+          DebFile("/usr/lib/systemd/system/nvidia-persistenced.service", PERSISTENCED_SERVICE)]),
+        ("nvidia-open", "NVIDIA driver with open kernel modules", same_branch(
+            "libnvidia-compute", "nvidia-dkms-open", "nvidia-utils", "nvidia-persistenced"), (), []),
+        ("cuda-drivers", "NVIDIA driver with proprietary kernel modules", same_branch(
+            "libnvidia-compute", "nvidia-dkms", "nvidia-utils", "nvidia-persistenced"), (), []),
+    ]  # fmt: skip
+    return [
+        PackageSpec(name, version, deb_arch, description, depends, conflicts, files=tuple(files))
+        for name, description, depends, conflicts, files in table
+    ]
+
+
+def nvcc_script(cuda: CudaRelease) -> bytes:
+    banner = (
+        "nvcc: NVIDIA (R) Cuda compiler driver\n"
+        "Copyright (c) 2005-2025 NVIDIA Corporation\n"
+        f"Built on {cuda.built_on}\n"
+        f"Cuda compilation tools, release {cuda.release}, V{cuda.nvcc_upstream}\n"
+        f"Build cuda_{cuda.release}.r{cuda.release}/compiler.{cuda.compiler_build}_0\n"
+    )
+    return script(
+        'if [ "$1" = "--version" ] || [ "$1" = "-V" ]; then\n'
+        f"cat <<'EOF'\n{banner}EOF\nexit 0\nfi\n"
+        'echo "nvcc (test double): only --version is supported" >&2\nexit 2\n'
+    )
+
+
+def cuda_packages(cuda: CudaRelease, arch: str) -> list[PackageSpec]:
+    deb_arch = ARCHES[arch][0]
+    prefix = f"/usr/local/cuda-{cuda.release}"
+    nvcc = f"cuda-nvcc-{cuda.dashed}"
+    toolkit = f"cuda-toolkit-{cuda.dashed}"
+    return [
+        PackageSpec(
+            nvcc, cuda.nvcc_version, deb_arch, f"CUDA nvcc {cuda.release}",
+            files=(DebFile(f"{prefix}/bin/nvcc", nvcc_script(cuda), 0o755),
+                   DebFile(f"{prefix}/lib64/libcudart.so.13", b"placeholder for libcudart\n")),
+        ),
+        # The toolkit alone: no driver dependency, what a host with its own driver wants.
+        PackageSpec(
+            toolkit, cuda.toolkit_version, deb_arch, f"CUDA Toolkit {cuda.release} meta-package",
+            depends=(f"{nvcc} (>= {cuda.nvcc_upstream})",),
+        ),
+        # NVIDIA's everything-metapackage: it pulls cuda-drivers, which the product avoids.
+        PackageSpec(
+            f"cuda-{cuda.dashed}", cuda.toolkit_version, deb_arch,
+            f"CUDA {cuda.release} meta-package",
+            depends=(f"{toolkit} (= {cuda.toolkit_version})", "cuda-drivers"),
+        ),
+    ]  # fmt: skip
+
+
+def package_specs(
+    distro: str, arch: str, public_key: bytes, captures: Iterable[str] = (DEFAULT_CAPTURE,)
+) -> list[PackageSpec]:
+    """Every package of one flat repo."""
+    if distro not in DISTROS or arch not in ARCHES:
+        known = f"{', '.join(DISTROS)} x {', '.join(ARCHES)}"
+        raise ValueError(f"unknown distro/arch {distro}/{arch}; known: {known}")
+    captures = tuple(captures)
+    specs = [keyring_package(distro, arch, public_key), *pinning_packages()]
+    for version in DRIVER_VERSIONS.values():
+        specs += driver_packages(version, arch, captures)
+    for cuda in CUDA_RELEASES:
+        specs += cuda_packages(cuda, arch)
+    return specs
+
+
+# ---------------------------------------------------------------------------------------
+# Building
+
+
+def stage_tree(spec: PackageSpec, stage: Path) -> None:
+    """The package's file tree plus DEBIAN/, with the modes dpkg-deb will record."""
+    debian = stage / "DEBIAN"
+    debian.mkdir(parents=True)
+    (debian / "control").write_text(spec.control())
+    if spec.conffiles:
+        (debian / "conffiles").write_text("".join(f"{path}\n" for path in spec.conffiles))
+    for item in spec.files:
+        target = stage / item.path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(item.content)
+        target.chmod(item.mode)
+    for path in [stage, *stage.rglob("*")]:
+        if path.is_dir():
+            path.chmod(0o755)  # not whatever the caller's umask left
+    for path in debian.iterdir():
+        path.chmod(0o644)
+
+
+def build_deb(spec: PackageSpec, out_dir: Path, work_dir: Path) -> Path:
+    stage = work_dir / spec.filename.removesuffix(".deb")
+    stage_tree(spec, stage)
+    deb = out_dir / spec.filename
+    # gzip: tiny packages build faster than with the default xz, and every dpkg reads it.
+    subprocess.run(
+        ["dpkg-deb", "--build", "--root-owner-group", "-Zgzip", str(stage), str(deb)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    shutil.rmtree(stage)
+    return deb
+
+
+def index_stanza(spec: PackageSpec, deb: Path) -> str:
+    data = deb.read_bytes()
+    return (
+        spec.control()
+        + f"Filename: ./{deb.name}\n"
+        + f"Size: {len(data)}\n"
+        + f"MD5sum: {hashlib.md5(data).hexdigest()}\n"
+        + f"SHA256: {hashlib.sha256(data).hexdigest()}\n"
+    )
+
+
+def write_packages_index(repo: Path, built: list[tuple[PackageSpec, Path]]) -> None:
+    text = "\n".join(index_stanza(spec, deb) for spec, deb in built).encode()
+    (repo / "Packages").write_bytes(text)
+    # mtime=0: the same packages give the same Packages.gz.
+    (repo / "Packages.gz").write_bytes(gzip.compress(text, mtime=0))
+
+
+def release_text(repo: Path, arch: str, now: datetime) -> str:
+    indexes = [repo / "Packages", repo / "Packages.gz"]
+
+    def hashes(algorithm: str) -> str:
+        return "".join(
+            f" {hashlib.new(algorithm, p.read_bytes()).hexdigest()} {p.stat().st_size} {p.name}\n"
+            for p in indexes
+        )
+
+    return (
+        "Origin: NVIDIA\n"
+        "Label: NVIDIA CUDA (test double)\n"
+        f"Architectures: {ARCHES[arch][0]}\n"
+        f"Date: {email.utils.format_datetime(now, usegmt=True)}\n"
+        f"MD5Sum:\n{hashes('md5')}"
+        f"SHA256:\n{hashes('sha256')}"
+    )
+
+
+class SigningKey:
+    """A passphrase-less GPG key in a private GNUPGHOME, made for one build and then removed."""
+
+    def __init__(self) -> None:
+        # Under /tmp, not tmp_path: gpg-agent's socket path must stay short.
+        self.home = Path(tempfile.mkdtemp(prefix="aptrepo-gpg-"))
+        self.home.chmod(0o700)
+        self._gpg(
+            "--passphrase", "", "--quick-generate-key",
+            "pyinfra-sglang test CUDA repository <cuda-repo@tests.invalid>",
+            "ed25519", "sign", "never",
+        )  # fmt: skip
+        listing = self._gpg("--with-colons", "--list-secret-keys").stdout.decode()
+        self.fingerprint = next(
+            line.split(":")[9] for line in listing.splitlines() if line.startswith("fpr:")
+        )
+
+    def _gpg(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["gpg", "--homedir", str(self.home), "--batch", "--pinentry-mode", "loopback", *args],
+            check=True, capture_output=True,
+        )  # fmt: skip
+
+    def public_key(self) -> bytes:
+        """Binary (not armored), the format apt's signed-by= files and gpgv --keyring read."""
+        return self._gpg("--export", self.fingerprint).stdout
+
+    def sign_release(self, repo: Path) -> None:
+        release = str(repo / "Release")
+        common = ("--yes", "--local-user", self.fingerprint, "--digest-algo", "SHA512")
+        self._gpg(
+            *common, "--armor", "--detach-sign", "--output", str(repo / "Release.gpg"), release
+        )
+        self._gpg(*common, "--clearsign", "--output", str(repo / "InRelease"), release)
+
+    def close(self) -> None:
+        # Stop the agent gpg started for this home only, then drop the secret key.
+        subprocess.run(
+            ["gpgconf", "--homedir", str(self.home), "--kill", "gpg-agent"],
+            check=False, capture_output=True,
+        )  # fmt: skip
+        shutil.rmtree(self.home, ignore_errors=True)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def build_flat_repo(
+    root: Path, distro: str, arch: str, key: SigningKey, captures: Iterable[str], now: datetime
+) -> Path:
+    repo = root / distro / arch
+    repo.mkdir(parents=True, exist_ok=True)
+    specs = package_specs(distro, arch, key.public_key(), captures)
+    with tempfile.TemporaryDirectory(prefix="aptrepo-stage-") as work, ThreadPoolExecutor() as pool:
+        debs = list(pool.map(lambda spec: build_deb(spec, repo, Path(work)), specs))
+    write_packages_index(repo, list(zip(specs, debs)))
+    (repo / "Release").write_text(release_text(repo, arch, now))
+    key.sign_release(repo)
+    return repo
+
+
+def build_repo(
+    root: Path,
+    targets: Iterable[tuple[str, str]] = (("debian12", "x86_64"),),
+    captures: Iterable[str] = (DEFAULT_CAPTURE,),
+) -> BuiltRepo:
+    """Build one signed flat repo per (distro, arch) under root, all signed by one new key.
+
+    The public key is also written to <root>/cuda-archive-keyring.gpg for tests to verify with.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    now = datetime.now(UTC)
+    with SigningKey() as key:
+        public_key = root / "cuda-archive-keyring.gpg"
+        public_key.write_bytes(key.public_key())
+        built = BuiltRepo(root=root, public_key=public_key)
+        for distro, arch in targets:
+            built.repos.append(build_flat_repo(root, distro, arch, key, tuple(captures), now))
+    return built
+
+
+# ---------------------------------------------------------------------------------------
+# Serving
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass  # apt fetches a lot; the test output is not the place for an access log
+
+
+@contextmanager
+def serve(root: Path) -> Iterator[str]:
+    """Serve root over HTTP on 127.0.0.1, on a free port; yields the base URL (no trailing /)."""
+    handler = functools.partial(QuietHandler, directory=os.fspath(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, name="nvidia-mirror", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

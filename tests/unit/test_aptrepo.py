@@ -1,0 +1,318 @@
+"""The CUDA apt repository test double: packages, indexes, signatures, and the two doubles
+(nvidia-smi replay, nvcc) it ships, checked with dpkg-deb and gpgv as apt would see them."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.hosts import aptrepo
+from tests.hosts.nvidia_smi_replay import find_block
+
+CAPTURE = aptrepo.GPU_FIXTURES / "h200x2-nvlink-vm"
+QUERY_GPU = (
+    "--query-gpu=index,name,pci.bus_id,driver_version,pcie.link.gen.current,pcie.link.gen.max,"
+    "pcie.link.gen.gpumax,pcie.link.gen.hostmax,pcie.link.width.current,pcie.link.width.max,"
+    "persistence_mode,compute_cap,memory.total,power.limit,clocks.max.sm"
+)
+
+missing = [tool for tool in ("dpkg-deb", "gpg", "gpgv") if not shutil.which(tool)]
+pytestmark = pytest.mark.skipif(
+    bool(missing), reason=f"needs {', '.join(missing)} (apt-get install dpkg gpg gpgv)"
+)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> aptrepo.BuiltRepo:
+    return aptrepo.build_repo(
+        tmp_path_factory.mktemp("cuda-repo"),
+        targets=[("debian12", "x86_64"), ("ubuntu2404", "sbsa")],
+    )
+
+
+@pytest.fixture(scope="module")
+def repo(built) -> Path:
+    return built.repo("debian12", "x86_64")
+
+
+def control_field(deb: Path, name: str) -> str:
+    return subprocess.run(
+        ["dpkg-deb", "-f", str(deb), name], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def extract(deb: Path, into: Path) -> Path:
+    subprocess.run(["dpkg-deb", "-x", str(deb), str(into)], check=True)
+    return into
+
+
+def stanzas(packages_text: str) -> list[dict[str, str]]:
+    result = []
+    for block in packages_text.strip().split("\n\n"):
+        result.append(dict(line.split(": ", 1) for line in block.splitlines()))
+    return result
+
+
+D590, D595 = "590.48.01-1", "595.58.03-1"
+# deb file -> its relationship fields; a field not named must be absent.
+# Package, Version and Architecture are checked against the file name.
+RELATIONS = {
+    "cuda-keyring_1.1-1_all.deb": {},
+    "nvidia-driver-pinning-590_590.48.01-1_all.deb": {
+        "Conflicts": "nvidia-driver-pinning-595", "Provides": "nvidia-driver-pinning"},
+    "nvidia-driver-pinning-595_595.58.03-1_all.deb": {
+        "Conflicts": "nvidia-driver-pinning-590", "Provides": "nvidia-driver-pinning"},
+    "libnvidia-compute_590.48.01-1_amd64.deb": {},
+    "nvidia-dkms-open_595.58.03-1_amd64.deb": {"Depends": "dkms", "Conflicts": "nvidia-dkms"},
+    "nvidia-dkms_590.48.01-1_amd64.deb": {"Depends": "dkms", "Conflicts": "nvidia-dkms-open"},
+    "nvidia-utils_595.58.03-1_amd64.deb": {"Depends": f"libnvidia-compute (= {D595})"},
+    "nvidia-persistenced_590.48.01-1_amd64.deb": {},
+    "nvidia-open_590.48.01-1_amd64.deb": {"Depends": (
+        f"libnvidia-compute (= {D590}), nvidia-dkms-open (= {D590}), nvidia-utils (= {D590}), "
+        f"nvidia-persistenced (= {D590})")},
+    "cuda-drivers_595.58.03-1_amd64.deb": {"Depends": (
+        f"libnvidia-compute (= {D595}), nvidia-dkms (= {D595}), nvidia-utils (= {D595}), "
+        f"nvidia-persistenced (= {D595})")},
+    "cuda-nvcc-13-1_13.1.80-1_amd64.deb": {},
+    "cuda-toolkit-13-1_13.1.0-1_amd64.deb": {"Depends": "cuda-nvcc-13-1 (>= 13.1.80)"},
+    "cuda-13-1_13.1.0-1_amd64.deb": {"Depends": "cuda-toolkit-13-1 (= 13.1.0-1), cuda-drivers"},
+    "cuda-nvcc-13-0_13.0.88-1_amd64.deb": {},
+    "cuda-toolkit-13-0_13.0.0-1_amd64.deb": {"Depends": "cuda-nvcc-13-0 (>= 13.0.88)"},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("deb", "relations"), RELATIONS.items(), ids=list(RELATIONS))
+def test_control_fields(repo, deb, relations):
+    name, version, arch = deb.removesuffix(".deb").split("_")
+    expected = {"Package": name, "Version": version, "Architecture": arch}
+    expected |= {field: relations.get(field, "") for field in ("Depends", "Conflicts", "Provides")}
+    assert {field: control_field(repo / deb, field) for field in expected} == expected
+
+
+def test_pinning_packages_pin_every_driver_package_to_their_branch(repo, tmp_path):
+    names = (
+        "libnvidia-compute nvidia-dkms-open nvidia-dkms nvidia-utils nvidia-persistenced "
+        "nvidia-open cuda-drivers"
+    )
+    for branch, version in (("590", D590), ("595", D595)):
+        tree = extract(
+            repo / f"nvidia-driver-pinning-{branch}_{version}_all.deb", tmp_path / branch
+        )
+        preferences = (tree / f"etc/apt/preferences.d/nvidia-driver-pinning-{branch}").read_text()
+        assert preferences == f"Package: {names}\nPin: version {branch}.*\nPin-Priority: 1000\n"
+
+
+def test_keyring_package_ships_the_signing_key_and_nvidias_source(built, repo, tmp_path):
+    tree = extract(repo / "cuda-keyring_1.1-1_all.deb", tmp_path)
+    assert (
+        tree / "usr/share/keyrings/cuda-archive-keyring.gpg"
+    ).read_bytes() == built.public_key.read_bytes()
+    assert (tree / "etc/apt/sources.list.d/cuda-debian12-x86_64.list").read_text() == (
+        "deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] "
+        "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/ /\n"
+    )
+    # Binary, not armored: apt's signed-by= reads either, but NVIDIA ships binary.
+    assert not built.public_key.read_bytes().startswith(b"-----BEGIN")
+
+
+def test_driver_packages_ship_their_files(repo, tmp_path):
+    extract(repo / "libnvidia-compute_590.48.01-1_amd64.deb", tmp_path)
+    extract(repo / "nvidia-dkms-open_590.48.01-1_amd64.deb", tmp_path)
+    extract(repo / "nvidia-persistenced_590.48.01-1_amd64.deb", tmp_path)
+    assert (tmp_path / "usr/lib/x86_64-linux-gnu/libcuda.so.590.48.01").is_file()
+    dkms = (tmp_path / "usr/src/nvidia-590.48.01/dkms.conf").read_text()
+    assert 'PACKAGE_NAME="nvidia"' in dkms and 'PACKAGE_VERSION="590.48.01"' in dkms
+    service = (tmp_path / "usr/lib/systemd/system/nvidia-persistenced.service").read_text()
+    for line in (
+        "Type=simple",
+        "ExecStart=/usr/bin/nvidia-persistenced --verbose",
+        "WantedBy=multi-user.target",
+    ):
+        assert line in service.splitlines()
+    daemon = tmp_path / "usr/bin/nvidia-persistenced"
+    assert daemon.stat().st_mode & 0o777 == 0o755
+    # It stays in the foreground whatever its arguments, as Type=simple needs.
+    with pytest.raises(subprocess.TimeoutExpired):
+        subprocess.run([str(daemon), "--verbose"], check=False, timeout=0.5)
+    for deb in repo.glob("*.deb"):
+        info = subprocess.run(
+            ["dpkg-deb", "-I", str(deb)], capture_output=True, text=True, check=True
+        )
+        assert "postinst" not in info.stdout, deb.name
+
+
+def test_other_distros_and_sbsa(built, tmp_path):
+    repo = built.repo("ubuntu2404", "sbsa")
+    assert (
+        control_field(repo / "libnvidia-compute_595.58.03-1_arm64.deb", "Architecture") == "arm64"
+    )
+    assert "Architectures: arm64\n" in (repo / "Release").read_text()
+    extract(repo / "libnvidia-compute_595.58.03-1_arm64.deb", tmp_path)
+    extract(repo / "cuda-keyring_1.1-1_all.deb", tmp_path)
+    assert (tmp_path / "usr/lib/aarch64-linux-gnu/libcuda.so.595.58.03").is_file()
+    assert (
+        "/repos/ubuntu2404/sbsa/ /"
+        in (tmp_path / "etc/apt/sources.list.d/cuda-ubuntu2404-sbsa.list").read_text()
+    )
+    with pytest.raises(ValueError, match="unknown distro"):
+        aptrepo.package_specs("debian11", "x86_64", b"")
+
+
+def test_packages_index_lists_every_deb_with_its_hashes(repo):
+    entries = stanzas((repo / "Packages").read_text())
+    assert sorted(e["Filename"] for e in entries) == sorted(
+        f"./{deb.name}" for deb in repo.glob("*.deb")
+    )
+    assert len(entries) == 3 + 7 * 2 + 3 * 2  # keyring, pinning x2, driver x2 branches, CUDA x2
+    for entry in entries:
+        data = (repo / entry["Filename"]).read_bytes()
+        assert entry["SHA256"] == hashlib.sha256(data).hexdigest()
+        assert entry["MD5sum"] == hashlib.md5(data).hexdigest()
+        assert int(entry["Size"]) == len(data)
+        assert control_field(repo / entry["Filename"], "Version") == entry["Version"]
+    assert (repo / "cuda-keyring_1.1-1_all.deb").is_file()  # the name users download
+
+
+def test_release_covers_the_indexes(repo):
+    release = (repo / "Release").read_text()
+    assert "\nDate: " in release and "\nArchitectures: amd64\n" in release
+    for name in ("Packages", "Packages.gz"):
+        data = (repo / name).read_bytes()
+        assert f" {hashlib.sha256(data).hexdigest()} {len(data)} {name}\n" in release
+        assert f" {hashlib.md5(data).hexdigest()} {len(data)} {name}\n" in release
+
+
+def gpgv(built, *files: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["gpgv", "--keyring", str(built.public_key), *map(str, files)],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_release_is_signed_by_the_keyring_key(built, repo, tmp_path):
+    assert gpgv(built, repo / "InRelease").returncode == 0
+    assert gpgv(built, repo / "Release.gpg", repo / "Release").returncode == 0
+    assert (repo / "Release.gpg").read_text().startswith("-----BEGIN PGP SIGNATURE-----")
+
+    tampered = tmp_path / "InRelease"
+    tampered.write_text(
+        (repo / "InRelease").read_text().replace("Architectures: amd64", "Architectures: i386")
+    )
+    assert gpgv(built, tampered).returncode != 0
+    tampered_release = tmp_path / "Release"
+    tampered_release.write_text((repo / "Release").read_text() + "Suite: stable\n")
+    assert gpgv(built, repo / "Release.gpg", tampered_release).returncode != 0
+
+
+def test_each_build_signs_with_a_new_key(built, tmp_path):
+    other = aptrepo.build_repo(tmp_path / "other")
+    assert other.public_key.read_bytes() != built.public_key.read_bytes()
+    assert gpgv(built, other.repo() / "InRelease").returncode != 0
+
+
+@pytest.mark.parametrize(
+    ("package", "release", "version"),
+    [
+        ("cuda-nvcc-13-0_13.0.88-1_amd64.deb", "13.0", "V13.0.88"),
+        ("cuda-nvcc-13-1_13.1.80-1_amd64.deb", "13.1", "V13.1.80"),
+    ],
+)
+def test_nvcc_prints_the_real_banner_format(repo, tmp_path, package, release, version):
+    tree = extract(repo / package, tmp_path)
+    nvcc = tree / f"usr/local/cuda-{release}/bin/nvcc"
+    result = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, check=True)
+    banner = result.stdout.splitlines()
+    assert len(banner) == 5
+    assert banner[0] == "nvcc: NVIDIA (R) Cuda compiler driver"
+    assert banner[3] == f"Cuda compilation tools, release {release}, {version}"
+    assert banner[4].startswith(f"Build cuda_{release}.r{release}/compiler.") and banner[
+        4
+    ].endswith("_0")
+    assert (tree / f"usr/local/cuda-{release}/lib64/libcudart.so.13").is_file()
+    if release == "13.0":  # the captured banner, verbatim
+        recorded, _ = find_block((CAPTURE / "smi.txt").read_bytes(), "nvcc --version")
+        assert result.stdout.encode() == recorded
+
+
+@pytest.fixture(scope="module")
+def utils_tree(repo, tmp_path_factory) -> Path:
+    return extract(
+        repo / "nvidia-utils_590.48.01-1_amd64.deb", tmp_path_factory.mktemp("nvidia-utils")
+    )
+
+
+def nvidia_smi(tree: Path, *args: str) -> subprocess.CompletedProcess:
+    # Run as installed: through its shebang, with the system python3.
+    return subprocess.run(
+        [str(tree / "usr/bin/nvidia-smi"), *args], check=False, capture_output=True,
+        env={"PATH": "/usr/bin:/bin", "NVIDIA_SMI_REPLAY_ROOT": str(tree)},
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("-L",), ("topo", "-m"), (QUERY_GPU, "--format=csv"), ()],
+    ids=["-L", "topo -m", "query-gpu", "bare"],
+)
+def test_nvidia_smi_replays_captured_blocks(utils_tree, args):
+    result = nvidia_smi(utils_tree, *args)
+    recorded, rc = find_block((CAPTURE / "smi.txt").read_bytes(), " ".join(["nvidia-smi", *args]))
+    assert (result.stdout, result.returncode, result.stderr) == (recorded, rc, b"")
+
+
+def test_nvidia_smi_replay_outputs(utils_tree):
+    listing = nvidia_smi(utils_tree, "-L").stdout.decode().splitlines()
+    assert listing == [
+        "GPU 0: NVIDIA H200 (UUID: GPU-319db826-c017-8cd5-c88f-5335bdd0434f)",
+        "GPU 1: NVIDIA H200 (UUID: GPU-d211c608-cc53-3779-adca-bf0c0c3379fb)",
+    ]
+    topo = nvidia_smi(utils_tree, "topo", "-m").stdout.decode()
+    assert "\x1b[4mGPU0\tGPU1" in topo and "GPU0\t X \tNV18" in topo
+    query = nvidia_smi(utils_tree, QUERY_GPU, "--format=csv").stdout.decode().splitlines()
+    assert query[1].startswith(
+        "0, NVIDIA H200, 00000000:00:06.0, 580.159.04, 5, 5, 5, [N/A], 16, 16,"
+    )
+    assert nvidia_smi(utils_tree, "-q").stdout == (CAPTURE / "smi_q.txt").read_bytes()
+    assert nvidia_smi(utils_tree, "-q", "-x").stdout == (CAPTURE / "smi_q.xml").read_bytes()
+
+
+@pytest.mark.parametrize(
+    "args", [("--bogus",), ("-L", "extra"), ("cat", "/proc/driver/nvidia/version")]
+)
+def test_nvidia_smi_refuses_what_was_not_captured(utils_tree, args):
+    result = nvidia_smi(utils_tree, *args)
+    assert result.returncode == 2
+    assert result.stdout == b""
+    assert b"no recorded output" in result.stderr
+
+
+def test_nvidia_smi_uses_the_capture_the_host_names(utils_tree, tmp_path):
+    tree = tmp_path / "tree"
+    shutil.copytree(utils_tree, tree)
+    degraded = tree / "usr/share/nvidia-smi-replay/degraded"
+    degraded.mkdir()
+    (degraded / "smi.txt").write_text(
+        "### nvidia-smi -L\nGPU 0: NVIDIA H200 (UUID: GPU-x)\n### rc=0\n"
+    )
+    (tree / "etc/nvidia-smi-replay").mkdir(parents=True)
+    (tree / "etc/nvidia-smi-replay/capture").write_text("degraded\n")
+    assert nvidia_smi(tree, "-L").stdout == b"GPU 0: NVIDIA H200 (UUID: GPU-x)\n"
+    assert nvidia_smi(tree, "topo", "-m").returncode == 2  # not in this capture
+
+
+def test_serve_serves_the_tree_quietly(repo, built, capfd):
+    with aptrepo.serve(built.root) as url:
+        assert url.startswith("http://127.0.0.1:") and not url.endswith("/")
+        with urllib.request.urlopen(f"{url}/debian12/x86_64/InRelease") as response:
+            assert response.read() == (repo / "InRelease").read_bytes()
+        with pytest.raises(urllib.error.HTTPError):
+            urllib.request.urlopen(f"{url}/debian12/x86_64/missing")
+    assert capfd.readouterr().err == ""
