@@ -18,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tests.hosts import aptrepo  # noqa: E402
 from tests.hosts.apply import apply, write_inventory  # noqa: E402
 from tests.hosts.testhosts import TestHostPool, why_unavailable  # noqa: E402
 
@@ -44,29 +45,36 @@ def main() -> int:
         return 2
 
     with tempfile.TemporaryDirectory(prefix="noop-rerun-") as workdir:
-        pool = TestHostPool(Path(workdir))
-        try:
-            hosts = pool.boot(4)
-            data = pool.inventory_data()
-            inventories = {
-                size: write_inventory(
-                    Path(workdir) / f"hosts{size}.py",
-                    {"gpu_hosts": [(h.address, data) for h in hosts[:size]]},
-                )
-                for size in (1, 4)
-            }
-            converge = apply(inventories[4])
-            if converge.returncode != 0:
-                raise SystemExit(f"first apply failed:\n{converge.describe()}")
-            medians = {}
-            for size, inventory in inventories.items():
-                runs = timed_noop_runs(inventory, args.repeat)
-                medians[size] = statistics.median(runs)
-                spread = ", ".join(f"{t:.2f}" for t in runs)
-                print(f"{size} host(s): median {medians[size]:.2f} s  (runs: {spread})")
-            print(f"ratio 4 hosts / 1 host: {medians[4] / medians[1]:.2f}  (goal <= 1.5)")
-        finally:
-            pool.stop_all()
+        # NVIDIA's repository is replaced by the tests' signed stand-in, served locally.
+        built = aptrepo.build_repo(Path(workdir) / "mirror")
+        pool = TestHostPool(Path(workdir) / "hosts")
+        with aptrepo.serve(built.root) as mirror_url:
+            return run(pool, mirror_url, Path(workdir), args.repeat)
+
+
+def run(pool: TestHostPool, mirror_url: str, workdir: Path, repeat: int) -> int:
+    try:
+        hosts = pool.boot(4)
+        data = {**pool.inventory_data(), "nvidia_apt_mirror": mirror_url}
+        inventories = {
+            size: write_inventory(
+                workdir / f"hosts{size}.py",
+                {"gpu_hosts": [(h.address, data) for h in hosts[:size]]},
+            )
+            for size in (1, 4)
+        }
+        converge = apply(inventories[4])
+        if converge.returncode != 0:
+            raise SystemExit(f"first apply failed:\n{converge.describe()}")
+        medians = {}
+        for size, inventory in inventories.items():
+            runs = timed_noop_runs(inventory, repeat)
+            medians[size] = statistics.median(runs)
+            spread = ", ".join(f"{t:.2f}" for t in runs)
+            print(f"{size} host(s): median {medians[size]:.2f} s  (runs: {spread})")
+        print(f"ratio 4 hosts / 1 host: {medians[4] / medians[1]:.2f}  (goal <= 1.5)")
+    finally:
+        pool.stop_all()
     return 0
 
 

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+# pyinfra_cli monkey-patches the standard library for gevent when first imported. Import it
+# before any fixture starts a thread (the mirror's HTTP server, the hosts' reboot watchers), so
+# the whole test process runs in one consistent, patched world.
+import pyinfra_cli  # noqa: F401  isort: skip
+
 import shutil
 
 import pytest
 
 from tests.hosts import aptrepo
+from tests.hosts.apply import apply, write_inventory
 from tests.hosts.testhosts import TestHostPool, why_unavailable
 
 
@@ -31,3 +37,25 @@ def nvidia_mirror(tmp_path_factory):
     built = aptrepo.build_repo(tmp_path_factory.mktemp("nvidia-mirror"))
     with aptrepo.serve(built.root) as url:
         yield aptrepo.Mirror(url=url, root=built.root, public_key=built.public_key)
+
+
+@pytest.fixture(scope="session")
+def site_hosts(host_pool):
+    """Two Debian 12 test hosts that deploy/site.py is applied to."""
+    return host_pool.boot(2)
+
+
+@pytest.fixture(scope="session")
+def site_inventory(tmp_path_factory, host_pool, site_hosts, nvidia_mirror):
+    """An inventory of the site hosts, NVIDIA's repository replaced by the local mirror."""
+    data = {**host_pool.inventory_data(), "nvidia_apt_mirror": nvidia_mirror.url}
+    return write_inventory(
+        tmp_path_factory.mktemp("inventory") / "gpu_hosts.py",
+        {"gpu_hosts": [(h.address, data) for h in site_hosts]},
+    )
+
+
+@pytest.fixture(scope="session")
+def site_first_apply(site_inventory):
+    """The first apply of deploy/site.py to the site hosts (-v: noop reasons printed)."""
+    return apply(site_inventory, options=("-v",))

@@ -1,7 +1,8 @@
 """deploy/site.py with the base role, applied over SSH to real Debian 12 test hosts.
 
-The bad-input tests run first against untouched hosts and prove that nothing changed on
-any host; then the real apply, its host state, and a second apply that changes nothing.
+The bad-input tests prove, by a snapshot of each host's packages and apt configuration, that
+nothing changed on any host; then the real apply, its host state, and a second apply that
+changes nothing.
 """
 
 from __future__ import annotations
@@ -24,17 +25,14 @@ SNAPSHOT = (
 )
 
 
-@pytest.fixture(scope="module")
-def hosts(host_pool):
-    return host_pool.boot(2)
+@pytest.fixture
+def hosts(site_hosts):
+    return site_hosts
 
 
-@pytest.fixture(scope="module")
-def inventory(tmp_path_factory, host_pool, hosts):
-    path = tmp_path_factory.mktemp("inventory") / "gpu_hosts.py"
-    return write_inventory(
-        path, {"gpu_hosts": [(h.address, host_pool.inventory_data()) for h in hosts]}
-    )
+@pytest.fixture
+def inventory(site_inventory):
+    return site_inventory
 
 
 def snapshots(host_pool, hosts) -> dict[str, str]:
@@ -114,8 +112,8 @@ def test_virtualization_fact_sees_the_container(inventory, hosts):
         assert facts[h.address]["container"] == "systemd-nspawn"
 
 
-def test_site_applies_base_then_changes_nothing(host_pool, hosts, inventory):
-    first = apply(inventory, options=("-v",))  # -v prints each noop's reason
+def test_site_applies_base_then_changes_nothing(host_pool, hosts, inventory, site_first_apply):
+    first = site_first_apply
     assert first.returncode == 0 and not first.errors(), first.describe()
     for h in hosts:
         changed = first.changed(h.address)

@@ -13,18 +13,14 @@ LIST_FILE = "/etc/apt/sources.list.d/cuda-debian12-x86_64.list"
 DRIVER = ["libnvidia-compute", "nvidia-dkms-open", "nvidia-utils", "nvidia-persistenced"]
 
 
-@pytest.fixture(scope="module")
-def hosts(host_pool):
-    return host_pool.boot(2)
+@pytest.fixture
+def hosts(site_hosts):
+    return site_hosts
 
 
-@pytest.fixture(scope="module")
-def inventory(tmp_path_factory, host_pool, hosts, nvidia_mirror):
-    data = {**host_pool.inventory_data(), "nvidia_apt_mirror": nvidia_mirror.url}
-    return write_inventory(
-        tmp_path_factory.mktemp("inventory") / "gpu_hosts.py",
-        {"gpu_hosts": [(h.address, data) for h in hosts]},
-    )
+@pytest.fixture
+def inventory(site_inventory, site_first_apply):
+    return site_inventory
 
 
 def versions(host_pool, test_host, packages) -> dict[str, str]:
@@ -44,8 +40,10 @@ def assert_second_apply_changes_nothing(inventory, *options):
     assert again.changed() == [], again.describe()
 
 
-def test_driver_and_cuda_installed_then_nothing_changes(host_pool, hosts, inventory, nvidia_mirror):
-    first = apply(inventory, options=("-v",))
+def test_driver_and_cuda_installed_then_nothing_changes(
+    host_pool, hosts, inventory, nvidia_mirror, site_first_apply
+):
+    first = site_first_apply
     assert first.returncode == 0 and not first.errors(), first.describe()
     for h in hosts:
         changed = first.changed(h.address)
