@@ -11,8 +11,11 @@ from pyinfra.facts.server import Which
 
 from checks.facts import AptSourceEntries, NvccRelease, NvidiaLoadedModule, Virtualization
 from roles.cuda_toolkit import cuda_paths, nvcc_reports_release
+from pyinfra_sglang.inventory import HostConfig
 from roles.nvidia_driver import (
     decide_driver_reboot,
+    driver_packages,
+    kernel_module_package,
     driver_branch_pin,
     driver_packages_on_branch,
     driver_reboot,
@@ -209,3 +212,18 @@ def test_nvcc_reporting_another_release_fails_before_changes():
             nvcc_reports_release, {NvccRelease: {"release": "13.0", "version": "13.0.88"}},
             nvcc="/usr/local/cuda-13.1/bin/nvcc", release="13.1",
         )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("install", "modules", "packages", "module_package"),
+    [
+        ("compute", "open", COMPUTE_OPEN, "nvidia-dkms-open"),
+        ("compute", "proprietary", ["libnvidia-compute", "nvidia-dkms", "nvidia-utils", "nvidia-persistenced"], "nvidia-dkms"),
+        ("full", "open", ["nvidia-open", "nvidia-persistenced"], "nvidia-dkms-open"),
+        ("full", "proprietary", ["cuda-drivers", "nvidia-persistenced"], "nvidia-dkms"),
+    ],
+)
+def test_driver_packages_per_install_kind_and_flavor(install, modules, packages, module_package):
+    config = HostConfig(nvidia_driver_install=install, nvidia_kernel_modules=modules)
+    assert driver_packages(config) == packages
+    assert kernel_module_package(config) == module_package
