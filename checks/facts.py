@@ -172,3 +172,99 @@ class AptSourceEntries(FactBase[list[AptSourceEntry]]):
                     "uris": [words[1]], "components": words[3:],
                 })  # fmt: skip
         return entries
+
+
+class MemoryInfoDict(TypedDict):
+    total_kb: int
+    available_kb: int
+
+
+class MemoryInfo(FactBase[MemoryInfoDict]):
+    """Total and available memory from /proc/meminfo (available: what can be used without
+    swapping, the figure a build may plan with)."""
+
+    def command(self) -> str:
+        return "grep -E '^(MemTotal|MemAvailable):' /proc/meminfo"
+
+    def process(self, output) -> MemoryInfoDict:
+        values = {}
+        for line in output:
+            key, _, rest = line.partition(":")
+            values[key.strip()] = int(rest.split()[0])
+        return {"total_kb": values["MemTotal"], "available_kb": values["MemAvailable"]}
+
+
+# One query for everything the roles and checks read per GPU; the same command as the
+# shared captures, so the test double replays it verbatim.
+GPU_QUERY_FIELDS = (
+    "index,name,pci.bus_id,driver_version,pcie.link.gen.current,pcie.link.gen.max,"
+    "pcie.link.gen.gpumax,pcie.link.gen.hostmax,pcie.link.width.current,pcie.link.width.max,"
+    "persistence_mode,compute_cap,memory.total,power.limit,clocks.max.sm"
+)
+
+
+def parse_gpu_query_csv(lines: list[str]) -> list[dict[str, str | None]]:
+    """Rows of an ``nvidia-smi --query-gpu=... --format=csv`` output, keyed by field name
+    (units dropped from the header: ``memory.total [MiB]`` -> ``memory.total``).
+
+    ``[N/A]`` and ``[Not Supported]`` become None. A file holding several samples (several
+    header lines) yields the last sample only.
+    """
+    rows: list[dict[str, str | None]] = []
+    header: list[str] | None = None
+    for line in lines:
+        cells = [cell.strip() for cell in line.split(",")]
+        if cells and cells[0] == "index":
+            header = [cell.split(" [", 1)[0] for cell in cells]
+            rows = []
+        elif header and len(cells) == len(header):
+            rows.append({
+                key: (None if value.startswith("[") else value)
+                for key, value in zip(header, cells)
+            })  # fmt: skip
+    return rows
+
+
+class NvidiaGpus(FactBase[list[dict[str, str | None]]]):
+    """Every GPU nvidia-smi sees, one dict per GPU (see GPU_QUERY_FIELDS); [] without a
+    working driver."""
+
+    def command(self) -> str:
+        return (
+            "command -v nvidia-smi >/dev/null 2>&1 && "
+            f"nvidia-smi --query-gpu={GPU_QUERY_FIELDS} --format=csv || true"
+        )
+
+    def process(self, output) -> list[dict[str, str | None]]:
+        return parse_gpu_query_csv(list(output))
+
+
+class PythonPackages(FactBase[dict[str, str]]):
+    """Distributions installed in a virtualenv, {normalized name: version}, read from its
+    *.dist-info folders (works for uv venvs, which have no pip); {} when there is no venv."""
+
+    def command(self, venv: str) -> str:
+        return f"ls -d {shlex.quote(venv)}/lib/python*/site-packages/*.dist-info 2>/dev/null || true"
+
+    def process(self, output) -> dict[str, str]:
+        packages = {}
+        for line in output:
+            name_version = line.strip().rsplit("/", 1)[-1].removesuffix(".dist-info")
+            name, _, version = name_version.partition("-")
+            if version:
+                packages[re.sub(r"[-_.]+", "-", name).lower()] = version
+        return packages
+
+
+class PythonVersion(FactBase[str | None]):
+    """``X.Y.Z`` of the python at ``path``; None when there is none."""
+
+    def command(self, path: str) -> str:
+        return f"test -x {shlex.quote(path)} && {shlex.quote(path)} --version 2>&1 || true"
+
+    def process(self, output) -> str | None:
+        for line in output:
+            match = re.match(r"Python (\d+\.\d+\.\d+)", line.strip())
+            if match:
+                return match.group(1)
+        return None

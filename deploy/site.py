@@ -9,8 +9,10 @@ from pyinfra import host
 from pyinfra_sglang.inventory import host_config
 from roles.base import base
 from roles.cuda_toolkit import cuda_toolkit
+from roles.flash_attn import flash_attn
 from roles.nvidia_driver import nvidia_driver
 from roles.nvidia_repo import nvidia_repo
+from roles.python_env import python_env
 
 host_config(host)
 
@@ -18,3 +20,5 @@ base()
 nvidia_repo()
 nvidia_driver()
 cuda_toolkit()
+python_env()
+flash_attn()

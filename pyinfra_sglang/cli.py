@@ -34,6 +34,23 @@ def _validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _build_plan(args: argparse.Namespace) -> int:
+    from pyinfra_sglang.build_plan import BuildPlanError, plan_flash_attn_build
+
+    archs = [a for a in args.archs.replace(";", ",").split(",") if a] if args.archs else ["90"]
+    try:
+        plan = plan_flash_attn_build(args.cores, args.mem_gb, archs, args.memory_fraction)
+    except BuildPlanError as error:
+        print(f"refused: {error}", file=sys.stderr)
+        return 1
+    print(" ".join(f"{key}={value}" for key, value in plan.env().items()))
+    print(
+        f"estimated peak {plan.estimated_peak_gb:.0f} GB of a {plan.bound_gb:.0f} GB bound "
+        f"({plan.memory_fraction:.0%} of {plan.available_gb:g} GB available), {plan.cores} cores"
+    )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pyinfra-sglang", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -55,6 +72,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="override data, as pyinfra's --data",
     )  # fmt: skip
     validate.set_defaults(func=_validate)
+
+    plan = commands.add_parser(
+        "build-plan", help="print the flash-attn build plan for a host size, touching no host"
+    )
+    plan.add_argument("--cores", type=int, required=True, help="CPU cores of the build host")
+    plan.add_argument("--mem-gb", type=float, required=True, help="available memory, GB")
+    plan.add_argument(
+        "--archs", help="CUDA architectures, e.g. 90 or 90,120 (default: 90)"
+    )
+    plan.add_argument(
+        "--memory-fraction", type=float, default=None,
+        help="share of available memory the build may use (default from data/python.toml)",
+    )  # fmt: skip
+    plan.set_defaults(func=_build_plan)
     return parser
 
 

@@ -56,6 +56,7 @@ def _none_if_empty(value: Any) -> Any:
 OptionalPath = Annotated[Path | None, BeforeValidator(_none_if_empty)]
 
 _nvidia = data.load("nvidia")
+_python = data.load("python")
 DriverBranch = Annotated[
     Literal[tuple(_nvidia["driver_branches"])],  # type: ignore[valid-type]
     BeforeValidator(_int_from_digits),
@@ -150,6 +151,52 @@ class HostConfig(BaseModel):
         HttpUrl("https://pypi.org/simple"),
         description="Python package index (or a mirror of it) for uv, SGLang and flash-attn.",
         json_schema_extra=_allowed("an http(s) URL of a PEP 503 simple index"),
+    )
+    uv_version: Annotated[str, BeforeValidator(_str_from_number), Field(pattern=r"^\d+(\.\d+)+$")] = Field(
+        _python["uv"]["version"],
+        description="uv release installed on the host (with pip, from `pypi_index_url`).",
+        json_schema_extra=_allowed("a release number such as 0.13.9"),
+    )
+    python_version: Annotated[str, BeforeValidator(_str_from_number), Field(pattern=r"^3\.\d+$")] = Field(
+        _python["venv"]["python"],
+        description=(
+            "Python of the SGLang virtualenv; the host's own when it has that version, "
+            "else uv installs it."
+        ),
+        json_schema_extra=_allowed("3.N, such as 3.12"),
+    )
+    venv_path: Annotated[str, Field(pattern=r"^/[^\s]*$")] = Field(
+        _python["venv"]["path"],
+        description="Where the SGLang virtualenv lives on the host.",
+        json_schema_extra=_allowed("an absolute path"),
+    )
+    torch_index_url: HttpUrl | None = Field(
+        None,
+        description=(
+            "Index torch is installed from; unset: PyTorch's index for `cuda_version` "
+            "(e.g. https://download.pytorch.org/whl/cu130)."
+        ),
+        json_schema_extra=_allowed("an http(s) URL of a PEP 503 simple index, or unset"),
+    )
+    flash_attn_version: Annotated[str, BeforeValidator(_str_from_number), Field(pattern=r"^\d+\.\d+\.\d+(\.post\d+)?$")] = Field(
+        _python["flash_attn"]["version"],
+        description="flash-attn release built from source into the virtualenv.",
+        json_schema_extra=_allowed("a release number such as 2.8.3"),
+    )
+    flash_attn_cuda_archs: list[Annotated[str, Field(pattern=r"^\d{2,3}a?$")]] | None = Field(
+        None,
+        description=(
+            "CUDA architectures flash-attn is built for; unset: those of the GPUs found "
+            "(compute capability 9.0 -> 90)."
+        ),
+        json_schema_extra=_allowed("a list such as [\"90\"] or [\"120\"], or unset"),
+    )
+    flash_attn_memory_fraction: float = Field(
+        _python["flash_attn"]["memory_fraction"],
+        gt=0,
+        le=0.95,
+        description="Share of available memory the flash-attn build's estimated peak may use.",
+        json_schema_extra=_allowed("above 0, at most 0.95"),
     )
     expected_gpu_count: int | None = Field(
         None,

@@ -5,8 +5,12 @@ from pathlib import Path
 from checks.facts import (
     AptSourceEntries,
     KernelHeaders,
+    MemoryInfo,
     NvccRelease,
+    NvidiaGpus,
     NvidiaLoadedModule,
+    PythonPackages,
+    PythonVersion,
     Virtualization,
 )
 from tests.unit.captures import captured_lines
@@ -99,3 +103,58 @@ def test_apt_sources_deb822_and_flat_repositories():
             "uris": ["http://deb.debian.org/debian"], "components": ["main", "non-free-firmware"],
         }
     ]  # fmt: skip
+
+
+QUERY = (
+    "nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,pcie.link.gen.current,"
+    "pcie.link.gen.max,pcie.link.gen.gpumax,pcie.link.gen.hostmax,pcie.link.width.current,"
+    "pcie.link.width.max,persistence_mode,compute_cap,memory.total,power.limit,clocks.max.sm "
+    "--format=csv"
+)
+
+
+def test_nvidia_gpus_on_the_h200_vm():
+    gpus = NvidiaGpus().process(captured_lines("h200x2-nvlink-vm", QUERY))
+    assert [g["index"] for g in gpus] == ["0", "1"]
+    first = gpus[0]
+    assert first["name"] == "NVIDIA H200" and first["compute_cap"] == "9.0"
+    assert first["pcie.link.gen.max"] == "5" and first["pcie.link.width.current"] == "16"
+    assert first["pcie.link.gen.hostmax"] is None  # [N/A]
+    assert first["memory.total"] == "143771 MiB"
+
+
+def test_nvidia_gpus_command_is_the_captured_query():
+    assert QUERY in NvidiaGpus().command()
+
+
+def test_nvidia_gpus_two_samples_judge_the_last():
+    lines = captured_lines("h200x2-nvlink-vm", QUERY)
+    second = [lines[0], lines[1].replace(", 5, 5, 5,", ", 1, 5, 5,")]
+    gpus = NvidiaGpus().process(lines + second)
+    assert len(gpus) == 1 and gpus[0]["pcie.link.gen.current"] == "1"
+
+
+def test_nvidia_gpus_without_a_driver():
+    output = ["NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."]
+    assert NvidiaGpus().process(output) == []
+
+
+def test_memory_info():
+    fact = MemoryInfo().process(lines("meminfo_ci_machine.txt"))
+    assert fact["total_kb"] > fact["available_kb"] > 0
+
+
+def test_python_packages_from_dist_info_folders():
+    output = [
+        "/opt/sglang/venv/lib/python3.11/site-packages/flash_attn-2.8.3.dist-info",
+        "/opt/sglang/venv/lib/python3.11/site-packages/sglang-0.5.23.dist-info",
+        "/opt/sglang/venv/lib/python3.11/site-packages/torch-2.14.1+cu130.dist-info",
+    ]
+    assert PythonPackages().process(output) == {
+        "flash-attn": "2.8.3", "sglang": "0.5.23", "torch": "2.14.1+cu130"
+    }
+
+
+def test_python_version():
+    assert PythonVersion().process(["Python 3.11.2"]) == "3.11.2"
+    assert PythonVersion().process([]) is None

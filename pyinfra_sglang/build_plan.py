@@ -1,0 +1,103 @@
+"""How many compile jobs a flash-attn source build may run on a host.
+
+flash-attn compiles with ninja (``MAX_JOBS`` parallel jobs), each running nvcc with
+``NVCC_THREADS`` threads; each nvcc thread peaks at ~5 GB. The plan keeps the estimated peak
+(jobs x threads x 5 GB) under a safety fraction of the host's available memory, and as close
+to it as the cores allow (jobs x threads <= cores). The role and `pyinfra-sglang build-plan`
+both call ``plan_flash_attn_build``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyinfra.api.exceptions import PyinfraError
+
+from pyinfra_sglang import data
+
+
+class BuildPlanError(PyinfraError):
+    """Not even one compile job fits in the host's memory."""
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    max_jobs: int
+    nvcc_threads: int
+    archs: tuple[str, ...]
+    cores: int
+    available_gb: float
+    memory_fraction: float
+    gb_per_thread: float
+
+    @property
+    def bound_gb(self) -> float:
+        return self.available_gb * self.memory_fraction
+
+    @property
+    def estimated_peak_gb(self) -> float:
+        return self.max_jobs * self.nvcc_threads * self.gb_per_thread
+
+    def env(self) -> dict[str, str]:
+        return {
+            "MAX_JOBS": str(self.max_jobs),
+            "NVCC_THREADS": str(self.nvcc_threads),
+            "FLASH_ATTN_CUDA_ARCHS": ";".join(self.archs),
+            "FLASH_ATTENTION_FORCE_BUILD": "TRUE",
+        }
+
+    def describe(self) -> str:
+        variables = " ".join(f"{k}={v}" for k, v in self.env().items() if k != "FLASH_ATTENTION_FORCE_BUILD")
+        return (
+            f"{variables} (estimated peak {self.estimated_peak_gb:.0f} GB, bound "
+            f"{self.bound_gb:.0f} GB = {self.memory_fraction:.0%} of {self.available_gb:.0f} GB "
+            f"available, {self.cores} cores)"
+        )
+
+
+def archs_from_compute_caps(compute_caps: list[str]) -> tuple[str, ...]:
+    """nvidia-smi's compute_cap ("9.0", "12.0") -> FLASH_ATTN_CUDA_ARCHS entries ("90", "120")."""
+    archs = {cap.strip().replace(".", "") for cap in compute_caps if cap.strip()}
+    return tuple(sorted(archs, key=int))
+
+
+def plan_flash_attn_build(
+    cores: int,
+    available_gb: float,
+    archs: tuple[str, ...] | list[str],
+    memory_fraction: float | None = None,
+) -> BuildPlan:
+    """The largest MAX_JOBS x NVCC_THREADS whose estimated peak fits the memory bound."""
+    settings = data.load("python")["flash_attn"]
+    fraction = memory_fraction if memory_fraction is not None else settings["memory_fraction"]
+    per_thread = float(settings["gb_per_nvcc_thread"])
+    if not archs:
+        raise BuildPlanError("no CUDA architectures to build for: no GPUs found and none given")
+    threads_that_fit = int(available_gb * fraction // per_thread)
+    if threads_that_fit < 1:
+        raise BuildPlanError(
+            f"not even one flash-attn compile job fits: it needs ~{per_thread:.0f} GB, and the "
+            f"bound is {available_gb * fraction:.1f} GB ({fraction:.0%} of {available_gb:.1f} GB "
+            "available); free memory or build elsewhere"
+        )
+    candidates = []
+    for threads in range(int(settings["max_nvcc_threads"]), 0, -1):
+        jobs = min(max(1, cores // threads), threads_that_fit // threads)
+        if jobs >= 1:
+            candidates.append((jobs * threads, threads, jobs))
+    _, threads, jobs = max(candidates)  # most threads in flight; ties: more per nvcc
+    return BuildPlan(
+        max_jobs=jobs,
+        nvcc_threads=threads,
+        archs=tuple(archs),
+        cores=cores,
+        available_gb=available_gb,
+        memory_fraction=fraction,
+        gb_per_thread=per_thread,
+    )
+
+
+def flash_attn_default_jobs(cores: int, available_gb: float) -> int:
+    """MAX_JOBS that flash-attn's setup.py picks when unset: half the cores, or one job per
+    9 GB available, whichever is less, with its default NVCC_THREADS=4 and no margin."""
+    return max(1, min(cores // 2, int(available_gb / 9)))

@@ -1,0 +1,66 @@
+"""The flash-attn build plan over a table of host sizes, and the build-plan command."""
+
+from __future__ import annotations
+
+import pytest
+
+from pyinfra_sglang.build_plan import (
+    BuildPlanError,
+    archs_from_compute_caps,
+    flash_attn_default_jobs,
+    plan_flash_attn_build,
+)
+from pyinfra_sglang.cli import main
+
+SIZES = [(2, 8), (16, 64), (32, 256), (128, 256), (128, 512), (128, 1024)]
+
+
+@pytest.mark.parametrize(("cores", "mem_gb"), SIZES, ids=[f"{c}c-{m}GB" for c, m in SIZES])
+def test_plan_stays_under_the_bound_and_uses_it_where_cores_allow(cores, mem_gb):
+    plan = plan_flash_attn_build(cores, mem_gb, ["90"])
+    assert plan.estimated_peak_gb <= plan.bound_gb
+    assert plan.max_jobs >= 1 and 1 <= plan.nvcc_threads <= 4
+    assert plan.max_jobs * plan.nvcc_threads <= max(cores, plan.nvcc_threads)
+    cores_allow_more = plan.max_jobs * plan.nvcc_threads + plan.nvcc_threads <= cores
+    if cores_allow_more:
+        assert plan.estimated_peak_gb >= 0.7 * plan.bound_gb, plan.describe()
+
+
+def test_reference_host_gets_about_the_jobs_that_passed():
+    # The reference host (128 cores) ran out of memory with 128 jobs and passed with 20.
+    plan = plan_flash_attn_build(128, 512, ["120"])
+    assert (plan.max_jobs, plan.nvcc_threads) == (19, 4)
+    assert plan.env() == {
+        "MAX_JOBS": "19", "NVCC_THREADS": "4", "FLASH_ATTN_CUDA_ARCHS": "120",
+        "FLASH_ATTENTION_FORCE_BUILD": "TRUE",
+    }  # fmt: skip
+
+
+def test_flash_attn_default_has_no_margin_where_ours_has():
+    # flash-attn's own guess on 128 cores / 256 GB: 28 jobs x 4 threads x 5 GB = 560 GB.
+    assert flash_attn_default_jobs(128, 256) * 4 * 5 > 256
+    assert plan_flash_attn_build(128, 256, ["90"]).estimated_peak_gb <= 256 * 0.75
+
+
+def test_impossible_plan_is_refused_with_the_numbers():
+    with pytest.raises(BuildPlanError, match=r"needs ~5 GB.*bound is 3.0 GB \(75% of 4.0 GB"):
+        plan_flash_attn_build(8, 4, ["90"])
+
+
+def test_no_archs_is_refused():
+    with pytest.raises(BuildPlanError, match="no CUDA architectures"):
+        plan_flash_attn_build(8, 64, [])
+
+
+def test_archs_from_compute_caps():
+    assert archs_from_compute_caps(["9.0", "9.0"]) == ("90",)
+    assert archs_from_compute_caps(["12.0", "9.0", "10.0"]) == ("90", "100", "120")
+
+
+def test_build_plan_command(capsys):
+    assert main(["build-plan", "--cores", "32", "--mem-gb", "256", "--archs", "90,120"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "MAX_JOBS=8 NVCC_THREADS=4 FLASH_ATTN_CUDA_ARCHS=90;120 FLASH_ATTENTION_FORCE_BUILD=TRUE"
+    assert out[1].startswith("estimated peak 160 GB of a 192 GB bound")
+    assert main(["build-plan", "--cores", "2", "--mem-gb", "4"]) == 1
+    assert "refused: not even one flash-attn compile job fits" in capsys.readouterr().err

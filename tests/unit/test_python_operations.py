@@ -1,0 +1,129 @@
+"""Command generation of the Python environment and flash-attn roles from fact inputs."""
+
+from __future__ import annotations
+
+import pytest
+from pyinfra.facts.hardware import Cpus
+
+from checks.facts import MemoryInfo, NvidiaGpus, PythonPackages, PythonVersion
+from pyinfra_sglang.build_plan import BuildPlanError
+from roles.flash_attn import flash_attn_built, host_build_plan
+from roles.python_env import missing_requirements, python_venv, uv_installed, venv_packages
+from tests.unit.ophelper import run_operation
+
+VENV = "/opt/sglang/venv"
+INDEX = "https://pypi.org/simple"
+
+
+def test_uv_is_installed_with_pip_from_the_index():
+    commands, noops = run_operation(uv_installed, {PythonPackages: {}}, version="0.13.9", index_url=INDEX)
+    assert commands == [
+        "test -x /opt/sglang/uv/bin/pip || python3 -m venv /opt/sglang/uv",
+        "/opt/sglang/uv/bin/pip install --quiet --disable-pip-version-check "
+        f"--index-url {INDEX} uv==0.13.9",
+    ]
+    commands, noops = run_operation(
+        uv_installed, {PythonPackages: {"uv": "0.13.9"}}, version="0.13.9", index_url=INDEX
+    )
+    assert commands == [] and noops == ["uv 0.13.9 is installed in /opt/sglang/uv"]
+
+
+def test_index_credentials_are_masked():
+    url = "https://deploy:s3cret@mirror.internal/simple"
+    commands, _ = run_operation(uv_installed, {PythonPackages: {}}, version="0.13.9", index_url=url)
+    assert "s3cret" not in " ".join(commands) and "*MASKED*" in commands[1]
+
+
+@pytest.mark.parametrize(
+    ("found", "changes"), [(None, True), ("3.11.2", True), ("3.12.3", False)]
+)
+def test_venv_is_created_or_recreated_for_the_pinned_python(found, changes):
+    commands, noops = run_operation(
+        python_venv, {PythonVersion: found}, path=VENV, python_version="3.12"
+    )
+    if changes:
+        assert commands == [f"/opt/sglang/uv/bin/uv venv --clear --python 3.12 {VENV}"]
+    else:
+        assert commands == [] and noops == [f"{VENV} runs Python 3.12.3"]
+
+
+def test_missing_requirements():
+    installed = {"sglang": "0.5.22", "flash-attn": "2.8.3", "ninja": "1.13.0"}
+    requirements = {"sglang": "0.5.23", "flash_attn": "2.8.3", "ninja": None, "psutil": None}
+    assert missing_requirements(installed, requirements) == ["sglang==0.5.23", "psutil"]
+
+
+def test_changing_a_pin_installs_exactly_that_package():
+    installed = {"sglang": "0.5.22", "torch": "2.14.1+cu130"}
+    commands, _ = run_operation(
+        venv_packages, {PythonPackages: installed}, venv=VENV,
+        requirements={"sglang": "0.5.23"}, index_url=INDEX,
+        extra_index_url="https://download.pytorch.org/whl/cu130",
+    )  # fmt: skip
+    assert commands == [
+        f"/opt/sglang/uv/bin/uv pip install --python {VENV}/bin/python --index-url {INDEX} "
+        "--extra-index-url https://download.pytorch.org/whl/cu130 sglang==0.5.23"
+    ]
+    commands, noops = run_operation(
+        venv_packages, {PythonPackages: {"sglang": "0.5.23"}}, venv=VENV,
+        requirements={"sglang": "0.5.23"}, index_url=INDEX,
+    )  # fmt: skip
+    assert commands == [] and noops == [f"{VENV} has sglang"]
+
+
+PLAN_ENV = {"MAX_JOBS": "3", "NVCC_THREADS": "3", "FLASH_ATTN_CUDA_ARCHS": "90",
+            "FLASH_ATTENTION_FORCE_BUILD": "TRUE"}  # fmt: skip
+
+
+def test_flash_attn_build_command_carries_the_plan_and_keeps_the_log():
+    commands, noops = run_operation(
+        flash_attn_built, {PythonPackages: {"flash-attn": "2.8.2"}}, venv=VENV, version="2.8.3",
+        plan_env=PLAN_ENV, cuda_home="/usr/local/cuda-13.1", index_url=INDEX,
+    )  # fmt: skip
+    assert noops == [] and len(commands) == 1
+    command = commands[0]
+    assert "env MAX_JOBS=3 NVCC_THREADS=3 FLASH_ATTN_CUDA_ARCHS=90 FLASH_ATTENTION_FORCE_BUILD=TRUE" in command
+    assert "--no-build-isolation" in command and "flash-attn==2.8.3" in command
+    assert "> /var/log/pyinfra-sglang/flash-attn-2.8.3-build.log 2>&1" in command
+    assert "tail -n 40 /var/log/pyinfra-sglang/flash-attn-2.8.3-build.log >&2; exit $rc" in command
+
+
+def test_flash_attn_at_the_pin_is_a_noop():
+    commands, noops = run_operation(
+        flash_attn_built, {PythonPackages: {"flash-attn": "2.8.3"}}, venv=VENV, version="2.8.3",
+        plan_env={}, cuda_home="/usr/local/cuda-13.1", index_url=INDEX,
+    )  # fmt: skip
+    assert commands == [] and noops == ["flash-attn 2.8.3 is installed"]
+
+
+def gpu(compute_cap):
+    return {"index": "0", "name": "NVIDIA H200", "compute_cap": compute_cap}
+
+
+def test_host_plan_from_facts():
+    facts = {NvidiaGpus: [gpu("9.0"), gpu("9.0")], Cpus: 32,
+             MemoryInfo: {"total_kb": 270 * 1024**2, "available_kb": 256 * 1024**2}}  # fmt: skip
+    captured = {}
+
+    def plan_inside_an_operation():
+        captured["plan"] = host_build_plan(None, 0.75)
+        yield from ()
+
+    from pyinfra.api import operation
+
+    run_operation(operation()(plan_inside_an_operation), facts)
+    plan = captured["plan"]
+    assert (plan.max_jobs, plan.nvcc_threads, plan.archs) == (8, 4, ("90",))
+
+
+def test_host_plan_without_gpus_names_the_way_out():
+    facts = {NvidiaGpus: [], Cpus: 32, MemoryInfo: {"total_kb": 1, "available_kb": 1}}
+
+    def plan_inside_an_operation():
+        host_build_plan(None, 0.75)
+        yield from ()
+
+    from pyinfra.api import operation
+
+    with pytest.raises(BuildPlanError, match="set flash_attn_cuda_archs"):
+        run_operation(operation()(plan_inside_an_operation), facts)
