@@ -139,6 +139,10 @@ class AptSourceEntries(FactBase[list[AptSourceEntry]]):
     Flat repositories (suite ``/``, as NVIDIA's) have no components and are not listed.
     """
 
+    @staticmethod
+    def default() -> list[AptSourceEntry]:
+        return []
+
     def command(self) -> str:
         return (
             "for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list "
@@ -229,6 +233,10 @@ class NvidiaGpus(FactBase[list[dict[str, str | None]]]):
     """Every GPU nvidia-smi sees, one dict per GPU (see GPU_QUERY_FIELDS); [] without a
     working driver."""
 
+    @staticmethod
+    def default() -> list[dict[str, str | None]]:
+        return []
+
     def command(self) -> str:
         return (
             "command -v nvidia-smi >/dev/null 2>&1 && "
@@ -242,6 +250,10 @@ class NvidiaGpus(FactBase[list[dict[str, str | None]]]):
 class PythonPackages(FactBase[dict[str, str]]):
     """Distributions installed in a virtualenv, {normalized name: version}, read from its
     *.dist-info folders (works for uv venvs, which have no pip); {} when there is no venv."""
+
+    @staticmethod
+    def default() -> dict[str, str]:
+        return {}
 
     def command(self, venv: str) -> str:
         return f"ls -d {shlex.quote(venv)}/lib/python*/site-packages/*.dist-info 2>/dev/null || true"

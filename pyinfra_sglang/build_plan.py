@@ -81,7 +81,7 @@ def plan_flash_attn_build(
             "available); free memory or build elsewhere"
         )
     candidates = []
-    for threads in range(int(settings["max_nvcc_threads"]), 0, -1):
+    for threads in range(min(int(settings["max_nvcc_threads"]), max(1, cores)), 0, -1):
         jobs = min(max(1, cores // threads), threads_that_fit // threads)
         if jobs >= 1:
             candidates.append((jobs * threads, threads, jobs))

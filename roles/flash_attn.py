@@ -1,24 +1,25 @@
 """flash-attn built from source into the SGLang virtualenv, with a job count that fits the
 host's memory and only the CUDA architectures its GPUs have. A re-apply with the same pin
-is a no-op; the build log stays on the host."""
+is a no-op; the build log stays on the host.
+
+The memory side of the plan is checked before anything changes on any host. The GPUs are
+read when the build runs: on a fresh host the driver that lets nvidia-smi see them is
+installed earlier in the same deploy.
+"""
 
 from __future__ import annotations
 
 import json
 import shlex
 
-from pyinfra import host, logger
+from pyinfra import host, logger, state
 from pyinfra.api import StringCommand, deploy, operation
+from pyinfra.api.exceptions import OperationError
 from pyinfra.facts.hardware import Cpus
 
 from checks.facts import MemoryInfo, NvidiaGpus, PythonPackages
 from pyinfra_sglang import data
-from pyinfra_sglang.build_plan import (
-    BuildPlan,
-    BuildPlanError,
-    archs_from_compute_caps,
-    plan_flash_attn_build,
-)
+from pyinfra_sglang.build_plan import BuildPlan, archs_from_compute_caps, plan_flash_attn_build
 from pyinfra_sglang.inventory import host_config
 from roles.cuda_toolkit import cuda_paths
 from roles.python_env import url_arg, uv_path, venv_packages
@@ -29,23 +30,28 @@ def build_log_paths(version: str) -> tuple[str, str]:
     return f"{log_dir}/flash-attn-{version}-build.log", f"{log_dir}/flash-attn-{version}-build.json"
 
 
-def host_build_plan(archs_override: list[str] | None, memory_fraction: float) -> BuildPlan:
-    """The plan for this host, from its cores, available memory and GPUs."""
-    gpus = host.get_fact(NvidiaGpus)
-    archs = archs_override or archs_from_compute_caps([g["compute_cap"] or "" for g in gpus])
-    if not archs:
-        raise BuildPlanError(
-            f"host {host.name}: nvidia-smi reports no GPUs, so the CUDA architectures to build "
-            "flash-attn for are unknown; reboot into the driver first, or set "
-            "flash_attn_cuda_archs (e.g. [\"90\"] for H100/H200, [\"120\"] for RTX PRO 6000)"
-        )
+def host_build_plan(archs: list[str] | tuple[str, ...], memory_fraction: float) -> BuildPlan:
+    """The plan for this host's cores and available memory (raises BuildPlanError when not
+    even one job fits)."""
     available_gb = host.get_fact(MemoryInfo)["available_kb"] / 1024**2
     return plan_flash_attn_build(host.get_fact(Cpus), available_gb, archs, memory_fraction)
 
 
+def host_cuda_archs(archs_override: list[str] | None) -> tuple[str, ...]:
+    """The architectures to build for: the inventory's, else those of the GPUs found."""
+    if archs_override:
+        return tuple(archs_override)
+    return archs_from_compute_caps([gpu["compute_cap"] or "" for gpu in host.get_fact(NvidiaGpus)])
+
+
 @operation()
 def flash_attn_built(
-    venv: str, version: str, plan_env: dict[str, str], cuda_home: str, index_url: str
+    venv: str,
+    version: str,
+    archs_override: list[str] | None,
+    memory_fraction: float,
+    cuda_home: str,
+    index_url: str,
 ):
     """Build and install flash-attn ``version`` unless the venv has it. The log and a record
     of the build (seconds, variables) stay under /var/log/pyinfra-sglang; a failed build
@@ -54,8 +60,22 @@ def flash_attn_built(
     if found == version:
         host.noop(f"flash-attn {version} is installed")
         return
+    archs = host_cuda_archs(archs_override)
+    if not archs:
+        if not state.is_executing:
+            # Change detection before the driver is in: the GPUs are read when this runs.
+            yield f"true  # build flash-attn {version} for the GPUs nvidia-smi will report"
+            return
+        raise OperationError(
+            "nvidia-smi reports no GPUs, so the CUDA architectures to build flash-attn for "
+            "are unknown: reboot into the installed driver (allow_reboot: true does it), or "
+            'set flash_attn_cuda_archs (e.g. ["90"] for H100/H200, ["120"] for RTX PRO 6000)'
+        )
+    plan = host_build_plan(archs, memory_fraction)
     log, record = build_log_paths(version)
-    env = {**plan_env, "CUDA_HOME": cuda_home}
+    if state.is_executing:
+        logger.info(f"{host.print_prefix}flash-attn {version} build plan: {plan.describe()}; log: {log}")
+    env = {**plan.env(), "CUDA_HOME": cuda_home}
     exports = " ".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
     env_json = shlex.quote(json.dumps(env, sort_keys=True))
     yield StringCommand(
@@ -66,8 +86,8 @@ def flash_attn_built(
         f"flash-attn=={version} > {log} 2>&1; then "
         f"printf '{{\"version\": \"{version}\", \"seconds\": %d, \"log\": \"{log}\", "
         f"\"env\": %s}}\\n' $(( $(date +%s) - start )) {env_json} > {record}; "
-        f"else rc=$?; echo \"flash-attn {version} build failed after "
-        f"$(( $(date +%s) - start )) s; log: {log}; its last lines:\" >&2; "
+        f'else rc=$?; echo "flash-attn {version} build failed after '
+        f'$(( $(date +%s) - start )) s; log: {log}; its last lines:" >&2; '
         f"tail -n 40 {log} >&2; exit $rc; fi",
     )
 
@@ -76,27 +96,21 @@ def flash_attn_built(
 def flash_attn() -> None:
     config = host_config(host)
     settings = data.load("python")["flash_attn"]
-    found = host.get_fact(PythonPackages, venv=config.venv_path).get("flash-attn")
+    if host.get_fact(PythonPackages, venv=config.venv_path).get("flash-attn") != config.flash_attn_version:
+        # A build is due: refuse now, before any host changes, if not even one job fits.
+        host_build_plan(config.flash_attn_cuda_archs or ["any"], config.flash_attn_memory_fraction)
     venv_packages(
         name="Install flash-attn's build requirements",
         venv=config.venv_path,
         requirements=dict.fromkeys(settings["build_requirements"]),
         index_url=str(config.pypi_index_url),
     )
-    plan_env: dict[str, str] = {}
-    if found != config.flash_attn_version:
-        # Planned (and refused when impossible) before anything changes on any host.
-        plan = host_build_plan(config.flash_attn_cuda_archs, config.flash_attn_memory_fraction)
-        plan_env = plan.env()
-        logger.info(
-            f"{host.print_prefix}flash-attn {config.flash_attn_version} build plan: "
-            f"{plan.describe()}; log: {build_log_paths(config.flash_attn_version)[0]}"
-        )
     flash_attn_built(
         name=f"Build flash-attn {config.flash_attn_version}",
         venv=config.venv_path,
         version=config.flash_attn_version,
-        plan_env=plan_env,
+        archs_override=config.flash_attn_cuda_archs,
+        memory_fraction=config.flash_attn_memory_fraction,
         cuda_home=cuda_paths(config.cuda_version)["home"],
         index_url=str(config.pypi_index_url),
     )

@@ -12,6 +12,7 @@ import shutil
 import pytest
 
 from tests.hosts import aptrepo
+from tests.hosts import pyindex
 from tests.hosts.apply import apply, write_inventory
 from tests.hosts.testhosts import TestHostPool, why_unavailable
 
@@ -46,9 +47,16 @@ def site_hosts(host_pool):
 
 
 @pytest.fixture(scope="session")
-def site_inventory(tmp_path_factory, host_pool, site_hosts, nvidia_mirror):
-    """An inventory of the site hosts, NVIDIA's repository replaced by the local mirror."""
-    data = {**host_pool.inventory_data(), "nvidia_apt_mirror": nvidia_mirror.url}
+def site_inventory(tmp_path_factory, host_pool, site_hosts, nvidia_mirror, python_index):
+    """An inventory of the site hosts, NVIDIA's repository and the package indexes replaced
+    by local stand-ins; Python 3.11 is Debian 12's own, so uv downloads no interpreter."""
+    data = {
+        **host_pool.inventory_data(),
+        "nvidia_apt_mirror": nvidia_mirror.url,
+        "pypi_index_url": python_index.pypi_url,
+        "torch_index_url": python_index.torch_url,
+        "python_version": "3.11",
+    }
     return write_inventory(
         tmp_path_factory.mktemp("inventory") / "gpu_hosts.py",
         {"gpu_hosts": [(h.address, data) for h in site_hosts]},
@@ -59,3 +67,13 @@ def site_inventory(tmp_path_factory, host_pool, site_hosts, nvidia_mirror):
 def site_first_apply(site_inventory):
     """The first apply of deploy/site.py to the site hosts (-v: noop reasons printed)."""
     return apply(site_inventory, options=("-v",))
+
+
+@pytest.fixture(scope="session")
+def python_index(tmp_path_factory):
+    """Stand-ins for PyPI and PyTorch's index (real uv and build-tool wheels, test sglang,
+    torch and flash-attn), served on 127.0.0.1 for the whole run; yields a pyindex.Index
+    (.pypi_url, .torch_url, .url, .root)."""
+    built = pyindex.build_index(tmp_path_factory.mktemp("python-index"))
+    with aptrepo.serve(built.root) as url:
+        yield pyindex.Index(url=url, root=built.root)

@@ -10,14 +10,19 @@ from pyinfra.api import Config, Inventory, State
 from pyinfra.context import ctx_host, ctx_state
 
 
-def run_operation(op, facts: dict[type, Any], **kwargs) -> tuple[list[str], list[str]]:
+def run_operation(
+    op, facts: dict[type, Any], executing: bool = True, **kwargs
+) -> tuple[list[str], list[str]]:
     """Return (commands, noop reasons) that ``op`` yields for a host with ``facts``.
 
     ``facts`` maps a FactBase class to its value; a fact the operation reads that is not
     given fails the test, so the facts an operation depends on are visible in each test.
+    ``executing``: pyinfra runs an operation's generator when it executes it (and, before,
+    when it detects changes; ``executing=False``).
     """
     inventory = Inventory((["op-test-host"], {}))
     state = State(inventory=inventory, config=Config())
+    state.is_executing = executing
     host = inventory.get_host("op-test-host")
     noops: list[str] = []
 

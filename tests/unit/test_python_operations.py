@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from pyinfra.api.exceptions import OperationError
 from pyinfra.facts.hardware import Cpus
 
 from checks.facts import MemoryInfo, NvidiaGpus, PythonPackages, PythonVersion
 from pyinfra_sglang.build_plan import BuildPlanError
-from roles.flash_attn import flash_attn_built, host_build_plan
+from roles.flash_attn import flash_attn_built
 from roles.python_env import missing_requirements, python_venv, uv_installed, venv_packages
 from tests.unit.ophelper import run_operation
 
@@ -71,59 +72,56 @@ def test_changing_a_pin_installs_exactly_that_package():
     assert commands == [] and noops == [f"{VENV} has sglang"]
 
 
-PLAN_ENV = {"MAX_JOBS": "3", "NVCC_THREADS": "3", "FLASH_ATTN_CUDA_ARCHS": "90",
-            "FLASH_ATTENTION_FORCE_BUILD": "TRUE"}  # fmt: skip
+def gpu(compute_cap):
+    return {"index": "0", "name": "NVIDIA H200", "compute_cap": compute_cap}
+
+
+GB = 1024**2  # kB
+BUILD_FACTS = {
+    PythonPackages: {"flash-attn": "2.8.2"},
+    NvidiaGpus: [gpu("9.0"), gpu("9.0")],
+    Cpus: 16,
+    MemoryInfo: {"total_kb": 70 * GB, "available_kb": 64 * GB},
+}
+BUILD_ARGS = dict(
+    venv=VENV, version="2.8.3", archs_override=None, memory_fraction=0.75,
+    cuda_home="/usr/local/cuda-13.1", index_url=INDEX,
+)  # fmt: skip
 
 
 def test_flash_attn_build_command_carries_the_plan_and_keeps_the_log():
-    commands, noops = run_operation(
-        flash_attn_built, {PythonPackages: {"flash-attn": "2.8.2"}}, venv=VENV, version="2.8.3",
-        plan_env=PLAN_ENV, cuda_home="/usr/local/cuda-13.1", index_url=INDEX,
-    )  # fmt: skip
+    commands, noops = run_operation(flash_attn_built, BUILD_FACTS, **BUILD_ARGS)
     assert noops == [] and len(commands) == 1
     command = commands[0]
+    # 16 cores, 64 GB available: 48 GB bound -> 9 threads of 5 GB -> 3 jobs x 3 threads.
     assert "env MAX_JOBS=3 NVCC_THREADS=3 FLASH_ATTN_CUDA_ARCHS=90 FLASH_ATTENTION_FORCE_BUILD=TRUE" in command
+    assert "CUDA_HOME=/usr/local/cuda-13.1" in command
     assert "--no-build-isolation" in command and "flash-attn==2.8.3" in command
     assert "> /var/log/pyinfra-sglang/flash-attn-2.8.3-build.log 2>&1" in command
     assert "tail -n 40 /var/log/pyinfra-sglang/flash-attn-2.8.3-build.log >&2; exit $rc" in command
 
 
+def test_flash_attn_archs_from_the_inventory_win():
+    commands, _ = run_operation(flash_attn_built, BUILD_FACTS, **{**BUILD_ARGS, "archs_override": ["90", "120"]})
+    assert "FLASH_ATTN_CUDA_ARCHS='90;120'" in commands[0]
+
+
 def test_flash_attn_at_the_pin_is_a_noop():
-    commands, noops = run_operation(
-        flash_attn_built, {PythonPackages: {"flash-attn": "2.8.3"}}, venv=VENV, version="2.8.3",
-        plan_env={}, cuda_home="/usr/local/cuda-13.1", index_url=INDEX,
-    )  # fmt: skip
+    facts = {**BUILD_FACTS, PythonPackages: {"flash-attn": "2.8.3"}}
+    commands, noops = run_operation(flash_attn_built, facts, **BUILD_ARGS)
     assert commands == [] and noops == ["flash-attn 2.8.3 is installed"]
 
 
-def gpu(compute_cap):
-    return {"index": "0", "name": "NVIDIA H200", "compute_cap": compute_cap}
+def test_no_gpus_yet_is_a_pending_change_then_a_clear_error():
+    facts = {**BUILD_FACTS, NvidiaGpus: []}
+    # Change detection runs before this deploy installs the driver: a change is pending.
+    commands, _ = run_operation(flash_attn_built, facts, executing=False, **BUILD_ARGS)
+    assert len(commands) == 1 and commands[0].startswith("true")
+    with pytest.raises(OperationError, match="set flash_attn_cuda_archs"):
+        run_operation(flash_attn_built, facts, **BUILD_ARGS)
 
 
-def test_host_plan_from_facts():
-    facts = {NvidiaGpus: [gpu("9.0"), gpu("9.0")], Cpus: 32,
-             MemoryInfo: {"total_kb": 270 * 1024**2, "available_kb": 256 * 1024**2}}  # fmt: skip
-    captured = {}
-
-    def plan_inside_an_operation():
-        captured["plan"] = host_build_plan(None, 0.75)
-        yield from ()
-
-    from pyinfra.api import operation
-
-    run_operation(operation()(plan_inside_an_operation), facts)
-    plan = captured["plan"]
-    assert (plan.max_jobs, plan.nvcc_threads, plan.archs) == (8, 4, ("90",))
-
-
-def test_host_plan_without_gpus_names_the_way_out():
-    facts = {NvidiaGpus: [], Cpus: 32, MemoryInfo: {"total_kb": 1, "available_kb": 1}}
-
-    def plan_inside_an_operation():
-        host_build_plan(None, 0.75)
-        yield from ()
-
-    from pyinfra.api import operation
-
-    with pytest.raises(BuildPlanError, match="set flash_attn_cuda_archs"):
-        run_operation(operation()(plan_inside_an_operation), facts)
+def test_no_memory_for_one_job_is_refused():
+    facts = {**BUILD_FACTS, MemoryInfo: {"total_kb": 8 * GB, "available_kb": 4 * GB}}
+    with pytest.raises(BuildPlanError, match="not even one flash-attn compile job fits"):
+        run_operation(flash_attn_built, facts, **BUILD_ARGS)

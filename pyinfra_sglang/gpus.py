@@ -1,0 +1,99 @@
+"""GPU specifications (data/gpus.toml): lookups by nvidia-smi name and by architecture."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from functools import cache
+
+from pyinfra.api.exceptions import PyinfraError
+
+from pyinfra_sglang import data
+
+
+class UnknownGpuError(PyinfraError):
+    """No spec, or more than one, matches a GPU name or architecture."""
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    name: str
+    arch: str
+    memory_gb: float
+    memory_bandwidth_gbs: float
+    pcie_gen: int
+    nvlink: bool
+    nvlink_bandwidth_gbs: float
+
+
+@cache
+def all_gpus() -> dict[str, GpuSpec]:
+    """Every GPU in the table, by the name nvidia-smi prints."""
+    return {name: GpuSpec(name=name, **fields) for name, fields in data.load("gpus").items()}
+
+
+def known_archs() -> list[str]:
+    return sorted({spec.arch for spec in all_gpus().values()}, key=lambda a: int(a[3:]))
+
+
+def arch_from_compute_cap(compute_cap: str) -> str:
+    """nvidia-smi's compute_cap ("9.0", "12.0") -> "sm_90", "sm_120"."""
+    return "sm_" + compute_cap.strip().replace(".", "")
+
+
+def _tokens(name: str) -> tuple[str, ...]:
+    words = re.sub(r"[-_\s]+", " ", name.lower()).split()
+    return tuple(words[1:] if words[:1] == ["nvidia"] else words)
+
+
+def _matches(name: str) -> list[GpuSpec]:
+    """Specs a name stands for: exact; same words (case, '-', 'NVIDIA ' ignored); all of its
+    words in one spec's name; or the one spec whose words are the most of those given."""
+    specs = all_gpus()
+    if name in specs:
+        return [specs[name]]
+    wanted = _tokens(name)
+    if not wanted:
+        return []
+    same = [spec for spec in specs.values() if _tokens(spec.name) == wanted]
+    if same:
+        return same
+    within = [spec for spec in specs.values() if set(wanted) <= set(_tokens(spec.name))]
+    if within:
+        return within
+    covered = [spec for spec in specs.values() if set(_tokens(spec.name)) <= set(wanted)]
+    most = max((len(_tokens(spec.name)) for spec in covered), default=0)
+    return [spec for spec in covered if len(_tokens(spec.name)) == most]
+
+
+def find_gpu(name: str) -> GpuSpec | None:
+    """The spec ``name`` stands for; None when none or several match."""
+    found = _matches(name)
+    return found[0] if len(found) == 1 else None
+
+
+def gpu_by_name(name: str) -> GpuSpec:
+    """The spec ``name`` stands for; UnknownGpuError (with candidates) when none or several."""
+    found = _matches(name)
+    if len(found) == 1:
+        return found[0]
+    if found:
+        names = ", ".join(sorted(spec.name for spec in found))
+        raise UnknownGpuError(f"GPU name {name!r} matches several GPUs: {names}; give the full name")
+    close = difflib.get_close_matches(name, list(all_gpus()), n=3, cutoff=0.4)
+    hint = f" (closest: {', '.join(close)})" if close else ""
+    raise UnknownGpuError(
+        f"no spec for GPU {name!r}{hint}; add it to pyinfra_sglang/data/gpus.toml"
+    )
+
+
+def largest_gpu_of_arch(arch: str) -> GpuSpec:
+    """The GPU of ``arch`` with the most memory; ties go to more bandwidth, then to the
+    shortest name (the plain model, "NVIDIA H200" over "NVIDIA H200 NVL")."""
+    specs = [spec for spec in all_gpus().values() if spec.arch == arch]
+    if not specs:
+        raise UnknownGpuError(
+            f"no GPU of architecture {arch!r} in the spec table; known: {', '.join(known_archs())}"
+        )
+    return min(specs, key=lambda s: (-s.memory_gb, -s.memory_bandwidth_gbs, len(s.name), s.name))

@@ -1,0 +1,203 @@
+"""Model profiles: what to serve and how, as intents (data/profiles/<name>.toml).
+
+A profile holds intents such as ``sparse_attention_prefill_backend = "trtllm"``, never flag
+strings: ``render.server_args`` spells them for the pinned SGLang release. Profiles ship in
+``pyinfra_sglang/data/profiles/``; users add or replace profiles with TOML files in folders
+of their own (e.g. ``profiles/`` beside the inventory), searched before the built-in one.
+"""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from collections.abc import Iterable, Mapping
+from importlib.resources import files
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pyinfra.api.exceptions import PyinfraError
+
+from pyinfra_sglang.versions import parse_version
+
+NAME_PATTERN = r"^[a-z0-9][a-z0-9.-]*$"
+SUFFIX = ".toml"
+
+Backend = Annotated[str, Field(pattern=r"^[a-z0-9_]+$")]
+
+
+class ProfileError(PyinfraError):
+    """A profile that cannot be found, read or validated."""
+
+
+class Profile(BaseModel):
+    """One model profile. ``name`` and ``source`` come from the file, not from its keys."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Annotated[str, Field(pattern=NAME_PATTERN)]
+    source: str = Field(description="File the profile was read from.")
+    description: str = ""
+
+    model: str = Field(min_length=1, description="Hugging Face repository id or local path.")
+    served_model_name: str | None = Field(None, description="Model name the API reports.")
+    quantization: str | None = Field(None, description="Quantization method, e.g. modelopt_fp4.")
+    trust_remote_code: bool = False
+    archs: list[Annotated[str, Field(pattern=r"^sm_\d{2,3}$")]] | None = Field(
+        None, description="GPU architectures the profile runs on; unset: any."
+    )
+    tp_size: int | None = Field(None, ge=1, description="Tensor-parallel size; unset: all GPUs.")
+
+    attention_backend: Backend | None = None
+    sparse_attention_prefill_backend: Backend | None = None
+    sparse_attention_decode_backend: Backend | None = None
+    kv_cache_dtype: str | None = None
+
+    mem_fraction_static: float | None = Field(None, gt=0, lt=1)
+    cuda_graph: bool = Field(True, description="Capture CUDA graphs for decode.")
+    cuda_graph_max_bs: int | None = Field(None, ge=1)
+    chunked_prefill_size: int | None = Field(None, description="Tokens per prefill chunk; -1: off.")
+
+    reasoning_parser: str | None = None
+    tool_call_parser: str | None = None
+    disable_shared_experts_fusion: bool = False
+
+    watchdog_timeout_s: float | None = Field(None, gt=0)
+    start_timeout_s: int = Field(900, gt=0, description="Longest wait from start to healthy.")
+    min_total_gpu_memory_gb: float = Field(gt=0, description="GPU memory over all GPUs needed.")
+    min_sglang_version: str | None = Field(None, description="Oldest SGLang release that works.")
+    enable_metrics: bool = True
+    extra_args: list[str] = Field(
+        default_factory=list, description="Server arguments passed as given, after the rest."
+    )
+
+    @field_validator("min_sglang_version", mode="before")
+    @classmethod
+    def _release_number(cls, value: Any) -> Any:
+        if value is not None:
+            parse_version(str(value))
+            return str(value)
+        return value
+
+    @field_validator("chunked_prefill_size")
+    @classmethod
+    def _chunk_or_off(cls, value: int | None) -> int | None:
+        if value is not None and value != -1 and value < 1:
+            raise ValueError("must be a positive number of tokens, or -1 to turn chunking off")
+        return value
+
+    @field_validator("extra_args")
+    @classmethod
+    def _no_secrets_on_the_command_line(cls, value: list[str]) -> list[str]:
+        if any(arg.split("=", 1)[0] == "--api-key" for arg in value):
+            raise ValueError(
+                "--api-key must not be on the command line; set sglang_api_key_file, it goes "
+                "into the server's config file"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _graph_size_needs_graphs(self) -> Profile:
+        if self.cuda_graph_max_bs is not None and not self.cuda_graph:
+            raise ValueError("cuda_graph_max_bs is set but cuda_graph is false")
+        return self
+
+
+PROFILE_FIELDS = frozenset(Profile.model_fields) - {"name", "source"}
+
+
+def builtin_profile_dir() -> Traversable:
+    return files("pyinfra_sglang").joinpath("data", "profiles")
+
+
+def _search_path(extra_dirs: Iterable[str | Path]) -> list[Traversable]:
+    # The user's folders first, in the order given: their profiles win over built-in ones.
+    return [Path(d) for d in extra_dirs] + [builtin_profile_dir()]
+
+
+def available_profiles(extra_dirs: Iterable[str | Path] = ()) -> dict[str, str]:
+    """Profile name -> file it is read from, for every profile on the search path."""
+    found: dict[str, str] = {}
+    for folder in _search_path(extra_dirs):
+        if not folder.is_dir():
+            continue
+        for entry in folder.iterdir():
+            if entry.name.endswith(SUFFIX) and entry.is_file():
+                found.setdefault(entry.name.removesuffix(SUFFIX), str(entry))
+    return dict(sorted(found.items()))
+
+
+def load_profile(name: str, extra_dirs: Iterable[str | Path] = ()) -> Profile:
+    """The profile ``name`` from the first folder that has it: ``extra_dirs``, then built-in."""
+    search = _search_path(extra_dirs)
+    for folder in search:
+        candidate = folder.joinpath(name + SUFFIX)
+        if candidate.is_file():
+            return _profile_from_text(name, str(candidate), candidate.read_text())
+    known = available_profiles(extra_dirs)
+    close = difflib.get_close_matches(name, list(known), n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    raise ProfileError(
+        f"no profile {name!r}{hint}; known: {', '.join(known) or 'none'}; "
+        f"searched {', '.join(str(folder) for folder in search)}"
+    )
+
+
+def load_profile_file(path: str | Path) -> Profile:
+    """A profile read from one file; its name is the file name without ``.toml``."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise ProfileError(f"cannot read profile file {path}: {error.strerror}") from error
+    return _profile_from_text(path.name.removesuffix(SUFFIX), str(path), text)
+
+
+def _profile_from_text(name: str, source: str, text: str) -> Profile:
+    try:
+        values = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ProfileError(f"profile {name} ({source}): not valid TOML: {error}") from error
+    for key in ("name", "source"):
+        if key in values:
+            raise ProfileError(
+                f"profile {name} ({source}): key {key!r} is not allowed: a profile's {key} "
+                "is its file's"
+            )
+    return _validated(name, source, values, context="")
+
+
+def merge_overrides(profile: Profile, overrides: Mapping[str, Any]) -> Profile:
+    """``profile`` with ``overrides`` (e.g. from the inventory) in place of its values; None
+    unsets a value. Unknown keys and bad values raise ProfileError naming them."""
+    if not overrides:
+        return profile
+    values = profile.model_dump(exclude={"name", "source"}, exclude_unset=True)
+    values.update(overrides)
+    return _validated(profile.name, profile.source, values, context=" with overrides")
+
+
+def _validated(name: str, source: str, values: dict[str, Any], context: str) -> Profile:
+    try:
+        return Profile(name=name, source=source, **values)
+    except ValidationError as error:
+        problems = [_describe(item, values) for item in error.errors()]
+        lines = [f"invalid profile {name} ({source}){context}:"] + [f"  - {p}" for p in problems]
+        raise ProfileError("\n".join(lines)) from None
+
+
+def _describe(item: Mapping[str, Any], values: Mapping[str, Any]) -> str:
+    loc = [str(part) for part in item["loc"]]
+    if not loc:
+        return str(item["msg"]).removeprefix("Value error, ")
+    field = loc[0]
+    where = field + "".join(f"[{part}]" for part in loc[1:])
+    if item["type"] == "extra_forbidden":
+        close = difflib.get_close_matches(field, sorted(PROFILE_FIELDS), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        return f"{where}: unknown key{hint}"
+    message = str(item["msg"]).removeprefix("Value error, ")
+    if field in values:
+        return f"{where} = {values[field]!r}: {message}"
+    return f"{where}: {message}"

@@ -1,0 +1,448 @@
+"""The SGLang service's files, rendered without touching a host.
+
+Pure functions: a profile, an SGLang release and a few deployment values in; the server's
+argv, its systemd unit, its environment file and its YAML config file out. The role and
+``pyinfra-sglang render`` call the same functions, so what the CLI prints is what a host gets.
+
+Secrets: the API key goes only into the YAML config file (``--config``), the Hugging Face
+token only into the environment file; neither is ever on a command line. Both files are
+0600 (``data/sglang_service.toml``). Functions that take a secret take ``mask`` too, to print
+``********`` in its place.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import jinja2
+from pyinfra.api.exceptions import PyinfraError
+
+from pyinfra_sglang import data, paths
+from pyinfra_sglang.profiles import Profile
+from pyinfra_sglang.sglang_flags import FlagVersionError, flag_table
+from pyinfra_sglang.versions import parse_version
+
+SERVER_MODULE = "sglang.launch_server"
+
+
+class GpuFitError(PyinfraError):
+    """The GPUs cannot run the profile: too little memory in total, or the wrong arch."""
+
+
+class RenderError(PyinfraError):
+    """Deployment values that cannot make a working service (bad path, bad node rank...)."""
+
+
+@dataclass(frozen=True)
+class RenderedFile:
+    """One file of the service: where it goes, its content and its octal mode."""
+
+    path: str
+    content: str
+    mode: str
+
+
+def _service() -> dict[str, Any]:
+    return data.load("sglang_service")
+
+
+def mask_text() -> str:
+    return _service()["secrets"]["mask"]
+
+
+# --- checks --------------------------------------------------------------------------
+
+
+def check_fit(profile: Profile, gpu_count: int, gpu_memory_gb: float) -> None:
+    """Raise GpuFitError when ``gpu_count`` GPUs of ``gpu_memory_gb`` hold less memory than
+    the profile needs in total."""
+    have = gpu_count * gpu_memory_gb
+    need = profile.min_total_gpu_memory_gb
+    if have >= need:
+        return
+    gpus_needed = math.ceil(need / gpu_memory_gb) if gpu_memory_gb > 0 else None
+    more = f"at least {gpus_needed} GPUs of {gpu_memory_gb:g} GB" if gpus_needed else "GPUs"
+    raise GpuFitError(
+        f"profile {profile.name} needs at least {need:g} GB of GPU memory in total; "
+        f"{gpu_count} x {gpu_memory_gb:g} GB = {have:g} GB here. Use {more}, larger GPUs, "
+        "or a profile for a smaller model"
+    )
+
+
+def check_arch(profile: Profile, arch: str) -> None:
+    """Raise GpuFitError when the profile names the GPU archs it runs on and ``arch`` is not
+    one of them."""
+    if profile.archs is not None and arch not in profile.archs:
+        raise GpuFitError(
+            f"profile {profile.name} runs on {', '.join(profile.archs)}; these GPUs are "
+            f"{arch}. Use GPUs of those architectures or another profile"
+        )
+
+
+def tp_size_for(profile: Profile, gpu_count: int, nnodes: int = 1) -> int:
+    """Tensor-parallel size: the profile's, else one rank per GPU over all nodes."""
+    total = gpu_count * nnodes
+    if profile.tp_size is None:
+        return total
+    if profile.tp_size > total:
+        raise GpuFitError(
+            f"profile {profile.name} sets tp_size {profile.tp_size}, but there are only "
+            f"{total} GPUs ({nnodes} node(s) x {gpu_count})"
+        )
+    return profile.tp_size
+
+
+# --- argv ------------------------------------------------------------------------------
+
+
+def _check_min_version(profile: Profile, sglang_version: str) -> None:
+    if profile.min_sglang_version is None:
+        return
+    if parse_version(sglang_version) < parse_version(profile.min_sglang_version):
+        raise FlagVersionError(
+            f"profile {profile.name} needs SGLang {profile.min_sglang_version} or later; "
+            f"the pinned release is {sglang_version}"
+        )
+
+
+def _check_multinode(nnodes: int, node_rank: int, dist_init_addr: str | None) -> None:
+    if nnodes < 1:
+        raise RenderError(f"nnodes must be at least 1, not {nnodes}")
+    if not 0 <= node_rank < nnodes:
+        raise RenderError(f"node_rank {node_rank} is outside 0..{nnodes - 1} for {nnodes} node(s)")
+    if nnodes > 1 and not dist_init_addr:
+        raise RenderError(f"{nnodes} nodes need dist_init_addr (HEAD:PORT), the same on every node")
+
+
+def _check_config_path(config_path: str | None) -> None:
+    if config_path is not None and not re.search(r"\.ya?ml$", config_path):
+        raise RenderError(f"SGLang reads only .yaml/.yml config files, not {config_path}")
+
+
+def _intent_values(
+    profile: Profile,
+    tp_size: int,
+    host: str,
+    port: int,
+    config_path: str | None,
+    nnodes: int,
+    node_rank: int,
+    dist_init_addr: str | None,
+) -> dict[str, Any]:
+    """Intent -> value; None or False means "not on the command line"."""
+    multinode = nnodes > 1
+    return {
+        "model_path": profile.model,
+        "served_model_name": profile.served_model_name,
+        "tp_size": tp_size,
+        "nnodes": nnodes if multinode else None,
+        "node_rank": node_rank if multinode else None,
+        "dist_init_addr": dist_init_addr if multinode else None,
+        "quantization": profile.quantization,
+        "trust_remote_code": profile.trust_remote_code,
+        "attention_backend": profile.attention_backend,
+        "sparse_attention_prefill_backend": profile.sparse_attention_prefill_backend,
+        "sparse_attention_decode_backend": profile.sparse_attention_decode_backend,
+        "kv_cache_dtype": profile.kv_cache_dtype,
+        "mem_fraction_static": profile.mem_fraction_static,
+        "chunked_prefill_size": profile.chunked_prefill_size,
+        "cuda_graph_max_bs": profile.cuda_graph_max_bs if profile.cuda_graph else None,
+        "disable_cuda_graph": not profile.cuda_graph,
+        "disable_shared_experts_fusion": profile.disable_shared_experts_fusion,
+        "reasoning_parser": profile.reasoning_parser,
+        "tool_call_parser": profile.tool_call_parser,
+        "watchdog_timeout": profile.watchdog_timeout_s,
+        "enable_metrics": profile.enable_metrics,
+        "host": str(host),
+        "port": port,
+        "config": config_path,
+    }
+
+
+def _format_value(value: Any) -> str:
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else repr(value)
+    return str(value)
+
+
+def server_args(
+    profile: Profile,
+    sglang_version: str,
+    tp_size: int,
+    host: str,
+    port: int,
+    config_path: str | None,
+    nnodes: int = 1,
+    node_rank: int = 0,
+    dist_init_addr: str | None = None,
+) -> list[str]:
+    """The arguments of ``python -m sglang.launch_server``, spelled for ``sglang_version``,
+    in the stable order of data/sglang_flags.toml, then the profile's extra_args.
+
+    FlagVersionError when the release is older than the profile allows or lacks a flag the
+    profile asks for (all such flags named at once)."""
+    _check_min_version(profile, sglang_version)
+    _check_multinode(nnodes, node_rank, dist_init_addr)
+    _check_config_path(config_path)
+    values = _intent_values(
+        profile, tp_size, host, port, config_path, nnodes, node_rank, dist_init_addr
+    )
+    version = parse_version(sglang_version)
+    argv: list[str] = []
+    missing: list[str] = []
+    for intent, entry in flag_table().items():
+        value = values[intent]
+        if value is None or value is False:
+            continue
+        flag = entry.flag_in(version)
+        if flag is None:
+            known = "; ".join(s.describe() for s in entry.spellings)
+            missing.append(f"{intent} = {value!r} ({known})")
+            continue
+        argv += [flag] if entry.kind == "switch" else [flag, _format_value(value)]
+    if missing:
+        raise FlagVersionError(
+            f"profile {profile.name}: SGLang {sglang_version} has no flag for "
+            + ", ".join(missing)
+            + ": pin an SGLang release that has them, or use a profile without them"
+        )
+    return argv + list(profile.extra_args)
+
+
+# --- systemd quoting -------------------------------------------------------------------
+
+_SAFE_WORD = re.compile(r"^[A-Za-z0-9_@%+=:,./\[\]-]+$")
+
+
+def _systemd_text(text: str) -> str:
+    """Free text for a unit setting: '%' starts a specifier, so it is doubled."""
+    if "\n" in text:
+        raise RenderError(f"a newline cannot go into a unit file setting: {text!r}")
+    return text.replace("%", "%%")
+
+
+def systemd_quote(arg: str) -> str:
+    """One ExecStart word: specifiers ('%') and variables ('$') escaped, quoted if needed."""
+    text = _systemd_text(arg).replace("$", "$$")
+    if _SAFE_WORD.match(arg):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def exec_start(argv: Sequence[str]) -> str:
+    """ExecStart's value: the program line, then one line per flag and its values."""
+    lines: list[list[str]] = []
+    for index, word in enumerate(argv):
+        if index == 0 or (word.startswith("--") and index > 2):
+            lines.append([])
+        lines[-1].append(systemd_quote(word))
+    return " \\\n    ".join(" ".join(line) for line in lines)
+
+
+def _absolute_path(path: str, what: str) -> str:
+    if not re.match(r"^/[^\s%$\\\"']*$", path):
+        raise RenderError(f"{what} must be an absolute path without spaces or quotes: {path!r}")
+    return path
+
+
+# --- templates -------------------------------------------------------------------------
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(paths.TEMPLATES)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+
+
+def _render(template_name: str, **context: Any) -> str:
+    return _environment().get_template(template_name).render(**context)
+
+
+def render_unit(
+    profile: Profile,
+    argv: Sequence[str],
+    sglang_version: str,
+    venv_path: str,
+    env_path: str | None = None,
+) -> str:
+    """sglang.service running ``<venv>/bin/python -m sglang.launch_server <argv>``."""
+    if any(arg.split("=", 1)[0] == "--api-key" for arg in argv):
+        raise RenderError("--api-key must not be on the command line; it goes into the config file")
+    settings = _service()
+    python = _absolute_path(venv_path, "venv_path").rstrip("/") + "/bin/python"
+    return _render(
+        "sglang.service.j2",
+        profile_name=profile.name,
+        sglang_version=sglang_version,
+        description=_systemd_text(f"SGLang server ({profile.name}: {profile.model})"),
+        env_path=_absolute_path(env_path or settings["files"]["env"]["path"], "env_path"),
+        exec_start=exec_start([python, "-m", SERVER_MODULE, *argv]),
+        restart_sec=settings["unit"]["restart_sec"],
+        timeout_start_s=profile.start_timeout_s,
+        timeout_stop_s=settings["unit"]["timeout_stop_s"],
+        limit_nofile=settings["unit"]["limit_nofile"],
+    )
+
+
+def cache_dirs(cache_root: str | None = None) -> dict[str, str]:
+    """Cache variable -> folder on persistent disk (the role creates them), sorted."""
+    cache_settings = _service()["environment"]["cache"]
+    root = _absolute_path(cache_root or cache_settings["root"], "cache_root").rstrip("/")
+    return {name: f"{root}/{sub}" for name, sub in sorted(cache_settings["dirs"].items())}
+
+
+def _env_value(name: str, value: str) -> str:
+    """A value as systemd's EnvironmentFile reads it: double-quoted when not a plain word."""
+    if "\n" in value:
+        raise RenderError(f"{name} must not contain a newline")
+    if re.match(r"^[A-Za-z0-9_@%+=:,./*-]*$", value):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def environment(
+    hf_token: str | None,
+    venv_path: str,
+    cache_root: str | None = None,
+    pcie_only: bool = False,
+    cuda_home: str | None = None,
+    mask: bool = False,
+) -> dict[str, str]:
+    """The service's environment, sorted by name (secrets masked when ``mask``)."""
+    settings = _service()["environment"]
+    path = [_absolute_path(venv_path, "venv_path").rstrip("/") + "/bin"]
+    values = dict(cache_dirs(cache_root))
+    if cuda_home:
+        home = _absolute_path(cuda_home, "cuda_home").rstrip("/")
+        values["CUDA_HOME"] = home
+        path.append(home + "/bin")
+    values["PATH"] = ":".join(path + settings["system_path"])
+    if pcie_only:
+        values.update(settings["nccl_pcie_only"])
+    if hf_token:
+        values["HF_TOKEN"] = mask_text() if mask else hf_token.strip()
+    return dict(sorted(values.items()))
+
+
+def render_env(
+    hf_token: str | None,
+    venv_path: str,
+    cache_root: str | None = None,
+    pcie_only: bool = False,
+    cuda_home: str | None = None,
+    mask: bool = False,
+) -> str:
+    """sglang.env: caches on persistent disk, PATH, NCCL hints on PCIe-only hosts, HF_TOKEN."""
+    values = environment(hf_token, venv_path, cache_root, pcie_only, cuda_home, mask)
+    return _render(
+        "sglang.env.j2",
+        environment=[(name, _env_value(name, value)) for name, value in values.items()],
+    )
+
+
+def config_entries(api_key: str | None, mask: bool = False) -> dict[str, str]:
+    """The config file's keys (flag names without "--") and YAML-quoted values, sorted."""
+    entries: dict[str, str] = {}
+    if api_key:
+        # JSON strings are YAML strings; quoting also keeps "********" from reading as an alias.
+        entries["api-key"] = json.dumps(mask_text() if mask else api_key.strip())
+    return dict(sorted(entries.items()))
+
+
+def render_config_yaml(api_key: str | None, mask: bool = False) -> str:
+    """sglang.yaml for ``--config``: the API key; comments only when there is none (SGLang
+    reads an empty config file as no settings)."""
+    return _render("sglang-config.yaml.j2", entries=list(config_entries(api_key, mask).items()))
+
+
+def router_args(worker_urls: Sequence[str], host: str, port: int, policy: str | None = None) -> list[str]:
+    """Arguments of ``python -m sglang_router.launch_router``."""
+    if not worker_urls:
+        raise RenderError("the router needs at least one worker URL")
+    router = _service()["router"]
+    return [
+        router["worker_urls_flag"], *worker_urls,
+        router["policy_flag"], policy or router["policy"],
+        router["host_flag"], str(host),
+        router["port_flag"], str(port),
+    ]  # fmt: skip
+
+
+def render_router_unit(
+    venv_path: str, worker_urls: Sequence[str], host: str, port: int, policy: str | None = None
+) -> str:
+    """sglang-router.service: the SGLang Model Gateway in front of ``worker_urls``."""
+    settings = _service()
+    python = _absolute_path(venv_path, "venv_path").rstrip("/") + "/bin/python"
+    argv = router_args(worker_urls, host, port, policy)
+    return _render(
+        "sglang-router.service.j2",
+        description=_systemd_text(f"SGLang Model Gateway ({len(worker_urls)} worker(s))"),
+        worker_count=len(worker_urls),
+        exec_start=exec_start([python, "-m", settings["router"]["module"], *argv]),
+        restart_sec=settings["unit"]["restart_sec"],
+        timeout_stop_s=settings["unit"]["timeout_stop_s"],
+        limit_nofile=settings["unit"]["limit_nofile"],
+    )
+
+
+# --- everything at once ----------------------------------------------------------------
+
+
+def render_service_files(
+    profile: Profile,
+    sglang_version: str,
+    gpu_count: int,
+    gpu_memory_gb: float,
+    host: str,
+    port: int,
+    venv_path: str,
+    api_key: str | None,
+    hf_token: str | None,
+    pcie_only: bool = False,
+    arch: str | None = None,
+    cuda_home: str | None = None,
+    cache_root: str | None = None,
+    nnodes: int = 1,
+    node_rank: int = 0,
+    dist_init_addr: str | None = None,
+    mask: bool = False,
+    file_paths: Mapping[str, str] | None = None,
+) -> list[RenderedFile]:
+    """Checks (arch, fit over all nodes, flags for the release), then the unit, the env file
+    and the config file, in that order. ``gpu_count`` is per node."""
+    if arch is not None:
+        check_arch(profile, arch)
+    check_fit(profile, gpu_count * nnodes, gpu_memory_gb)
+    files = {key: dict(value) for key, value in _service()["files"].items()}
+    for key, path in (file_paths or {}).items():
+        files[key]["path"] = path
+    argv = server_args(
+        profile,
+        sglang_version,
+        tp_size_for(profile, gpu_count, nnodes),
+        host,
+        port,
+        config_path=files["config"]["path"],
+        nnodes=nnodes,
+        node_rank=node_rank,
+        dist_init_addr=dist_init_addr,
+    )
+    contents = {
+        "unit": render_unit(profile, argv, sglang_version, venv_path, files["env"]["path"]),
+        "env": render_env(hf_token, venv_path, cache_root, pcie_only, cuda_home, mask),
+        "config": render_config_yaml(api_key, mask),
+    }
+    return [RenderedFile(files[key]["path"], text, files[key]["mode"]) for key, text in contents.items()]

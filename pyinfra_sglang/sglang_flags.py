@@ -1,0 +1,83 @@
+"""SGLang's flag spellings per release (data/sglang_flags.toml): which flag says what."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Literal
+
+from pyinfra.api.exceptions import PyinfraError
+
+from pyinfra_sglang import data
+from pyinfra_sglang.versions import Version, parse_version
+
+KINDS = ("value", "switch")
+
+
+class FlagVersionError(PyinfraError):
+    """The pinned SGLang release has no spelling for an intent that was asked for."""
+
+
+@dataclass(frozen=True)
+class Spelling:
+    flag: str
+    since: Version | None
+    until: Version | None
+
+    def exists_in(self, version: Version) -> bool:
+        return (self.since is None or self.since <= version) and (
+            self.until is None or version < self.until
+        )
+
+    def describe(self) -> str:
+        since = f"from {self.since}" if self.since else "in every known release"
+        until = f" until {self.until} (excluded)" if self.until else ""
+        return f"{self.flag} {since}{until}"
+
+
+@dataclass(frozen=True)
+class FlagIntent:
+    intent: str
+    kind: Literal["value", "switch"]
+    spellings: tuple[Spelling, ...]
+
+    def flag_in(self, version: Version) -> str | None:
+        """The newest spelling that exists in ``version``; None where none does."""
+        present = [s for s in self.spellings if s.exists_in(version)]
+        if not present:
+            return None
+        return max(present, key=lambda s: s.since or Version(0, 0, 0)).flag
+
+
+def _optional_version(text: str | None) -> Version | None:
+    return parse_version(text) if text is not None else None
+
+
+@cache
+def flag_table() -> dict[str, FlagIntent]:
+    """Every intent, in command-line order."""
+    table: dict[str, FlagIntent] = {}
+    for entry in data.load("sglang_flags")["flag"]:
+        intent, kind = entry["intent"], entry["kind"]
+        if intent in table or kind not in KINDS:
+            raise ValueError(f"sglang_flags.toml: duplicate intent or bad kind at {intent!r}")
+        spellings = tuple(
+            Spelling(s["flag"], _optional_version(s.get("since")), _optional_version(s.get("until")))
+            for s in entry["spellings"]
+        )
+        table[intent] = FlagIntent(intent, kind, spellings)
+    return table
+
+
+def flag_for(intent: str, sglang_version: str | Version) -> str:
+    """How ``sglang_version`` spells ``intent``; FlagVersionError when it has no such flag."""
+    version = parse_version(str(sglang_version))
+    entry = flag_table()[intent]
+    flag = entry.flag_in(version)
+    if flag is None:
+        known = "; ".join(s.describe() for s in entry.spellings)
+        raise FlagVersionError(
+            f"SGLang {version} has no flag for {intent} ({known}): pin an SGLang release "
+            "that has it, or use a profile without it"
+        )
+    return flag

@@ -1,0 +1,282 @@
+"""A stand-in for PyPI and PyTorch's wheel index: two PEP 503 "simple" indexes on loopback.
+
+``build_index(root)`` lays out, under root::
+
+    pypi/simple/index.html               every project, linked
+    pypi/simple/<project>/index.html     its files, linked relatively with #sha256=
+    pypi/files/<wheel or sdist>
+    torch/simple/...  torch/files/...    the same, for the torch index
+
+The PyPI index holds real wheels of uv and flash-attn's build tools, downloaded from PyPI
+once and cached in ``cache_dir()/wheels``, and stand-ins with real names built here from
+``standins/``: sglang wheels and flash-attn sdists. The torch index holds a stand-in CUDA
+build of torch. Serve the root with ``aptrepo.serve()``; ``Index`` gives the two URLs that
+pip's and uv's --index-url / --extra-index-url take.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import html
+import io
+import json
+import re
+import shutil
+import tarfile
+import urllib.parse
+import urllib.request
+import zipfile
+from base64 import urlsafe_b64encode
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.hosts.testhosts import cache_dir
+
+HERE = Path(__file__).resolve().parent
+STANDINS = HERE / "standins"
+PYPI_SIMPLE = "https://pypi.org/simple"
+INDEXES = ("pypi", "torch")
+# Stand-in archives are reproducible: the same sources give the same bytes and hashes.
+EPOCH = (1980, 1, 1, 0, 0, 0)
+
+# Real wheels the PyPI index serves: exact files from PyPI, checked against these sha256.
+# uv, psutil and ninja are the x86_64 manylinux builds a Debian 12 host (glibc 2.36) takes.
+REAL_WHEELS = {
+    "uv-0.13.9-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl":
+        "d7f459fe4fd247d830351c75686d3996ace3c6f3f728eb0e85a30b7ada0cef19",
+    "setuptools-84.2.1-py3-none-any.whl":
+        "ca140b45d5325a9478f880e351484f62fef15f336462e449ca0c03c873d589c2",
+    "wheel-0.48.0-py3-none-any.whl":
+        "3217dcc807155e45db462d7ef2431f5ddda0d7273b700d05a67b271ceb1287ab",
+    "packaging-26.4-py3-none-any.whl":
+        "81383611a09c1bc0b08b76e0fd5829d7c6824c65b27a6aee339da133f4233ea2",
+    "psutil-7.2.2-cp36-abi3-manylinux2010_x86_64.manylinux_2_12_x86_64.manylinux_2_28_x86_64.whl":
+        "076a2d2f923fd4821644f5ba89f059523da90dc9014e85f8e45a5774ca5bc6f9",
+    "ninja-1.13.2-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl":
+        "65a24341b5ac09fcadcc37082660be40a94174e51a937fabf6e2cae26225fa2c",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class StandIn:
+    """A test package with a real project's name: its metadata and where its sources are."""
+
+    name: str  # as the real project's metadata spells it
+    version: str
+    index: str  # "pypi" or "torch"
+    package: str  # the import package; it gets a generated version.py
+    templates: tuple[str, ...]  # folders under standins/; a later one replaces earlier files
+    sdist: bool = False  # an sdist to build on the host, else a py3-none-any wheel
+    requires: tuple[str, ...] = ()  # Requires-Dist
+    version_py: tuple[tuple[str, str], ...] = ()  # more names for version.py, beside __version__
+
+    @property
+    def filename(self) -> str:
+        stem = f"{re.sub(r'[-_.]+', '_', self.name)}-{self.version}"
+        return f"{stem}.tar.gz" if self.sdist else f"{stem}-py3-none-any.whl"
+
+
+def flash_attn(version: str, *templates: str) -> StandIn:
+    return StandIn("flash_attn", version, "pypi", "flash_attn", ("flash-attn", *templates),
+                   sdist=True, requires=("torch",))  # fmt: skip
+
+
+STAND_INS = (
+    StandIn("sglang", "0.5.22", "pypi", "sglang", ("sglang",), requires=("torch",)),
+    StandIn("sglang", "0.5.23", "pypi", "sglang", ("sglang",), requires=("torch",)),
+    flash_attn("2.8.3"),
+    flash_attn("2.8.2"),
+    # Its build logs kernel after kernel, then fails: for showing a failed build's log.
+    flash_attn("2.7.4", "flash-attn-nvcc-killed"),
+    StandIn("torch", "2.14.1+cu130", "torch", "torch", ("torch",), version_py=(("cuda", "13.0"),)),
+)
+
+
+@dataclass(frozen=True)
+class BuiltIndex:
+    root: Path
+
+    def files(self, index: str) -> Path:
+        return self.root / index / "files"
+
+    def simple(self, index: str) -> Path:
+        return self.root / index / "simple"
+
+
+@dataclass(frozen=True)
+class Index:
+    """A built index being served: what tests pass as --index-url and --extra-index-url."""
+
+    url: str  # http://127.0.0.1:PORT, no trailing slash
+    root: Path
+
+    @property
+    def pypi_url(self) -> str:
+        return f"{self.url}/pypi/simple"
+
+    @property
+    def torch_url(self) -> str:
+        return f"{self.url}/torch/simple"
+
+
+def normalize(name: str) -> str:
+    """PEP 503's project name normalization."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def project_of(filename: str) -> str:
+    """The normalized project name of a wheel or sdist file name."""
+    if filename.endswith(".whl"):
+        return normalize(filename.split("-")[0])
+    return normalize(filename.removesuffix(".tar.gz").rsplit("-", 1)[0])
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# ---------------------------------------------------------------------------------------
+# Real wheels
+
+
+def fetch_real_wheel(filename: str, digest: str) -> Path:
+    """The wheel from the cache, downloaded from PyPI on first use and checked by sha256."""
+    cached = cache_dir() / "wheels" / filename
+    if cached.is_file() and sha256(cached.read_bytes()) == digest:
+        return cached
+    request = urllib.request.Request(
+        f"{PYPI_SIMPLE}/{project_of(filename)}/",
+        headers={"Accept": "application/vnd.pypi.simple.v1+json"},
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        listing = json.load(response)
+    [url] = [f["url"] for f in listing["files"] if f["filename"] == filename]
+    with urllib.request.urlopen(url, timeout=300) as response:
+        data = response.read()
+    if sha256(data) != digest:
+        raise RuntimeError(f"{url}: sha256 {sha256(data)}, pinned {digest}")
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    partial = cached.with_name(f"{filename}.partial")
+    partial.write_bytes(data)
+    partial.rename(cached)  # another run reading it sees a whole file or none
+    return cached
+
+
+# ---------------------------------------------------------------------------------------
+# Stand-ins
+
+
+def source_files(spec: StandIn) -> dict[str, bytes]:
+    """Relative path -> content: the templates, then the generated version.py."""
+    files: dict[str, bytes] = {}
+    for template in spec.templates:
+        folder = STANDINS / template
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                files[path.relative_to(folder).as_posix()] = path.read_bytes()
+    names = (("__version__", spec.version), *spec.version_py)
+    assignments = "".join(f"{name} = {value!r}\n" for name, value in names)
+    version_py = f'"""Generated by tests/hosts/pyindex.py."""\n\n{assignments}'
+    files[f"{spec.package}/version.py"] = version_py.encode()
+    return files
+
+
+def core_metadata(spec: StandIn) -> str:
+    """METADATA of a wheel, PKG-INFO of an sdist."""
+    lines = [
+        "Metadata-Version: 2.1",
+        f"Name: {spec.name}",
+        f"Version: {spec.version}",
+        f"Summary: {spec.name} (test stand-in, not the real project)",
+        "Requires-Python: >=3.9",
+        *(f"Requires-Dist: {requirement}" for requirement in spec.requires),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def build_wheel(spec: StandIn, out_dir: Path) -> Path:
+    dist_info = spec.filename.split("-py3-")[0] + ".dist-info"
+    files = source_files(spec)
+    files[f"{dist_info}/METADATA"] = core_metadata(spec).encode()
+    files[f"{dist_info}/WHEEL"] = (
+        "Wheel-Version: 1.0\nGenerator: pyinfra-sglang tests\nRoot-Is-Purelib: true\n"
+        "Tag: py3-none-any\n"
+    ).encode()
+    record = [
+        f"{path},sha256={urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},"
+        f"{len(data)}"
+        for path, data in files.items()
+    ]
+    files[f"{dist_info}/RECORD"] = ("\n".join([*record, f"{dist_info}/RECORD,,"]) + "\n").encode()
+    wheel = out_dir / spec.filename
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path, data in files.items():
+            info = zipfile.ZipInfo(path, EPOCH)
+            info.external_attr = 0o644 << 16
+            archive.writestr(info, data, zipfile.ZIP_DEFLATED)
+    return wheel
+
+
+def build_sdist(spec: StandIn, out_dir: Path) -> Path:
+    top = spec.filename.removesuffix(".tar.gz")
+    files = {**source_files(spec), "PKG-INFO": core_metadata(spec).encode()}
+    sdist = out_dir / spec.filename
+    with open(sdist, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as zipped:
+        with tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as archive:
+            for path, data in sorted(files.items()):
+                info = tarfile.TarInfo(f"{top}/{path}")
+                info.size, info.mode = len(data), 0o644
+                archive.addfile(info, io.BytesIO(data))
+    return sdist
+
+
+# ---------------------------------------------------------------------------------------
+# Index pages
+
+
+def page(title: str, links: list[tuple[str, str]]) -> str:
+    anchors = "".join(
+        f'<a href="{html.escape(href)}">{html.escape(text)}</a><br>\n' for href, text in links
+    )
+    return (
+        "<!DOCTYPE html>\n<html>\n<head>\n"
+        '<meta name="pypi:repository-version" content="1.0">\n'
+        f"<title>{html.escape(title)}</title>\n</head>\n<body>\n"
+        f"<h1>{html.escape(title)}</h1>\n{anchors}</body>\n</html>\n"
+    )
+
+
+def write_simple_index(simple: Path, files: list[Path]) -> None:
+    """simple/index.html and simple/<project>/index.html for files in simple/../files/."""
+    projects: dict[str, list[Path]] = {}
+    for path in sorted(files, key=lambda p: p.name):
+        projects.setdefault(project_of(path.name), []).append(path)
+    for project, paths in projects.items():
+        links = [
+            (f"../../files/{urllib.parse.quote(p.name)}#sha256={sha256(p.read_bytes())}", p.name)
+            for p in paths
+        ]
+        (simple / project).mkdir(parents=True)
+        (simple / project / "index.html").write_text(page(f"Links for {project}", links))
+    listing = page("Simple index", [(f"{project}/", project) for project in sorted(projects)])
+    (simple / "index.html").write_text(listing)
+
+
+def build_index(root: Path) -> BuiltIndex:
+    """Build both indexes under root (an empty or missing folder); real wheels come from
+    the cache, downloaded from PyPI the first time."""
+    built = BuiltIndex(root)
+    for index in INDEXES:
+        built.files(index).mkdir(parents=True)
+    files: dict[str, list[Path]] = {index: [] for index in INDEXES}
+    for filename, digest in REAL_WHEELS.items():
+        copy = built.files("pypi") / filename
+        shutil.copyfile(fetch_real_wheel(filename, digest), copy)
+        files["pypi"].append(copy)
+    for spec in STAND_INS:
+        build = build_sdist if spec.sdist else build_wheel
+        files[spec.index].append(build(spec, built.files(spec.index)))
+    for index in INDEXES:
+        write_simple_index(built.simple(index), files[index])
+    return built

@@ -1,0 +1,104 @@
+"""deploy/site.py's Python environment and flash-attn roles on real Debian 12 test hosts,
+with PyPI and PyTorch's index replaced by a local index (real uv and build-tool wheels;
+stand-in sglang, torch and flash-attn, whose build records the environment it saw)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.hosts.apply import apply
+
+pytestmark = pytest.mark.hosts
+
+VENV = "/opt/sglang/venv"
+SITE = f"{VENV}/lib/python3.11/site-packages"
+RECORD = "/var/log/pyinfra-sglang/flash-attn-{}-build.json"
+
+
+@pytest.fixture
+def hosts(site_hosts):
+    return site_hosts
+
+
+@pytest.fixture
+def inventory(site_inventory, site_first_apply):
+    assert site_first_apply.returncode == 0, site_first_apply.describe()
+    return site_inventory
+
+
+def venv_versions(host_pool, test_host) -> dict[str, str]:
+    out = host_pool.run(test_host, f"ls -d {SITE}/*.dist-info").stdout
+    names = [line.rsplit("/", 1)[-1].removesuffix(".dist-info") for line in out.split()]
+    return dict(name.split("-", 1) for name in names)
+
+
+def test_venv_holds_the_pins_and_flash_attn_was_built_with_the_plan(host_pool, hosts, inventory, site_first_apply):
+    for h in hosts:
+        assert "Python environment | Install SGLang 0.5.23" in site_first_apply.changed(h.address)
+        assert "flash-attn | Build flash-attn 2.8.3" in site_first_apply.changed(h.address)
+        versions = venv_versions(host_pool, h)
+        assert versions["sglang"] == "0.5.23"
+        assert versions["torch"] == "2.14.1+cu130"  # from the torch index
+        assert versions["flash_attn"] == "2.8.3"
+        assert host_pool.run(h, f"{VENV}/bin/python --version").stdout.startswith("Python 3.11.")
+        assert host_pool.run(h, "/opt/sglang/uv/bin/uv --version").stdout.startswith("uv 0.13.9")
+
+        # What the build saw is what the role planned and recorded.
+        seen = json.loads(host_pool.run(h, f"cat {SITE}/flash_attn/build_env.json").stdout)
+        record = json.loads(host_pool.run(h, f"cat {RECORD.format('2.8.3')}").stdout)
+        for key in ("MAX_JOBS", "NVCC_THREADS", "FLASH_ATTN_CUDA_ARCHS", "FLASH_ATTENTION_FORCE_BUILD", "CUDA_HOME"):
+            assert seen[key] == record["env"][key], key
+        assert seen["FLASH_ATTN_CUDA_ARCHS"] == "90"  # the replayed GPUs are H200s (9.0)
+        assert seen["FLASH_ATTENTION_FORCE_BUILD"] == "TRUE"
+        assert seen["CUDA_HOME"] == "/usr/local/cuda-13.1"
+        assert seen["torch_version"] == "2.14.1+cu130"  # no build isolation
+        assert record["seconds"] >= 0 and record["log"].endswith("flash-attn-2.8.3-build.log")
+        # The plan fits: threads x 5 GB under 75% of the host's memory, threads <= cores.
+        mem_kb = int(host_pool.run(h, "awk '/MemTotal/ {print $2}' /proc/meminfo").stdout)
+        cores = int(host_pool.run(h, "nproc").stdout)
+        threads = int(seen["MAX_JOBS"]) * int(seen["NVCC_THREADS"])
+        assert threads * 5 <= 0.75 * mem_kb / 1024**2 and threads <= cores
+    assert "flash-attn 2.8.3 build plan: MAX_JOBS=" in site_first_apply.stderr
+
+
+def test_changed_pins_change_exactly_their_package(host_pool, hosts, inventory):
+    before = {h.address: venv_versions(host_pool, h) for h in hosts}
+    result = apply(inventory, options=("--data", "flash_attn_version=2.8.2", "--data", "sglang_version=0.5.22"))
+    assert result.returncode == 0 and not result.errors(), result.describe()
+    for h in hosts:
+        assert sorted(result.changed(h.address)) == [
+            "Python environment | Install SGLang 0.5.22",
+            "flash-attn | Build flash-attn 2.8.2",
+        ], result.describe()
+        after = venv_versions(host_pool, h)
+        changed = {k for k in after.keys() | before[h.address].keys() if after.get(k) != before[h.address].get(k)}
+        assert changed == {"sglang", "flash_attn"}, (before[h.address], after)
+        assert (after["sglang"], after["flash_attn"]) == ("0.5.22", "2.8.2")
+    back = apply(inventory)
+    assert back.returncode == 0 and not back.errors(), back.describe()
+    assert venv_versions(host_pool, hosts[0])["flash_attn"] == "2.8.3"
+
+
+def test_impossible_plan_refuses_before_any_change(host_pool, hosts, inventory):
+    before = {h.address: venv_versions(host_pool, h) for h in hosts}
+    result = apply(
+        inventory,
+        options=("--data", "flash_attn_version=2.8.2", "--data", "flash_attn_memory_fraction=0.01"),
+    )
+    assert result.returncode != 0 and not result.executed, result.describe()
+    assert "not even one flash-attn compile job fits" in result.stderr
+    assert {h.address: venv_versions(host_pool, h) for h in hosts} == before
+
+
+def test_failed_build_shows_the_log_tail_and_keeps_the_old_build(host_pool, hosts, inventory):
+    result = apply(inventory, options=("--data", "flash_attn_version=2.7.4"))
+    assert result.returncode != 0, result.describe()
+    assert "flash-attn 2.7.4 build failed after" in result.stderr
+    assert "log: /var/log/pyinfra-sglang/flash-attn-2.7.4-build.log" in result.stderr
+    assert "error: nvcc died with signal 9 (test double)" in result.stderr
+    for h in hosts:
+        assert venv_versions(host_pool, h)["flash_attn"] == "2.8.3"
+        log = host_pool.run(h, "cat /var/log/pyinfra-sglang/flash-attn-2.7.4-build.log").stdout
+        assert "compiling kernel 30 of 30" in log

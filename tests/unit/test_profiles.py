@@ -1,0 +1,178 @@
+"""Model profiles: the built-in ones, validation errors, user folders, inventory overrides."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pyinfra_sglang.profiles import (
+    PROFILE_FIELDS,
+    Profile,
+    ProfileError,
+    available_profiles,
+    load_profile,
+    load_profile_file,
+    merge_overrides,
+)
+
+BUILTIN = ["dense-bf16", "glm-5-nvfp4", "glm-5-nvfp4-dense"]
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
+def test_builtin_profiles_load():
+    assert list(available_profiles()) == BUILTIN
+    for name in BUILTIN:
+        profile = load_profile(name)
+        assert profile.name == name
+        assert profile.source.endswith(f"data/profiles/{name}.toml")
+
+
+def test_reference_profile():
+    profile = load_profile("glm-5-nvfp4")
+    assert profile.model == "nvidia/GLM-5-NVFP4"
+    assert profile.quantization == "modelopt_fp4"
+    assert profile.trust_remote_code is True
+    assert profile.sparse_attention_prefill_backend == "trtllm"
+    assert profile.sparse_attention_decode_backend == "trtllm"
+    assert profile.attention_backend is None
+    assert profile.mem_fraction_static == 0.92
+    assert (profile.cuda_graph, profile.cuda_graph_max_bs) == (True, 64)
+    assert profile.chunked_prefill_size == 8192
+    assert (profile.reasoning_parser, profile.tool_call_parser) == ("glm45", "glm47")
+    assert profile.disable_shared_experts_fusion is True
+    assert profile.watchdog_timeout_s == 1800
+    assert profile.start_timeout_s == 1200
+    assert profile.min_total_gpu_memory_gb == 480
+    assert profile.min_sglang_version == "0.5.9"
+
+
+def test_dense_fallback_differs_from_the_reference_only_in_attention():
+    sparse = load_profile("glm-5-nvfp4").model_dump(exclude={"name", "source", "description"})
+    dense = load_profile("glm-5-nvfp4-dense").model_dump(exclude={"name", "source", "description"})
+    differ = {key for key in sparse if sparse[key] != dense[key]}
+    assert differ == {
+        "attention_backend", "kv_cache_dtype",
+        "sparse_attention_prefill_backend", "sparse_attention_decode_backend",
+    }  # fmt: skip
+    assert (dense["attention_backend"], dense["kv_cache_dtype"]) == ("flashinfer", "bf16")
+    assert dense["sparse_attention_prefill_backend"] is None
+
+
+def test_generic_dense_profile_is_modest_and_takes_all_gpus():
+    profile = load_profile("dense-bf16")
+    assert profile.tp_size is None
+    assert profile.quantization is None
+    assert profile.sparse_attention_prefill_backend is None
+    assert profile.min_total_gpu_memory_gb <= 32
+
+
+def test_unknown_key_names_the_file_and_suggests(tmp_path):
+    path = write(tmp_path, "mine", 'model = "a/b"\nmin_total_gpu_memory_gb = 10\ncuda_grap = true\n')
+    with pytest.raises(ProfileError) as error:
+        load_profile("mine", [tmp_path])
+    message = str(error.value)
+    assert f"invalid profile mine ({path})" in message
+    assert "cuda_grap: unknown key (did you mean cuda_graph?)" in message
+
+
+def test_bad_values_are_all_named_with_their_values(tmp_path):
+    write(
+        tmp_path, "mine",
+        'model = "a/b"\nmin_total_gpu_memory_gb = 10\nmem_fraction_static = 1.5\n'
+        'cuda_graph_max_bs = "many"\nmin_sglang_version = "0.5"\n',
+    )  # fmt: skip
+    with pytest.raises(ProfileError) as error:
+        load_profile("mine", [tmp_path])
+    message = str(error.value)
+    assert "mem_fraction_static = 1.5: Input should be less than 1" in message
+    assert "cuda_graph_max_bs = 'many'" in message
+    assert "min_sglang_version = '0.5': not a release number" in message
+
+
+def test_missing_required_fields(tmp_path):
+    write(tmp_path, "mine", 'description = "nothing else"\n')
+    with pytest.raises(ProfileError, match=r"(?s)model: Field required.*min_total_gpu_memory_gb"):
+        load_profile("mine", [tmp_path])
+
+
+def test_graph_size_without_graphs(tmp_path):
+    write(
+        tmp_path, "mine",
+        'model = "a/b"\nmin_total_gpu_memory_gb = 10\ncuda_graph = false\ncuda_graph_max_bs = 8\n',
+    )  # fmt: skip
+    with pytest.raises(ProfileError, match="cuda_graph_max_bs is set but cuda_graph is false"):
+        load_profile("mine", [tmp_path])
+
+
+def test_api_key_in_extra_args_is_refused(tmp_path):
+    write(
+        tmp_path, "mine",
+        'model = "a/b"\nmin_total_gpu_memory_gb = 10\nextra_args = ["--api-key=x"]\n',
+    )  # fmt: skip
+    with pytest.raises(ProfileError, match=r"extra_args = \[.*\]: --api-key must not be on the command"):
+        load_profile("mine", [tmp_path])
+
+
+def test_invalid_toml_names_the_file(tmp_path):
+    path = write(tmp_path, "broken", "model = \n")
+    with pytest.raises(ProfileError, match=rf"profile broken \({path}\): not valid TOML"):
+        load_profile_file(path)
+
+
+def test_name_key_is_refused(tmp_path):
+    write(tmp_path, "mine", 'name = "other"\nmodel = "a/b"\nmin_total_gpu_memory_gb = 10\n')
+    with pytest.raises(ProfileError, match="key 'name' is not allowed"):
+        load_profile("mine", [tmp_path])
+
+
+def test_user_profile_folder_adds_and_shadows(tmp_path):
+    user = tmp_path / "profiles"
+    write(user, "tiny", 'model = "org/tiny"\nmin_total_gpu_memory_gb = 4\n')
+    mine = write(user, "dense-bf16", 'model = "org/other"\nmin_total_gpu_memory_gb = 8\n')
+    profiles = available_profiles([user])
+    assert list(profiles) == ["dense-bf16", "glm-5-nvfp4", "glm-5-nvfp4-dense", "tiny"]
+    assert profiles["dense-bf16"] == str(mine)
+    assert load_profile("tiny", [user]).model == "org/tiny"
+    assert load_profile("dense-bf16", [user]).model == "org/other"
+    assert load_profile("dense-bf16").model == "Qwen/Qwen3-8B"
+    # A folder that does not exist is skipped, not an error.
+    assert load_profile("glm-5-nvfp4", [tmp_path / "nowhere"]).name == "glm-5-nvfp4"
+
+
+def test_unknown_profile_lists_the_known_ones(tmp_path):
+    with pytest.raises(ProfileError, match=r"no profile 'glm-5-fp4' \(did you mean glm-5-nvfp4\?\)"):
+        load_profile("glm-5-fp4", [tmp_path])
+
+
+def test_merge_overrides():
+    profile = load_profile("glm-5-nvfp4")
+    merged = merge_overrides(profile, {"model": "/models/glm-5", "cuda_graph_max_bs": 32})
+    assert (merged.model, merged.cuda_graph_max_bs) == ("/models/glm-5", 32)
+    assert (merged.name, merged.source) == (profile.name, profile.source)
+    assert merged.quantization == "modelopt_fp4"
+    assert profile.model == "nvidia/GLM-5-NVFP4"  # the loaded profile is unchanged
+    assert merge_overrides(profile, {}) is profile
+    assert merge_overrides(profile, {"min_sglang_version": None}).min_sglang_version is None
+
+
+def test_merge_overrides_rejects_unknown_keys_and_bad_values():
+    profile = load_profile("glm-5-nvfp4")
+    with pytest.raises(ProfileError) as error:
+        merge_overrides(profile, {"modle": "x", "tp_size": 0})
+    message = str(error.value)
+    assert "invalid profile glm-5-nvfp4" in message and "with overrides" in message
+    assert "modle: unknown key (did you mean model?)" in message
+    assert "tp_size = 0: Input should be greater than or equal to 1" in message
+
+
+def test_profile_fields_exclude_file_identity():
+    assert "name" not in PROFILE_FIELDS and "source" not in PROFILE_FIELDS
+    assert "model" in PROFILE_FIELDS
+    assert set(Profile.model_fields) == PROFILE_FIELDS | {"name", "source"}

@@ -1,0 +1,492 @@
+"""Rendering the SGLang service: argv per profile x SGLang release x GPUs, the fit and version
+checks, where secrets go, the files' shape and determinism, and `pyinfra-sglang render`."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+
+from pyinfra_sglang import paths
+from pyinfra_sglang.cli import main
+from pyinfra_sglang.profiles import load_profile, merge_overrides
+from pyinfra_sglang.render import (
+    GpuFitError,
+    RenderError,
+    cache_dirs,
+    check_arch,
+    check_fit,
+    config_entries,
+    exec_start,
+    render_config_yaml,
+    render_env,
+    render_router_unit,
+    render_service_files,
+    render_unit,
+    server_args,
+    systemd_quote,
+    tp_size_for,
+)
+from pyinfra_sglang.sglang_flags import FlagVersionError, flag_for, flag_table
+from pyinfra_sglang.versions import Version, parse_version
+
+VENV = "/opt/sglang/venv"
+CONFIG = "/etc/sglang/sglang.yaml"
+SPARSE = ["--nsa-prefill-backend", "--nsa-decode-backend", "--dsa-prefill-backend", "--dsa-decode-backend"]
+API_KEY = "sk-test-Abc123:#&\"'x"
+HF_TOKEN = "hf_TestTokenValue123"
+
+
+def argv_for(profile_name: str, version: str, gpus: int, **kwargs) -> list[str]:
+    profile = load_profile(profile_name)
+    return server_args(profile, version, tp_size_for(profile, gpus), "127.0.0.1", 30000, CONFIG, **kwargs)
+
+
+def flags(argv: list[str]) -> dict[str, str | bool]:
+    """--flag -> its value, or True for a switch."""
+    found: dict[str, str | bool] = {}
+    for index, word in enumerate(argv):
+        if word.startswith("--"):
+            following = argv[index + 1] if index + 1 < len(argv) else "--"
+            found[word] = True if following.startswith("--") else following
+    return found
+
+
+def unit_argv(unit: str) -> list[str]:
+    """ExecStart of a rendered unit read back as systemd would: continuations joined,
+    quotes removed, %% and $$ unescaped."""
+    text = unit.split("ExecStart=", 1)[1].replace(" \\\n", " ").split("\n", 1)[0]
+    return [word.replace("%%", "%").replace("$$", "$") for word in shlex.split(text)]
+
+
+def service_files(profile_name="glm-5-nvfp4", version="0.5.23", gpus=8, mask=False, **kwargs):
+    defaults = dict(
+        gpu_memory_gb=96, host="127.0.0.1", port=30000, venv_path=VENV,
+        api_key=API_KEY, hf_token=HF_TOKEN, pcie_only=True, arch="sm_120",
+    )  # fmt: skip
+    defaults.update(kwargs)
+    return render_service_files(load_profile(profile_name), version, gpus, mask=mask, **defaults)
+
+
+# --- versions and flag spellings -----------------------------------------------------
+
+
+def test_versions_compare_as_releases():
+    assert parse_version("0.5.9") < parse_version("0.5.9.post1") < parse_version("0.5.10")
+    assert parse_version("0.5.21") > parse_version("0.5.20.post3")
+    assert parse_version("0.5.9.post1") == Version(0, 5, 9, 1)
+    assert str(parse_version("0.5.9.post1")) == "0.5.9.post1"
+    assert str(parse_version("0.5.23")) == "0.5.23"
+    for bad in ("0.5", "v0.5.9", "0.5.9rc1", "latest"):
+        with pytest.raises(ValueError, match="not a release number"):
+            parse_version(bad)
+
+
+@pytest.mark.parametrize(
+    ("version", "prefill", "graph"),
+    [
+        ("0.5.9", "--nsa-prefill-backend", "--cuda-graph-max-bs"),
+        ("0.5.9.post1", "--nsa-prefill-backend", "--cuda-graph-max-bs"),
+        ("0.5.13", "--nsa-prefill-backend", "--cuda-graph-max-bs"),
+        ("0.5.14", "--dsa-prefill-backend", "--cuda-graph-max-bs-decode"),
+        ("0.5.20.post1", "--dsa-prefill-backend", "--cuda-graph-max-bs-decode"),
+        ("0.5.21", "--dsa-prefill-backend", "--cuda-graph-max-bs-decode"),
+        ("0.5.23", "--dsa-prefill-backend", "--cuda-graph-max-bs-decode"),
+    ],
+)
+def test_spelling_per_release(version, prefill, graph):
+    assert flag_for("sparse_attention_prefill_backend", version) == prefill
+    assert flag_for("sparse_attention_decode_backend", version) == prefill.replace("prefill", "decode")
+    assert flag_for("cuda_graph_max_bs", version) == graph
+
+
+def test_flag_table_is_complete_and_stable():
+    table = flag_table()
+    assert list(table)[:3] == ["model_path", "served_model_name", "tp_size"]
+    assert list(table)[-1] == "config"
+    switches = {intent for intent, entry in table.items() if entry.kind == "switch"}
+    assert switches == {
+        "trust_remote_code", "disable_cuda_graph", "disable_shared_experts_fusion", "enable_metrics",
+    }  # fmt: skip
+    for entry in table.values():
+        assert all(s.flag.startswith("--") for s in entry.spellings)
+
+
+def test_missing_spelling_names_intent_flag_and_release():
+    with pytest.raises(FlagVersionError, match=r"SGLang 0.5.8 has no flag for sparse_attention_prefill_backend \(--nsa-prefill-backend from 0.5.9"):
+        flag_for("sparse_attention_prefill_backend", "0.5.8")
+
+
+# --- argv table ------------------------------------------------------------------------
+
+ARGV_TABLE = [
+    # profile, SGLang, GPUs, flags expected with values, flags that must be absent
+    ("glm-5-nvfp4", "0.5.9", 8,
+     {"--nsa-prefill-backend": "trtllm", "--nsa-decode-backend": "trtllm", "--cuda-graph-max-bs": "64", "--tp-size": "8"},
+     ["--dsa-prefill-backend", "--dsa-decode-backend", "--cuda-graph-max-bs-decode", "--disable-cuda-graph"]),
+    ("glm-5-nvfp4", "0.5.9.post1", 8,
+     {"--nsa-prefill-backend": "trtllm", "--cuda-graph-max-bs": "64"},
+     ["--dsa-prefill-backend", "--cuda-graph-max-bs-decode"]),
+    ("glm-5-nvfp4", "0.5.14", 8,
+     {"--dsa-prefill-backend": "trtllm", "--dsa-decode-backend": "trtllm", "--cuda-graph-max-bs-decode": "64"},
+     ["--nsa-prefill-backend", "--nsa-decode-backend", "--cuda-graph-max-bs"]),
+    ("glm-5-nvfp4", "0.5.23", 8,
+     {"--dsa-prefill-backend": "trtllm", "--dsa-decode-backend": "trtllm", "--cuda-graph-max-bs-decode": "64",
+      "--tp-size": "8", "--quantization": "modelopt_fp4", "--trust-remote-code": True,
+      "--mem-fraction-static": "0.92", "--chunked-prefill-size": "8192", "--reasoning-parser": "glm45",
+      "--tool-call-parser": "glm47", "--disable-shared-experts-fusion": True, "--watchdog-timeout": "1800",
+      "--enable-metrics": True, "--config": CONFIG},
+     ["--nsa-prefill-backend", "--cuda-graph-max-bs", "--attention-backend", "--kv-cache-dtype", "--api-key"]),
+    ("glm-5-nvfp4", "0.5.23", 4, {"--tp-size": "4"}, []),
+    ("glm-5-nvfp4-dense", "0.5.9", 8,
+     {"--attention-backend": "flashinfer", "--kv-cache-dtype": "bf16", "--cuda-graph-max-bs": "64"}, SPARSE),
+    ("glm-5-nvfp4-dense", "0.5.23", 8,
+     {"--attention-backend": "flashinfer", "--kv-cache-dtype": "bf16", "--cuda-graph-max-bs-decode": "64"}, SPARSE),
+    ("dense-bf16", "0.5.8", 1, {"--tp-size": "1", "--model-path": "Qwen/Qwen3-8B"},
+     SPARSE + ["--quantization", "--trust-remote-code", "--cuda-graph-max-bs", "--disable-cuda-graph"]),
+    ("dense-bf16", "0.5.23", 2, {"--tp-size": "2"}, SPARSE + ["--cuda-graph-max-bs-decode", "--nnodes"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("profile", "version", "gpus", "present", "absent"),
+    ARGV_TABLE,
+    ids=[f"{p}@{v}x{g}" for p, v, g, _, _ in ARGV_TABLE],
+)
+def test_argv_table(profile, version, gpus, present, absent):
+    argv = argv_for(profile, version, gpus)
+    found = flags(argv)
+    for flag, value in present.items():
+        assert found.get(flag) == value, (flag, argv)
+    for flag in absent:
+        assert flag not in found, (flag, argv)
+    assert len(found) == sum(1 for word in argv if word.startswith("--")), "a flag is repeated"
+
+
+def test_reference_argv_in_full():
+    assert argv_for("glm-5-nvfp4", "0.5.23", 8) == [
+        "--model-path", "nvidia/GLM-5-NVFP4",
+        "--served-model-name", "glm-5",
+        "--tp-size", "8",
+        "--quantization", "modelopt_fp4",
+        "--trust-remote-code",
+        "--dsa-prefill-backend", "trtllm",
+        "--dsa-decode-backend", "trtllm",
+        "--mem-fraction-static", "0.92",
+        "--chunked-prefill-size", "8192",
+        "--cuda-graph-max-bs-decode", "64",
+        "--disable-shared-experts-fusion",
+        "--reasoning-parser", "glm45",
+        "--tool-call-parser", "glm47",
+        "--watchdog-timeout", "1800",
+        "--enable-metrics",
+        "--host", "127.0.0.1",
+        "--port", "30000",
+        "--config", CONFIG,
+    ]  # fmt: skip
+
+
+def test_cuda_graphs_off_renders_the_deprecated_switch_only():
+    profile = merge_overrides(load_profile("glm-5-nvfp4"), {"cuda_graph": False, "cuda_graph_max_bs": None})
+    found = flags(server_args(profile, "0.5.23", 8, "127.0.0.1", 30000, CONFIG))
+    assert found["--disable-cuda-graph"] is True
+    assert "--cuda-graph-max-bs" not in found and "--cuda-graph-max-bs-decode" not in found
+
+
+def test_tp_size_from_gpus_or_profile():
+    dense = load_profile("dense-bf16")
+    assert tp_size_for(dense, 4) == 4
+    assert tp_size_for(dense, 8, nnodes=2) == 16
+    fixed = merge_overrides(dense, {"tp_size": 2})
+    assert tp_size_for(fixed, 8) == 2
+    with pytest.raises(GpuFitError, match="sets tp_size 2, but there are only 1 GPUs"):
+        tp_size_for(fixed, 1)
+
+
+def test_multinode_flags():
+    profile = load_profile("glm-5-nvfp4")
+    argv = server_args(profile, "0.5.23", 16, "0.0.0.0", 30000, CONFIG,
+                       nnodes=2, node_rank=1, dist_init_addr="10.0.0.1:5000")  # fmt: skip
+    found = flags(argv)
+    assert (found["--nnodes"], found["--node-rank"], found["--dist-init-addr"]) == ("2", "1", "10.0.0.1:5000")
+    assert found["--tp-size"] == "16"
+    assert "--nnodes" not in flags(argv_for("glm-5-nvfp4", "0.5.23", 8))
+    with pytest.raises(RenderError, match="need dist_init_addr"):
+        server_args(profile, "0.5.23", 16, "0.0.0.0", 30000, CONFIG, nnodes=2, node_rank=1)
+    with pytest.raises(RenderError, match="node_rank 2 is outside 0..1"):
+        server_args(profile, "0.5.23", 16, "0.0.0.0", 30000, CONFIG, nnodes=2, node_rank=2,
+                    dist_init_addr="10.0.0.1:5000")  # fmt: skip
+
+
+def test_config_must_be_yaml_and_may_be_left_out():
+    profile = load_profile("dense-bf16")
+    with pytest.raises(RenderError, match=r"only .yaml/.yml"):
+        server_args(profile, "0.5.23", 1, "127.0.0.1", 30000, "/etc/sglang/sglang.toml")
+    assert "--config" not in server_args(profile, "0.5.23", 1, "127.0.0.1", 30000, None)
+
+
+# --- version and fit errors ------------------------------------------------------------
+
+
+def test_profile_older_than_its_minimum_release():
+    with pytest.raises(FlagVersionError, match=r"profile glm-5-nvfp4 needs SGLang 0.5.9 or later; the pinned release is 0.5.8"):
+        argv_for("glm-5-nvfp4", "0.5.8", 8)
+
+
+def test_intent_the_release_lacks_is_an_error_naming_flags_and_release():
+    # Without the profile's minimum, the flag table itself refuses sparse backends on 0.5.8.
+    profile = merge_overrides(load_profile("glm-5-nvfp4"), {"min_sglang_version": None})
+    with pytest.raises(FlagVersionError) as error:
+        server_args(profile, "0.5.8", 8, "127.0.0.1", 30000, CONFIG)
+    message = str(error.value)
+    assert message.startswith("profile glm-5-nvfp4: SGLang 0.5.8 has no flag for ")
+    assert "sparse_attention_prefill_backend = 'trtllm' (--nsa-prefill-backend from 0.5.9" in message
+    assert "sparse_attention_decode_backend = 'trtllm' (--nsa-decode-backend from 0.5.9" in message
+    assert "--dsa-prefill-backend from 0.5.14" in message
+
+
+@pytest.mark.parametrize(
+    ("gpus", "memory_gb", "fits"),
+    [(8, 96, True), (5, 96, True), (4, 96, False), (4, 180, True), (2, 141, False), (1, 96, False)],
+)
+def test_fit_of_the_reference_profile(gpus, memory_gb, fits):
+    profile = load_profile("glm-5-nvfp4")
+    if fits:
+        check_fit(profile, gpus, memory_gb)
+    else:
+        with pytest.raises(GpuFitError, match=r"needs at least 480 GB of GPU memory in total"):
+            check_fit(profile, gpus, memory_gb)
+
+
+def test_fit_error_says_need_have_and_what_to_do():
+    with pytest.raises(GpuFitError) as error:
+        check_fit(load_profile("glm-5-nvfp4"), 4, 96)
+    assert str(error.value) == (
+        "profile glm-5-nvfp4 needs at least 480 GB of GPU memory in total; 4 x 96 GB = 384 GB "
+        "here. Use at least 5 GPUs of 96 GB, larger GPUs, or a profile for a smaller model"
+    )
+
+
+def test_arch_check():
+    check_arch(load_profile("glm-5-nvfp4"), "sm_120")
+    check_arch(load_profile("dense-bf16"), "sm_80")
+    with pytest.raises(GpuFitError, match="runs on sm_100, sm_120; these GPUs are sm_90"):
+        check_arch(load_profile("glm-5-nvfp4"), "sm_90")
+
+
+def test_service_files_apply_the_checks():
+    with pytest.raises(GpuFitError):
+        service_files(gpus=4)
+    with pytest.raises(GpuFitError):
+        service_files(arch="sm_90", gpu_memory_gb=141)
+    # Multi-node: the fit counts the GPUs of every node.
+    files = service_files(gpus=4, nnodes=2, node_rank=0, dist_init_addr="10.0.0.1:5000")
+    assert "--tp-size 8" in files[0].content
+
+
+# --- secrets ---------------------------------------------------------------------------
+
+
+def test_api_key_only_in_the_config_file_and_hf_token_only_in_the_env_file():
+    unit, env, config = service_files()
+    assert API_KEY not in unit.content and HF_TOKEN not in unit.content
+    assert "--api-key" not in unit.content and "api-key" not in unit.content
+    assert API_KEY not in " ".join(unit_argv(unit.content))
+    assert HF_TOKEN not in config.content and API_KEY not in env.content
+    assert f"HF_TOKEN={HF_TOKEN}\n" in env.content
+    assert read_config(config.content) == {"api-key": API_KEY}
+    assert (unit.mode, env.mode, config.mode) == ("644", "600", "600")
+
+
+def read_config(text: str) -> dict[str, str]:
+    # The values are JSON strings, which YAML reads as the same strings.
+    entries = [line.split(": ", 1) for line in text.splitlines() if line and not line.startswith("#")]
+    return {key: json.loads(value) for key, value in entries}
+
+
+def test_masked_files_hold_no_secret():
+    for file in service_files(mask=True):
+        assert API_KEY not in file.content and HF_TOKEN not in file.content
+    unit, env, config = service_files(mask=True)
+    assert "HF_TOKEN=********\n" in env.content
+    # Quoted: a bare ******** would read as a YAML alias.
+    assert 'api-key: "********"\n' in config.content
+
+
+def test_without_secrets_the_files_have_none():
+    unit, env, config = service_files(api_key=None, hf_token=None)
+    assert "\nHF_TOKEN=" not in env.content
+    assert read_config(config.content) == {}
+    assert config_entries(None) == {}
+    # SGLang reads a config file of comments only as no settings.
+    assert all(line.startswith("#") for line in config.content.splitlines())
+
+
+def test_unit_refuses_an_api_key_on_the_command_line():
+    profile = load_profile("dense-bf16")
+    with pytest.raises(RenderError, match="--api-key must not be on the command line"):
+        render_unit(profile, ["--model-path", "x", "--api-key", "secret"], "0.5.23", VENV)
+
+
+# --- files' shape ----------------------------------------------------------------------
+
+
+def test_unit_shape():
+    unit = service_files()[0].content
+    lines = unit.splitlines()
+    for line in [
+        "Type=simple", "Restart=on-failure", "TimeoutStartSec=1200", "KillMode=control-group",
+        "LimitMEMLOCK=infinity", "StandardOutput=journal", "EnvironmentFile=/etc/sglang/sglang.env",
+        "WantedBy=multi-user.target",
+    ]:  # fmt: skip
+        assert line in lines, line
+    argv = argv_for("glm-5-nvfp4", "0.5.23", 8)
+    assert unit_argv(unit) == [f"{VENV}/bin/python", "-m", "sglang.launch_server", *argv]
+    assert "ExecStart=/opt/sglang/venv/bin/python -m sglang.launch_server \\\n    --model-path " in unit
+
+
+def test_exec_start_quoting():
+    assert systemd_quote("nvidia/GLM-5-NVFP4") == "nvidia/GLM-5-NVFP4"
+    assert systemd_quote("/models/my model") == '"/models/my model"'
+    assert systemd_quote("50%") == "50%%"
+    assert systemd_quote("$HOME") == '"$$HOME"'
+    assert systemd_quote('a"b\\c') == '"a\\"b\\\\c"'
+    words = ["/v/bin/python", "-m", "m", "--model-path", "/models/a b", "--x", "%n$y"]
+    assert exec_start(words) == '/v/bin/python -m m \\\n    --model-path "/models/a b" \\\n    --x "%%n$$y"'
+    with pytest.raises(RenderError, match="newline"):
+        systemd_quote("a\nb")
+
+
+def test_unit_round_trips_odd_model_paths():
+    profile = merge_overrides(load_profile("dense-bf16"), {"model": "/models/Qwen 8B (50%)"})
+    argv = server_args(profile, "0.5.23", 1, "127.0.0.1", 30000, CONFIG)
+    unit = render_unit(profile, argv, "0.5.23", VENV)
+    assert unit_argv(unit)[3:] == argv
+    assert "Description=SGLang server (dense-bf16: /models/Qwen 8B (50%%))" in unit
+
+
+def test_env_file():
+    env = render_env(HF_TOKEN, VENV, pcie_only=True, cuda_home="/usr/local/cuda-13.1")
+    values = dict(line.split("=", 1) for line in env.splitlines() if not line.startswith("#"))
+    assert list(values) == sorted(values)
+    assert values["NCCL_P2P_LEVEL"] == "PHB"
+    assert values["NCCL_IB_DISABLE"] == "1" and values["NCCL_MIN_NCHANNELS"] == "8"
+    assert values["CUDA_HOME"] == "/usr/local/cuda-13.1"
+    assert values["PATH"].startswith(f"{VENV}/bin:/usr/local/cuda-13.1/bin:")
+    for name, folder in cache_dirs().items():
+        assert values[name] == folder and folder.startswith("/var/lib/sglang/")
+    assert {"HF_HOME", "FLASHINFER_WORKSPACE_BASE", "SGLANG_DG_CACHE_DIR", "TRITON_CACHE_DIR"} <= set(values)
+    nvlinked = render_env(None, VENV, pcie_only=False)
+    assert "\nNCCL_" not in nvlinked and "\nHF_TOKEN=" not in nvlinked and "\nCUDA_HOME=" not in nvlinked
+    assert cache_dirs("/data/sglang")["HF_HOME"] == "/data/sglang/huggingface"
+
+
+def test_env_values_are_quoted_when_needed():
+    env = render_env('tok "en" x', VENV)
+    assert 'HF_TOKEN="tok \\"en\\" x"\n' in env
+    with pytest.raises(RenderError):
+        render_env("a\nb", VENV)
+    with pytest.raises(RenderError, match="absolute path"):
+        render_env(None, "relative/venv")
+
+
+def test_router_unit():
+    unit = render_router_unit(VENV, ["http://10.0.0.1:30000", "http://10.0.0.2:30000"], "0.0.0.0", 8000)
+    assert unit_argv(unit) == [
+        f"{VENV}/bin/python", "-m", "sglang_router.launch_router",
+        "--worker-urls", "http://10.0.0.1:30000", "http://10.0.0.2:30000",
+        "--policy", "cache_aware", "--host", "0.0.0.0", "--port", "8000",
+    ]  # fmt: skip
+    assert "KillMode=control-group" in unit and "Restart=on-failure" in unit
+    with pytest.raises(RenderError, match="at least one worker"):
+        render_router_unit(VENV, [], "0.0.0.0", 8000)
+
+
+@pytest.mark.parametrize(
+    "name", ["sglang.service.j2", "sglang.env.j2", "sglang-config.yaml.j2", "sglang-router.service.j2"]
+)
+def test_templates_are_found(name):
+    assert Path(paths.template(name)).is_file()
+
+
+def test_rendering_is_deterministic():
+    first = [(f.path, f.content.encode(), f.mode) for f in service_files()]
+    second = [(f.path, f.content.encode(), f.mode) for f in service_files()]
+    assert first == second
+    assert render_config_yaml(API_KEY) == render_config_yaml(API_KEY)
+    for file in service_files():
+        assert file.content.endswith("\n") and "\n\n\n" not in file.content
+
+
+# --- pyinfra-sglang render ------------------------------------------------------------
+
+
+def test_render_command_prints_the_three_files_masked(capsys):
+    assert main(["render", "--profile", "glm-5-nvfp4", "--gpus", "8", "--arch", "sm_120",
+                 "--sglang-version", "0.5.23"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert out.startswith("# profile glm-5-nvfp4, SGLang 0.5.23, 8 x 96 GB sm_120")
+    assert "PCIe only: yes; secrets masked" in out
+    for header in [
+        "# ==> /etc/systemd/system/sglang.service (mode 644) <==",
+        "# ==> /etc/sglang/sglang.env (mode 600) <==",
+        "# ==> /etc/sglang/sglang.yaml (mode 600) <==",
+    ]:
+        assert header in out
+    assert "--dsa-prefill-backend trtllm" in out and "--cuda-graph-max-bs-decode 64" in out
+    assert "NCCL_P2P_LEVEL=PHB" in out
+    assert "HF_TOKEN=********" in out and 'api-key: "********"' in out
+    assert "(set)" not in out
+
+
+def test_render_command_output_is_stable(capsys):
+    args = ["render", "--profile", "dense-bf16", "--gpus", "2", "--arch", "sm_90", "--sglang-version", "0.5.9"]
+    main(args)
+    first = capsys.readouterr().out
+    main(args)
+    assert capsys.readouterr().out == first
+    assert "PCIe only: no" in first and "NCCL_" not in first  # H200s have NVLink
+    assert "--nsa-prefill-backend" not in first and "--tp-size 2" in first
+
+
+def test_render_command_refuses_what_does_not_fit(capsys):
+    code = main(["render", "--profile", "glm-5-nvfp4", "--gpus", "4", "--arch", "sm_120",
+                 "--sglang-version", "0.5.23"])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 1 and captured.out == ""
+    assert "refused: profile glm-5-nvfp4 needs at least 480 GB" in captured.err
+    assert "4 x 96 GB = 384 GB" in captured.err
+
+
+def test_render_command_version_error(capsys):
+    code = main(["render", "--profile", "glm-5-nvfp4", "--gpus", "8", "--arch", "sm_120",
+                 "--sglang-version", "0.5.8"])  # fmt: skip
+    assert code == 1
+    assert "needs SGLang 0.5.9 or later" in capsys.readouterr().err
+
+
+def test_render_command_memory_host_port_and_user_profiles(tmp_path, capsys):
+    (tmp_path / "tiny.toml").write_text('model = "org/tiny"\nmin_total_gpu_memory_gb = 40\n')
+    code = main(["render", "--profile", "tiny", "--profile-dir", str(tmp_path), "--gpus", "2",
+                 "--arch", "sm_89", "--gpu-mem-gb", "24", "--sglang-version", "0.5.23",
+                 "--host", "0.0.0.0", "--port", "8080", "--pcie-only"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "2 x 24 GB sm_89 (given)" in out
+    assert "--model-path org/tiny" in out and "--host 0.0.0.0" in out and "--port 8080" in out
+    assert "NCCL_IB_DISABLE=1" in out
+    assert main(["render", "--profile", "tiny", "--profile-dir", str(tmp_path), "--gpus", "1",
+                 "--arch", "sm_89", "--gpu-mem-gb", "24", "--sglang-version", "0.5.23"]) == 1  # fmt: skip
+    assert "needs at least 40 GB" in capsys.readouterr().err
+
+
+def test_render_command_rejects_bad_arguments(capsys):
+    for bad in (["--arch", "hopper"], ["--sglang-version", "0.5"], ["--gpus", "0"]):
+        args = {"--profile": "dense-bf16", "--gpus": "1", "--arch": "sm_90", "--sglang-version": "0.5.23"}
+        args.update(dict([bad]))
+        with pytest.raises(SystemExit) as exit_:
+            main(["render", *[word for pair in args.items() for word in pair]])
+        assert exit_.value.code == 2
+    capsys.readouterr()
