@@ -80,7 +80,9 @@ def gpu_by_name(name: str) -> GpuSpec:
         return found[0]
     if found:
         names = ", ".join(sorted(spec.name for spec in found))
-        raise UnknownGpuError(f"GPU name {name!r} matches several GPUs: {names}; give the full name")
+        raise UnknownGpuError(
+            f"GPU name {name!r} matches several GPUs: {names}; give the full name"
+        )
     close = difflib.get_close_matches(name, list(all_gpus()), n=3, cutoff=0.4)
     hint = f" (closest: {', '.join(close)})" if close else ""
     raise UnknownGpuError(

@@ -367,7 +367,9 @@ def render_config_yaml(api_key: str | None, mask: bool = False) -> str:
     return _render("sglang-config.yaml.j2", entries=list(config_entries(api_key, mask).items()))
 
 
-def router_args(worker_urls: Sequence[str], host: str, port: int, policy: str | None = None) -> list[str]:
+def router_args(
+    worker_urls: Sequence[str], host: str, port: int, policy: str | None = None
+) -> list[str]:
     """Arguments of ``python -m sglang_router.launch_router``."""
     if not worker_urls:
         raise RenderError("the router needs at least one worker URL")
@@ -445,4 +447,7 @@ def render_service_files(
         "env": render_env(hf_token, venv_path, cache_root, pcie_only, cuda_home, mask),
         "config": render_config_yaml(api_key, mask),
     }
-    return [RenderedFile(files[key]["path"], text, files[key]["mode"]) for key, text in contents.items()]
+    return [
+        RenderedFile(files[key]["path"], text, files[key]["mode"])
+        for key, text in contents.items()
+    ]

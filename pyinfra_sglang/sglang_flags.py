@@ -62,7 +62,9 @@ def flag_table() -> dict[str, FlagIntent]:
         if intent in table or kind not in KINDS:
             raise ValueError(f"sglang_flags.toml: duplicate intent or bad kind at {intent!r}")
         spellings = tuple(
-            Spelling(s["flag"], _optional_version(s.get("since")), _optional_version(s.get("until")))
+            Spelling(
+                s["flag"], _optional_version(s.get("since")), _optional_version(s.get("until"))
+            )
             for s in entry["spellings"]
         )
         table[intent] = FlagIntent(intent, kind, spellings)

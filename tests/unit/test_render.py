@@ -115,7 +115,8 @@ def test_flag_table_is_complete_and_stable():
 
 
 def test_missing_spelling_names_intent_flag_and_release():
-    with pytest.raises(FlagVersionError, match=r"SGLang 0.5.8 has no flag for sparse_attention_prefill_backend \(--nsa-prefill-backend from 0.5.9"):
+    expected = r"SGLang 0.5.8 has no flag for sparse_attention_prefill_backend \(--nsa-prefill-backend from 0.5.9"
+    with pytest.raises(FlagVersionError, match=expected):
         flag_for("sparse_attention_prefill_backend", "0.5.8")
 
 
@@ -231,7 +232,8 @@ def test_config_must_be_yaml_and_may_be_left_out():
 
 
 def test_profile_older_than_its_minimum_release():
-    with pytest.raises(FlagVersionError, match=r"profile glm-5-nvfp4 needs SGLang 0.5.9 or later; the pinned release is 0.5.8"):
+    expected = r"profile glm-5-nvfp4 needs SGLang 0.5.9 or later; the pinned release is 0.5.8"
+    with pytest.raises(FlagVersionError, match=expected):
         argv_for("glm-5-nvfp4", "0.5.8", 8)
 
 
@@ -490,3 +492,10 @@ def test_render_command_rejects_bad_arguments(capsys):
             main(["render", *[word for pair in args.items() for word in pair]])
         assert exit_.value.code == 2
     capsys.readouterr()
+
+
+def test_every_intent_rendered_has_a_row_in_the_flag_table():
+    from pyinfra_sglang.render import _intent_values
+
+    values = _intent_values(load_profile("glm-5-nvfp4"), 8, "127.0.0.1", 30000, CONFIG, 1, 0, None)
+    assert set(values) == set(flag_table())
