@@ -280,3 +280,19 @@ class PythonVersion(FactBase[str | None]):
             if match:
                 return match.group(1)
         return None
+
+
+class FileDigests(FactBase[dict[str, str | None]]):
+    """sha256 of each of ``paths`` ({path: digest, or None when missing}): lets an operation
+    compare rendered content, secrets included, without reading it back."""
+
+    def command(self, paths: list[str]) -> str:
+        quoted = " ".join(shlex.quote(p) for p in paths)
+        return f"for p in {quoted}; do if [ -f \"$p\" ]; then sha256sum \"$p\"; else echo \"- $p\"; fi; done"
+
+    def process(self, output) -> dict[str, str | None]:
+        digests: dict[str, str | None] = {}
+        for line in output:
+            digest, _, path = line.strip().partition(" ")
+            digests[path.strip().lstrip("*")] = None if digest == "-" else digest
+        return digests

@@ -198,6 +198,48 @@ class HostConfig(BaseModel):
         description="Share of available memory the flash-attn build's estimated peak may use.",
         json_schema_extra=_allowed("above 0, at most 0.95"),
     )
+    sglang_profile_dirs: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Folders (relative to where pyinfra runs) searched for model profiles before the "
+            "built-in ones: add profiles without touching code."
+        ),
+        json_schema_extra=_allowed("a list of folder paths"),
+    )
+    sglang_profile_overrides: dict[str, Any] = Field(
+        default_factory=dict,
+        description=(
+            "Profile values this host overrides, e.g. `{\"model\": \"/models/glm-5\", "
+            "\"tp_size\": 4, \"mem_fraction_static\": 0.9}` (tp_size pins tensor parallelism)."
+        ),
+        json_schema_extra=_allowed("a mapping of profile fields to values"),
+    )
+    sglang_multinode_group: str | None = Field(
+        None,
+        description=(
+            "Inventory group whose hosts serve one model together (`--nnodes`; ranks in the "
+            "group's order; the first host is the rendezvous)."
+        ),
+        json_schema_extra=_allowed("the name of a group this host is in, or unset"),
+    )
+    sglang_dist_init_port: int = Field(
+        50000, ge=1, le=65535,
+        description="Port of the multi-node rendezvous on the group's first host.",
+        json_schema_extra=_allowed("1..65535"),
+    )  # fmt: skip
+    sglang_router_worker_urls: list[HttpUrl] = Field(
+        default_factory=list,
+        description=(
+            "Data-parallel replicas to put SGLang's router in front of; when set, this host "
+            "runs the router unit too."
+        ),
+        json_schema_extra=_allowed("a list of http(s) URLs of SGLang servers"),
+    )
+    sglang_router_port: int = Field(
+        30080, ge=1, le=65535,
+        description="TCP port of the router, on `sglang_host`.",
+        json_schema_extra=_allowed("1..65535"),
+    )  # fmt: skip
     expected_gpu_count: int | None = Field(
         None,
         ge=1,
@@ -344,6 +386,43 @@ def _host_values_and_sources(host: Host) -> tuple[dict[str, Any], dict[str, str]
     return values, sources
 
 
+def host_profile(config: HostConfig):
+    """The host's model profile with its inventory overrides applied (ProfileError if bad)."""
+    from pyinfra_sglang.profiles import load_profile, merge_overrides
+
+    profile = load_profile(config.sglang_model_profile, config.sglang_profile_dirs)
+    return merge_overrides(profile, config.sglang_profile_overrides)
+
+
+def _service_problems(
+    host: str, config: HostConfig, groups: list[str], source_of: dict[str, str]
+) -> list[Problem]:
+    """What the SGLang service would refuse, found before any host changes: the profile,
+    its overrides, and the flags the pinned SGLang release has."""
+    from pyinfra_sglang.render import server_args
+
+    def problem(field: str, message: str, allowed: str) -> Problem:
+        value = getattr(config, field)
+        return Problem(host, field, repr(value), source_of.get(field, "default"), message, allowed)
+
+    problems = []
+    if config.sglang_multinode_group and config.sglang_multinode_group not in groups:
+        problems.append(problem(
+            "sglang_multinode_group", f"this host is not in group {config.sglang_multinode_group}",
+            f"one of this host's groups: {', '.join(groups)}",
+        ))  # fmt: skip
+    try:
+        profile = host_profile(config)
+    except PyinfraError as error:
+        field = "sglang_profile_overrides" if config.sglang_profile_overrides else "sglang_model_profile"
+        return problems + [problem(field, str(error), field_allowed(field))]
+    try:
+        server_args(profile, config.sglang_version, 1, str(config.sglang_host), config.sglang_port, "/etc/sglang/sglang.yaml")
+    except PyinfraError as error:
+        problems.append(problem("sglang_version", str(error), field_allowed("sglang_version")))
+    return problems
+
+
 def validate_inventory(inventory: Inventory) -> dict[str, HostConfig]:
     """Validate every host of ``inventory``; raise InventoryError listing all problems."""
     configs: dict[str, HostConfig] = {}
@@ -353,7 +432,10 @@ def validate_inventory(inventory: Inventory) -> dict[str, HostConfig]:
         config, host_problems = validate_host_data(host.name, values, sources)
         problems += host_problems
         if config is not None:
-            configs[host.name] = config
+            host_problems = _service_problems(host.name, config, list(host.groups), sources)
+            problems += host_problems
+            if not host_problems:
+                configs[host.name] = config
     if problems:
         raise InventoryError(problems)
     return configs

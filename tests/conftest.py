@@ -35,7 +35,11 @@ def nvidia_mirror(tmp_path_factory):
     missing = [tool for tool in ("dpkg-deb", "gpg") if not shutil.which(tool)]
     if missing:
         pytest.skip(f"the test CUDA apt repository needs {', '.join(missing)} (apt-get install dpkg gpg)")
-    built = aptrepo.build_repo(tmp_path_factory.mktemp("nvidia-mirror"))
+    # nvidia-smi replays the 2x H200 capture; tests switch a host to the 8-GPU one.
+    built = aptrepo.build_repo(
+        tmp_path_factory.mktemp("nvidia-mirror"),
+        captures=("h200x2-nvlink-vm", "rtxpro6000x8-pcie-from-smiq"),
+    )
     with aptrepo.serve(built.root) as url:
         yield aptrepo.Mirror(url=url, root=built.root, public_key=built.public_key)
 
