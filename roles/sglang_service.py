@@ -24,10 +24,19 @@ from pyinfra.facts.systemd import SystemdStatus
 from checks.facts import FileDigests, NvidiaGpus
 from pyinfra_sglang.gpus import arch_from_compute_cap, find_gpu
 from pyinfra_sglang.inventory import HostConfig, host_config, host_profile
-from pyinfra_sglang.render import RenderedFile, render_router_unit, render_service_files
+from pyinfra_sglang.render import (
+    RenderedFile,
+    cache_dirs,
+    render_router_unit,
+    render_service_files,
+)
 from roles.cuda_toolkit import cuda_paths
 
 KEEP_SUFFIX = ".last-good"
+
+
+def cache_dirs_root() -> str:
+    return " ".join(sorted(cache_dirs().values()))
 
 
 @dataclass(frozen=True)
@@ -138,6 +147,8 @@ def _wait_healthy(host_, unit: str, health_url: str | None, timeout_s: float) ->
 
 
 def _install(host_, files: tuple[RenderedFile, ...]) -> None:
+    # Model downloads and JIT caches live here (the env file points there): persistent disk.
+    _run(host_, f"install -d -m 755 {cache_dirs_root()}")
     for rendered in files:
         directory = rendered.path.rsplit("/", 1)[0]
         _run(host_, f"install -d -m 755 {directory}")

@@ -1,0 +1,99 @@
+"""The SGLang service operation from fact inputs: what it renders for the GPUs found, when it
+is a no-op, and that secrets stay in root-only files."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from pyinfra.api.exceptions import OperationError
+from pyinfra.facts.systemd import SystemdStatus
+
+from checks.facts import FileDigests, NvidiaGpus
+from pyinfra_sglang.inventory import HostConfig
+from roles.sglang_service import service_files, sglang_service
+from tests.unit.captures import captured_lines
+from tests.unit.ophelper import run_operation
+
+QUERY = "nvidia-smi --query-gpu=" + __import__("checks.facts", fromlist=["x"]).GPU_QUERY_FIELDS + " --format=csv"
+H200X2 = NvidiaGpus().process(captured_lines("h200x2-nvlink-vm", QUERY))
+RTX_X8 = NvidiaGpus().process(captured_lines("rtxpro6000x8-pcie-from-smiq", QUERY))
+
+
+def render_for(gpus, config: HostConfig):
+    captured = {}
+
+    def op():
+        captured["service"] = service_files(config)
+        yield from ()
+
+    from pyinfra.api import operation
+
+    run_operation(operation()(op), {NvidiaGpus: gpus})
+    return captured["service"]
+
+
+def unit_of(service):
+    return next(f for f in service.files if f.path.endswith("sglang.service")).content
+
+
+def test_tp_follows_the_gpus_found_and_secrets_stay_out_of_the_unit(tmp_path: Path):
+    key = tmp_path / "api-key"
+    key.write_text("sk-test-SECRET\n")
+    config = HostConfig(
+        sglang_model_profile="dense-bf16", sglang_host="0.0.0.0", sglang_api_key_file=key
+    )
+    service = render_for(H200X2, config)
+    unit = unit_of(service)
+    assert "--tp-size 2" in unit and "--config /etc/sglang/sglang.yaml" in unit
+    assert "SECRET" not in unit and "--api-key" not in unit
+    by_path = {f.path: f for f in service.files}
+    assert 'api-key: "sk-test-SECRET"' in by_path["/etc/sglang/sglang.yaml"].content
+    assert by_path["/etc/sglang/sglang.yaml"].mode == "600"
+    assert by_path["/etc/sglang/sglang.env"].mode == "600"
+    assert "NCCL_P2P_LEVEL" not in by_path["/etc/sglang/sglang.env"].content  # NVLinked H200s
+    assert service.health_url == "http://127.0.0.1:30000/health"
+
+
+def test_eight_pcie_blackwell_gpus_serve_glm5_at_tp8_with_nccl_hints():
+    config = HostConfig(sglang_model_profile="glm-5-nvfp4", sglang_version="0.5.23")
+    service = render_for(RTX_X8, config)
+    unit = unit_of(service)
+    assert "--tp-size 8" in unit and "--dsa-prefill-backend trtllm" in unit
+    env = next(f for f in service.files if f.path.endswith("sglang.env")).content
+    assert "NCCL_P2P_LEVEL=PHB" in env and "NCCL_IB_DISABLE=1" in env
+
+
+def test_two_gpus_cannot_hold_glm5():
+    config = HostConfig(sglang_model_profile="glm-5-nvfp4-dense")
+    with pytest.raises(Exception, match="480 GB"):
+        render_for(RTX_X8[:2], config)
+
+
+def test_no_gpus_says_reboot():
+    with pytest.raises(OperationError, match="reboot into the installed driver"):
+        render_for([], HostConfig(sglang_model_profile="dense-bf16"))
+
+
+def digests_of(service):
+    return {f.path: hashlib.sha256(f.content.encode()).hexdigest() for f in service.files}
+
+
+def test_same_files_and_running_is_a_noop_else_one_guarded_apply():
+    config = HostConfig(sglang_model_profile="dense-bf16")
+    service = render_for(H200X2, config)
+    facts = {NvidiaGpus: H200X2, FileDigests: digests_of(service), SystemdStatus: {"sglang.service": True}}
+    commands, noops = run_operation(sglang_service, facts, config=config)
+    assert commands == [] and noops == ["sglang.service runs the rendered configuration"]
+
+    # A GPU upgrade (2 -> 8 GPUs) changes the unit: one guarded apply, keeping the old one.
+    facts[NvidiaGpus] = [dict(g, name="NVIDIA H200") for g in (H200X2 * 4)]
+    commands, noops = run_operation(sglang_service, facts, config=config)
+    assert len(commands) == 1 and "_apply_with_rollback" in commands[0]
+    assert "keep_previous': True" in commands[0]
+
+    # Unchanged files but a stopped service: started again, nothing to keep.
+    facts = {NvidiaGpus: H200X2, FileDigests: digests_of(service), SystemdStatus: {"sglang.service": False}}
+    commands, _ = run_operation(sglang_service, facts, config=config)
+    assert "keep_previous': False" in commands[0]
