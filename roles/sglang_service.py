@@ -109,7 +109,7 @@ def service_files(config: HostConfig) -> ServiceFiles:
         files.append(RenderedFile(
             "/etc/systemd/system/sglang-router.service",
             render_router_unit(
-                config.venv_path, [str(u) for u in config.sglang_router_worker_urls],
+                config.venv_path, [str(u).rstrip("/") for u in config.sglang_router_worker_urls],
                 str(config.sglang_host), config.sglang_router_port,
             ),
             "644",

@@ -163,3 +163,36 @@ def test_readme_inventory_reference_matches_the_model():
     )
     for field in HostConfig.model_fields:
         assert f"`{field}`" in block.group(1)
+
+
+def test_profile_flags_missing_in_the_pinned_release_are_inventory_errors(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "inv.py").write_text(
+        "gpus = [\n"
+        "    ('old', {'sglang_version': '0.5.8'}),\n"
+        "    ('typo', {'sglang_model_profile': 'glm-5-fp4'}),\n"
+        "    ('bad-override', {'sglang_profile_overrides': {'mem_fraction_static': 2}}),\n"
+        "    ('ok', {'sglang_model_profile': 'dense-bf16'}),\n"
+        "]\n"
+    )
+    with pytest.raises(InventoryError) as caught:
+        validate_inventory(load_inventory_file("inv.py"))
+    by_host = {p.host: p for p in caught.value.problems}
+    assert sorted(by_host) == ["bad-override", "old", "typo"]
+    assert by_host["old"].field == "sglang_version" and "0.5.8" in by_host["old"].message
+    assert by_host["typo"].field == "sglang_model_profile"
+    assert "did you mean glm-5-nvfp4" in by_host["typo"].message
+    assert by_host["bad-override"].field == "sglang_profile_overrides"
+    assert "mem_fraction_static" in by_host["bad-override"].message
+
+
+def test_multinode_group_must_be_one_of_the_hosts_groups(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "inv.py").write_text(
+        "pair = [('a', {'sglang_multinode_group': 'pair'}), ('b', {'sglang_multinode_group': 'trio'})]\n"
+    )
+    with pytest.raises(InventoryError) as caught:
+        validate_inventory(load_inventory_file("inv.py"))
+    [problem] = caught.value.problems
+    assert (problem.host, problem.field) == ("b", "sglang_multinode_group")
+    assert "not in group trio" in problem.message

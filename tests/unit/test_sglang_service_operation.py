@@ -97,3 +97,35 @@ def test_same_files_and_running_is_a_noop_else_one_guarded_apply():
     facts = {NvidiaGpus: H200X2, FileDigests: digests_of(service), SystemdStatus: {"sglang.service": False}}
     commands, _ = run_operation(sglang_service, facts, config=config)
     assert "keep_previous': False" in commands[0]
+
+
+def test_multinode_ranks_follow_the_group_order(tmp_path, monkeypatch):
+    from pyinfra.api import operation
+    from pyinfra.context import ctx_host
+
+    from pyinfra_sglang.inventory import load_inventory_file
+    from roles.sglang_service import multinode_position
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "inv.py").write_text(
+        "pair = [('node-a', {'sglang_multinode_group': 'pair'}),"
+        " ('node-b', {'sglang_multinode_group': 'pair'})]\n"
+    )
+    inventory = load_inventory_file("inv.py")
+    config = HostConfig(sglang_multinode_group="pair", sglang_dist_init_port=5000)
+    positions = []
+    for name in ("node-a", "node-b"):
+        with ctx_host.use(inventory.get_host(name)):
+            positions.append(multinode_position(config))
+    assert positions == [(2, 0, "node-a:5000"), (2, 1, "node-a:5000")]
+
+
+def test_router_unit_is_rendered_for_worker_urls():
+    config = HostConfig(
+        sglang_model_profile="dense-bf16",
+        sglang_router_worker_urls=["http://10.0.0.1:30000", "http://10.0.0.2:30000"],
+    )
+    service = render_for(H200X2, config)
+    router = next(f for f in service.files if f.path.endswith("sglang-router.service"))
+    assert "sglang_router.launch_router" in router.content
+    assert "http://10.0.0.1:30000" in router.content and "http://10.0.0.2:30000" in router.content
