@@ -13,6 +13,7 @@ from roles.flash_attn import flash_attn
 from roles.nvidia_driver import nvidia_driver
 from roles.nvidia_repo import nvidia_repo
 from roles.python_env import python_env
+from roles.sglang_service import sglang_service_role
 
 host_config(host)
 
@@ -22,3 +23,4 @@ nvidia_driver()
 cuda_toolkit()
 python_env()
 flash_attn()
+sglang_service_role()

@@ -132,11 +132,13 @@ def _wait_healthy(host_, unit: str, health_url: str | None, timeout_s: float) ->
     """None once healthy; else why not (the unit failed, or the timeout passed)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        _, active = _run(host_, f"systemctl is-active {unit} || true")
-        if active.strip() in ("failed", "inactive"):
-            return f"{unit} is {active.strip()}"
+        _, show = _run(host_, f"systemctl show -p ActiveState -p SubState {unit}")
+        status = dict(line.split("=", 1) for line in show.splitlines() if "=" in line)
+        # Restart=on-failure turns a crash into "activating (auto-restart)", never "failed".
+        if status.get("ActiveState") in ("failed", "inactive") or status.get("SubState") == "auto-restart":
+            return f"{unit} exited ({status.get('ActiveState')}/{status.get('SubState')})"
         if health_url is None:
-            if active.strip() == "active":
+            if status.get("ActiveState") == "active":
                 return None
         else:
             ok, code = _run(host_, f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {health_url} || true")

@@ -51,19 +51,32 @@ def site_hosts(host_pool):
 
 
 @pytest.fixture(scope="session")
-def site_inventory(tmp_path_factory, host_pool, site_hosts, nvidia_mirror, python_index):
+def site_secrets(tmp_path_factory):
+    """The API key and HF token files on the controller (values tests look for in output)."""
+    folder = tmp_path_factory.mktemp("secrets")
+    (folder / "api-key").write_text("sk-site-APIKEY-0123456789\n")
+    (folder / "hf-token").write_text("hf_site_TOKEN_abcdefghij\n")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def site_inventory(tmp_path_factory, host_pool, site_hosts, nvidia_mirror, python_index, site_secrets):
     """An inventory of the site hosts, NVIDIA's repository and the package indexes replaced
-    by local stand-ins; Python 3.11 is Debian 12's own, so uv downloads no interpreter."""
+    by local stand-ins; Python 3.11 is Debian 12's own, so uv downloads no interpreter. The
+    hosts share this machine's network: each serves SGLang on its own 127.0.0.x address."""
     data = {
         **host_pool.inventory_data(),
         "nvidia_apt_mirror": nvidia_mirror.url,
         "pypi_index_url": python_index.pypi_url,
         "torch_index_url": python_index.torch_url,
         "python_version": "3.11",
+        "sglang_model_profile": "dense-bf16",
+        "sglang_api_key_file": str(site_secrets / "api-key"),
+        "hf_token_file": str(site_secrets / "hf-token"),
     }
     return write_inventory(
         tmp_path_factory.mktemp("inventory") / "gpu_hosts.py",
-        {"gpu_hosts": [(h.address, data) for h in site_hosts]},
+        {"gpu_hosts": [(h.address, {**data, "sglang_host": h.address}) for h in site_hosts]},
     )
 
 

@@ -9,9 +9,10 @@
 
 The PyPI index holds real wheels of uv and flash-attn's build tools, downloaded from PyPI
 once and cached in ``cache_dir()/wheels``, and stand-ins with real names built here from
-``standins/``: sglang wheels and flash-attn sdists. The torch index holds a stand-in CUDA
-build of torch. Serve the root with ``aptrepo.serve()``; ``Index`` gives the two URLs that
-pip's and uv's --index-url / --extra-index-url take.
+``standins/``: sglang wheels (a small HTTP server, ``python -m sglang.launch_server``), an
+sglang-router wheel (``python -m sglang_router.launch_router``) and flash-attn sdists. The
+torch index holds a stand-in CUDA build of torch. Serve the root with ``aptrepo.serve()``;
+``Index`` gives the two URLs that pip's and uv's --index-url / --extra-index-url take.
 """
 
 from __future__ import annotations
@@ -85,6 +86,8 @@ def flash_attn(version: str, *templates: str) -> StandIn:
 STAND_INS = (
     StandIn("sglang", "0.5.22", "pypi", "sglang", ("sglang",), requires=("torch",)),
     StandIn("sglang", "0.5.23", "pypi", "sglang", ("sglang",), requires=("torch",)),
+    # The SGLang Model Gateway; the real project is a Rust extension, this one pure Python.
+    StandIn("sglang-router", "0.2.4", "pypi", "sglang_router", ("sglang-router",)),
     flash_attn("2.8.3"),
     flash_attn("2.8.2"),
     # Its build logs kernel after kernel, then fails: for showing a failed build's log.

@@ -1,11 +1,14 @@
 """A real Debian 12 test host installs SGLang's stack from the local Python index, as the
 product will: uv from "PyPI" with pip, a uv venv on the host's Python 3.11, sglang with torch
 from the torch index, the build tools, then flash-attn built from its sdist without build
-isolation; and a flash-attn build that dies shows its log's tail."""
+isolation; a flash-attn build that dies shows its log's tail; and the installed sglang and
+sglang-router stand-ins serve."""
 
 from __future__ import annotations
 
 import json
+import time
+import urllib.request
 
 import pytest
 
@@ -21,6 +24,7 @@ BUILD_ENV = {
     "FLASH_ATTENTION_FORCE_BUILD": "TRUE",
 }  # fmt: skip
 NVCC_DIED = "error: nvcc died with signal 9 (test double)"
+SERVER_PORT, ROUTER_PORT = 31000, 31080  # on the host's own address
 
 
 @pytest.fixture
@@ -70,3 +74,46 @@ def test_host_installs_sglang_stack_from_the_local_index(host_pool, host, python
     assert lines[-2:] == ["compiling kernel 30 of 30 (test stand-in)", NVCC_DIED], output
     installed = ok(f"{PYTHON} -c 'import flash_attn; print(flash_attn.__version__)'")
     assert installed == "2.8.3\n"  # the failed build left the installed one alone
+
+    # The installed stand-ins serve on the host's Python: sglang and the router in front of it,
+    # as transient systemd services (the host's own 127.0.0.x address, reached from here).
+    ok(f"{uv_pip} sglang-router")
+    server = f"http://{host.address}:{SERVER_PORT}"
+    ok(f"systemd-run --unit=standin-sglang --setenv=SGLANG_STANDIN_WARMUP_S=0.5 "
+       f"--setenv=HF_TOKEN=hf_secret {PYTHON} -m sglang.launch_server --model-path org/model "
+       f"--served-model-name m --host {host.address} --port {SERVER_PORT}")  # fmt: skip
+    ok(f"systemd-run --unit=standin-router {PYTHON} -m sglang_router.launch_router "
+       f"--worker-urls {server} --policy cache_aware --host {host.address} "
+       f"--port {ROUTER_PORT}")  # fmt: skip
+    router = f"http://{host.address}:{ROUTER_PORT}"
+    assert wait_for(f"{server}/health") and wait_for(f"{router}/readiness")
+    question = {"messages": [{"role": "user", "content": "The capital of France?"}]}
+    answer = json.loads(fetch(f"{router}/v1/chat/completions", question))
+    assert answer["choices"][0]["message"]["content"] == "The capital of France is Paris."
+    ok("systemctl stop standin-router standin-sglang")
+    record = json.loads(ok(f"cat /run/sglang-standin/{SERVER_PORT}.json"))
+    assert (record["state"], record["exit_code"], record["hf_token_set"]) == ("stopped", 0, True)
+    assert record["executable"] == PYTHON
+    assert "hf_secret" not in json.dumps(record)
+    assert json.loads(ok(f"cat /run/sglang-standin/router-{ROUTER_PORT}.json"))["state"] == (
+        "stopped"
+    )
+
+
+def fetch(url: str, body: dict | None = None) -> bytes:
+    data = json.dumps(body).encode() if body is not None else None
+    headers = {"Content-Type": "application/json"}
+    with urllib.request.urlopen(urllib.request.Request(url, data, headers), timeout=10) as r:
+        return r.read()
+
+
+def wait_for(url: str, timeout: float = 30) -> bool:
+    """True once GET url answers 200, False after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            fetch(url)
+            return True
+        except OSError:  # refused, or an HTTP error status (503 while warming up)
+            time.sleep(0.2)
+    return False

@@ -22,7 +22,8 @@ import pytest
 from tests.hosts import pyindex
 
 PYPI_PROJECTS = [
-    "flash-attn", "ninja", "packaging", "psutil", "setuptools", "sglang", "uv", "wheel",
+    "flash-attn", "ninja", "packaging", "psutil", "setuptools", "sglang", "sglang-router", "uv",
+    "wheel",
 ]  # fmt: skip
 
 
@@ -112,6 +113,7 @@ def test_real_wheels_are_the_pinned_files(built):
     [
         ("pypi", "sglang-0.5.22-py3-none-any.whl", "sglang", "0.5.22", ["torch"]),
         ("pypi", "sglang-0.5.23-py3-none-any.whl", "sglang", "0.5.23", ["torch"]),
+        ("pypi", "sglang_router-0.2.4-py3-none-any.whl", "sglang-router", "0.2.4", None),
         ("torch", "torch-2.14.1+cu130-py3-none-any.whl", "torch", "2.14.1+cu130", None),
     ],
 )
@@ -122,7 +124,7 @@ def test_stand_in_wheels(built, index, filename, name, version, requires):
     assert found.get_all("Requires-Dist") == requires
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
-        dist_info = f"{name}-{version}.dist-info"
+        dist_info = f"{re.sub(r'[-_.]+', '_', name)}-{version}.dist-info"
         assert "Tag: py3-none-any" in archive.read(f"{dist_info}/WHEEL").decode()
         record = list(csv.reader(io.StringIO(archive.read(f"{dist_info}/RECORD").decode())))
         assert sorted(row[0] for row in record) == sorted(names)
@@ -137,13 +139,16 @@ def test_stand_in_wheels(built, index, filename, name, version, requires):
 def test_stand_in_wheels_import(built, tmp_path):
     # Pure Python: importable straight from the wheels, in a fresh interpreter.
     wheels = [built.files("pypi") / "sglang-0.5.23-py3-none-any.whl",
+              built.files("pypi") / "sglang_router-0.2.4-py3-none-any.whl",
               built.files("torch") / "torch-2.14.1+cu130-py3-none-any.whl"]  # fmt: skip
     code = (
-        f"import sys; sys.path[:0] = {list(map(str, wheels))!r}; import sglang, torch; "
-        "print(sglang.__version__, torch.__version__, torch.version.cuda)"
+        f"import sys; sys.path[:0] = {list(map(str, wheels))!r}; "
+        "import sglang, sglang_router, torch; import sglang.launch_server, "
+        "sglang_router.launch_router; print(sglang.__version__, sglang_router.__version__, "
+        "torch.__version__, torch.version.cuda)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout == "0.5.23 2.14.1+cu130 13.0\n"
+    assert out.stdout == "0.5.23 0.2.4 2.14.1+cu130 13.0\n"
 
 
 @pytest.mark.parametrize("version", ["2.8.3", "2.8.2", "2.7.4"])

@@ -1,0 +1,317 @@
+"""``python -m sglang_router.launch_router``: the stand-in SGLang Model Gateway.
+
+A ThreadingHTTPServer, standard library only, in front of SGLang servers (--worker-urls):
+requests other than its own endpoints go to the workers in turn (round robin whatever
+--policy says; a worker that refuses the connection is skipped), streamed answers relayed
+line by line. Its own endpoints: GET /health and /readiness (200 when at least one worker's
+/health answers 200, else 503), /liveness (200), /workers (each worker, healthy or not).
+SIGTERM or SIGINT stop it (exit 0). It records its pid and argv to
+$SGLANG_STANDIN_RUN_DIR/router-<port>.json (default folder /run/sglang-standin).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from sglang_router.version import __version__
+
+MASK = "********"
+DEFAULT_RUN_DIR = "/run/sglang-standin"
+POLICIES = ("random", "round_robin", "cache_aware", "power_of_two")
+FORWARDED_REQUEST_HEADERS = ("Content-Type", "Authorization", "Accept")
+OWN_PATHS = ("/health", "/readiness", "/liveness", "/workers")
+
+
+def log(message: str, stream=None) -> None:
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+    print(f"{stamp} INFO sglang_router: {message}", file=stream or sys.stdout, flush=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m sglang_router.launch_router",
+        description=f"SGLang Model Gateway {__version__} (test stand-in)",
+        allow_abbrev=False,
+    )
+    add = parser.add_argument
+    add("--worker-urls", nargs="*", default=[], help="SGLang servers to route to")
+    add("--policy", choices=POLICIES, default="cache_aware")
+    add("--host", default="127.0.0.1")
+    add("--port", type=int, default=30000)
+    add("--api-key")
+    add("--log-level", default="info")
+    add("--log-dir")
+    add("--request-timeout-secs", type=int, default=1800)
+    add("--worker-startup-timeout-secs", type=int, default=600)
+    add("--worker-startup-check-interval", type=int, default=30)
+    add("--health-check-interval-secs", type=int, default=60)
+    add("--health-check-timeout-secs", type=int, default=5)
+    add("--health-failure-threshold", type=int, default=3)
+    add("--health-success-threshold", type=int, default=2)
+    add("--health-check-endpoint", default="/health")
+    add("--cache-threshold", type=float, default=0.3)
+    add("--balance-abs-threshold", type=int, default=64)
+    add("--balance-rel-threshold", type=float, default=1.5)
+    add("--eviction-interval-secs", type=int, default=120)
+    add("--max-tree-size", type=int, default=2**26)
+    add("--max-payload-size", type=int, default=512 * 1024 * 1024)
+    add("--prometheus-host", default="127.0.0.1")
+    add("--prometheus-port", type=int, default=29000)
+    return parser
+
+
+def mask_argv(argv: list[str]) -> list[str]:
+    masked, hide_next = [], False
+    for word in argv:
+        if hide_next:
+            masked.append(MASK)
+            hide_next = False
+        elif word == "--api-key":
+            masked.append(word)
+            hide_next = True
+        elif word.startswith("--api-key="):
+            masked.append("--api-key=" + MASK)
+        else:
+            masked.append(word)
+    return masked
+
+
+class Worker:
+    def __init__(self, url: str):
+        self.url = url.rstrip("/")
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {url}")
+        self.scheme = parts.scheme
+        self.host = parts.hostname
+        self.port = parts.port or (443 if parts.scheme == "https" else 80)
+        self.prefix = parts.path
+        self.requests_total = 0
+
+    def connection(self, timeout: float) -> http.client.HTTPConnection:
+        kind = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
+        return kind(self.host, self.port, timeout=timeout)
+
+    def healthy(self, endpoint: str, timeout: float) -> bool:
+        try:
+            conn = self.connection(timeout)
+            try:
+                conn.request("GET", self.prefix + endpoint)
+                response = conn.getresponse()
+                response.read()
+                return response.status == 200
+            finally:
+                conn.close()
+        except (OSError, http.client.HTTPException):
+            return False
+
+
+class Router:
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.workers = [Worker(url) for url in args.worker_urls]
+        self.lock = threading.Lock()
+        self.turn = 0
+        self.pool = ThreadPoolExecutor(max_workers=max(1, min(16, len(self.workers))))
+
+    def health(self) -> list[bool]:
+        timeout = min(float(self.args.health_check_timeout_secs), 5.0)
+        endpoint = self.args.health_check_endpoint
+        return list(self.pool.map(lambda w: w.healthy(endpoint, timeout), self.workers))
+
+    def in_turn(self) -> list[Worker]:
+        """All workers, starting with the next one's turn."""
+        with self.lock:
+            start = self.turn
+            self.turn = (self.turn + 1) % max(1, len(self.workers))
+        return self.workers[start:] + self.workers[:start]
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "sglang-router"
+    sys_version = ""
+    router: Router
+
+    def log_message(self, format, *args):  # noqa: A002
+        pass
+
+    def send_json(self, status: int, value) -> None:
+        body = json.dumps(value).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def own(self, path: str) -> None:
+        router = self.router
+        if path == "/liveness":
+            return self.send_json(200, {"status": "alive"})
+        health = router.health()
+        if path == "/workers":
+            workers = [{"url": w.url, "healthy": ok, "requests_total": w.requests_total}
+                       for w, ok in zip(router.workers, health)]  # fmt: skip
+            return self.send_json(200, {"workers": workers, "total": len(workers),
+                                        "healthy": sum(health)})  # fmt: skip
+        counts = {"healthy_workers": sum(health), "total_workers": len(health)}
+        if any(health):
+            return self.send_json(200, {"status": "ready", **counts})
+        return self.send_json(503, {"status": "not_ready", **counts,
+                                    "reason": "No healthy workers available"})  # fmt: skip
+
+    def do_GET(self):  # noqa: N802
+        path = urlsplit(self.path).path
+        if path in OWN_PATHS:
+            return self.own(path)
+        self.proxy(b"")
+
+    def do_HEAD(self):  # noqa: N802
+        self.do_GET()
+
+    def do_POST(self):  # noqa: N802
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > self.router.args.max_payload_size:
+            self.close_connection = True
+            return self.send_json(413, {"error": "Payload too large"})
+        self.proxy(self.rfile.read(length))
+
+    def proxy(self, body: bytes) -> None:
+        router = self.router
+        headers = {name: self.headers[name] for name in FORWARDED_REQUEST_HEADERS
+                   if self.headers.get(name)}  # fmt: skip
+        for worker in router.in_turn():
+            conn = worker.connection(5.0)  # to connect; the answer may take much longer
+            try:
+                conn.connect()
+                conn.sock.settimeout(float(router.args.request_timeout_secs))
+                conn.request(self.command, worker.prefix + self.path, body=body or None,
+                             headers=headers)  # fmt: skip
+                response = conn.getresponse()
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                continue  # refused or dropped: the next worker's turn
+            worker.requests_total += 1
+            try:
+                self.relay(response)
+            finally:
+                conn.close()
+            return
+        self.send_json(503, {"error": "No available workers"})
+
+    def relay(self, response: http.client.HTTPResponse) -> None:
+        content_type = response.getheader("Content-Type", "application/json")
+        streamed = (response.getheader("Transfer-Encoding", "").lower() == "chunked"
+                    or content_type.startswith("text/event-stream"))  # fmt: skip
+        self.send_response(response.status)
+        self.send_header("Content-Type", content_type)
+        if not streamed:
+            data = response.read()
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+            return
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            while True:
+                line = response.readline()
+                if not line:
+                    break
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+        except (OSError, http.client.HTTPException):
+            self.close_connection = True  # the worker went away mid-stream
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256
+    allow_reuse_address = True
+
+
+def write_record(path: Path, data: dict) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{os.getpid()}")
+        partial.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+        os.replace(partial, path)
+    except OSError as error:
+        log(f"cannot write {path}: {error}", sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        router = Router(args)
+    except ValueError as error:
+        parser.error(f"--worker-urls: {error}")
+    stop = threading.Event()
+
+    def on_signal(signum, frame):
+        # A thread sets the event: this handler may interrupt Event.wait holding its lock.
+        threading.Thread(target=stop.set, name="signal", daemon=True).start()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    record_path = Path(os.environ.get("SGLANG_STANDIN_RUN_DIR") or DEFAULT_RUN_DIR)
+    record_path = record_path / f"router-{args.port}.json"
+    record = {
+        "standin": "sglang-router", "version": __version__, "pid": os.getpid(),
+        "executable": sys.executable, "argv": mask_argv(argv),
+        "worker_urls": [w.url for w in router.workers], "policy": args.policy,
+        "host": args.host, "port": args.port, "api_key_set": bool(args.api_key),
+        "state": "starting", "started_at": time.time(), "stopped_at": None, "exit_code": None,
+    }  # fmt: skip
+    write_record(record_path, record)
+
+    handler = type("RouterHandler", (Handler,), {"router": router})
+    Server.address_family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    try:
+        server = Server((args.host, args.port), handler)
+    except OSError as error:
+        log(f"failed to bind {args.host}:{args.port}: {error.strerror}", sys.stderr)
+        write_record(record_path, {**record, "state": "failed", "exit_code": 1})
+        return 1
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
+                     name="http", daemon=True).start()  # fmt: skip
+    log(f"Starting router on {args.host}:{args.port} | policy: {args.policy} | "
+        f"workers: {[w.url for w in router.workers]} (sglang-router {__version__}, "
+        "test stand-in: round robin)")  # fmt: skip
+    record["state"] = "serving"
+    write_record(record_path, record)
+    while not stop.wait(0.2):
+        pass
+    log("Received a stop signal; shutting down")
+    server.shutdown()
+    server.server_close()
+    router.pool.shutdown(wait=False)
+    write_record(record_path, {**record, "state": "stopped", "exit_code": 0,
+                               "stopped_at": time.time()})  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

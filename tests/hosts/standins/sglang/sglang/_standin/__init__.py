@@ -1,0 +1,1 @@
+"""The test stand-in's insides: command line (args), canned answers (chat), HTTP (server)."""

@@ -1,0 +1,478 @@
+"""The stand-in SGLang server: SGLang's HTTP surface on a ThreadingHTTPServer, no model.
+
+Lifecycle, as SGLang's: start, warm up (/health answers 503), then "The server is fired up
+and ready to roll!" and /health answers 200; SIGTERM or SIGINT stop it cleanly (exit 0).
+Model paths starting ``broken/`` fail to load (exit 1, port never opened); ``hang/`` opens
+the port and never gets ready. On a multi-node start, rank 0 is ready only once the other
+ranks have joined it at --dist-init-addr, and ranks 1.. serve no HTTP (as SGLang's).
+
+Environment: SGLANG_STANDIN_RUN_DIR (record folder, default /run/sglang-standin),
+SGLANG_STANDIN_WARMUP_S (default 2), SGLANG_STANDIN_TOKEN_DELAY_S (default 0.005),
+SGLANG_STANDIN_FAIL_S (how long a broken/ model takes to fail, default 1); HF_TOKEN is only
+noted as set or not.
+"""
+
+from __future__ import annotations
+
+import errno
+import hmac
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from sglang._standin import args as cli
+from sglang._standin.chat import BadRequest, Completion
+from sglang.version import __version__
+
+READY_LINE = "The server is fired up and ready to roll!"
+DEFAULT_RUN_DIR = "/run/sglang-standin"
+# Non-secret variables of the service's environment worth asserting on.
+RECORDED_ENV = (
+    "HF_HOME", "FLASHINFER_WORKSPACE_BASE", "SGLANG_DG_CACHE_DIR", "TRITON_CACHE_DIR",
+    "TORCHINDUCTOR_CACHE_DIR", "TVM_FFI_CACHE_DIR", "CUDA_CACHE_PATH", "XDG_CACHE_HOME",
+    "CUDA_HOME", "PATH", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES",
+)  # fmt: skip
+MAX_BODY = 64 * 1024 * 1024
+
+
+def env_seconds(name: str, default: float) -> float:
+    try:
+        return max(0.0, float(os.environ.get(name, default)))
+    except ValueError:
+        return default
+
+
+def log(message: str, stream=None) -> None:
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    print(f"[{stamp}] {message}", file=stream or sys.stdout, flush=True)
+
+
+class Record:
+    """The JSON file tests read: what the server was started with and where it is."""
+
+    def __init__(self, path: Path, data: dict):
+        self.path = path
+        self.data = data
+        self.lock = threading.Lock()
+        self.write()
+
+    def update(self, **values) -> None:
+        with self.lock:
+            self.data.update(values)
+        self.write()
+
+    def write(self) -> None:
+        with self.lock:
+            text = json.dumps(self.data, indent=2, sort_keys=True) + "\n"
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                partial = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+                partial.write_text(text)
+                os.replace(partial, self.path)
+            except OSError as error:
+                log(f"WARNING sglang stand-in: cannot write {self.path}: {error}", sys.stderr)
+
+
+class State:
+    def __init__(self, parsed: cli.Parsed):
+        args = parsed.args
+        self.args = args
+        self.api_key = args.api_key
+        self.model_name = args.served_model_name or args.model_path
+        self.token_delay = env_seconds("SGLANG_STANDIN_TOKEN_DELAY_S", 0.005)
+        self.ready = threading.Event()
+        self.stop = threading.Event()
+        self.started = time.time()
+        self.lock = threading.Lock()
+        self.counters = {"num_requests_total": 0, "prompt_tokens_total": 0,
+                         "generation_tokens_total": 0, "num_running_reqs": 0}  # fmt: skip
+        self.peers: set[int] = set()
+
+    def count(self, **deltas: int) -> None:
+        with self.lock:
+            for name, delta in deltas.items():
+                self.counters[name] += delta
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "uvicorn"
+    sys_version = ""
+    state: State  # set on the subclass made per server
+
+    # --- plumbing ------------------------------------------------------------------
+
+    def log_message(self, format, *args):  # noqa: A002  (BaseHTTPRequestHandler's name)
+        pass
+
+    def log_request(self, code="-", size="-"):
+        code = getattr(code, "value", code)
+        print(f'INFO:     {self.client_address[0]}:{self.client_address[1]} - '
+              f'"{self.requestline}" {code}', flush=True)  # fmt: skip
+
+    def send_body(self, status: int, body: bytes, content_type: str = "application/json",
+                  headers: dict | None = None) -> None:  # fmt: skip
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def send_json(self, status: int, value, headers: dict | None = None) -> None:
+        self.send_body(status, json.dumps(value).encode(), headers=headers)
+
+    def send_error_json(self, status: int, message: str) -> None:
+        kind = {400: "BadRequestError", 404: "NotFoundError", 503: "ServiceUnavailableError"}
+        self.send_json(status, {"object": "error", "message": message,
+                                "type": kind.get(status, "Error"), "param": None,
+                                "code": status})  # fmt: skip
+
+    def read_body(self) -> bytes:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            parts = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return b"".join(parts)
+                parts.append(self.rfile.read(size))
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY:
+            raise BadRequest("request body too large")
+        return self.rfile.read(length)
+
+    def authorized(self, path: str) -> bool:
+        """SGLang's rule: with an API key, everything but /health* and /metrics needs
+        ``Authorization: Bearer <key>``."""
+        key = self.state.api_key
+        if not key or path.startswith("/health") or path.startswith("/metrics"):
+            return True
+        given = self.headers.get("Authorization", "")
+        return hmac.compare_digest(given.encode(), f"Bearer {key}".encode())
+
+    # --- routes --------------------------------------------------------------------
+
+    def do_GET(self):  # noqa: N802
+        path = urlsplit(self.path).path
+        if not self.authorized(path):
+            return self.send_json(401, {"error": "Unauthorized"})
+        state = self.state
+        if path in ("/health", "/health_generate"):
+            return self.send_body(200 if state.ready.is_set() else 503, b"", "text/plain")
+        if path == "/v1/models":
+            return self.send_json(200, {"object": "list", "data": [self.model_card()]})
+        if path == "/v1/models/" + state.model_name:
+            return self.send_json(200, self.model_card())
+        if path == "/get_model_info":
+            return self.send_json(200, {
+                "model_path": state.args.model_path,
+                "tokenizer_path": state.args.tokenizer_path or state.args.model_path,
+                "is_generation": True,
+            })  # fmt: skip
+        if path == "/get_server_info":
+            info = cli.settings_of(state.args)
+            info["version"] = __version__
+            return self.send_json(200, info)
+        if path == "/metrics" and state.args.enable_metrics:
+            return self.send_body(200, self.metrics().encode(),
+                                  "text/plain; version=0.0.4; charset=utf-8")  # fmt: skip
+        return self.send_json(404, {"detail": "Not Found"})
+
+    def do_HEAD(self):  # noqa: N802
+        self.do_GET()
+
+    def do_POST(self):  # noqa: N802
+        path = urlsplit(self.path).path
+        try:
+            body = self.read_body()
+        except (BadRequest, ValueError) as error:
+            self.close_connection = True
+            return self.send_error_json(400, str(error))
+        if not self.authorized(path):
+            return self.send_json(401, {"error": "Unauthorized"})
+        if path != "/v1/chat/completions":
+            return self.send_json(404, {"detail": "Not Found"})
+        if not self.state.ready.is_set():
+            return self.send_error_json(503, "The server is not ready yet (warming up)")
+        try:
+            request = json.loads(body or b"null")
+            if not isinstance(request, dict):
+                raise BadRequest("the request body must be a JSON object")
+            reasoning = bool(self.state.args.reasoning_parser) and request.get(
+                "separate_reasoning", True
+            )
+            completion = Completion(request, self.state.model_name, reasoning)
+        except ValueError as error:  # BadRequest and JSON errors
+            return self.send_error_json(400, str(error))
+        self.state.count(num_requests_total=1, num_running_reqs=1,
+                         prompt_tokens_total=completion.prompt_tokens)  # fmt: skip
+        try:
+            if request.get("stream"):
+                options = request.get("stream_options") or {}
+                self.stream(completion, bool(options.get("include_usage")))
+            else:
+                time.sleep(self.state.token_delay * completion.completion_tokens)
+                self.send_json(200, completion.response())
+        finally:
+            self.state.count(num_running_reqs=-1,
+                             generation_tokens_total=completion.completion_tokens)  # fmt: skip
+
+    def stream(self, completion: Completion, include_usage: bool) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for chunk in completion.stream(include_usage):
+                if chunk is None:
+                    time.sleep(self.state.token_delay)
+                else:
+                    self.write_chunk(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.write_chunk(b"data: [DONE]\n\n")
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client went away mid-stream
+
+    def write_chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def model_card(self) -> dict:
+        name = self.state.model_name
+        return {"id": name, "object": "model", "created": int(self.state.started),
+                "owned_by": "sglang", "root": name,
+                "max_model_len": self.state.args.context_length or 131072}  # fmt: skip
+
+    def metrics(self) -> str:
+        with self.state.lock:
+            counters = dict(self.state.counters)
+        label = '{model_name="%s"}' % self.state.model_name.replace('"', '\\"')
+        lines = []
+        for name, kind, text in (
+            ("num_running_reqs", "gauge", "The number of running requests."),
+            ("num_requests_total", "counter", "Number of requests processed."),
+            ("prompt_tokens_total", "counter", "Number of prefill tokens processed."),
+            ("generation_tokens_total", "counter", "Number of generation tokens processed."),
+        ):
+            lines += [f"# HELP sglang:{name} {text}", f"# TYPE sglang:{name} {kind}",
+                      f"sglang:{name}{label} {float(counters[name])}"]  # fmt: skip
+        return "\n".join(lines) + "\n"
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256
+    allow_reuse_address = True
+
+
+def make_server(state: State) -> Server:
+    handler = type("StandInHandler", (Handler,), {"state": state})
+    host = state.args.host
+    Server.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return Server((host, state.args.port), handler)
+
+
+# --- multi-node rendezvous ---------------------------------------------------------------
+
+
+def split_addr(addr: str) -> tuple[str, int]:
+    host, _, port = addr.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def rendezvous_head(state: State) -> socket.socket:
+    """Rank 0: accept the other ranks at --dist-init-addr; each sends "rank N"."""
+    host, port = split_addr(state.args.dist_init_addr)
+    try:
+        listener = socket.create_server((host, port), reuse_port=False)
+    except OSError as error:
+        if error.errno != errno.EADDRNOTAVAIL:
+            raise
+        listener = socket.create_server(("", port))
+    listener.settimeout(0.5)
+
+    def accept() -> None:
+        while not state.stop.is_set():
+            try:
+                peer, _ = listener.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            with peer:
+                peer.settimeout(5)
+                try:
+                    words = peer.makefile("r").readline().split()
+                    rank = int(words[1]) if len(words) == 2 and words[0] == "rank" else -1
+                    if 0 < rank < state.args.nnodes:
+                        peer.sendall(b"ok\n")
+                        if rank not in state.peers:
+                            state.peers.add(rank)
+                            log(f"Node rank {rank} joined ({len(state.peers) + 1}/"
+                                f"{state.args.nnodes} nodes)")  # fmt: skip
+                except (OSError, ValueError):
+                    pass
+
+    threading.Thread(target=accept, name="rendezvous", daemon=True).start()
+    return listener
+
+
+def rendezvous_join(state: State) -> bool:
+    """Ranks 1..: connect to rank 0 until it answers (or the server is stopped)."""
+    host, port = split_addr(state.args.dist_init_addr)
+    waiting_logged = False
+    while not state.stop.is_set():
+        try:
+            with socket.create_connection((host, port), timeout=2) as conn:
+                conn.sendall(f"rank {state.args.node_rank}\n".encode())
+                if conn.makefile("r").readline().strip() == "ok":
+                    return True
+        except OSError:
+            pass
+        if not waiting_logged:
+            log(f"Waiting for node rank 0 at {host}:{port}")
+            waiting_logged = True
+        state.stop.wait(0.5)
+    return False
+
+
+# --- main ------------------------------------------------------------------------------
+
+
+def fail_loading(state: State, record: Record) -> int:
+    model = state.args.model_path
+    log(f"Load weight begin. avail mem=94.50 GB (model {model})")
+    if state.stop.wait(env_seconds("SGLANG_STANDIN_FAIL_S", 1.0)):
+        record.update(state="stopped", exit_code=0, stopped_at=time.time())
+        return 0
+    here = Path(__file__).resolve().parent.parent / "srt"
+    message = (
+        "Scheduler hit an exception: Traceback (most recent call last):\n"
+        f'  File "{here}/managers/scheduler.py", line 2960, in run_scheduler_process\n'
+        "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, "
+        "pp_rank, dp_rank)\n"
+        f'  File "{here}/model_executor/model_runner.py", line 841, in load_model\n'
+        "    self.model = get_model(model_config=self.model_config, "
+        "load_config=self.load_config)\n"
+        f"RuntimeError: Failed to load model {model}: no loadable checkpoint "
+        "(config.json, *.safetensors) found (sglang test stand-in)"
+    )
+    log(message, sys.stderr)
+    log("Received sigquit from a child process. It usually means the child failed.",
+        sys.stderr)  # fmt: skip
+    record.update(state="failed", exit_code=1, stopped_at=time.time())
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parsed = cli.parse(argv)  # exits 2 on a bad command line
+    state = State(parsed)
+    args = state.args
+
+    def on_signal(signum, frame):
+        # Not state.stop.set() here: the handler may run while this thread holds the
+        # event's lock (inside Event.wait), and that lock is not reentrant.
+        threading.Thread(target=state.stop.set, name="signal", daemon=True).start()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    run_dir = Path(os.environ.get("SGLANG_STANDIN_RUN_DIR") or DEFAULT_RUN_DIR)
+    record = Record(run_dir / f"{args.port}.json", {
+        "standin": "sglang",
+        "version": __version__,
+        "pid": os.getpid(),
+        "executable": sys.executable,
+        "argv": cli.mask_argv(argv),
+        "config_file": parsed.config_path,
+        "config_keys": parsed.config_keys,
+        "settings": cli.settings_of(args),
+        "api_key_set": bool(args.api_key),
+        "api_key_from": parsed.api_key_from,
+        "hf_token_set": bool(os.environ.get("HF_TOKEN")),
+        "env": {name: value for name, value in sorted(os.environ.items())
+                if name in RECORDED_ENV or name.startswith("NCCL_")},
+        "state": "starting",
+        "started_at": state.started,
+        "ready_at": None,
+        "stopped_at": None,
+        "exit_code": None,
+        "peers_joined": [],
+    })  # fmt: skip
+    shown = ", ".join(f"{k}={v!r}" for k, v in cli.settings_of(args).items())
+    log(f"server_args=ServerArgs({shown})")
+    log(f"sglang {__version__} (test stand-in: no model is loaded)")
+
+    if args.model_path.startswith("broken/"):
+        return fail_loading(state, record)
+
+    if args.nnodes > 1 and not args.dist_init_addr:
+        log("ValueError: --dist-init-addr is required when --nnodes > 1", sys.stderr)
+        record.update(state="failed", exit_code=1, stopped_at=time.time())
+        return 1
+    if args.nnodes > 1 and args.node_rank > 0:
+        # As SGLang's: ranks other than 0 run schedulers only, no HTTP server.
+        if rendezvous_join(state):
+            log(f"Node rank {args.node_rank} joined rank 0 at {args.dist_init_addr}; "
+                "non-zero ranks serve no HTTP")  # fmt: skip
+            record.update(state="joined")
+        state.stop.wait()
+        record.update(state="stopped", exit_code=0, stopped_at=time.time())
+        return 0
+
+    try:
+        listener = rendezvous_head(state) if args.nnodes > 1 else None
+    except (OSError, ValueError) as error:
+        log(f"RuntimeError: cannot listen at --dist-init-addr {args.dist_init_addr}: {error}",
+            sys.stderr)  # fmt: skip
+        record.update(state="failed", exit_code=1, stopped_at=time.time())
+        return 1
+    try:
+        server = make_server(state)
+    except OSError as error:
+        reason = str(error.strerror or error).lower()
+        log(f"ERROR:    [Errno {error.errno}] error while attempting to bind on address "
+            f"({args.host!r}, {args.port}): {reason}", sys.stderr)  # fmt: skip
+        record.update(state="failed", exit_code=1, stopped_at=time.time())
+        return 1
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
+                     name="http", daemon=True).start()  # fmt: skip
+    print(f"INFO:     Started server process [{os.getpid()}]", flush=True)
+    print(f"INFO:     Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)",
+          flush=True)  # fmt: skip
+    record.update(state="warming_up")
+
+    hang = args.model_path.startswith("hang/")
+    warmup = 0.0 if args.skip_server_warmup else env_seconds("SGLANG_STANDIN_WARMUP_S", 2.0)
+    deadline = state.started + warmup
+    while not state.stop.wait(0.05):
+        if hang or time.time() < deadline or len(state.peers) < args.nnodes - 1:
+            continue
+        state.ready.set()
+        record.update(state="ready", ready_at=time.time(), peers_joined=sorted(state.peers))
+        log(READY_LINE)
+        break
+    state.stop.wait()
+
+    log("Received a stop signal; shutting down")
+    server.shutdown()
+    server.server_close()
+    if listener is not None:
+        listener.close()
+    record.update(state="stopped", exit_code=0, stopped_at=time.time())
+    return 0
