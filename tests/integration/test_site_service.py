@@ -109,7 +109,8 @@ def test_broken_start_rolls_back_to_the_working_version(host_pool, hosts, invent
     assert "did not come up" in result.stderr and "rolled back" in result.stderr
     assert "Failed to load model broken/model" in result.stderr  # the journal's tail
     for h in hosts:
-        assert SERVE_OP in [op["name"] for op in result.operations if h.address in op["error"]]
+        # Every host failed, so pyinfra ends with "No hosts remaining" and no JSON report.
+        assert any(h.address in line and "did not come up" in line for line in result.stderr.splitlines())
         unit = host_pool.run(h, "cat /etc/systemd/system/sglang.service").stdout
         assert "broken/model" not in unit and "Qwen/Qwen3-8B" in unit
         assert record(host_pool, h)["pid"] != before[h.address]  # the old version, restarted
