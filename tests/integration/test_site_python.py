@@ -65,19 +65,23 @@ def test_venv_holds_the_pins_and_flash_attn_was_built_with_the_plan(host_pool, h
 
 def test_changed_pins_change_exactly_their_package(host_pool, hosts, inventory):
     before = {h.address: venv_versions(host_pool, h) for h in hosts}
-    result = apply(inventory, options=("--data", "flash_attn_version=2.8.2", "--data", "sglang_version=0.5.22"))
-    assert result.returncode == 0 and not result.errors(), result.describe()
-    for h in hosts:
-        assert sorted(result.changed(h.address)) == [
-            "Python environment | Install SGLang 0.5.22",
-            "flash-attn | Build flash-attn 2.8.2",
-        ], result.describe()
-        after = venv_versions(host_pool, h)
-        changed = {k for k in after.keys() | before[h.address].keys() if after.get(k) != before[h.address].get(k)}
-        assert changed == {"sglang", "flash_attn"}, (before[h.address], after)
-        assert (after["sglang"], after["flash_attn"]) == ("0.5.22", "2.8.2")
-    back = apply(inventory)
-    assert back.returncode == 0 and not back.errors(), back.describe()
+    try:
+        result = apply(inventory, options=("--data", "flash_attn_version=2.8.2", "--data", "sglang_version=0.5.22"))
+        assert result.returncode == 0 and not result.errors(), result.describe()
+        for h in hosts:
+            assert sorted(result.changed(h.address)) == [
+                "Python environment | Install SGLang 0.5.22",
+                # A new SGLang release means a restart; a new flash-attn build alone does not.
+                "SGLang service | Serve dense-bf16 with SGLang 0.5.22",
+                "flash-attn | Build flash-attn 2.8.2",
+            ], result.describe()
+            after = venv_versions(host_pool, h)
+            changed = {k for k in after.keys() | before[h.address].keys() if after.get(k) != before[h.address].get(k)}
+            assert changed == {"sglang", "flash_attn"}, (before[h.address], after)
+            assert (after["sglang"], after["flash_attn"]) == ("0.5.22", "2.8.2")
+    finally:
+        back = apply(inventory)
+        assert back.returncode == 0 and not back.errors(), back.describe()
     assert venv_versions(host_pool, hosts[0])["flash_attn"] == "2.8.3"
 
 
