@@ -35,7 +35,8 @@ from roles.cuda_toolkit import cuda_paths
 KEEP_SUFFIX = ".last-good"
 
 
-def cache_dirs_root() -> str:
+def cache_folders() -> str:
+    """The service's cache folders, space-separated for one `install -d`."""
     return " ".join(sorted(cache_dirs().values()))
 
 
@@ -150,7 +151,7 @@ def _wait_healthy(host_, unit: str, health_url: str | None, timeout_s: float) ->
 
 def _install(host_, files: tuple[RenderedFile, ...]) -> None:
     # Model downloads and JIT caches live here (the env file points there): persistent disk.
-    _run(host_, f"install -d -m 755 {cache_dirs_root()}")
+    _run(host_, f"install -d -m 755 {cache_folders()}")
     for rendered in files:
         directory = rendered.path.rsplit("/", 1)[0]
         _run(host_, f"install -d -m 755 {directory}")

@@ -13,16 +13,6 @@ LIST_FILE = "/etc/apt/sources.list.d/cuda-debian12-x86_64.list"
 DRIVER = ["libnvidia-compute", "nvidia-dkms-open", "nvidia-utils", "nvidia-persistenced"]
 
 
-@pytest.fixture
-def hosts(site_hosts):
-    return site_hosts
-
-
-@pytest.fixture
-def inventory(site_inventory, site_first_apply):
-    return site_inventory
-
-
 def versions(host_pool, test_host, packages) -> dict[str, str]:
     out = host_pool.run(
         test_host, f"dpkg-query -W -f '${{Package}} ${{Version}} ${{db:Status-Abbrev}}\\n' {' '.join(packages)}",

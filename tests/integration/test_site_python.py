@@ -17,17 +17,6 @@ SITE = f"{VENV}/lib/python3.11/site-packages"
 RECORD = "/var/log/pyinfra-sglang/flash-attn-{}-build.json"
 
 
-@pytest.fixture
-def hosts(site_hosts):
-    return site_hosts
-
-
-@pytest.fixture
-def inventory(site_inventory, site_first_apply):
-    assert site_first_apply.returncode == 0, site_first_apply.describe()
-    return site_inventory
-
-
 def venv_versions(host_pool, test_host) -> dict[str, str]:
     out = host_pool.run(test_host, f"ls -d {SITE}/*.dist-info").stdout
     names = [line.rsplit("/", 1)[-1].removesuffix(".dist-info") for line in out.split()]

@@ -17,17 +17,6 @@ HF_TOKEN = "hf_site_TOKEN_abcdefghij"
 SERVE_OP = "SGLang service | Serve dense-bf16 with SGLang 0.5.23"
 
 
-@pytest.fixture
-def hosts(site_hosts):
-    return site_hosts
-
-
-@pytest.fixture
-def inventory(site_inventory, site_first_apply):
-    assert site_first_apply.returncode == 0, site_first_apply.describe()
-    return site_inventory
-
-
 def record(host_pool, test_host) -> dict:
     return json.loads(host_pool.run(test_host, "cat /run/sglang-standin/30000.json").stdout)
 
