@@ -219,6 +219,10 @@ def sglang_service(config: HostConfig):
 @deploy("SGLang service")
 def sglang_service_role() -> None:
     config = host_config(host)
+    if host.get_fact(NvidiaGpus):
+        # Refuse now, before any host changes, what cannot run here: a model that does not
+        # fit, a GPU architecture the profile excludes, an unreadable secret file.
+        service_files(config)
     sglang_service(
         name=f"Serve {config.sglang_model_profile} with SGLang {config.sglang_version}",
         config=config,

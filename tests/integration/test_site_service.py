@@ -106,3 +106,11 @@ def test_broken_start_rolls_back_to_the_working_version(host_pool, hosts, invent
         assert "Paris" in chat(h.address, "What is the capital of France?")
     again = apply(inventory)
     assert again.returncode == 0 and again.changed() == [], again.describe()
+
+
+def test_a_profile_these_gpus_cannot_run_is_refused_before_any_change(host_pool, hosts, inventory):
+    before = {h.address: record(host_pool, h)["pid"] for h in hosts}
+    result = apply(inventory, options=("--data", "sglang_model_profile=glm-5-nvfp4"))
+    assert result.returncode != 0 and not result.executed, result.describe()
+    assert "sm_90" in result.stderr and "glm-5-nvfp4" in result.stderr
+    assert {h.address: record(host_pool, h)["pid"] for h in hosts} == before
