@@ -1,0 +1,280 @@
+"""Every profile's rendered SGLang command, parsed by that SGLang release's own parser.
+
+For each release in sglang_versions.toml, a cached venv holds the real ``sglang==V`` from
+PyPI (tests/compat/sglang_env.py); a subprocess on that venv's python builds
+``argparse.ArgumentParser()`` with ``ServerArgs.add_cli_args``, merges ``--config`` with
+SGLang's own ConfigArgumentMerger and parses each rendered argv, as
+``sglang.srt.server_args.prepare_server_args`` does before a server starts
+(tests/compat/sglang_argparse_probe.py). A flag the real parser does not know, or a value it
+refuses, fails the test with the flag and the release named.
+
+The first run builds the venvs (a few minutes, ~7 GB under
+``~/.cache/pyinfra-sglang/sglang-compat``, or ``$PYINFRA_SGLANG_TEST_CACHE``); later runs
+reuse them. A release's verdict is also kept in its venv (``argparse-results/``), keyed by
+everything it depends on: the probe's source, the request (every rendered argv and config
+file) and the venv's build record. So a run whose rendered commands changed imports that
+release's SGLang again (~8 s each), and one that changed nothing reads the kept verdict.
+``-m "not compat"`` leaves these tests out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import tomllib
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pyinfra_sglang.inventory import HostConfig
+from pyinfra_sglang.profiles import available_profiles, load_profile
+from pyinfra_sglang.render import RenderError, render_config_yaml, server_args
+from pyinfra_sglang.sglang_flags import FlagVersionError, flag_table
+from pyinfra_sglang.versions import parse_version
+from tests.compat.sglang_env import READY, EnvUnavailable, sglang_env
+
+pytestmark = pytest.mark.compat
+
+HERE = Path(__file__).parent
+PROBE = HERE / "sglang_argparse_probe.py"
+VERSIONS: list[str] = tomllib.loads((HERE / "sglang_versions.toml").read_text())["versions"]
+PROFILES = list(available_profiles())
+
+TP_SIZE = 8
+HOST = "127.0.0.1"
+PORT = 30000
+CONFIG_PATH = "/etc/sglang/sglang.yaml"
+API_KEY = "compat-test-key"
+PROBE_TIMEOUT_S = 600
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a profile is deployed: the deployment values render.server_args takes."""
+
+    name: str
+    nnodes: int = 1
+    node_rank: int = 0
+    dist_init_addr: str | None = None
+    api_key: str | None = None
+
+
+LAYOUTS = (
+    Layout("1-node-api-key", api_key=API_KEY),
+    Layout("2-nodes-rank-1", nnodes=2, node_rank=1, dist_init_addr="10.0.0.1:50000"),
+)
+
+
+def render(profile_name: str, version: str, layout: Layout) -> list[str]:
+    return server_args(
+        load_profile(profile_name),
+        version,
+        TP_SIZE,
+        HOST,
+        PORT,
+        CONFIG_PATH,
+        nnodes=layout.nnodes,
+        node_rank=layout.node_rank,
+        dist_init_addr=layout.dist_init_addr,
+    )
+
+
+def case_name(profile_name: str, layout: Layout) -> str:
+    return f"{profile_name}/{layout.name}"
+
+
+@dataclass
+class ParserRun:
+    """One release's probe: its output, or why there is none."""
+
+    version: str
+    result: dict[str, Any] | None = None
+    skip: str | None = None
+    error: str | None = None
+
+    def output(self) -> dict[str, Any]:
+        if self.skip:
+            pytest.skip(self.skip)
+        if self.error:
+            pytest.fail(self.error, pytrace=False)
+        assert self.result is not None
+        return self.result
+
+
+def kept_verdict(env_root: Path, request_text: str) -> Path:
+    """Where the probe's output for this request on this venv is kept."""
+    digest = hashlib.sha256()
+    for part in (PROBE.read_bytes(), request_text.encode(), (env_root / READY).read_bytes()):
+        digest.update(hashlib.sha256(part).digest())
+    return env_root / "argparse-results" / f"{digest.hexdigest()[:24]}.json"
+
+
+@pytest.fixture(scope="session")
+def sglang_parsers(tmp_path_factory) -> dict[str, ParserRun]:
+    """Release -> its parser's verdict on every renderable profile x layout. The venvs are
+    built one after another; the probes (~8 s of imports each) then run side by side."""
+    workdir = tmp_path_factory.mktemp("sglang-argparse")
+    runs = {version: ParserRun(version) for version in VERSIONS}
+    started = {}
+    for version, run in runs.items():
+        try:
+            env = sglang_env(version)
+        except EnvUnavailable as error:
+            run.skip = f"SGLang {version} cannot be installed here: {error}"
+            continue
+        cases = []
+        for profile_name in PROFILES:
+            for layout in LAYOUTS:
+                try:
+                    argv = render(profile_name, version, layout)
+                except (FlagVersionError, RenderError):
+                    continue  # test_profile_argv_parses asserts and reports the refusal
+                cases.append(
+                    {
+                        "name": case_name(profile_name, layout),
+                        "argv": argv,
+                        "config_yaml": render_config_yaml(layout.api_key),
+                    }
+                )
+        request = workdir / f"request-{version}.json"
+        request.write_text(json.dumps({"cases": cases}, sort_keys=True))
+        kept = kept_verdict(env.root, request.read_text())
+        if kept.exists():
+            run.result = json.loads(kept.read_text())
+            continue
+        result = workdir / f"result-{version}.json"
+        process = subprocess.Popen(
+            [str(env.python), str(PROBE), str(request), str(result)],
+            cwd="/",  # not the checkout: nothing of the project is importable there
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        started[version] = (process, result, kept)
+    for version, (process, result, kept) in started.items():
+        run = runs[version]
+        try:
+            output, _ = process.communicate(timeout=PROBE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            output, _ = process.communicate()
+        if process.returncode != 0 or not result.exists():
+            run.error = (
+                f"the argparse probe on SGLang {version} exited {process.returncode}:\n"
+                + output[-3000:]
+            )
+            continue
+        data = json.loads(result.read_text())
+        if data["import_error"]:
+            run.error = (
+                f"SGLang {version}: `import sglang.srt.server_args` failed in "
+                f"{sglang_env(version).root}. A ModuleNotFoundError means a distribution is "
+                "missing from IMPORT_TIME_DISTRIBUTIONS (tests/compat/sglang_env.py):\n"
+                + data["import_error"][-3000:]
+            )
+            continue
+        if data["sglang_version"] != version:
+            run.error = f"{data['server_args_file']} is SGLang {data['sglang_version']}"
+            continue
+        run.result = data
+        kept.parent.mkdir(exist_ok=True)
+        kept.write_text(json.dumps(data))
+    return runs
+
+
+def test_pinned_versions_include_the_inventory_default():
+    default = HostConfig().sglang_version
+    assert default in VERSIONS, (
+        f"the inventory's default sglang_version {default} is not checked against its real "
+        "parser: add it to tests/compat/sglang_versions.toml"
+    )
+
+
+def _check_value(flag: str, rendered: str, parsed: Any) -> str | None:
+    """Why ``parsed`` (the namespace value) is not what ``flag rendered`` asked for, or None."""
+    if isinstance(parsed, list) and len(parsed) == 1:
+        parsed = parsed[0]
+    if isinstance(parsed, bool) or parsed is None:
+        same = False
+    elif isinstance(parsed, (int, float)):
+        same = float(rendered) == parsed
+    else:
+        same = str(parsed) == rendered
+    return None if same else f"{flag} {rendered} parsed as {parsed!r}"
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda layout: layout.name)
+@pytest.mark.parametrize("profile_name", PROFILES)
+@pytest.mark.parametrize("version", VERSIONS)
+def test_profile_argv_parses(sglang_parsers, version, profile_name, layout):
+    try:
+        argv = render(profile_name, version, layout)
+    except (FlagVersionError, RenderError) as error:
+        # The renderer refuses this pair itself (e.g. min_sglang_version): nothing to parse.
+        pytest.skip(f"render refuses {profile_name} on SGLang {version}: {error}")
+    output = sglang_parsers[version].output()
+    name = case_name(profile_name, layout)
+    (result,) = [r for r in output["results"] if r["name"] == name]
+    shown = " ".join(argv)
+
+    known = set(output["options"])
+    flags = [word.split("=", 1)[0] for word in argv if word.startswith("--")]
+    unknown_flags = [flag for flag in flags if flag not in known]
+    assert not unknown_flags and not result["unknown"], (
+        f"SGLang {version}'s own parser does not know {', '.join(unknown_flags)} "
+        f"(argparse left over: {result['unknown']}), rendered for profile {profile_name}: "
+        f"{shown}"
+    )
+    assert result["ok"], (
+        f"SGLang {version}'s own parser refuses the command rendered for profile "
+        f"{profile_name}: {result['error']}\n  argv: {shown}"
+    )
+
+    # The values arrived as rendered: a value flag's namespace entry is its own value.
+    version_number = parse_version(version)
+    wrong = []
+    for entry in flag_table().values():
+        flag = entry.flag_in(version_number)
+        if flag not in argv or entry.kind != "value" or flag == "--config":
+            continue
+        rendered = argv[argv.index(flag) + 1]
+        problem = _check_value(flag, rendered, result["values"][result["flags"][flag]])
+        if problem:
+            wrong.append(problem)
+    assert not wrong, f"SGLang {version} parsed {profile_name}'s command differently: {wrong}"
+    # The API key reached the parser through the config file, not the command line.
+    assert result["values"]["api_key"] == layout.api_key, result["merged_argv"]
+
+    deprecated = {flag: output["deprecated"][flag] for flag in result["flags"]
+                  if flag in output["deprecated"]}  # fmt: skip
+    if deprecated:
+        warnings.warn(
+            f"SGLang {version} accepts {profile_name}'s {', '.join(deprecated)} as deprecated "
+            f"({'; '.join(result['warnings'])})",
+            stacklevel=1,
+        )
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_flag_table_matches_the_real_parser(sglang_parsers, version):
+    """data/sglang_flags.toml's since/until against the release's parser, for every
+    spelling of every intent, those no built-in profile renders included."""
+    known = set(sglang_parsers[version].output()["options"])
+    version_number = parse_version(version)
+    missing, present = [], []
+    for intent, entry in flag_table().items():
+        for spelling in entry.spellings:
+            if spelling.exists_in(version_number) and spelling.flag not in known:
+                missing.append(f"{spelling.flag} ({intent}: {spelling.describe()})")
+            if not spelling.exists_in(version_number) and spelling.flag in known:
+                present.append(f"{spelling.flag} ({intent}: {spelling.describe()})")
+    assert not missing, f"SGLang {version}'s parser has no {', '.join(missing)}"
+    assert not present, (
+        f"SGLang {version}'s parser has {', '.join(present)}, which data/sglang_flags.toml "
+        "says it does not"
+    )
