@@ -89,7 +89,8 @@ def test_versions_compare_as_releases():
     [
         ("0.5.9", "--nsa-prefill-backend", "--cuda-graph-max-bs"),
         ("0.5.9.post1", "--nsa-prefill-backend", "--cuda-graph-max-bs"),
-        ("0.5.13", "--nsa-prefill-backend", "--cuda-graph-max-bs"),
+        ("0.5.12", "--nsa-prefill-backend", "--cuda-graph-max-bs"),
+        ("0.5.13", "--dsa-prefill-backend", "--cuda-graph-max-bs"),
         ("0.5.14", "--dsa-prefill-backend", "--cuda-graph-max-bs-decode"),
         ("0.5.20.post1", "--dsa-prefill-backend", "--cuda-graph-max-bs-decode"),
         ("0.5.21", "--dsa-prefill-backend", "--cuda-graph-max-bs-decode"),
@@ -246,7 +247,7 @@ def test_intent_the_release_lacks_is_an_error_naming_flags_and_release():
     assert message.startswith("profile glm-5-nvfp4: SGLang 0.5.8 has no flag for ")
     assert "sparse_attention_prefill_backend = 'trtllm' (--nsa-prefill-backend from 0.5.9" in message
     assert "sparse_attention_decode_backend = 'trtllm' (--nsa-decode-backend from 0.5.9" in message
-    assert "--dsa-prefill-backend from 0.5.14" in message
+    assert "--dsa-prefill-backend from 0.5.13" in message
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ Flags are those pyinfra-sglang renders (pyinfra_sglang/data/sglang_flags.toml, c
 by hand: this package runs on a test host, without the project) plus a few other real SGLang
 flags a profile's extra_args might carry. Like the real server, a flag the installed release
 does not have is an argparse error (exit 2): the NSA names and --cuda-graph-max-bs were
-removed in 0.5.21, the DSA names and --cuda-graph-max-bs-decode came in 0.5.14.
+removed in 0.5.20, the DSA names came in 0.5.13 and --cuda-graph-max-bs-decode in 0.5.14.
 """
 
 from __future__ import annotations
@@ -32,14 +32,14 @@ FLAGS = (
     ("--quantization", "value", str, None, None),
     ("--trust-remote-code", "switch", None, None, None),
     ("--attention-backend", "value", str, None, None),
-    ("--nsa-prefill-backend", "value", str, "0.5.9", "0.5.21"),
-    ("--dsa-prefill-backend", "value", str, "0.5.14", None),
-    ("--nsa-decode-backend", "value", str, "0.5.9", "0.5.21"),
-    ("--dsa-decode-backend", "value", str, "0.5.14", None),
+    ("--nsa-prefill-backend", "value", str, "0.5.9", "0.5.20"),
+    ("--dsa-prefill-backend", "value", str, "0.5.13", None),
+    ("--nsa-decode-backend", "value", str, "0.5.9", "0.5.20"),
+    ("--dsa-decode-backend", "value", str, "0.5.13", None),
     ("--kv-cache-dtype", "value", str, None, None),
     ("--mem-fraction-static", "value", float, None, None),
     ("--chunked-prefill-size", "value", int, None, None),
-    ("--cuda-graph-max-bs", "value", int, None, "0.5.21"),
+    ("--cuda-graph-max-bs", "value", int, None, "0.5.20"),
     ("--cuda-graph-max-bs-decode", "value", int, "0.5.14", None),
     ("--disable-cuda-graph", "switch", None, None, None),
     ("--disable-shared-experts-fusion", "switch", None, None, None),
