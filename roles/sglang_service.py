@@ -142,7 +142,7 @@ def _wait_healthy(host_, unit: str, health_url: str | None, timeout_s: float) ->
             if status.get("ActiveState") == "active":
                 return None
         else:
-            ok, code = _run(host_, f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {health_url} || true")
+            _, code = _run(host_, f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {health_url} || true")
             if code.strip() == "200":
                 return None
         time.sleep(2)
@@ -165,29 +165,28 @@ def _install(host_, files: tuple[RenderedFile, ...]) -> None:
 
 
 def _apply_with_rollback(state, host, service: ServiceFiles, keep_previous: bool) -> None:
-    # pyinfra passes (state, host) to a FunctionCommand whose function names them so.
-    host_ = host
+    # pyinfra passes (state, host) to a FunctionCommand function that names them so.
     unit = service.unit_name
     paths = [f.path for f in service.files]
     if keep_previous:
-        _run(host_, " && ".join(f"{{ [ ! -f {p} ] || cp -p {p} {p}{KEEP_SUFFIX}; }}" for p in paths))
-    _install(host_, service.files)
+        _run(host, " && ".join(f"{{ [ ! -f {p} ] || cp -p {p} {p}{KEEP_SUFFIX}; }}" for p in paths))
+    _install(host, service.files)
     units = [Path(f.path).name for f in service.files if f.path.endswith(".service")]
-    _run(host_, f"systemctl daemon-reload && systemctl enable {' '.join(units)} && systemctl restart {' '.join(units)}")
-    problem = _wait_healthy(host_, unit, service.health_url, service.start_timeout_s)
+    _run(host, f"systemctl daemon-reload && systemctl enable {' '.join(units)} && systemctl restart {' '.join(units)}")
+    problem = _wait_healthy(host, unit, service.health_url, service.start_timeout_s)
     if problem is None:
-        _run(host_, " ".join(f"rm -f {p}{KEEP_SUFFIX};" for p in paths))
-        logger.info(f"{host_.print_prefix}{unit} is healthy ({service.health_url or 'active'})")
+        _run(host, " ".join(f"rm -f {p}{KEEP_SUFFIX};" for p in paths))
+        logger.info(f"{host.print_prefix}{unit} is healthy ({service.health_url or 'active'})")
         return
-    _, journal = _run(host_, f"journalctl -u {unit} -n 40 --no-pager -o cat || true")
-    logger.error(f"{host_.print_prefix}{unit} did not come up: {problem}; its journal ends:\n{journal}")
+    _, journal = _run(host, f"journalctl -u {unit} -n 40 --no-pager -o cat || true")
+    logger.error(f"{host.print_prefix}{unit} did not come up: {problem}; its journal ends:\n{journal}")
     if not keep_previous:
         raise OperationError(f"{unit} did not come up ({problem}) and there was no previous version to keep")
     restore = " ".join(
         f"if [ -f {p}{KEEP_SUFFIX} ]; then mv -f {p}{KEEP_SUFFIX} {p}; else rm -f {p}; fi;" for p in paths
     )
-    _run(host_, f"{restore} systemctl daemon-reload && systemctl restart {' '.join(units)}")
-    previous = _wait_healthy(host_, unit, service.health_url, service.start_timeout_s)
+    _run(host, f"{restore} systemctl daemon-reload && systemctl restart {' '.join(units)}")
+    previous = _wait_healthy(host, unit, service.health_url, service.start_timeout_s)
     state_note = "is healthy again" if previous is None else f"did not come back either: {previous}"
     raise OperationError(f"{unit} did not come up ({problem}); rolled back: the previous version {state_note}")
 
