@@ -36,6 +36,15 @@ def kernel_headers(package_template: str = "linux-headers-{kernel_release}"):
             "DKMS build needs headers from wherever this kernel came from"
         )
         return
+    if not headers["apt_lists_present"]:
+        # apt's lists were cleaned (cloud images do): only after an update can apt say
+        # whether the distro ships these headers; a kernel it does not ship is no error.
+        yield (
+            f"apt-get update -q && if apt-cache show {package} >/dev/null 2>&1; then "
+            f"DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends {package}; "
+            f"else echo '{package} is not shipped by the distro'; fi"
+        )
+        return
     yield from apt.packages._inner(packages=[package], no_recommends=True)
 
 

@@ -1,10 +1,14 @@
 """Command generation of the base role's own operation, from pyinfra fact inputs."""
 
+from pathlib import Path
+
 from pyinfra.facts.deb import DebPackages
 
 from checks.facts import KernelHeaders, Virtualization
 from roles.base import kernel_headers
 from tests.unit.ophelper import run_operation
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
 
 RELEASE = "6.1.0-27-amd64"
 PACKAGE = f"linux-headers-{RELEASE}"
@@ -40,10 +44,16 @@ def test_installs_headers_the_distro_ships():
     assert commands[0].endswith(PACKAGE)
 
 
-def test_installs_when_apt_has_no_lists_yet():
-    # A fresh host whose lists the role's own apt update fills first.
-    commands, noops = run(headers(candidate=None, lists=False))
-    assert noops == [] and len(commands) == 1 and PACKAGE in commands[0]
+def test_without_apt_lists_updates_then_installs_only_what_the_distro_ships():
+    # Captured on the H200 VM (Ubuntu 24.04, Firecracker kernel, apt lists cleaned).
+    fact = KernelHeaders().process(
+        (FIXTURES / "kernel_headers_ubuntu2404_h200_vm.txt").read_text().splitlines()
+    )
+    assert fact["apt_lists_present"] is False and fact["candidate"] is None
+    commands, noops = run(fact)
+    assert noops == [] and len(commands) == 1
+    assert commands[0].startswith("apt-get update -q && if apt-cache show linux-headers-6.18.44-fc-v657-gpu")
+    assert "is not shipped by the distro" in commands[0]
 
 
 def test_installed_headers_are_a_noop():

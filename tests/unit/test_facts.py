@@ -158,3 +158,19 @@ def test_python_packages_from_dist_info_folders():
 def test_python_version():
     assert PythonVersion().process(["Python 3.11.2"]) == "3.11.2"
     assert PythonVersion().process([]) is None
+
+
+def test_apt_sources_deb822_on_ubuntu_24_04():
+    # Captured on the H200 VM: sources.list holds only comments, ubuntu.sources two stanzas.
+    entries = AptSourceEntries().process(lines("apt_sources_ubuntu2404_h200_vm.txt"))
+    assert [(e["line"], e["uris"], e["components"]) for e in entries] == [
+        (35, ["http://archive.ubuntu.com/ubuntu/"], ["main", "universe", "restricted", "multiverse"]),
+        (43, ["http://security.ubuntu.com/ubuntu/"], ["main", "universe", "restricted", "multiverse"]),
+    ]
+    assert {e["file"] for e in entries} == {"/etc/apt/sources.list.d/ubuntu.sources"}
+
+
+def test_memory_info_on_the_h200_vm():
+    assert MemoryInfo().process(lines("meminfo_h200_vm.txt")) == {
+        "total_kb": 131981020, "available_kb": 131488796,
+    }
