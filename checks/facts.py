@@ -296,3 +296,85 @@ class FileDigests(FactBase[dict[str, str | None]]):
             digest, _, path = line.strip().partition(" ")
             digests[path.strip().lstrip("*")] = None if digest == "-" else digest
         return digests
+
+
+# `nvidia-smi topo -m` and `topo -p2p <mode>` print a matrix: a header naming the devices
+# (GPU0, GPU1, ..., then NICs such as NIC0 or mlx5_0), then CPU/NUMA affinity columns and a
+# legend. The header carries ANSI underline escapes; columns are tab- or space-separated.
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_GPU_NAME = re.compile(r"^GPU\d+$")
+_DEVICE_NAME = re.compile(r"^[A-Za-z][\w.-]*\d$")  # GPU0, NIC1, mlx5_0; not "CPU", "Affinity"
+
+
+def _parse_topo_grid(lines) -> dict[str, dict[str, str]]:
+    """{row GPU: {column GPU: cell}} of a topo matrix, GPU rows and columns only."""
+    columns: list[str] | None = None
+    matrix: dict[str, dict[str, str]] = {}
+    for line in lines:
+        tokens = _ANSI.sub("", line).split()
+        if not tokens or not _GPU_NAME.match(tokens[0]):
+            continue  # blank, legend, NIC row, command line, comment
+        if columns is None:
+            columns = []
+            for token in tokens:
+                if not _DEVICE_NAME.match(token):
+                    break  # affinity columns follow the devices
+                columns.append(token)
+            continue
+        matrix[tokens[0]] = {
+            column: cell
+            for column, cell in zip(columns, tokens[1:])
+            if _GPU_NAME.match(column)
+        }
+    return matrix
+
+
+def parse_topo_matrix(lines) -> dict[str, dict[str, str]]:
+    """``nvidia-smi topo -m`` as ``{"GPU0": {"GPU0": "X", "GPU1": "NV18"}, ...}``: GPU rows
+    and columns only (NICs, affinity columns and the legend are dropped)."""
+    return _parse_topo_grid(lines)
+
+
+def parse_topo_p2p(lines) -> dict[str, dict[str, str]]:
+    """``nvidia-smi topo -p2p r|w|n|a|p`` as ``{"GPU0": {"GPU0": "X", "GPU1": "OK"}, ...}``
+    (cells OK, CNS, GNS, TNS, NS, U); the legend is dropped."""
+    return _parse_topo_grid(lines)
+
+
+def topology_has_nvlink(matrix: dict[str, dict[str, str]]) -> bool:
+    """True when any two different GPUs of a topo -m matrix are joined by NVLink (``NV<n>``)."""
+    return any(
+        row != column and re.fullmatch(r"NV\d+", cell)
+        for row, cells in matrix.items()
+        for column, cell in cells.items()
+    )
+
+
+class NvidiaTopology(FactBase[dict[str, dict[str, str]]]):
+    """How each pair of GPUs is connected, from ``nvidia-smi topo -m`` (see parse_topo_matrix);
+    {} without nvidia-smi."""
+
+    @staticmethod
+    def default() -> dict[str, dict[str, str]]:
+        return {}
+
+    def command(self) -> str:
+        return "command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi topo -m || true"
+
+    def process(self, output) -> dict[str, dict[str, str]]:
+        return parse_topo_matrix(list(output))
+
+
+class NvidiaP2P(FactBase[dict[str, dict[str, str]]]):
+    """Peer-to-peer status of each pair of GPUs, from ``nvidia-smi topo -p2p <mode>``
+    (mode r, w, n, a or p; see parse_topo_p2p); {} without nvidia-smi."""
+
+    @staticmethod
+    def default() -> dict[str, dict[str, str]]:
+        return {}
+
+    def command(self, mode: str = "r") -> str:
+        return f"command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi topo -p2p {shlex.quote(mode)} || true"
+
+    def process(self, output) -> dict[str, dict[str, str]]:
+        return parse_topo_p2p(list(output))
