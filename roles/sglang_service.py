@@ -31,8 +31,11 @@ from pyinfra_sglang.render import (
     render_service_files,
 )
 from roles.cuda_toolkit import cuda_paths
+from roles.python_env import venv_packages
 
 KEEP_SUFFIX = ".last-good"
+ROUTER_UNIT_PATH = "/etc/systemd/system/sglang-router.service"
+ROUTER_START_TIMEOUT_S = 120
 
 
 def cache_folders() -> str:
@@ -46,6 +49,8 @@ class ServiceFiles:
     files: tuple[RenderedFile, ...]
     health_url: str | None  # None: this node serves no HTTP (a multi-node rank > 0)
     start_timeout_s: int
+    router_health_url: str | None = None  # the router in front of replicas, when configured
+    stale: tuple[str, ...] = ()  # files of units no longer configured (a removed router)
 
 
 def read_secret(path: Path | None, what: str) -> str | None:
@@ -108,7 +113,7 @@ def service_files(config: HostConfig) -> ServiceFiles:
     )
     if config.sglang_router_worker_urls:
         files.append(RenderedFile(
-            "/etc/systemd/system/sglang-router.service",
+            ROUTER_UNIT_PATH,
             render_router_unit(
                 config.venv_path, [str(u).rstrip("/") for u in config.sglang_router_worker_urls],
                 str(config.sglang_host), config.sglang_router_port,
@@ -116,11 +121,14 @@ def service_files(config: HostConfig) -> ServiceFiles:
             "644",
         ))  # fmt: skip
     address = "127.0.0.1" if config.sglang_host.is_unspecified else str(config.sglang_host)
+    routed = bool(config.sglang_router_worker_urls)
     return ServiceFiles(
         unit_name="sglang.service",
         files=tuple(files),
         health_url=f"http://{address}:{config.sglang_port}/health" if rank == 0 else None,
         start_timeout_s=profile.start_timeout_s,
+        router_health_url=f"http://{address}:{config.sglang_router_port}/health" if routed else None,
+        stale=() if routed else (ROUTER_UNIT_PATH,),
     )
 
 
@@ -168,27 +176,33 @@ def _apply_with_rollback(state, host, service: ServiceFiles, keep_previous: bool
     # pyinfra passes (state, host) to a FunctionCommand function that names them so.
     unit = service.unit_name
     paths = [f.path for f in service.files]
+    for stale in service.stale:
+        _run(host, f"if [ -f {stale} ]; then systemctl disable --now {Path(stale).name}; rm -f {stale}; fi")
     if keep_previous:
         _run(host, " && ".join(f"{{ [ ! -f {p} ] || cp -p {p} {p}{KEEP_SUFFIX}; }}" for p in paths))
     _install(host, service.files)
     units = [Path(f.path).name for f in service.files if f.path.endswith(".service")]
     _run(host, f"systemctl daemon-reload && systemctl enable {' '.join(units)} && systemctl restart {' '.join(units)}")
     problem = _wait_healthy(host, unit, service.health_url, service.start_timeout_s)
+    if problem is None and service.router_health_url:
+        problem = _wait_healthy(
+            host, Path(ROUTER_UNIT_PATH).name, service.router_health_url, ROUTER_START_TIMEOUT_S
+        )
     if problem is None:
         _run(host, " ".join(f"rm -f {p}{KEEP_SUFFIX};" for p in paths))
         logger.info(f"{host.print_prefix}{unit} is healthy ({service.health_url or 'active'})")
         return
     _, journal = _run(host, f"journalctl -u {unit} -n 40 --no-pager -o cat || true")
-    logger.error(f"{host.print_prefix}{unit} did not come up: {problem}; its journal ends:\n{journal}")
+    logger.error(f"{host.print_prefix}the new configuration did not come up: {problem}; {unit}'s journal ends:\n{journal}")
     if not keep_previous:
-        raise OperationError(f"{unit} did not come up ({problem}) and there was no previous version to keep")
+        raise OperationError(f"the new configuration did not come up ({problem}) and there was no previous version to keep")
     restore = " ".join(
         f"if [ -f {p}{KEEP_SUFFIX} ]; then mv -f {p}{KEEP_SUFFIX} {p}; else rm -f {p}; fi;" for p in paths
     )
     _run(host, f"{restore} systemctl daemon-reload && systemctl restart {' '.join(units)}")
     previous = _wait_healthy(host, unit, service.health_url, service.start_timeout_s)
     state_note = "is healthy again" if previous is None else f"did not come back either: {previous}"
-    raise OperationError(f"{unit} did not come up ({problem}); rolled back: the previous version {state_note}")
+    raise OperationError(f"the new configuration did not come up ({problem}); rolled back: the previous version {state_note}")
 
 
 def _digest(text: str) -> str:
@@ -200,8 +214,10 @@ def sglang_service(config: HostConfig):
     """Render; noop when the host has exactly these files and the service runs; else apply
     with health check and rollback."""
     service = service_files(config)
-    current = host.get_fact(FileDigests, paths=[f.path for f in service.files])
-    unchanged = all(current.get(f.path) == _digest(f.content) for f in service.files)
+    current = host.get_fact(FileDigests, paths=[f.path for f in service.files] + list(service.stale))
+    unchanged = all(current.get(f.path) == _digest(f.content) for f in service.files) and not any(
+        current.get(path) for path in service.stale
+    )
     running = host.get_fact(SystemdStatus).get(service.unit_name, False)
     if unchanged and running:
         host.noop(f"{service.unit_name} runs the rendered configuration")
@@ -218,6 +234,14 @@ def sglang_service(config: HostConfig):
 @deploy("SGLang service")
 def sglang_service_role() -> None:
     config = host_config(host)
+    if config.sglang_router_worker_urls:
+        venv_packages(
+            name="Install SGLang's router",
+            venv=config.venv_path,
+            # The Model Gateway's releases follow their own numbering: not pinned here.
+            requirements={"sglang-router": None},
+            index_url=str(config.pypi_index_url),
+        )
     if host.get_fact(NvidiaGpus):
         # Refuse now, before any host changes, what cannot run here: a model that does not
         # fit, a GPU architecture the profile excludes, an unreadable secret file.

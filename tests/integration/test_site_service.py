@@ -114,3 +114,29 @@ def test_a_profile_these_gpus_cannot_run_is_refused_before_any_change(host_pool,
     assert result.returncode != 0 and not result.executed, result.describe()
     assert "sm_90" in result.stderr and "glm-5-nvfp4" in result.stderr
     assert {h.address: record(host_pool, h)["pid"] for h in hosts} == before
+
+
+def test_router_in_front_of_the_replicas_then_removed(host_pool, hosts, inventory):
+    workers = json.dumps([f"http://{h.address}:30000" for h in hosts])
+    try:
+        result = apply(inventory, options=("--data", f"sglang_router_worker_urls={workers}"))
+        assert result.returncode == 0 and not result.errors(), result.describe()
+        for h in hosts:
+            assert result.changed(h.address) == ["SGLang service | Install SGLang's router", SERVE_OP]
+            assert host_pool.run(h, "systemctl is-active sglang-router.service").stdout.strip() == "active"
+        routed = urllib.request.Request(
+            f"http://{hosts[0].address}:30080/v1/chat/completions",
+            data=json.dumps({"model": "x", "messages": [{"role": "user", "content": "France?"}]}).encode(),
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"},
+        )
+        with urllib.request.urlopen(routed, timeout=30) as response:
+            assert "Paris" in json.load(response)["choices"][0]["message"]["content"]
+        again = apply(inventory, options=("--data", f"sglang_router_worker_urls={workers}"))
+        assert again.changed() == [], again.describe()
+    finally:
+        removed = apply(inventory)
+        assert removed.returncode == 0 and not removed.errors(), removed.describe()
+    for h in hosts:
+        assert host_pool.run(h, "test -e /etc/systemd/system/sglang-router.service", check=False).returncode == 1
+        assert host_pool.run(h, "systemctl is-active sglang-router.service", check=False).stdout.strip() != "active"
+    assert apply(inventory).changed() == []
