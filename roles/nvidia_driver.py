@@ -96,7 +96,7 @@ def driver_branch_pin(branch: int):
     """Install nvidia-driver-pinning-<branch>, replacing any other branch's pin."""
     installed = host.get_fact(DebPackages)
     wanted = pinning_package(branch)
-    prefix = pinning_package(0).removesuffix("0")
+    prefix = data.load("nvidia")["driver"]["pinning_package"].format(branch="")
     others = sorted(p for p in installed if p.startswith(prefix) and p != wanted)
     if wanted in installed and not others:
         host.noop(f"{wanted} is installed")

@@ -25,7 +25,8 @@ def normalize(name: str) -> str:
 def url_arg(url: str) -> str | HiddenValue:
     """An index URL for a command line, hidden from pyinfra's output when it carries
     credentials (https://user:token@mirror/simple)."""
-    return HiddenValue(url) if urlsplit(url).password or urlsplit(url).username else url
+    parts = urlsplit(url)
+    return HiddenValue(url) if parts.username or parts.password else url
 
 
 def uv_path() -> str:

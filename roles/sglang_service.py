@@ -158,11 +158,11 @@ def _wait_healthy(host_, unit: str, health_url: str | None, timeout_s: float) ->
 
 
 def _install(host_, files: tuple[RenderedFile, ...]) -> None:
-    # Model downloads and JIT caches live here (the env file points there): persistent disk.
-    _run(host_, f"install -d -m 755 {cache_folders()}")
+    # One round trip for every folder: the files' own, and the model downloads and JIT
+    # caches the env file points at (persistent disk).
+    directories = sorted({rendered.path.rsplit("/", 1)[0] for rendered in files})
+    _run(host_, f"install -d -m 755 {' '.join(directories)} {cache_folders()}")
     for rendered in files:
-        directory = rendered.path.rsplit("/", 1)[0]
-        _run(host_, f"install -d -m 755 {directory}")
         # put_file shows no content and no diff: the env and config files hold secrets.
         staging = f"{rendered.path}.new"
         if not host_.put_file(io.BytesIO(rendered.content.encode()), staging):

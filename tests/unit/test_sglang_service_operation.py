@@ -10,13 +10,13 @@ import pytest
 from pyinfra.api.exceptions import OperationError
 from pyinfra.facts.systemd import SystemdStatus
 
-from checks.facts import FileDigests, NvidiaGpus
+from checks.facts import GPU_QUERY_FIELDS, FileDigests, NvidiaGpus
 from pyinfra_sglang.inventory import HostConfig
 from roles.sglang_service import service_files, sglang_service
 from tests.unit.captures import captured_lines
 from tests.unit.ophelper import run_operation
 
-QUERY = "nvidia-smi --query-gpu=" + __import__("checks.facts", fromlist=["x"]).GPU_QUERY_FIELDS + " --format=csv"
+QUERY = f"nvidia-smi --query-gpu={GPU_QUERY_FIELDS} --format=csv"
 H200X2 = NvidiaGpus().process(captured_lines("h200x2-nvlink-vm", QUERY))
 RTX_X8 = NvidiaGpus().process(captured_lines("rtxpro6000x8-pcie-from-smiq", QUERY))
 
