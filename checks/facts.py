@@ -378,3 +378,87 @@ class NvidiaP2P(FactBase[dict[str, dict[str, str]]]):
 
     def process(self, output) -> dict[str, dict[str, str]]:
         return parse_topo_p2p(list(output))
+
+
+def parse_gpu_query_samples(lines: list[str]) -> list[list[dict[str, str | None]]]:
+    """Every sample of a ``--query-gpu`` output that was printed several times (one header
+    line per sample), oldest first."""
+    samples: list[list[str]] = []
+    for line in lines:
+        if line.split(",", 1)[0].strip() == "index":
+            samples.append([])
+        if samples:
+            samples[-1].append(line)
+    return [parse_gpu_query_csv(sample) for sample in samples]
+
+
+class GpuQueryUnderLoad(FactBase[dict]):
+    """The ``--query-gpu`` readings sampled while ``load`` (a shell command) runs: PCIe link
+    generation drops when a GPU idles, so links are judged while something uses them.
+
+    ``{"load_rc": int, "load_output": [lines], "samples": [[gpu rows], ...]}``; no samples
+    without nvidia-smi. Sampling stops when the load ends (at most ``timeout_s``).
+    """
+
+    def command(self, load: str, interval_s: float = 0.2, timeout_s: int = 120) -> str:
+        query = f"nvidia-smi --query-gpu={GPU_QUERY_FIELDS} --format=csv"
+        return (
+            'tmp=$(mktemp -d); '
+            f'( while [ ! -e "$tmp/done" ]; do {query} 2>/dev/null; sleep {interval_s}; done ) '
+            '> "$tmp/samples" & sampler=$!; '
+            f'timeout {timeout_s} sh -c {shlex.quote(load)} > "$tmp/load" 2>&1; rc=$?; '
+            'touch "$tmp/done"; wait $sampler; '
+            'echo "### load rc=$rc"; cat "$tmp/load"; echo "### samples"; cat "$tmp/samples"; '
+            'rm -rf "$tmp"'
+        )
+
+    def process(self, output) -> dict:
+        lines = list(output)
+        marks = [i for i, line in enumerate(lines) if line.startswith("### ")]
+        load_at, samples_at = marks[0], marks[-1]
+        return {
+            "load_rc": int(lines[load_at].rsplit("=", 1)[1]),
+            "load_output": lines[load_at + 1 : samples_at],
+            "samples": [s for s in parse_gpu_query_samples(lines[samples_at + 1 :]) if s],
+        }
+
+
+class IommuState(FactBase[dict]):
+    """IOMMU settings on the kernel command line and whether the kernel runs an IOMMU:
+    ``{"cmdline": {"intel_iommu": "on", "iommu": "pt", ...}, "active": bool}``. With address
+    translation on (no ``iommu=pt``), peer-to-peer traffic between GPUs is redirected through
+    the root complex."""
+
+    def command(self) -> str:
+        return "cat /proc/cmdline; echo \"### iommu_groups=$(ls /sys/kernel/iommu_groups 2>/dev/null | wc -l)\""
+
+    def process(self, output) -> dict:
+        cmdline: dict[str, str] = {}
+        groups = 0
+        for line in output:
+            if line.startswith("### iommu_groups="):
+                groups = int(line.split("=", 1)[1] or 0)
+                continue
+            for word in line.split():
+                key, _, value = word.partition("=")
+                if key in ("iommu", "intel_iommu", "amd_iommu"):
+                    cmdline[key] = value
+        return {"cmdline": cmdline, "active": groups > 0}
+
+
+class SystemdUnitState(FactBase[dict[str, str]]):
+    """``systemctl show`` properties of one unit: LoadState (``not-found`` when there is no
+    such unit), ActiveState, SubState, NRestarts, ActiveEnterTimestamp."""
+
+    @staticmethod
+    def default() -> dict[str, str]:
+        return {}
+
+    def command(self, unit: str) -> str:
+        return (
+            "systemctl show -p LoadState -p ActiveState -p SubState -p NRestarts "
+            f"-p ActiveEnterTimestamp {shlex.quote(unit)} 2>/dev/null || true"
+        )
+
+    def process(self, output) -> dict[str, str]:
+        return dict(line.strip().split("=", 1) for line in output if "=" in line)

@@ -176,6 +176,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="add the NCCL hints for PCIe-only GPUs (default: when the GPU has no NVLink)",
     )  # fmt: skip
     service.set_defaults(func=_render_service)
+
+    from checks import decode  # standard library only: cheap to import
+
+    check = commands.add_parser(
+        "decode-check", help="ask a running SGLang server a question whose answer is known"
+    )
+    decode.add_arguments(check)
+    check.set_defaults(func=decode.run)
     return parser
 
 

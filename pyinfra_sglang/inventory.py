@@ -247,6 +247,11 @@ class HostConfig(BaseModel):
         description="GPUs the host should have; the audit reports a mismatch.",
         json_schema_extra=_allowed("1..64, or unset to take what is found"),
     )
+    audit_report_dir: Annotated[str, Field(min_length=1)] = Field(
+        "results/audit",
+        description="Folder on the controller where deploy/audit.py writes `<host>.json`.",
+        json_schema_extra=_allowed("a path, relative to where pyinfra runs or absolute"),
+    )  # fmt: skip
     allow_reboot: bool = Field(
         False,
         description="May a deploy reboot the host (after a driver change)?",

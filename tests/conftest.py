@@ -38,7 +38,7 @@ def nvidia_mirror(tmp_path_factory):
     # nvidia-smi replays the 2x H200 capture; tests switch a host to the 8-GPU one.
     built = aptrepo.build_repo(
         tmp_path_factory.mktemp("nvidia-mirror"),
-        captures=("h200x2-nvlink-vm", "rtxpro6000x8-pcie-from-smiq"),
+        captures=("h200x2-nvlink-vm", "rtxpro6000x8-pcie-from-smiq", "rtxpro6000x8-pcie-x8-of-x16"),
     )
     with aptrepo.serve(built.root) as url:
         yield aptrepo.Mirror(url=url, root=built.root, public_key=built.public_key)

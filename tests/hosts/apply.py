@@ -45,6 +45,11 @@ class ApplyResult:
             if (host in op["success"] if host else op["success"])
         ]
 
+    def logged_changes(self) -> list[str]:
+        """Lines where pyinfra logged an operation that executed commands ("[host] Success"):
+        the evidence of change when a failed run prints no JSON results."""
+        return [line for line in self.stderr.splitlines() if "] Success" in line]
+
     def errors(self) -> list[str]:
         return [op["name"] for op in self.operations if op["error"]]
 

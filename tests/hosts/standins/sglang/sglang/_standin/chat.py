@@ -7,6 +7,8 @@ import time
 import uuid
 
 PARIS = "The capital of France is Paris."
+WRONG = "The capital of France is Lyon."  # what a `wrong/...` model answers
+GARBAGE_TOKENS = 64  # a `garbage/...` model's "!" tokens, as a model with NaN logits emits
 DEFAULT_ANSWER = "This is a canned answer from the SGLang test stand-in."
 THINKING = "The user asks a question. I will answer it briefly."
 
@@ -38,7 +40,7 @@ def tokens(text: str) -> list[str]:
 class Completion:
     """One request's answer, worked out before any of it is sent."""
 
-    def __init__(self, request: dict, model: str, reasoning: bool):
+    def __init__(self, request: dict, model: str, reasoning: bool, model_path: str = ""):
         messages = request.get("messages")
         if not isinstance(messages, list) or not messages:
             raise BadRequest("messages must be a non-empty list")
@@ -52,11 +54,16 @@ class Completion:
             if message["role"] == "user":
                 last_user = text
         answer = PARIS if re.search(r"france", last_user, re.IGNORECASE) else DEFAULT_ANSWER
+        if model_path.startswith("wrong/") and answer == PARIS:
+            answer = WRONG
         limit = request.get("max_completion_tokens") or request.get("max_tokens")
         if limit is not None and (not isinstance(limit, int) or limit < 1):
             raise BadRequest("max_tokens must be a positive integer")
         self.reasoning = tokens(THINKING) if reasoning else []
         content = tokens(answer)
+        if model_path.startswith("garbage/"):
+            # Broken numerics decode one token over and over, and never think or stop.
+            self.reasoning, content = [], ["!"] * GARBAGE_TOKENS
         if limit is not None and request.get("ignore_eos"):
             # bench_serving asks for exactly max_tokens: repeat the answer.
             while len(self.reasoning) + len(content) < limit:

@@ -3,8 +3,10 @@
 Lifecycle, as SGLang's: start, warm up (/health answers 503), then "The server is fired up
 and ready to roll!" and /health answers 200; SIGTERM or SIGINT stop it cleanly (exit 0).
 Model paths starting ``broken/`` fail to load (exit 1, port never opened); ``hang/`` opens
-the port and never gets ready. On a multi-node start, rank 0 is ready only once the other
-ranks have joined it at --dist-init-addr, and ranks 1.. serve no HTTP (as SGLang's).
+the port and never gets ready; ``wrong/`` answers France's capital wrongly (Lyon);
+``garbage/`` answers 64 "!" tokens, as a model whose numbers went bad (NaN logits). On a
+multi-node start, rank 0 is ready only once the other ranks have joined it at
+--dist-init-addr, and ranks 1.. serve no HTTP (as SGLang's).
 
 Environment: SGLANG_STANDIN_RUN_DIR (record folder, default /run/sglang-standin),
 SGLANG_STANDIN_WARMUP_S (default 2), SGLANG_STANDIN_TOKEN_DELAY_S (default 0.005),
@@ -213,7 +215,8 @@ class Handler(BaseHTTPRequestHandler):
             reasoning = bool(self.state.args.reasoning_parser) and request.get(
                 "separate_reasoning", True
             )
-            completion = Completion(request, self.state.model_name, reasoning)
+            completion = Completion(request, self.state.model_name, reasoning,
+                                    self.state.args.model_path)  # fmt: skip
         except ValueError as error:  # BadRequest and JSON errors
             return self.send_error_json(400, str(error))
         self.state.count(num_requests_total=1, num_running_reqs=1,

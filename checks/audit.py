@@ -1,0 +1,222 @@
+"""The check-only audit: read every fact, judge it, report. Never changes a host.
+
+``audit_host`` is a pyinfra operation that does its reading when the run executes, so
+pyinfra audits all hosts in parallel; it yields no command when nothing fails, and a
+callback that reports the failures (failing the host, so the run exits non-zero) otherwise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import json
+import shlex
+from pathlib import Path
+
+from pyinfra import host, logger, state
+from pyinfra.api import FunctionCommand, operation
+from pyinfra.api.exceptions import PyinfraError
+from pyinfra.facts.deb import DebPackages
+from pyinfra.facts.files import File
+
+from checks.drift import (
+    findings_for_cuda,
+    findings_for_driver,
+    findings_for_gpu_count,
+    findings_for_iommu,
+    findings_for_persistence,
+    findings_for_sglang_version,
+)
+from checks.facts import (
+    FileDigests,
+    GpuQueryUnderLoad,
+    IommuState,
+    NvccRelease,
+    NvidiaGpus,
+    NvidiaLoadedModule,
+    NvidiaP2P,
+    NvidiaTopology,
+    PythonPackages,
+    SystemdUnitState,
+    Virtualization,
+    topology_has_nvlink,
+)
+from checks.findings import Finding
+from checks.links import findings_for_links, pcie_links
+from checks.report import format_table, report, summary, write_report
+from checks.service import findings_for_decode, findings_for_service, findings_for_unit_drift
+from checks.topology import findings_for_p2p, findings_for_topology
+from pyinfra_sglang.inventory import HostConfig
+from roles.cuda_toolkit import cuda_paths
+from roles.nvidia_driver import REBOOT_REQUIRED, kernel_module_package, upstream_version
+from roles.sglang_service import multinode_position, service_files
+
+CHECKS_DIR = Path(__file__).resolve().parent
+UNIT = "sglang.service"
+EXPECTED_ANSWER = "Paris"  # the decode check's default question is the capital of France
+COPY_LOAD_SECONDS = 2
+
+
+def _heredoc(program: Path, interpreter: str, args: list[str]) -> str:
+    """Run a local Python file on the host without copying it there first."""
+    quoted = " ".join(shlex.quote(a) for a in args)
+    return f"{interpreter} - {quoted} <<'PYINFRA_SGLANG_EOF'\n{program.read_text()}\nPYINFRA_SGLANG_EOF"
+
+
+def decode_load(config: HostConfig) -> str:
+    address = "127.0.0.1" if config.sglang_host.is_unspecified else str(config.sglang_host)
+    args = ["--url", f"http://{address}:{config.sglang_port}", "--expect", EXPECTED_ANSWER, "--json"]
+    if config.sglang_api_key_file:
+        # The key is read on the host from the service's own 0600 config, never sent here.
+        args += ["--api-key-file", service_files_path("config")]
+    return _heredoc(CHECKS_DIR / "decode.py", "python3", args)
+
+
+def service_files_path(kind: str) -> str:
+    from pyinfra_sglang import data
+
+    return data.load("sglang_service")["files"][kind]["path"]
+
+
+def copy_load(config: HostConfig) -> str:
+    return _heredoc(CHECKS_DIR / "probes" / "copy_load.py", f"{config.venv_path}/bin/python", [str(COPY_LOAD_SECONDS)])
+
+
+def _json_output(lines: list[str]) -> dict | None:
+    """The JSON object a probe printed (it may be indented over several lines)."""
+    text = "\n".join(lines)
+    start = text.find("{")
+    try:
+        return json.loads(text[start:]) if start >= 0 else None
+    except ValueError:
+        return None
+
+
+def _expected_digests(config: HostConfig) -> tuple[dict[str, str], str | None]:
+    try:
+        files = service_files(config).files
+    except (PyinfraError, ValueError, OSError) as error:
+        return {}, str(error)
+    return {f.path: hashlib.sha256(f.content.encode()).hexdigest() for f in files}, None
+
+
+def collect(config: HostConfig) -> tuple[dict, list[Finding]]:
+    """Read the host (the current pyinfra host) and judge it: (facts for the report, findings)."""
+    gpus = host.get_fact(NvidiaGpus)
+    loaded = host.get_fact(NvidiaLoadedModule)
+    module_versions = host.get_fact(DebPackages).get(kernel_module_package(config), [])
+    installed = upstream_version(max(module_versions)) if module_versions else None
+    nvcc_path = cuda_paths(config.cuda_version)["nvcc"]
+    nvcc = host.get_fact(NvccRelease, path=nvcc_path)
+    virtualization = host.get_fact(Virtualization)
+    topology = host.get_fact(NvidiaTopology)
+    p2p = host.get_fact(NvidiaP2P, mode="r")
+    iommu = host.get_fact(IommuState)
+    persistenced = host.get_fact(SystemdUnitState, unit="nvidia-persistenced.service")
+    service = host.get_fact(SystemdUnitState, unit=UNIT)
+    packages = host.get_fact(PythonPackages, venv=config.venv_path)
+    _, rank, _ = multinode_position(config)
+    vm = virtualization["vm"] if virtualization["vm"] != "unknown" else None
+    if loaded is None and gpus and virtualization["container"] not in (None, "unknown"):
+        # A container may not see /proc/driver/nvidia; nvidia-smi's driver version is the
+        # outer host's kernel module all the same (the flavor stays unknown).
+        loaded = {"version": gpus[0]["driver_version"], "flavor": None}
+
+    findings: list[Finding] = []
+    findings += findings_for_driver(
+        config.nvidia_driver_branch, config.nvidia_kernel_modules, loaded, installed,
+        gpus[0]["driver_version"] if gpus else None, len(gpus),
+    )  # fmt: skip
+    if host.get_fact(File, path=REBOOT_REQUIRED) and not any(f.code == "driver-reboot-required" for f in findings):
+        findings.append(Finding(
+            "warn", "driver-reboot-required",
+            f"{REBOOT_REQUIRED} exists: a package update waits for a reboot.",
+        ))  # fmt: skip
+    findings += findings_for_cuda(config.cuda_version, nvcc, nvcc_path)
+    findings += findings_for_gpu_count(config.expected_gpu_count, len(gpus))
+    findings += findings_for_persistence(gpus, persistenced)
+    findings += findings_for_topology(topology, len(gpus))
+    findings += findings_for_p2p(p2p, len(gpus), vm)
+    findings += findings_for_iommu(iommu, len(gpus), vm)
+    findings += findings_for_sglang_version(config.sglang_version, packages.get("sglang"), config.venv_path)
+    findings += findings_for_service(UNIT, service)
+
+    installed_unit = service.get("LoadState") not in (None, "not-found")
+    if installed_unit and gpus:
+        expected, problem = _expected_digests(config)
+        if problem:
+            findings.append(Finding("warn", "unit-drift", f"cannot render the expected service files: {problem}"))
+        else:
+            findings += findings_for_unit_drift(expected, host.get_fact(FileDigests, paths=sorted(expected)))
+
+    # Links are judged under load: the decode prompt when the service serves here, else a
+    # copy load with the venv's torch, else idle readings (and the finding says so).
+    decode, load, load_note = None, "none", None
+    if gpus:
+        serving = service.get("ActiveState") == "active" and rank == 0
+        if serving:
+            load = "decode"
+            sampled = host.get_fact(GpuQueryUnderLoad, load=decode_load(config))
+            decode = _json_output(sampled["load_output"]) or {
+                "ok": False, "reason": "protocol-error",
+                "message": f"the decode check printed no result (exit {sampled['load_rc']}): "
+                + " ".join(sampled["load_output"][-3:]),
+            }  # fmt: skip
+            if not decode.get("ok"):
+                load = "none"  # a failed prompt loaded nothing
+        elif "torch" in packages:
+            sampled = host.get_fact(GpuQueryUnderLoad, load=copy_load(config))
+            load = "copy" if sampled["load_rc"] == 0 else "none"
+            load_note = _json_output(sampled["load_output"])
+        else:
+            sampled = {"samples": []}
+        findings += findings_for_links(gpus, sampled["samples"], load)
+        if rank == 0:
+            findings += findings_for_decode(
+                decode, skipped=None if serving or not installed_unit else f"{UNIT} is not running"
+            )
+
+    facts = {
+        "gpus": pcie_links(gpus),
+        "topology": {"matrix": topology, "nvlink": topology_has_nvlink(topology)},
+        "p2p": p2p,
+        "driver": {"loaded": loaded, "installed": installed, "userspace": gpus[0]["driver_version"] if gpus else None},
+        "cuda": nvcc,
+        "virtualization": virtualization,
+        "iommu": iommu,
+        "service": service,
+        "sglang_version": packages.get("sglang"),
+        "load": {"kind": load, "samples": len(sampled["samples"]) if gpus else 0, "result": load_note},
+        "decode": decode,
+    }
+    return facts, findings
+
+
+def report_file_name(host_name: str) -> str:
+    """``<host>.json`` with only safe characters: pyinfra names hosts ``@local`` or
+    ``@docker/<id>``."""
+    return (re.sub(r"[^A-Za-z0-9_.-]+", "_", host_name).strip("_.") or "host") + ".json"
+
+
+def _report_failures(state, host, failures: list[Finding]) -> bool:
+    # pyinfra passes (state, host) to a FunctionCommand function that names them so; False
+    # marks the operation failed, so the pyinfra run exits non-zero.
+    codes = ", ".join(sorted({f.code for f in failures}))
+    logger.error(f"{host.print_prefix}audit failed: {codes}")
+    return False
+
+
+@operation()
+def audit_host(config: HostConfig, report_dir: str):
+    """Audit this host; write ``report_dir/<host>.json``; fail when any finding fails."""
+    if not state.is_executing:
+        host.noop("the audit reads the host when the run executes and changes nothing")
+        return
+    facts, findings = collect(config)
+    path = write_report(Path(report_dir) / report_file_name(host.name), report(host.name, findings, facts))
+    logger.info(f"{host.print_prefix}{format_table(host.name, findings)}\n  report: {path}")
+    failures = [f for f in findings if f.level == "fail"]
+    if not failures:
+        host.noop(f"audit passed ({summary(findings)})")
+        return
+    yield FunctionCommand(_report_failures, (failures,), {})

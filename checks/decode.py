@@ -1,0 +1,627 @@
+"""Decode sanity prompt: ask a running SGLang server a question whose answer is known.
+
+Streams a chat completion (SSE, parsed here by hand), then asks the same without streaming,
+and checks both answers contain the expected word. Reports time to first token, tokens/s and
+completion tokens, or a stable reason code for what went wrong.
+
+Standard library only, Python 3.9+, no imports from pyinfra-sglang: the audit sends this
+file's source to a host and runs it there (``python3 - --url URL --json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import re
+import socket
+import ssl
+import sys
+import time
+from typing import Callable, Iterable, Iterator
+from urllib.parse import urlsplit
+
+DEFAULT_PROMPT = "What is the capital of France? Answer in one word."
+DEFAULT_EXPECT = "Paris"
+DEFAULT_TIMEOUT_S = 120.0
+# Room for a reasoning model to think before it answers.
+DEFAULT_MAX_TOKENS = 1024
+REASONS = (
+    "pass", "connection-refused", "loading", "timeout", "unauthorized", "http-error",
+    "protocol-error", "empty-output", "degenerate-output", "wrong-answer",
+)  # fmt: skip
+ANSWER_CHARS = 200
+# Failures of the streamed call that the non-streamed one would only repeat.
+UNREACHED = ("connection-refused", "loading", "timeout", "unauthorized")
+SSE_FIELDS = ("data", "event", "id", "retry")
+CHAT_PATH = "/v1/chat/completions"
+
+
+class CheckFailed(Exception):
+    """A failure with its reason code; the text never holds the API key."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(detail)
+        self.reason, self.detail = reason, detail
+
+
+class ProtocolError(CheckFailed):
+    def __init__(self, detail: str):
+        super().__init__("protocol-error", detail)
+
+
+# --- parsing -------------------------------------------------------------------------------
+
+
+def sse_events(lines: Iterable[bytes]) -> Iterator[object]:
+    """The data of each server-sent event: a JSON object (dict), or the string "[DONE]".
+
+    Lines may end in LF or CRLF; data lines of one event are joined, a blank line ends it;
+    comment lines (":" first, the keep-alives of proxies) and event/id/retry fields are
+    skipped. Anything else, bad UTF-8 or JSON that is not an object raises ProtocolError.
+    """
+    data: list[str] = []
+    for raw in lines:
+        try:
+            line = raw.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError:
+            raise ProtocolError("the stream is not UTF-8") from None
+        if line.startswith(":"):
+            continue
+        if line:
+            name, _, value = line.partition(":")
+            if name not in SSE_FIELDS:
+                raise ProtocolError(f"not an SSE line: {line[:80]!r}")
+            if name == "data":
+                data.append(value[1:] if value.startswith(" ") else value)
+            continue
+        if data:
+            yield _event("\n".join(data))
+            data = []
+    if data:  # the last event lacked its blank line: take it anyway
+        yield _event("\n".join(data))
+
+
+def _event(text: str) -> object:
+    if text.strip() == "[DONE]":
+        return "[DONE]"
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise ProtocolError(f"an event is not JSON: {text[:80]!r}") from None
+    if not isinstance(value, dict):
+        raise ProtocolError(f"an event is not a JSON object: {text[:80]!r}")
+    return value
+
+
+def _text(value: object, where: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ProtocolError(f"{where} is not a string: {value!r:.80}")
+    return value
+
+
+def _server_error(event: dict) -> str:
+    error = event["error"]
+    message = error.get("message") if isinstance(error, dict) else error
+    return f"the server reported an error: {str(message)[:200]}"
+
+
+def read_stream(lines: Iterable[bytes], sent: float,
+                clock: Callable[[], float] = time.monotonic) -> dict:  # fmt: skip
+    """Read a streamed chat completion from its raw lines; ``sent`` is the clock() reading
+    when the request went out.
+
+    Returns content and reasoning (``reasoning_content`` deltas, kept apart), ttft_s (to the
+    first content or reasoning token), tokens_per_s (tokens after the first over the time
+    after it: the first token's time is the TTFT), completion_tokens (from the usage chunk,
+    else the count of token chunks), chunks, finish_reason and usage_reported. Raises
+    ProtocolError for a malformed stream or one without ``data: [DONE]``, and CheckFailed
+    (http-error) when the server sends an error event.
+    """
+    content: list[str] = []
+    reasoning: list[str] = []
+    first = last = None
+    chunks = 0
+    usage = None
+    finish_reason = None
+    done = False
+    for event in sse_events(lines):
+        now = clock()
+        if done:
+            raise ProtocolError("data after data: [DONE]")
+        if event == "[DONE]":
+            done = True
+            continue
+        if "error" in event:
+            raise CheckFailed("http-error", _server_error(event))
+        if isinstance(event.get("usage"), dict):
+            usage = event["usage"]
+        choices = event.get("choices")
+        choices = [] if choices is None else choices
+        if not isinstance(choices, list):
+            raise ProtocolError("choices is not a list")
+        for choice in choices:
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            if not isinstance(delta, dict):
+                raise ProtocolError("a choice has no delta object")
+            piece = _text(delta.get("content"), "delta.content")
+            thought = _text(delta.get("reasoning_content"), "delta.reasoning_content")
+            content.append(piece)
+            reasoning.append(thought)
+            if piece or thought:
+                first = now if first is None else first
+                last = now
+                chunks += 1
+            finish_reason = choice.get("finish_reason") or finish_reason
+    if not done:
+        raise ProtocolError("the stream ended without data: [DONE]")
+    tokens = usage.get("completion_tokens") if usage else None
+    tokens = tokens if isinstance(tokens, int) else chunks
+    rate = None
+    if first is not None and last > first and tokens > 1:
+        rate = (tokens - 1) / (last - first)
+    return {
+        "content": "".join(content),
+        "reasoning": "".join(reasoning),
+        "ttft_s": None if first is None else first - sent,
+        "tokens_per_s": rate,
+        "completion_tokens": tokens,
+        "chunks": chunks,
+        "finish_reason": finish_reason,
+        "usage_reported": usage is not None,
+    }
+
+
+def read_completion(body: bytes) -> dict:
+    """content, reasoning, completion_tokens and finish_reason of a non-streamed answer."""
+    try:
+        value = json.loads(body)
+        choice = value["choices"][0]
+        message = choice["message"]
+        if not isinstance(message, dict):
+            raise TypeError
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise ProtocolError(f"the answer is not a chat completion: {body[:80]!r}") from None
+    usage = value.get("usage") if isinstance(value.get("usage"), dict) else {}
+    tokens = usage.get("completion_tokens")
+    return {
+        "content": _text(message.get("content"), "message.content"),
+        "reasoning": _text(message.get("reasoning_content"), "message.reasoning_content"),
+        "completion_tokens": tokens if isinstance(tokens, int) else None,
+        "finish_reason": choice.get("finish_reason"),
+    }
+
+
+def degenerate_reason(text: str) -> str | None:
+    """Why ``text`` looks like the garbage a model decodes when its numbers went bad (NaN or
+    inf logits, a wrong kernel, broken quantization), or None when it does not.
+
+    Two rules, for text of at least 8 non-blank characters:
+    - more than a third of its non-blank characters are U+FFFD (the replacement character)
+      or not printable;
+    - one unit of 1 to 8 characters, not blank and not only digits (numbers repeat digits),
+      repeated at least 8 times back to back ("!!!!!!!!", "<unk><unk>...", "the the the
+      ..."), makes up at least half of the text.
+    """
+    stripped = text.strip()
+    visible = [c for c in stripped if not c.isspace()]
+    if len(visible) < 8:
+        return None
+    bad = sum(1 for c in visible if c == "\ufffd" or not c.isprintable())
+    if bad * 3 > len(visible):
+        return f"{bad} of {len(visible)} characters are non-printable or replacement characters"
+    for match in re.finditer(r"(.{1,8}?)\1{7,}", stripped, re.DOTALL):
+        unit = match.group(1)
+        span = len(match.group(0))
+        if unit.strip() and not unit.strip().isdigit() and 2 * span >= len(stripped):
+            return f"{unit!r} repeated {span // len(unit)} times"
+    return None
+
+
+def contains_word(text: str, word: str) -> bool:
+    """Is ``word`` in ``text`` as a word of its own, any case ("Paris." yes, "Parisian" no)?"""
+    return re.search(r"(?<!\w)" + re.escape(word) + r"(?!\w)", text, re.IGNORECASE) is not None
+
+
+def judge(content: str, reasoning: str, expect: str) -> tuple[str, str]:
+    """(reason, what was found) for an answer: pass, empty-output, degenerate-output or
+    wrong-answer. The expected word is looked for in the content only."""
+    if not content.strip() and not reasoning.strip():
+        return "empty-output", "the model answered nothing"
+    for name, text in (("answer", content), ("reasoning", reasoning)):
+        why = degenerate_reason(text)
+        if why:
+            return "degenerate-output", f"the {name} is garbage: {why} ({_short(text, 60)})"
+    if not content.strip():
+        return "empty-output", (
+            f"the answer is empty after {len(reasoning)} characters of reasoning (the model "
+            "may have spent max_tokens thinking)"
+        )  # fmt: skip
+    if not contains_word(content, expect):
+        return "wrong-answer", f"the answer {_short(content, 120)} lacks {expect!r}"
+    return "pass", f"answered {_short(content, 120)}"
+
+
+def _short(text: str, limit: int) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+# --- API key -------------------------------------------------------------------------------
+
+_API_KEY_LINE = re.compile(r"^api[-_]key[ \t]*:(.*)$")
+_YAML_KEY_LINE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*[ \t]*:([ \t]|$)")
+
+
+def read_api_key(path: str) -> str | None:
+    """The API key in ``path``: a file holding the key alone, or an SGLang YAML config file
+    (as pyinfra-sglang writes /etc/sglang/sglang.yaml) with an ``api-key:`` line, its value
+    plain, 'single-' or "double-quoted" (JSON escapes). None when a config file sets no key.
+    Errors never quote the file's text."""
+    with open(path, encoding="utf-8") as file:
+        text = file.read()
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    is_config = any(line.startswith("#") or line == "---" or _YAML_KEY_LINE.match(line)
+                    for line in lines)  # fmt: skip
+    if not is_config:
+        return text.strip() or None
+    for line in lines:
+        match = _API_KEY_LINE.match(line)
+        if match:
+            return _yaml_scalar(match.group(1).strip(), path)
+    return None
+
+
+def _yaml_scalar(value: str, path: str) -> str | None:
+    if value.startswith('"'):
+        # Up to the first unescaped quote; render.py writes JSON strings, a YAML subset.
+        end = 1
+        while end < len(value):
+            if value[end] == "\\":
+                end += 2
+                continue
+            if value[end] == '"':
+                try:
+                    return json.loads(value[: end + 1])
+                except ValueError:
+                    break
+            end += 1
+        raise ValueError(f"{path}: the api-key value's double quotes are not closed or valid")
+    if value.startswith("'"):
+        match = re.match(r"'((?:[^']|'')*)'", value)
+        if not match:
+            raise ValueError(f"{path}: the api-key value's single quotes are not closed")
+        return match.group(1).replace("''", "'")
+    value = re.split(r"[ \t]#", value, maxsplit=1)[0].strip()
+    return None if value in ("", "~", "null", "Null", "NULL") else value
+
+
+# --- HTTP ----------------------------------------------------------------------------------
+
+
+class _Client:
+    """Requests to one server; each, from sending it to its last byte, takes at most
+    ``timeout`` seconds."""
+
+    def __init__(self, url: str, api_key: str | None, timeout: float):
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {url!r}")
+        self.parts = parts
+        # An OpenAI-style base URL ends in /v1; the paths below carry it themselves.
+        self.prefix = re.sub(r"/v1/?$", "", parts.path.rstrip("/"))
+        self.headers = {"Accept": "application/json, text/event-stream"}
+        if api_key:
+            # http.client's own error for a bad header would quote the key.
+            if not api_key.isprintable():
+                raise ValueError("the API key holds characters an HTTP header cannot carry")
+            self.headers["Authorization"] = f"Bearer {api_key}"
+        self.timeout = timeout
+
+    def open(self, method: str, path: str, body: dict | None = None) -> _Reply:
+        """The 200 answer to a request; CheckFailed for a refused or timed-out connection,
+        401/403, 503 and any other status."""
+        where = f"{method} {path}"
+        deadline = time.monotonic() + self.timeout
+        host, port = self.parts.hostname, self.parts.port
+        if self.parts.scheme == "https":
+            conn = http.client.HTTPSConnection(host, port, timeout=self.timeout,
+                                               context=ssl.create_default_context())  # fmt: skip
+        else:
+            conn = http.client.HTTPConnection(host, port, timeout=self.timeout)
+        headers, data = dict(self.headers), None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        try:
+            conn.request(method, self.prefix + path, body=data, headers=headers)
+            response = conn.getresponse()
+        except BaseException as error:
+            conn.close()
+            raise _transport_failure(error, where, self.timeout) from None
+        reply = _Reply(conn, response, deadline, where, self.timeout)
+        if response.status == 200:
+            return reply
+        try:
+            text = reply.read()[:200].decode("utf-8", "replace")
+        except CheckFailed:
+            text = ""
+        finally:
+            reply.close()
+        if response.status == 503:
+            raise CheckFailed("loading", f"{where} answered 503: the server is not ready")
+        if response.status in (401, 403):
+            raise CheckFailed("unauthorized", f"{where} answered {response.status}: the API "
+                                              "key is missing or wrong")  # fmt: skip
+        raise CheckFailed("http-error", f"{where} answered {response.status}: {text!r}")
+
+    def get_json(self, path: str) -> object:
+        reply = self.open("GET", path)
+        try:
+            body = reply.read()
+        finally:
+            reply.close()
+        try:
+            return json.loads(body)
+        except ValueError:
+            raise ProtocolError(f"GET {path} did not answer JSON: {body[:80]!r}") from None
+
+    def probe_health(self) -> None:
+        """GET /health: raises as open() does, except for statuses SGLang's /health never
+        answers (a server or proxy without it), which let the check go on."""
+        try:
+            self.open("GET", "/health").close()
+        except CheckFailed as failure:
+            if failure.reason != "http-error":
+                raise
+
+
+class _Reply:
+    """An open answer, read line by line before its request's deadline."""
+
+    def __init__(self, conn, response, deadline: float, where: str, timeout: float):
+        self.conn, self.response, self.deadline = conn, response, deadline
+        self.where, self.timeout = where, timeout
+
+    def lines(self) -> Iterator[bytes]:
+        while True:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise CheckFailed("timeout", f"{self.where} did not finish within "
+                                             f"{self.timeout:g} s")  # fmt: skip
+            if self.conn.sock is not None:
+                self.conn.sock.settimeout(left)  # bounds the wait for the next bytes
+            try:
+                line = self.response.readline()
+            except BaseException as error:
+                raise _transport_failure(error, self.where, self.timeout) from None
+            if not line:
+                return
+            yield line
+
+    def read(self) -> bytes:
+        return b"".join(self.lines())
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _transport_failure(error: BaseException, where: str, timeout: float) -> BaseException:
+    """The CheckFailed for a socket or http.client error; other errors as they are."""
+    if isinstance(error, (socket.timeout, TimeoutError)):
+        return CheckFailed("timeout", f"{where} did not finish within {timeout:g} s")
+    if isinstance(error, ConnectionRefusedError):
+        return CheckFailed("connection-refused", f"{where} was refused: nothing listens there")
+    if isinstance(error, http.client.HTTPException):  # before OSError: some are both
+        return ProtocolError(f"{where} broke off ({type(error).__name__}: {error})")
+    if isinstance(error, OSError):
+        return CheckFailed("connection-refused", f"{where} could not connect ({error})")
+    return error
+
+
+# --- the check -----------------------------------------------------------------------------
+
+ADVICE = {
+    "connection-refused": "check that the SGLang service runs (systemctl status sglang) and "
+                          "that the URL's host and port are those it binds to",
+    "loading": "wait until GET /health answers 200 (the model is loading or warming up; if it "
+               "stays 503, read the service's log: journalctl -u sglang), then check again",
+    "timeout": "the server may be stuck or overloaded: read its log (journalctl -u sglang), "
+               "or give it longer with --timeout",
+    "unauthorized": "pass the server's API key with --api-key-file (the key alone, or the "
+                    "server's config file, e.g. /etc/sglang/sglang.yaml)",
+    "http-error": "read the server's log (journalctl -u sglang) for the request",
+    "protocol-error": "this does not look like an OpenAI-compatible SGLang server: check the "
+                      "URL, and any proxy in front of it",
+    "empty-output": "check the chat template and reasoning parser of the model profile",
+    "degenerate-output": "the model decodes garbage, as with NaNs: check the quantization, "
+                         "attention backends and the GPUs (driver, memory errors)",
+    "wrong-answer": "the server runs but answers wrongly: check the model path, quantization "
+                    "and chat template",
+}  # fmt: skip
+
+
+def decode_check(url: str, expect: str = DEFAULT_EXPECT, prompt: str = DEFAULT_PROMPT,
+                 model: str | None = None, api_key: str | None = None,
+                 timeout: float = DEFAULT_TIMEOUT_S,
+                 max_tokens: int = DEFAULT_MAX_TOKENS) -> dict:  # fmt: skip
+    """Ask the server at ``url`` ``prompt``, streamed then not, and check that both answers
+    contain ``expect``. ``timeout`` bounds each request, from sending it to its last byte.
+
+    Returns a JSON-serializable dict: ok, reason (one of REASONS), message (what was
+    expected, what was found, what to do), url, model, expect, prompt, answer (truncated),
+    reasoning_chars, ttft_s, tokens_per_s, completion_tokens (of the streamed answer), and
+    stream / non_stream sub-results (ok, reason, detail, answer and numbers; None when not
+    made: non_stream is skipped when the server could not be reached). The API key appears
+    nowhere in it.
+    """
+    result = {
+        "ok": False, "reason": None, "message": None, "url": url, "model": model,
+        "expect": expect, "prompt": prompt, "answer": None, "reasoning_chars": None,
+        "ttft_s": None, "tokens_per_s": None, "completion_tokens": None,
+        "stream": None, "non_stream": None,
+    }  # fmt: skip
+    advice = None
+    try:
+        client = _Client(url, api_key, timeout)
+        client.probe_health()
+        if model is None:
+            model = _first_model(client.get_json("/v1/models"))
+        result["model"] = model
+        request = {"model": model, "messages": [{"role": "user", "content": prompt}],
+                   "max_tokens": max_tokens, "temperature": 0}  # fmt: skip
+        stream = _call(lambda: _streamed(client, request, expect))
+        result["stream"] = stream
+        if stream["ok"] or stream["reason"] not in UNREACHED:
+            result["non_stream"] = _call(lambda: _non_streamed(client, request, expect))
+        for key in ("answer", "reasoning_chars", "ttft_s", "tokens_per_s", "completion_tokens"):
+            result[key] = stream.get(key)
+        parts = (("streamed", stream), ("non-streamed", result["non_stream"]))
+        failed = [(name, part) for name, part in parts if part and not part["ok"]]
+        if failed:
+            name, part = failed[0]
+            reason, detail = part["reason"], f"{part['detail']} (the {name} call)"
+        else:
+            reason, detail = "pass", ""
+    except CheckFailed as failure:
+        reason, detail = failure.reason, failure.detail
+    except ValueError as error:  # a bad URL or key, before any request
+        reason, detail = "http-error", str(error)
+        advice = "fix the URL or the API key file"
+    result["ok"] = reason == "pass"
+    result["reason"] = reason
+    result["message"] = _message(result, reason, detail, advice)
+    return _redacted(result, api_key)
+
+
+def _first_model(listing: object) -> str:
+    try:
+        return str(listing["data"][0]["id"])  # type: ignore[index]
+    except (KeyError, IndexError, TypeError):
+        raise ProtocolError(f"GET /v1/models lists no model: {str(listing)[:120]}") from None
+
+
+def _call(step: Callable[[], dict]) -> dict:
+    try:
+        return step()
+    except CheckFailed as failure:
+        return {"ok": False, "reason": failure.reason, "detail": failure.detail}
+
+
+def _verdict(answer: dict, expect: str) -> dict:
+    reason, detail = judge(answer["content"], answer["reasoning"], expect)
+    content = answer["content"]
+    part = {"ok": reason == "pass", "reason": reason, "detail": detail,
+            "answer": content if len(content) <= ANSWER_CHARS else content[:ANSWER_CHARS] + "...",
+            "reasoning_chars": len(answer["reasoning"])}  # fmt: skip
+    part.update((k, v) for k, v in answer.items() if k not in ("content", "reasoning"))
+    for key, places in (("ttft_s", 4), ("elapsed_s", 4), ("tokens_per_s", 2)):
+        if part.get(key) is not None:
+            part[key] = round(part[key], places)
+    return part
+
+
+def _streamed(client: _Client, request: dict, expect: str) -> dict:
+    body = dict(request, stream=True, stream_options={"include_usage": True})
+    sent = time.monotonic()
+    reply = client.open("POST", CHAT_PATH, body)
+    try:
+        kind = reply.response.getheader("Content-Type", "")
+        if not kind.startswith("text/event-stream"):
+            raise ProtocolError(f"the answer is {kind or 'untyped'}, not text/event-stream")
+        answer = read_stream(reply.lines(), sent)
+    finally:
+        reply.close()
+    answer["elapsed_s"] = time.monotonic() - sent
+    return _verdict(answer, expect)
+
+
+def _non_streamed(client: _Client, request: dict, expect: str) -> dict:
+    sent = time.monotonic()
+    reply = client.open("POST", CHAT_PATH, request)
+    try:
+        body = reply.read()
+    finally:
+        reply.close()
+    answer = read_completion(body)
+    answer["elapsed_s"] = time.monotonic() - sent
+    return _verdict(answer, expect)
+
+
+def _message(result: dict, reason: str, detail: str, advice: str | None = None) -> str:
+    server = result["url"] + (f" ({result['model']})" if result["model"] else "")
+    if reason == "pass":
+        return (f"{server} answered {result['answer']!r} to {result['prompt']!r}, containing "
+                f"{result['expect']!r}, streamed and not.")  # fmt: skip
+    advice = advice or ADVICE[reason]
+    return (f"Expected {server} to answer {result['prompt']!r} with {result['expect']!r}, "
+            f"but {detail}. {advice[0].upper()}{advice[1:]}.")  # fmt: skip
+
+
+def _redacted(value, secret: str | None):
+    """``value`` with every string's copy of the secret masked (a server may echo it)."""
+    if not secret:
+        return value
+    if isinstance(value, str):
+        return value.replace(secret, "********")
+    if isinstance(value, dict):
+        return {key: _redacted(item, secret) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_redacted(item, secret) for item in value]
+    return value
+
+
+# --- command line --------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", required=True,
+                        help="the server's base URL, e.g. http://127.0.0.1:30000")
+    parser.add_argument("--expect", default=DEFAULT_EXPECT, metavar="WORD",
+                        help=f"word the answer must contain (default {DEFAULT_EXPECT})")
+    parser.add_argument("--prompt", default=DEFAULT_PROMPT, metavar="P",
+                        help=f"question to ask (default {DEFAULT_PROMPT!r})")
+    parser.add_argument("--model", default=None, metavar="M",
+                        help="model name (default: the first GET /v1/models lists)")
+    parser.add_argument("--api-key-file", default=None, metavar="FILE",
+                        help="the API key alone, or the server's YAML config file "
+                             "(an api-key: line)")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="S",
+                        help=f"seconds each request may take (default {DEFAULT_TIMEOUT_S:g})")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the check for parsed arguments: 0 pass, 1 fail, 2 an unreadable key file."""
+    api_key = None
+    if args.api_key_file:
+        try:
+            api_key = read_api_key(args.api_key_file)
+        except (OSError, ValueError) as error:
+            print(f"decode-check: cannot read --api-key-file: {error}", file=sys.stderr)
+            return 2
+    result = decode_check(args.url, expect=args.expect, prompt=args.prompt, model=args.model,
+                          api_key=api_key, timeout=args.timeout)  # fmt: skip
+    print(json.dumps(result, indent=2) if args.json else summary_line(result))
+    return 0 if result["ok"] else 1
+
+
+def summary_line(result: dict) -> str:
+    """One line: PASS or FAIL, the reason, TTFT, tokens/s and tokens, then the message."""
+    ttft, rate, tokens = result["ttft_s"], result["tokens_per_s"], result["completion_tokens"]
+    numbers = (f"ttft {'-' if ttft is None else f'{ttft:.3f} s'}, "
+               f"{'-' if rate is None else f'{rate:.1f}'} tok/s, "
+               f"{'-' if tokens is None else tokens} tokens")  # fmt: skip
+    verdict = "PASS" if result["ok"] else "FAIL"
+    return f"{verdict} {result['reason']} ({numbers}): {result['message']}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="decode-check", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""The audit's report: a table per host for people, a JSON file per host for machines."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from checks.findings import LEVELS, Finding, worst_level
+
+
+def summary(findings: list[Finding]) -> str:
+    counts = {level: sum(f.level == level for f in findings) for level in LEVELS}
+    return ", ".join(f"{counts[level]} {level}" for level in reversed(LEVELS))
+
+
+def format_table(host: str, findings: list[Finding]) -> str:
+    """Failures first, then warnings, then what is fine; one line per finding."""
+    ordered = sorted(findings, key=lambda f: (-LEVELS.index(f.level), f.code, f.gpu or 0))
+    width = max([len(f.code) for f in ordered] + [4])
+    lines = [f"audit of {host}: {worst_level(findings).upper()} ({summary(findings)})"]
+    lines.append(f"  {'LEVEL':5}  {'CODE':{width}}  GPU  MESSAGE")
+    for f in ordered:
+        gpu = "-" if f.gpu is None else str(f.gpu)
+        lines.append(f"  {f.level:5}  {f.code:{width}}  {gpu:>3}  {f.message}")
+    return "\n".join(lines)
+
+
+def report(host: str, findings: list[Finding], facts: dict) -> dict:
+    return {
+        "host": host,
+        "result": worst_level(findings),
+        "summary": summary(findings),
+        "findings": [f.as_dict() for f in findings],
+        "facts": facts,
+    }
+
+
+def write_report(path: Path, data: dict) -> Path:
+    """Write atomically: a reader never sees half a report."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_suffix(".json.tmp")
+    staging.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(staging, path)
+    return path

@@ -1,0 +1,115 @@
+"""deploy/audit.py on real Debian 12 test hosts: it reads everything, changes nothing, writes
+a JSON report per host, and exits non-zero when a finding fails."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.hosts.apply import apply
+
+pytestmark = pytest.mark.hosts
+
+AUDIT = "deploy/audit.py"
+CAPTURE_CHOICE = "/etc/nvidia-smi-replay/capture"
+API_KEY = "sk-site-APIKEY-0123456789"
+
+
+def audit(inventory, report_dir: Path, *options: str):
+    result = apply(inventory, AUDIT, options=("--data", f"audit_report_dir={report_dir}", *options))
+    assert result.executed, result.describe()
+    # A check never changes a host. A failed run prints no JSON results: read pyinfra's log.
+    assert result.changed() == [] and result.logged_changes() == [], result.describe()
+    return result
+
+
+def findings(report_dir: Path, address: str) -> dict[str, list[dict]]:
+    """{code: [findings]} of one host's report."""
+    by_code: dict[str, list[dict]] = {}
+    for finding in json.loads((report_dir / f"{address}.json").read_text())["findings"]:
+        by_code.setdefault(finding["code"], []).append(finding)
+    return by_code
+
+
+def levels(by_code: dict[str, list[dict]], level: str) -> set[str]:
+    return {code for code, found in by_code.items() if any(f["level"] == level for f in found)}
+
+
+def test_audit_of_served_hosts_changes_nothing_and_fails_on_driver_drift(hosts, inventory, tmp_path):
+    result = audit(inventory, tmp_path)
+    # The replayed H200 capture runs driver 580 and the inventory wants branch 590.
+    assert result.returncode != 0, result.describe()
+    assert "audit failed: driver-drift" in result.stderr
+    for h in hosts:
+        by_code = findings(tmp_path, h.address)
+        assert levels(by_code, "fail") == {"driver-drift"}, by_code
+        assert {"cuda", "gpu-count", "persistence-mode", "topology", "p2p", "sglang-version", "service",
+                "unit", "pcie-links", "decode-sanity"} <= levels(by_code, "ok"), by_code  # fmt: skip
+        [decode] = by_code["decode-sanity"]
+        assert "'Paris'" in decode["message"] and decode["evidence"]["completion_tokens"] > 0
+        [links] = by_code["pcie-links"]
+        assert links["evidence"] == {"read": "under load", "load": "decode"}
+        report = json.loads((tmp_path / f"{h.address}.json").read_text())
+        assert report["facts"]["topology"] == {
+            "matrix": {"GPU0": {"GPU0": "X", "GPU1": "NV18"}, "GPU1": {"GPU0": "NV18", "GPU1": "X"}},
+            "nvlink": True,
+        }
+        assert report["facts"]["load"]["samples"] >= 1
+        assert f"audit of {h.address}: FAIL" in result.stderr
+    # The decode check read the API key on the host; it never reached the controller's output.
+    assert API_KEY not in result.stderr + result.stdout
+    assert API_KEY not in "".join(p.read_text() for p in tmp_path.glob("*.json"))
+
+
+def test_a_hand_edited_unit_is_unit_drift(host_pool, hosts, inventory, tmp_path):
+    edited = hosts[0]
+    unit = "/etc/systemd/system/sglang.service"
+    host_pool.run(edited, f"cp -p {unit} /root/unit.keep && sed -i 's/^Restart=.*/Restart=no/' {unit}")
+    try:
+        result = audit(inventory, tmp_path)
+        [drift] = findings(tmp_path, edited.address)["unit-drift"]
+        assert drift["level"] == "fail" and drift["evidence"]["changed"] == [unit]
+        assert "unit-drift" not in findings(tmp_path, hosts[1].address)
+    finally:
+        host_pool.run(edited, f"mv -f /root/unit.keep {unit}")
+
+
+def test_a_link_at_x8_of_x16_fails_that_gpu(host_pool, hosts, inventory, tmp_path):
+    # The second host now replays an 8x RTX PRO 6000 box whose GPU 5 trained to x8.
+    degraded = hosts[1]
+    host_pool.run(degraded, f"mkdir -p {CAPTURE_CHOICE.rsplit('/', 1)[0]} && echo rtxpro6000x8-pcie-x8-of-x16 > {CAPTURE_CHOICE}")
+    try:
+        result = audit(
+            inventory, tmp_path, "--limit", degraded.address,
+            "--data", "nvidia_driver_branch=595", "--data", "expected_gpu_count=8",
+        )  # fmt: skip
+        assert result.returncode != 0, result.describe()
+        by_code = findings(tmp_path, degraded.address)
+        assert [(f["gpu"], f["level"]) for f in by_code["pcie-width-degraded"]] == [(5, "fail")]
+        assert "x8 of x16" in by_code["pcie-width-degraded"][0]["message"]
+        # Replayed readings stay at Gen1 while the decode prompt runs: judged under load.
+        assert {(f["level"], f["evidence"]["read"]) for f in by_code["pcie-gen-below-max"]} == {("fail", "under load")}
+        assert len(by_code["pcie-gen-below-max"]) == 8
+        assert {"topology-pcie-only", "topology-cross-numa", "p2p-unavailable",
+                "driver-reboot-required"} <= levels(by_code, "warn"), by_code  # fmt: skip
+        # The service still runs the 2-GPU configuration: the inventory now renders TP 8.
+        assert "unit-drift" in levels(by_code, "fail")
+        assert "gpu-count" in levels(by_code, "ok") and "driver-drift" not in by_code
+        assert not (tmp_path / f"{hosts[0].address}.json").exists()
+    finally:
+        host_pool.run(degraded, f"rm -f {CAPTURE_CHOICE}")
+
+
+def test_a_bare_host_without_a_driver_gets_findings_not_a_traceback(host_pool, tmp_path):
+    from tests.hosts.apply import write_inventory
+
+    [bare] = host_pool.boot(1)
+    inventory = write_inventory(tmp_path / "bare.py", {"bare": [(bare.address, host_pool.inventory_data())]})
+    result = audit(inventory, tmp_path / "reports")
+    assert result.returncode != 0, result.describe()
+    assert "Traceback" not in result.stderr
+    by_code = findings(tmp_path / "reports", bare.address)
+    assert levels(by_code, "fail") == {"driver-missing", "cuda-drift", "sglang-version-drift", "service-down"}
+    assert "topology" not in by_code and "pcie-links" not in by_code
