@@ -18,7 +18,9 @@ class Virtualization(FactBase[VirtualizationDict]):
     """Container and VM technology the host runs in, from ``systemd-detect-virt``.
 
     ``{"container": "systemd-nspawn", "vm": None}``; None where there is none. A host without
-    systemd-detect-virt reports ``"unknown"`` for both.
+    systemd-detect-virt reports ``"unknown"`` for the container, and for the VM
+    ``"hypervisor"`` when the CPU flags say it runs under one (a Firecracker VM), else
+    ``"unknown"``.
     """
 
     # systemd-detect-virt prints "none" and exits 1 when it finds nothing.
@@ -26,7 +28,7 @@ class Virtualization(FactBase[VirtualizationDict]):
         return (
             "if command -v systemd-detect-virt >/dev/null 2>&1; then "
             "systemd-detect-virt --container || true; systemd-detect-virt --vm || true; "
-            "else echo unknown; echo unknown; fi"
+            "else echo unknown; grep -qw hypervisor /proc/cpuinfo && echo hypervisor || echo unknown; fi"
         )
 
     def process(self, output) -> VirtualizationDict:
@@ -462,3 +464,49 @@ class SystemdUnitState(FactBase[dict[str, str]]):
 
     def process(self, output) -> dict[str, str]:
         return dict(line.strip().split("=", 1) for line in output if "=" in line)
+
+
+# `nvidia-smi -q` fields that map onto --query-gpu names, as paths of indented section names.
+_SMI_Q_FIELDS = {
+    "name": ("Product Name",),
+    "pci.bus_id": ("PCI", "Bus Id"),
+    "pcie.link.gen.current": ("PCI", "GPU Link Info", "PCIe Generation", "Current"),
+    "pcie.link.gen.max": ("PCI", "GPU Link Info", "PCIe Generation", "Max"),
+    "pcie.link.gen.gpumax": ("PCI", "GPU Link Info", "PCIe Generation", "Device Max"),
+    "pcie.link.gen.hostmax": ("PCI", "GPU Link Info", "PCIe Generation", "Host Max"),
+    "pcie.link.width.current": ("PCI", "GPU Link Info", "Link Width", "Current"),
+    "pcie.link.width.max": ("PCI", "GPU Link Info", "Link Width", "Max"),
+    "persistence_mode": ("Persistence Mode",),
+    "memory.total": ("FB Memory Usage", "Total"),
+}
+
+
+def parse_smi_q(lines) -> list[dict[str, str | None]]:
+    """``nvidia-smi -q`` as the rows parse_gpu_query_csv gives (the fields it shares with
+    GPU_QUERY_FIELDS; widths without their ``x``; N/A -> None), one per GPU in order."""
+    driver = None
+    sections: list[dict[tuple[str, ...], str | None]] = []  # one {path: value} per GPU
+    path: list[str] = []
+    for raw in lines:
+        line = _ANSI.sub("", raw.rstrip("\n"))
+        if re.match(r"^GPU [0-9A-Fa-f]{4,8}:", line):
+            sections.append({})
+            continue
+        key, colon, value = line.strip().partition(":")
+        depth = (len(line) - len(line.lstrip(" "))) // 4  # nvidia-smi indents by 4
+        if not key or depth == 0:
+            if key.strip() == "Driver Version":
+                driver = value.strip()
+            continue
+        if not sections:
+            continue
+        path = path[: depth - 1] + [key.strip()]
+        if colon:
+            sections[-1][tuple(path)] = None if value.strip() in ("N/A", "") else value.strip()
+    rows = []
+    for index, values in enumerate(sections):
+        row = {key: values.get(fields) for key, fields in _SMI_Q_FIELDS.items()}
+        for key in ("pcie.link.width.current", "pcie.link.width.max"):
+            row[key] = row[key].removesuffix("x") if row[key] else None
+        rows.append({"index": str(index), "driver_version": driver, **row})
+    return rows

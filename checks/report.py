@@ -14,11 +14,11 @@ def summary(findings: list[Finding]) -> str:
     return ", ".join(f"{counts[level]} {level}" for level in reversed(LEVELS))
 
 
-def format_table(host: str, findings: list[Finding]) -> str:
+def format_table(host: str, findings: list[Finding], what: str = "audit") -> str:
     """Failures first, then warnings, then what is fine; one line per finding."""
     ordered = sorted(findings, key=lambda f: (-LEVELS.index(f.level), f.code, f.gpu or 0))
     width = max([len(f.code) for f in ordered] + [4])
-    lines = [f"audit of {host}: {worst_level(findings).upper()} ({summary(findings)})"]
+    lines = [f"{what} of {host}: {worst_level(findings).upper()} ({summary(findings)})"]
     lines.append(f"  {'LEVEL':5}  {'CODE':{width}}  GPU  MESSAGE")
     for f in ordered:
         gpu = "-" if f.gpu is None else str(f.gpu)

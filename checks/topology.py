@@ -89,7 +89,7 @@ def findings_for_p2p(p2p: dict[str, dict[str, str]], gpu_count: int, vm: str | N
     if not missing:
         return [Finding("ok", "p2p", f"P2P reads OK between every GPU pair ({len(pairs)}).")]
     where = (
-        f"This host is a {vm} VM: P2P needs the hypervisor to expose the GPUs as a "
+        f"This host is a VM ({vm}): P2P needs the hypervisor to expose the GPUs as a "
         "GPUDirect clique (and ACS off on the host). "
         if vm else "IOMMU translation or PCIe ACS on the bridges can block it. "
     )

@@ -184,6 +184,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     decode.add_arguments(check)
     check.set_defaults(func=decode.run)
+
+    from checks import analyze
+
+    analyze.register(commands)
     return parser
 
 

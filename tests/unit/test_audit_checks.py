@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -154,7 +155,7 @@ def test_p2p_unavailable_in_a_vm_points_at_the_hypervisor():
     p2p = {g: {h: ("X" if g == h else "NS") for h in ("GPU0", "GPU1", "GPU2")} for g in ("GPU0", "GPU1", "GPU2")}
     [finding] = findings_for_p2p(p2p, 3, vm="kvm")
     assert finding.code == "p2p-unavailable" and "3 of 3" in finding.message
-    assert "kvm VM" in finding.message and "GPUDirect clique" in finding.message
+    assert "a VM (kvm)" in finding.message and "GPUDirect clique" in finding.message
 
 
 # --- drift ---------------------------------------------------------------------------------
@@ -289,3 +290,64 @@ def test_report_file_names_are_safe(name, file):
     from checks.audit import report_file_name
 
     assert report_file_name(name) == file
+
+
+# --- offline analysis and the real audit report ---------------------------------------------
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def test_smi_q_parses_to_the_query_rows_of_the_same_machine():
+    from checks.facts import parse_smi_q
+
+    smi_q = (FIXTURES / "gpu" / "h200x2-nvlink-vm" / "smi_q.txt").read_text().splitlines()
+    keys = ("index", "name", "pci.bus_id", "driver_version", "pcie.link.gen.current",
+            "pcie.link.gen.max", "pcie.link.width.current", "pcie.link.width.max", "persistence_mode")  # fmt: skip
+    assert [{k: r[k] for k in keys} for r in parse_smi_q(smi_q)] == [{k: r[k] for k in keys} for r in H200]
+    rtx = parse_smi_q((FIXTURES / "gpu" / "smiq_8x_rtxpro6000_server_driver595_full.txt").read_text().splitlines())
+    assert [r["pcie.link.gen.current"] for r in rtx] == ["1"] * 8 and rtx[7]["pci.bus_id"] == "00000000:F5:00.0"
+
+
+def test_analyze_cli_json_on_captured_files(tmp_path, capsys):
+    from pyinfra_sglang.cli import main
+
+    topo = tmp_path / "topo.txt"
+    topo.write_text("\n".join(captured_lines("h200x2-nvlink-vm", "nvidia-smi topo -m")))
+    query = tmp_path / "query.csv"
+    # Two samples in one file: the idle RTX reading first, then the H200s: the last is judged.
+    query.write_text("\n".join(captured_lines("rtxpro6000x8-pcie-from-smiq", QUERY) + captured_lines("h200x2-nvlink-vm", QUERY)))
+    assert main(["analyze", "--topo", str(topo), "--query-csv", str(query), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert [g["name"] for g in result["gpus"]] == ["NVIDIA H200", "NVIDIA H200"]
+    assert result["gpus"][1]["pcie"] == {"gen_current": 5, "gen_max": 5, "width_current": 16, "width_max": 16}
+    assert result["topology"]["nvlink"] is True and result["topology"]["matrix"]["GPU1"]["GPU0"] == "NV18"
+    assert {f["code"] for f in result["findings"]} == {"pcie-links", "persistence-mode", "topology"}
+
+
+def test_analyze_cli_exits_1_on_a_degraded_link_and_names_it(tmp_path, capsys):
+    from pyinfra_sglang.cli import main
+
+    query = tmp_path / "query.csv"
+    query.write_text("\n".join(captured_lines("rtxpro6000x8-pcie-x8-of-x16", QUERY)))
+    assert main(["analyze", "--query-csv", str(query)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(f"analysis of {query}: FAIL")
+    assert any(line.split()[:3] == ["fail", "pcie-width-degraded", "5"] for line in out.splitlines()[2:])
+    assert main(["analyze"]) == 2
+
+
+@pytest.mark.parametrize("run", ["default", "copy-load"])
+def test_the_real_h200_audit_report_is_what_the_checks_say_of_its_facts(run):
+    report_data = json.loads((FIXTURES / "audit" / "h200x2-nvlink-vm" / f"report-{run}.json").read_text())
+    facts = report_data["facts"]
+    assert report_data["result"] == "fail"
+    fails = {f["code"] for f in report_data["findings"] if f["level"] == "fail"}
+    assert fails == {"driver-drift", "cuda-drift", "sglang-version-drift", "service-down"}
+    # The same checks, run again here on the facts the real run recorded, agree with it.
+    driver = facts["driver"]
+    again = findings_for_driver(590, "open", driver["loaded"], driver["installed"], driver["userspace"], 2)
+    again += findings_for_topology(facts["topology"]["matrix"], 2)
+    again += findings_for_p2p(facts["p2p"], 2, None)
+    recorded = {(f["code"], f["level"]) for f in report_data["findings"]}
+    assert {(f.code, f.level) for f in again} <= recorded
+    assert facts["load"]["kind"] == ("copy" if run == "copy-load" else "none")
