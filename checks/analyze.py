@@ -19,7 +19,7 @@ from checks.facts import (
 from checks.findings import worst_level
 from checks.links import findings_for_links, pcie_links
 from checks.report import format_table
-from checks.topology import findings_for_p2p, findings_for_topology
+from checks.topology import findings_for_p2p, findings_for_topology, p2p_all_ok
 
 
 def _lines(path: Path | None) -> list[str] | None:
@@ -47,7 +47,7 @@ def analyze(
     return {
         "gpus": pcie_links(rows),
         "topology": {"matrix": matrix, "nvlink": topology_has_nvlink(matrix)},
-        "p2p": peers,
+        "p2p": {"matrix": peers, "ok": p2p_all_ok(peers)},
         "findings": [f.as_dict() for f in findings],
         "result": worst_level(findings),
     }

@@ -19,6 +19,7 @@ from pyinfra.api.exceptions import PyinfraError
 from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import File
 
+from checks.bandwidth import findings_for_bandwidth
 from checks.drift import (
     findings_for_cuda,
     findings_for_driver,
@@ -45,7 +46,7 @@ from checks.findings import Finding
 from checks.links import findings_for_links, pcie_links
 from checks.report import format_table, report, summary, write_report
 from checks.service import findings_for_decode, findings_for_service, findings_for_unit_drift
-from checks.topology import findings_for_p2p, findings_for_topology
+from checks.topology import findings_for_p2p, findings_for_topology, p2p_all_ok
 from pyinfra_sglang.inventory import HostConfig
 from roles.cuda_toolkit import cuda_paths
 from roles.nvidia_driver import REBOOT_REQUIRED, kernel_module_package, upstream_version
@@ -57,10 +58,15 @@ EXPECTED_ANSWER = "Paris"  # the decode check's default question is the capital 
 COPY_LOAD_SECONDS = 2
 
 
-def _heredoc(program: Path, interpreter: str, args: list[str]) -> str:
-    """Run a local Python file on the host without copying it there first."""
+def _ship_and_run(program: Path, interpreter: str, args: list[str]) -> str:
+    """Run a local Python file on the host: written to a temporary folder first (a probe that
+    spawns processes needs a real file), removed after."""
     quoted = " ".join(shlex.quote(a) for a in args)
-    return f"{interpreter} - {quoted} <<'PYINFRA_SGLANG_EOF'\n{program.read_text()}\nPYINFRA_SGLANG_EOF"
+    return (
+        f"probe=$(mktemp -d) && cat > $probe/{program.name} <<'PYINFRA_SGLANG_EOF'\n"
+        f"{program.read_text()}\nPYINFRA_SGLANG_EOF\n"
+        f"{interpreter} $probe/{program.name} {quoted}; rc=$?; rm -rf $probe; exit $rc"
+    )
 
 
 def decode_load(config: HostConfig) -> str:
@@ -69,7 +75,7 @@ def decode_load(config: HostConfig) -> str:
     if config.sglang_api_key_file:
         # The key is read on the host from the service's own 0600 config, never sent here.
         args += ["--api-key-file", service_files_path("config")]
-    return _heredoc(CHECKS_DIR / "decode.py", "python3", args)
+    return _ship_and_run(CHECKS_DIR / "decode.py", "python3", args)
 
 
 def service_files_path(kind: str) -> str:
@@ -79,7 +85,11 @@ def service_files_path(kind: str) -> str:
 
 
 def copy_load(config: HostConfig) -> str:
-    return _heredoc(CHECKS_DIR / "probes" / "copy_load.py", f"{config.venv_path}/bin/python", [str(COPY_LOAD_SECONDS)])
+    return _ship_and_run(CHECKS_DIR / "probes" / "copy_load.py", f"{config.venv_path}/bin/python", [str(COPY_LOAD_SECONDS)])
+
+
+def link_probe(config: HostConfig) -> str:
+    return _ship_and_run(CHECKS_DIR / "probes" / "link_probe.py", f"{config.venv_path}/bin/python", [])
 
 
 def _json_output(lines: list[str]) -> dict | None:
@@ -149,28 +159,31 @@ def collect(config: HostConfig) -> tuple[dict, list[Finding]]:
         else:
             findings += findings_for_unit_drift(expected, host.get_fact(FileDigests, paths=sorted(expected)))
 
-    # Links are judged under load: the decode prompt when the service serves here, else a
-    # copy load with the venv's torch, else idle readings (and the finding says so).
-    decode, load, load_note = None, "none", None
+    # Links are judged under load: the decode prompt when the service serves here, the link
+    # probe when asked for, else a copy load with the venv's torch, else idle readings (and
+    # the finding says which).
+    decode, probe, samples, load = None, None, [], "none"
     if gpus:
         serving = service.get("ActiveState") == "active" and rank == 0
         if serving:
-            load = "decode"
             sampled = host.get_fact(GpuQueryUnderLoad, load=decode_load(config))
             decode = _json_output(sampled["load_output"]) or {
                 "ok": False, "reason": "protocol-error",
                 "message": f"the decode check printed no result (exit {sampled['load_rc']}): "
                 + " ".join(sampled["load_output"][-3:]),
             }  # fmt: skip
-            if not decode.get("ok"):
-                load = "none"  # a failed prompt loaded nothing
-        elif "torch" in packages:
-            sampled = host.get_fact(GpuQueryUnderLoad, load=copy_load(config))
-            load = "copy" if sampled["load_rc"] == 0 else "none"
-            load_note = _json_output(sampled["load_output"])
-        else:
-            sampled = {"samples": []}
-        findings += findings_for_links(gpus, sampled["samples"], load)
+            if decode.get("ok"):  # a failed prompt loaded nothing
+                samples, load = sampled["samples"], "decode"
+        torch = "torch" in packages
+        if torch and (config.audit_link_probe or not serving):
+            kind = "probe" if config.audit_link_probe else "copy"
+            sampled = host.get_fact(GpuQueryUnderLoad, load=link_probe(config) if kind == "probe" else copy_load(config))
+            if sampled["load_rc"] == 0:
+                samples, load = samples + sampled["samples"], kind
+                probe = _json_output(sampled["load_output"])
+        findings += findings_for_links(gpus, samples, load)
+        if load == "probe" and probe:
+            findings += findings_for_bandwidth(probe, pcie_links(gpus), topology)
         if rank == 0:
             findings += findings_for_decode(
                 decode, skipped=None if serving or not installed_unit else f"{UNIT} is not running"
@@ -179,14 +192,14 @@ def collect(config: HostConfig) -> tuple[dict, list[Finding]]:
     facts = {
         "gpus": pcie_links(gpus),
         "topology": {"matrix": topology, "nvlink": topology_has_nvlink(topology)},
-        "p2p": p2p,
+        "p2p": {"matrix": p2p, "ok": p2p_all_ok(p2p)},
         "driver": {"loaded": loaded, "installed": installed, "userspace": gpus[0]["driver_version"] if gpus else None},
         "cuda": nvcc,
         "virtualization": virtualization,
         "iommu": iommu,
         "service": service,
         "sglang_version": packages.get("sglang"),
-        "load": {"kind": load, "samples": len(sampled["samples"]) if gpus else 0, "result": load_note},
+        "load": {"kind": load, "samples": len(samples), "result": probe},
         "decode": decode,
     }
     return facts, findings

@@ -10,7 +10,11 @@ from __future__ import annotations
 from checks.findings import Finding
 
 # Loads the audit knows how to put on the GPUs while it samples the links.
-MEASURED_LOADS = {"decode": "the decode sanity prompt", "copy": "a host-to-GPU copy load"}
+MEASURED_LOADS = {
+    "decode": "the decode sanity prompt",
+    "copy": "a host-to-GPU copy load",
+    "probe": "the link bandwidth probe",
+}
 
 
 def _int(value: str | None) -> int | None:

@@ -75,6 +75,12 @@ def findings_for_topology(matrix: dict[str, dict[str, str]], gpu_count: int) -> 
     return findings
 
 
+def p2p_all_ok(p2p: dict[str, dict[str, str]]) -> bool:
+    """Every pair of different GPUs reads P2P ``OK`` (False without a matrix)."""
+    pairs = gpu_pairs(p2p)
+    return bool(pairs) and all(cell == "OK" for _, _, cell in pairs)
+
+
 def findings_for_p2p(p2p: dict[str, dict[str, str]], gpu_count: int, vm: str | None) -> list[Finding]:
     """p2p-unavailable when any pair of GPUs cannot read each other's memory directly."""
     if gpu_count < 2:

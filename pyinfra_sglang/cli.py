@@ -185,9 +185,10 @@ def build_parser() -> argparse.ArgumentParser:
     decode.add_arguments(check)
     check.set_defaults(func=decode.run)
 
-    from checks import analyze
+    from checks import analyze, diagnose
 
     analyze.register(commands)
+    diagnose.register(commands)
     return parser
 
 

@@ -252,6 +252,58 @@ class HostConfig(BaseModel):
         description="Folder on the controller where deploy/audit.py writes `<host>.json`.",
         json_schema_extra=_allowed("a path, relative to where pyinfra runs or absolute"),
     )  # fmt: skip
+    audit_link_probe: bool = Field(
+        False,
+        description="Should deploy/audit.py measure link bandwidth (host<->GPU, GPU<->GPU, NCCL all-reduce) with the venv's torch? Takes GPU memory and time while it runs.",
+        json_schema_extra=_allowed("true, false"),
+    )  # fmt: skip
+    bench_concurrencies: Annotated[list[Annotated[int, Field(ge=1, le=4096)]], Field(min_length=1)] = Field(
+        default_factory=lambda: [1, 8, 32],
+        description=(
+            "Concurrent requests deploy/bench.py measures, one benchmark each "
+            "(`--max-concurrency`)."
+        ),
+        json_schema_extra=_allowed("a non-empty list of 1..4096, such as [1, 8, 32]"),
+    )
+    bench_input_len: int = Field(
+        256, ge=1, le=1_000_000,
+        description="Prompt tokens of every benchmark request (`--random-input-len`).",
+        json_schema_extra=_allowed("1..1000000"),
+    )  # fmt: skip
+    bench_output_len: int = Field(
+        256, ge=1, le=1_000_000,
+        description="Generated tokens of every benchmark request (`--random-output-len`).",
+        json_schema_extra=_allowed("1..1000000"),
+    )  # fmt: skip
+    bench_prompts_per_concurrency: int = Field(
+        4, ge=1, le=1000,
+        description=(
+            "Requests per benchmark as a multiple of its concurrency (4: 32 requests at "
+            "concurrency 8), at least 8."
+        ),
+        json_schema_extra=_allowed("1..1000"),
+    )  # fmt: skip
+    bench_repeat: int = Field(
+        1, ge=1, le=100,
+        description="Times each concurrency is measured in one run (for the spread A/B compares).",
+        json_schema_extra=_allowed("1..100"),
+    )  # fmt: skip
+    bench_regression_pct: float = Field(
+        10.0, gt=0, le=100,
+        description=(
+            "Output throughput drop (%) against the last run of the same settings that "
+            "fails the host."
+        ),
+        json_schema_extra=_allowed("above 0, at most 100"),
+    )  # fmt: skip
+    bench_results_dir: Annotated[str, Field(min_length=1)] = Field(
+        "results",
+        description=(
+            "Folder on the controller where deploy/bench.py writes "
+            "`<host>/<UTC timestamp>/`."
+        ),
+        json_schema_extra=_allowed("a path, relative to where pyinfra runs or absolute"),
+    )
     allow_reboot: bool = Field(
         False,
         description="May a deploy reboot the host (after a driver change)?",
@@ -500,7 +552,8 @@ def reference_markdown() -> str:
     ]
     for name, info in HostConfig.model_fields.items():
         rows.append(
-            f"| `{name}` | {_format_default(info.default)} | {field_allowed(name)} "
+            # get_default: list fields have a default_factory, whose value is the default shown.
+            f"| `{name}` | {_format_default(info.get_default(call_default_factory=True))} | {field_allowed(name)} "
             f"| {info.description} |"
         )
     return "\n".join(rows) + "\n"

@@ -66,6 +66,13 @@ class Profile(BaseModel):
     watchdog_timeout_s: float | None = Field(None, gt=0)
     start_timeout_s: int = Field(900, gt=0, description="Longest wait from start to healthy.")
     min_total_gpu_memory_gb: float = Field(gt=0, description="GPU memory over all GPUs needed.")
+    # Decode roofline inputs (checks/roofline.py): weights read per generated token.
+    active_params_b: float | None = Field(
+        None, gt=0, description="Parameters read per token, billions (MoE: the active ones)."
+    )
+    bytes_per_param: float | None = Field(
+        None, gt=0, description="Bytes per weight as stored, scales included (bf16: 2)."
+    )
     min_sglang_version: str | None = Field(None, description="Oldest SGLang release that works.")
     enable_metrics: bool = True
     extra_args: list[str] = Field(

@@ -316,12 +316,15 @@ def test_analyze_cli_json_on_captured_files(tmp_path, capsys):
     query = tmp_path / "query.csv"
     # Two samples in one file: the idle RTX reading first, then the H200s: the last is judged.
     query.write_text("\n".join(captured_lines("rtxpro6000x8-pcie-from-smiq", QUERY) + captured_lines("h200x2-nvlink-vm", QUERY)))
-    assert main(["analyze", "--topo", str(topo), "--query-csv", str(query), "--json"]) == 0
+    p2p = tmp_path / "p2p.txt"
+    p2p.write_text("\n".join(captured_lines("h200x2-nvlink-vm", "nvidia-smi topo -p2p r")))
+    assert main(["analyze", "--topo", str(topo), "--p2p", str(p2p), "--query-csv", str(query), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
+    assert result["p2p"] == {"matrix": H200_P2P, "ok": True}
     assert [g["name"] for g in result["gpus"]] == ["NVIDIA H200", "NVIDIA H200"]
     assert result["gpus"][1]["pcie"] == {"gen_current": 5, "gen_max": 5, "width_current": 16, "width_max": 16}
     assert result["topology"]["nvlink"] is True and result["topology"]["matrix"]["GPU1"]["GPU0"] == "NV18"
-    assert {f["code"] for f in result["findings"]} == {"pcie-links", "persistence-mode", "topology"}
+    assert {f["code"] for f in result["findings"]} == {"pcie-links", "persistence-mode", "topology", "p2p"}
 
 
 def test_analyze_cli_exits_1_on_a_degraded_link_and_names_it(tmp_path, capsys):
@@ -336,8 +339,8 @@ def test_analyze_cli_exits_1_on_a_degraded_link_and_names_it(tmp_path, capsys):
     assert main(["analyze"]) == 2
 
 
-@pytest.mark.parametrize("run", ["default", "copy-load"])
-def test_the_real_h200_audit_report_is_what_the_checks_say_of_its_facts(run):
+@pytest.mark.parametrize(("run", "load"), [("default", "none"), ("copy-load", "copy"), ("link-probe", "probe")])
+def test_the_real_h200_audit_report_is_what_the_checks_say_of_its_facts(run, load):
     report_data = json.loads((FIXTURES / "audit" / "h200x2-nvlink-vm" / f"report-{run}.json").read_text())
     facts = report_data["facts"]
     assert report_data["result"] == "fail"
@@ -347,7 +350,7 @@ def test_the_real_h200_audit_report_is_what_the_checks_say_of_its_facts(run):
     driver = facts["driver"]
     again = findings_for_driver(590, "open", driver["loaded"], driver["installed"], driver["userspace"], 2)
     again += findings_for_topology(facts["topology"]["matrix"], 2)
-    again += findings_for_p2p(facts["p2p"], 2, None)
+    again += findings_for_p2p(facts["p2p"]["matrix"], 2, None)
     recorded = {(f["code"], f["level"]) for f in report_data["findings"]}
     assert {(f.code, f.level) for f in again} <= recorded
-    assert facts["load"]["kind"] == ("copy" if run == "copy-load" else "none")
+    assert facts["load"]["kind"] == load

@@ -1,0 +1,388 @@
+"""Bottleneck rules: GPU samples (checks.samples) -> findings naming what limits the load.
+
+Per GPU, first match wins (thresholds and why: pyinfra_sglang/data/diagnosis.toml):
+``interconnect-bound`` (PCIe or NVLink near its capacity), ``compute-bound`` (busy, with power,
+clock or memory-utilization evidence: NVML's GPU utilization also reads 100% during pure copies,
+so busy alone is never taken for compute), ``undetermined`` (busy or links active, unexplained).
+When every GPU is quiet (mostly idle, links idle): ``host-bound`` if load ran (the benchmark,
+the server's CPU or some GPU activity says so), else ``idle``. ``memory-capacity-bound`` from
+the server's KV cache use and queue.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+
+from checks.findings import Finding
+from checks.samples import (
+    CpuSummary,
+    GpuSummary,
+    gpu_indexes,
+    percentile,
+    summarize_cpu,
+    summarize_gpu,
+)
+from pyinfra_sglang import data
+from pyinfra_sglang.gpus import find_gpu
+from pyinfra_sglang.pcie import pcie_bandwidth_gbs
+
+
+def thresholds() -> dict:
+    return data.load("diagnosis")
+
+
+def link_capacity(summary: GpuSummary, pcie: Mapping | None) -> tuple[float | None, str]:
+    """PCIe capacity per direction (GB/s) and its name ("Gen5 x16"). The max generation: the
+    current one drops when idle and returns under load. The current width: it does not drop with
+    the load, so a narrower one is a link trained down, and its narrower rate is the real one."""
+    pcie = pcie or {}
+    gen = pcie.get("gen_max") or summary.pcie_gen_max or pcie.get("gen_current")
+    width = pcie.get("width_current") or summary.pcie_width or pcie.get("width_max")
+    if not gen or not width:
+        return None, "PCIe link of unknown rate"
+    return pcie_bandwidth_gbs(int(gen), int(width)), f"PCIe Gen{int(gen)} x{int(width)}"
+
+
+def nvlink_capacity(summary: GpuSummary, facts: Mapping) -> float | None:
+    """NVLink GB/s per direction: links.json's ``nvlink_gbs``, else half the spec table's
+    both-directions figure for the GPU's name (H200: 900 -> 450; a real GPU0->GPU1 copy
+    reached 385)."""
+    if facts.get("nvlink_gbs"):
+        return float(facts["nvlink_gbs"])
+    spec = find_gpu(summary.name) if summary.name else None
+    return spec.nvlink_bandwidth_gbs / 2 if spec and spec.nvlink else None
+
+
+def _num(value: float | None, unit: str = "") -> str:
+    return "n/a" if value is None else f"{value:.0f}{unit}"
+
+
+def format_gbs(value: float | None) -> str:
+    """GB/s for real traffic, KB/s for the trickle of an idle link (the reference's 693 KB/s)."""
+    if value is None:
+        return "n/a"
+    return f"{value:.2f} GB/s" if value >= 0.01 else f"{value * 1e6:.0f} KB/s"
+
+
+@dataclass(frozen=True)
+class _Link:
+    name: str  # "PCIe Gen5 x16", "NVLink"
+    capacity: float | None  # GB/s per direction
+    series: tuple[float, ...]  # the busier direction, per sample
+    t: dict
+
+    @property
+    def p90(self) -> float:
+        return percentile(list(self.series), 90) or 0.0
+
+    @property
+    def saturated_share(self) -> float:
+        if not self.capacity or not self.series:
+            return 0.0
+        floor = self.t["link"]["saturated_fraction"] * self.capacity
+        return sum(v >= floor for v in self.series) / len(self.series)
+
+    @property
+    def idle(self) -> bool:
+        link = self.t["link"]
+        if self.capacity:
+            return self.p90 < link["idle_fraction"] * self.capacity
+        return self.p90 < link["idle_gbs"]
+
+    def text(self) -> str:
+        median = statistics.median(self.series) if self.series else None
+        share = ""
+        if self.capacity:
+            # Two significant digits: 98% of a saturated link, 0.0011% of an idle one.
+            share = f" = {100 * self.p90 / self.capacity:.2g}% of {self.capacity:.1f} GB/s"
+        return (
+            f"{self.name} busier direction median {format_gbs(median)}, "
+            f"p90 {format_gbs(self.p90)}{share}"
+        )
+
+
+class _GpuView:
+    """One GPU's summary with its links and limits, and the facts the rules ask about."""
+
+    def __init__(self, summary: GpuSummary, facts: Mapping, t: dict):
+        self.s, self.t = summary, t
+        pcie_capacity, pcie_name = link_capacity(summary, facts.get("pcie"))
+        self.links = [_Link(pcie_name, pcie_capacity, summary.pcie_busier_series, t)]
+        if summary.nvlink_busier_series:
+            capacity = nvlink_capacity(summary, facts)
+            self.links.append(_Link("NVLink", capacity, summary.nvlink_busier_series, t))
+        self.power_limit = facts.get("power_limit_w") or summary.power_limit_w
+        self.clock_max = facts.get("sm_clock_max_mhz") or summary.sm_clock_max_mhz
+        self.busy = summary.busy_share >= t["busy"]["share"]
+
+    @property
+    def saturated_link(self) -> _Link | None:
+        shares = [(link.saturated_share, link) for link in self.links]
+        share, link = max(shares, key=lambda pair: pair[0])
+        return link if share >= self.t["link"]["share"] else None
+
+    @property
+    def quiet(self) -> bool:
+        return not self.busy and all(link.idle for link in self.links)
+
+    def compute_evidence(self) -> list[str]:
+        """Why the GPU's own work, not a copy, keeps it busy (empty: no such evidence)."""
+        c, s = self.t["compute"], self.s
+        if (s.busy_mem_util or 0) < c["min_mem_util_pct"]:
+            return []
+        why = []
+        if s.busy_power_w and self.power_limit:
+            fraction = s.busy_power_w / self.power_limit
+            if fraction >= c["min_power_fraction"]:
+                why.append(
+                    f"power {s.busy_power_w:.0f} W = {fraction:.0%} of the "
+                    f"{self.power_limit:.0f} W limit"
+                )
+        if s.busy_sm_clock_mhz and self.clock_max:
+            fraction = s.busy_sm_clock_mhz / self.clock_max
+            if fraction <= c["max_clock_fraction"]:
+                why.append(
+                    f"SM clock pulled down to {s.busy_sm_clock_mhz:.0f} MHz = {fraction:.0%} "
+                    f"of its {self.clock_max:.0f} MHz max"
+                )
+        if s.busy_mem_util >= c["hbm_mem_util_pct"]:
+            why.append(f"memory utilization {s.busy_mem_util:.0f}%: streaming GPU memory")
+        return why
+
+    def load_text(self) -> str:
+        s = self.s
+        text = (
+            f"busy in {s.busy_share:.0%} of {s.samples} samples "
+            f"(GPU util median {_num(s.gpu_util.median, '%')})"
+        )
+        if s.busy_share == 0:
+            return text
+        return (
+            f"{text}; while busy: memory util {_num(s.busy_mem_util, '%')}, SM clock "
+            f"{_num(s.busy_sm_clock_mhz, ' MHz')} of {_num(self.clock_max, ' MHz')} max, "
+            f"power {_num(s.busy_power_w, ' W')} of {_num(self.power_limit, ' W')}"
+        )
+
+    def links_text(self) -> str:
+        return "; ".join(link.text() for link in self.links)
+
+    def evidence(self) -> dict:
+        s = self.s
+        return {
+            "samples": s.samples,
+            "busy_share": round(s.busy_share, 3),
+            "gpu_util_median": s.gpu_util.median,
+            "mem_util_busy_median": s.busy_mem_util,
+            "sm_clock_busy_median_mhz": s.busy_sm_clock_mhz,
+            "sm_clock_max_mhz": self.clock_max,
+            "power_busy_median_w": s.busy_power_w,
+            "power_limit_w": self.power_limit,
+            "pcie_tx_median_gbs": s.pcie_tx_gbs.median,
+            "pcie_rx_median_gbs": s.pcie_rx_gbs.median,
+            "links": {
+                link.name: {
+                    "busier_p90_gbs": round(link.p90, 4),
+                    "capacity_gbs": round(link.capacity, 2) if link.capacity else None,
+                    "saturated_share": round(link.saturated_share, 3),
+                }
+                for link in self.links
+            },
+        }
+
+
+NEXT_STEPS_BY_LINK = {
+    "PCIe": (
+        "keep data on the GPU (fewer host<->device copies, pinned memory), put tensor-parallel "
+        "peers on NVLink or under one PCIe switch (P2P), and check the link runs at its max "
+        "generation and width under load."
+    ),
+    "NVLink": (
+        "move less between GPUs: a smaller tensor-parallel size with data-parallel replicas, "
+        "or expert parallelism for MoE models; check every NVLink is up (`nvidia-smi nvlink -s`)."
+    ),
+}
+
+
+def _gpu_finding(view: _GpuView) -> Finding | None:
+    """The per-GPU rules, first match wins; None for a quiet GPU (judged host-wide)."""
+    i = view.s.index
+    link = view.saturated_link
+    if link is not None:
+        floor = view.t["link"]["saturated_fraction"]
+        return Finding(
+            "warn", "interconnect-bound",
+            f"GPU {i}: {link.name} ran at >= {floor:.0%} of its capacity in "
+            f"{link.saturated_share:.0%} of samples ({view.links_text()}); {view.load_text()}. "
+            f"The link limits this load (GPU utilization counts copies as busy). Try next: "
+            f"{NEXT_STEPS_BY_LINK['NVLink' if link.name == 'NVLink' else 'PCIe']}",
+            gpu=i, evidence=view.evidence(),
+        )  # fmt: skip
+    why = view.compute_evidence()
+    if view.busy and why:
+        return Finding(
+            "ok", "compute-bound",
+            f"GPU {i}: {'; '.join(why)}; {view.load_text()}; links not saturated "
+            f"({view.links_text()}). The GPU's own work limits this load: the hardware is used. "
+            "Try next: faster kernels (FP8/FP4 weights and KV cache, another attention "
+            "backend), speculative decoding (MTP) for more tokens per weight read, or more GPUs "
+            "(TP/DP).",
+            gpu=i, evidence=view.evidence(),
+        )  # fmt: skip
+    if view.quiet:
+        return None
+    what = "busy" if view.busy else "moving data"
+    return Finding(
+        "warn", "undetermined",
+        f"GPU {i}: {what}, but neither compute evidence nor a saturated link explains it "
+        f"({view.load_text()}; {view.links_text()}). Likely a transfer no counter here sees, "
+        "or short kernels; if the samples mix phases, diagnose a window of steady load. Try "
+        "next: read NVLink throughput (`nvidia-smi nvlink -gt d`), profile with nsys.",
+        gpu=i, evidence=view.evidence(),
+    )  # fmt: skip
+
+
+def _load_evidence(
+    views: list[_GpuView], cpu: CpuSummary | None, bench: list[dict], t: dict
+) -> list[str]:
+    """Why we believe load ran while sampling (empty: no sign of it)."""
+    why = []
+    ran = [r for r in bench if (r.get("completed") or 0) + (r.get("output_throughput") or 0) > 0]
+    if ran:
+        best = max(ran, key=lambda r: r.get("output_throughput") or 0)
+        why.append(
+            f"the benchmark delivered {best.get('output_throughput') or 0:.0f} output tok/s at "
+            f"concurrency {best.get('max_concurrency', '?')}"
+        )
+    if cpu and (cpu.max_process_percent.p90 or 0) >= t["host"]["busy_process_cpu_pct"]:
+        why.append(f"a server process kept {cpu.max_process_percent.p90:.0f}% of a core busy (p90)")
+    floor = t["busy"]["active_gpu_util_pct"]
+    active = [str(v.s.index) for v in views if (v.s.gpu_util.median or 0) >= floor]
+    if active:
+        why.append(f"GPUs {', '.join(active)} showed some activity (util median >= {floor}%)")
+    return why
+
+
+def _cpu_text(cpu: CpuSummary | None) -> str:
+    if cpu is None:
+        return "server CPU use not sampled"
+    return (
+        f"{cpu.processes} server processes used {_num(cpu.percent.median, '%')} of one core in "
+        f"total (median; busiest process p90 {_num(cpu.max_process_percent.p90, '%')})"
+    )
+
+
+def _quiet_host_finding(
+    views: list[_GpuView], cpu: CpuSummary | None, bench: list[dict],
+    virtualization: Mapping | None, t: dict,
+) -> Finding:  # fmt: skip
+    utils = [v.s.gpu_util.median for v in views if v.s.gpu_util.median is not None]
+    busiest = max(views, key=lambda v: max(link.p90 for link in v.links))
+    summary = (
+        f"GPUs {', '.join(str(v.s.index) for v in views)} busy in at most "
+        f"{max(v.s.busy_share for v in views):.0%} of samples (GPU util median "
+        f"{_num(statistics.median(utils) if utils else None, '%')}); busiest links: GPU "
+        f"{busiest.s.index} {busiest.links_text()}; {_cpu_text(cpu)}"
+    )
+    evidence = {
+        "gpus": {v.s.index: v.evidence() for v in views},
+        "cpu": asdict(cpu) if cpu else None,
+    }
+    why = _load_evidence(views, cpu, bench, t)
+    if not why:
+        return Finding(
+            "warn", "idle",
+            f"No load while sampling: {summary}. Nothing to diagnose: sample while the "
+            "benchmark runs.",
+            evidence=evidence,
+        )  # fmt: skip
+    busy_process = cpu is not None and (
+        (cpu.max_process_percent.p90 or 0) >= t["host"]["busy_process_cpu_pct"]
+    )
+    if busy_process:
+        cause = (
+            "a server process keeps a core busy: launch/host-bound (Python scheduling, "
+            "tokenization, kernel launches). Try next: CUDA graphs for decode (if off), larger "
+            "batches, a faster or unshared CPU core for the scheduler, py-spy on the scheduler."
+        )
+    else:
+        cause = (
+            "the server's processes mostly wait as well: the time goes between host and GPUs or "
+            "outside the server (client, network, driver round-trips). Try next: profile a "
+            "decode step (nsys, torch profiler), run the benchmark client on the host itself, "
+            "compare with bare metal."
+        )
+    vm = (virtualization or {}).get("vm")
+    if vm:
+        cause += (
+            f" The host is a VM ({vm}): launches, interrupts and doorbells cross the "
+            "hypervisor, and PCIe peer traffic goes through the host bridge; check vCPU "
+            "pinning, the IOMMU mode and whether the hypervisor exposes GPU P2P."
+        )
+    return Finding(
+        "warn", "host-bound",
+        f"Load ran ({'; '.join(why)}) but neither the GPUs nor the links were busy: {summary}. "
+        f"The bottleneck is on the host side: {cause}",
+        evidence={**evidence, "load": why, "virtualization": dict(virtualization or {})},
+    )  # fmt: skip
+
+
+def _memory_capacity_finding(server: Mapping | None, t: dict) -> Finding | None:
+    usage = (server or {}).get("kv_cache_usage")
+    queued = (server or {}).get("queued_requests")
+    m = t["memory_capacity"]
+    if usage is None or queued is None:
+        return None
+    if usage < m["kv_cache_usage"] or queued <= m["queued_requests"]:
+        return None
+    return Finding(
+        "warn", "memory-capacity-bound",
+        f"KV cache {usage:.0%} full with {queued} requests queued: requests wait for cache "
+        "room, not for compute. Try next: a larger mem_fraction_static (0.85 -> 0.92 grew the "
+        "reference's KV cache from 370K to 498K tokens), an FP8 KV cache, more GPUs, or a "
+        "lower max concurrency.",
+        evidence={"kv_cache_usage": usage, "queued_requests": queued},
+    )  # fmt: skip
+
+
+def diagnose(
+    samples: list[dict],
+    gpu_facts: Mapping[int, Mapping] | None = None,
+    virtualization: Mapping | None = None,
+    bench: list[dict] | None = None,
+    server: Mapping | None = None,
+) -> list[Finding]:
+    """Findings for ``samples`` (checks.samples' shape).
+
+    ``gpu_facts``: per GPU index ``{"pcie": {"gen_current", "gen_max", "width_current",
+    "width_max"}, "power_limit_w", "sm_clock_max_mhz", "nvlink_gbs"}`` (NVLink capacity per
+    direction; what is missing comes from the samples and the GPU spec table);
+    ``virtualization``: ``{"container", "vm"}``; ``bench``: bench_serving rows; ``server``:
+    ``{"kv_cache_usage": 0..1, "queued_requests": n}``.
+    """
+    t = thresholds()
+    gpu_facts = gpu_facts or {}
+    views = [
+        _GpuView(summarize_gpu(samples, i, t["busy"]["gpu_util_pct"]), gpu_facts.get(i, {}), t)
+        for i in gpu_indexes(samples)
+    ]
+    findings = [f for f in map(_gpu_finding, views) if f is not None]
+    quiet = [v for v in views if v.quiet]
+    if views and len(quiet) == len(views):
+        cpu = summarize_cpu(samples)
+        findings.append(_quiet_host_finding(views, cpu, bench or [], virtualization, t))
+    elif quiet:
+        working = [str(v.s.index) for v in views if not v.quiet]
+        working_text = f"GPU{'s' if len(working) > 1 else ''} {', '.join(working)}"
+        findings += [
+            Finding(
+                "warn", "idle",
+                f"GPU {v.s.index}: idle while {working_text} worked ({v.load_text()}; "
+                f"{v.links_text()}): is the tensor-parallel size smaller than the GPU count?",
+                gpu=v.s.index, evidence=v.evidence(),
+            )  # fmt: skip
+            for v in quiet
+        ]
+    capacity = _memory_capacity_finding(server, t)
+    return findings + ([capacity] if capacity else [])
