@@ -185,10 +185,11 @@ def build_parser() -> argparse.ArgumentParser:
     decode.add_arguments(check)
     check.set_defaults(func=decode.run)
 
-    from checks import analyze, diagnose
+    from checks import ab, analyze, diagnose
 
     analyze.register(commands)
     diagnose.register(commands)
+    ab.register(commands)
     return parser
 
 

@@ -22,7 +22,7 @@ import pytest
 from tests.hosts import pyindex
 
 PYPI_PROJECTS = [
-    "flash-attn", "ninja", "packaging", "psutil", "setuptools", "sglang", "sglang-router", "uv",
+    "flash-attn", "ninja", "nvidia-ml-py", "packaging", "psutil", "setuptools", "sglang", "sglang-router", "uv",
     "wheel",
 ]  # fmt: skip
 
@@ -111,8 +111,9 @@ def test_real_wheels_are_the_pinned_files(built):
 @pytest.mark.parametrize(
     ("index", "filename", "name", "version", "requires"),
     [
-        ("pypi", "sglang-0.5.22-py3-none-any.whl", "sglang", "0.5.22", ["torch"]),
-        ("pypi", "sglang-0.5.23-py3-none-any.whl", "sglang", "0.5.23", ["torch"]),
+        ("pypi", "sglang-0.5.22-py3-none-any.whl", "sglang", "0.5.22", ["torch", "nvidia-ml-py"]),
+        ("pypi", "sglang-0.5.23-py3-none-any.whl", "sglang", "0.5.23", ["torch", "nvidia-ml-py"]),
+        ("pypi", "nvidia_ml_py-13.615.71-py3-none-any.whl", "nvidia-ml-py", "13.615.71", None),
         ("pypi", "sglang_router-0.2.4-py3-none-any.whl", "sglang-router", "0.2.4", None),
         ("torch", "torch-2.14.1+cu130-py3-none-any.whl", "torch", "2.14.1+cu130", None),
     ],

@@ -1,0 +1,113 @@
+"""A/B: is a throughput difference between two sets of benchmark runs real, or noise?
+
+``pyinfra-sglang ab-compare --a DIR... --b DIR... [--json]``: each DIR is a run folder of
+deploy/bench.py (its bench.jsonl). Per concurrency, every bench_serving line of a side is one
+run (a folder holds ``bench_repeat`` of them). A side's spread is its runs' half range relative
+to their mean (the "±6%" of 94..106 around 100). The difference is "noise" when it is no larger
+than the larger spread, "real" when it is, and "not enough runs to tell" with fewer than two
+runs on a side: one run shows no spread, so nothing can be told from it. The reference case:
+CUDA graphs measured +5% against a ±6% spread, which is noise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from checks.regression import throughputs_by_concurrency
+from checks.samples import read_json_lines
+
+MIN_RUNS = 2
+BENCH_FILE = "bench.jsonl"
+
+
+def runs_by_concurrency(folders: list[str | Path]) -> dict[int, list[float]]:
+    """Every run's ``output_throughput`` per ``max_concurrency``, over the folders' bench.jsonl;
+    ValueError for a folder without one."""
+    found: dict[int, list[float]] = {}
+    for folder in folders:
+        path = Path(folder) / BENCH_FILE
+        if not path.is_file():
+            raise ValueError(f"{folder}: no {BENCH_FILE} (a deploy/bench.py run folder holds one)")
+        for concurrency, runs in throughputs_by_concurrency(read_json_lines(path)).items():
+            found.setdefault(concurrency, []).extend(runs)
+    return found
+
+
+def spread_pct(values: list[float]) -> float:
+    """± half the range, in percent of the mean (0 for a single run)."""
+    mean = statistics.fmean(values)
+    return (max(values) - min(values)) / 2 / mean * 100 if mean else 0.0
+
+
+@dataclass(frozen=True)
+class Comparison:
+    concurrency: int
+    runs_a: int
+    runs_b: int
+    mean_a: float  # output tok/s
+    mean_b: float
+    difference_pct: float  # B against A
+    spread_a_pct: float
+    spread_b_pct: float
+    verdict: str  # "noise", "real", "not enough runs to tell"
+
+
+def compare(a: dict[int, list[float]], b: dict[int, list[float]]) -> list[Comparison]:
+    """One comparison per concurrency both sides measured."""
+    comparisons = []
+    for concurrency in sorted(a.keys() & b.keys()):
+        runs_a, runs_b = a[concurrency], b[concurrency]
+        mean_a, mean_b = statistics.fmean(runs_a), statistics.fmean(runs_b)
+        difference = (mean_b - mean_a) / mean_a * 100 if mean_a else float("inf")
+        spread_a, spread_b = spread_pct(runs_a), spread_pct(runs_b)
+        if min(len(runs_a), len(runs_b)) < MIN_RUNS:
+            verdict = "not enough runs to tell"
+        else:
+            verdict = "noise" if abs(difference) <= max(spread_a, spread_b) else "real"
+        comparisons.append(Comparison(concurrency, len(runs_a), len(runs_b), mean_a, mean_b,
+                                      difference, spread_a, spread_b, verdict))  # fmt: skip
+    return comparisons
+
+
+def format_table(comparisons: list[Comparison]) -> str:
+    lines = [f"{'concurrency':>11}  {'A tok/s (runs)':>16}  {'B tok/s (runs)':>16}  {'B vs A':>7}  "
+             f"{'spread A':>8}  {'spread B':>8}  verdict"]  # fmt: skip
+    for c in comparisons:
+        lines.append(
+            f"{c.concurrency:>11}  {f'{c.mean_a:.1f} ({c.runs_a})':>16}  "
+            f"{f'{c.mean_b:.1f} ({c.runs_b})':>16}  {c.difference_pct:>+6.1f}%  "
+            f"{f'±{c.spread_a_pct:.1f}%':>8}  {f'±{c.spread_b_pct:.1f}%':>8}  {c.verdict}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        comparisons = compare(runs_by_concurrency(args.a), runs_by_concurrency(args.b))
+    except ValueError as error:
+        print(f"ab-compare: {error}", file=sys.stderr)
+        return 2
+    if not comparisons:
+        print("ab-compare: the two sides share no concurrency", file=sys.stderr)
+        return 2
+    if args.json:
+        sys.stdout.write(json.dumps([asdict(c) for c in comparisons], indent=2) + "\n")
+    else:
+        sys.stdout.write(format_table(comparisons))
+    return 0
+
+
+def register(commands) -> None:
+    """Add ``ab-compare --a DIR... --b DIR... [--json]`` to an argparse subparsers object."""
+    parser = commands.add_parser(
+        "ab-compare", help="tell a throughput difference between two sets of benchmark runs from noise"
+    )
+    parser.add_argument("--a", nargs="+", required=True, metavar="DIR", help="run folders of side A")
+    parser.add_argument("--b", nargs="+", required=True, metavar="DIR", help="run folders of side B")
+    parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    parser.set_defaults(func=_run)

@@ -1,0 +1,185 @@
+"""The benchmark: SGLang's own bench_serving against the host's server, the GPU sampler
+alongside, results fetched to the controller, compared with the last run of the same settings,
+and diagnosed. Changes nothing on the host but a temporary folder it removes.
+
+``bench_host`` is a pyinfra operation that does its work when the run executes, so pyinfra
+benchmarks all hosts in parallel; it yields no command when nothing fails, and a callback that
+reports the failures (failing the host, so the run exits non-zero) otherwise.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from pathlib import Path
+
+from pyinfra import host, logger, state
+from pyinfra.api import FunctionCommand, operation
+from pyinfra.api.exceptions import PyinfraError
+
+from checks.audit import service_files_path
+from checks.bench_plan import (
+    BENCH_FILE,
+    KEY_READER_PROGRAM,
+    LOG_FILE,
+    SAMPLER_LOG_FILE,
+    SAMPLER_PROGRAM,
+    SAMPLES_FILE,
+    BenchSettings,
+    bench_script,
+    bench_settings,
+)
+from checks.bench_results import (
+    SETTINGS_FILE,
+    links_document,
+    new_run_folder,
+    previous_run,
+    profile_document,
+    settings_document,
+    write_json,
+)
+from checks.diagnose import diagnose_results, format_report, load_results
+from checks.facts import NvidiaGpus, PythonPackages, SystemdUnitState, Virtualization
+from checks.regression import regressions, throughput_by_concurrency
+from checks.samples import read_json_lines
+from pyinfra_sglang.inventory import HostConfig
+from pyinfra_sglang.sglang_bench import run_settings
+from roles.sglang_service import multinode_position
+
+CHECKS_DIR = Path(__file__).resolve().parent
+UNIT = "sglang.service"
+SCRIPT = "run.sh"
+PROGRAMS = {
+    SAMPLER_PROGRAM: CHECKS_DIR / "probes" / "gpu_sampler.py",
+    KEY_READER_PROGRAM: CHECKS_DIR / "decode.py",
+}
+FETCHED = (BENCH_FILE, SAMPLES_FILE, LOG_FILE, SAMPLER_LOG_FILE)
+
+
+def _run(host_, command: str, **arguments) -> tuple[bool, str]:
+    ok, output = host_.run_shell_command(command, **arguments)
+    return ok, output.output
+
+
+def why_not_ready(service: dict[str, str], sglang_version: str | None, venv: str) -> str | None:
+    """Why the host cannot be benchmarked now, or None."""
+    if not sglang_version:
+        return f"{venv} holds no SGLang: deploy it with `pyinfra INVENTORY deploy/site.py`"
+    if service.get("ActiveState") != "active":
+        return f"{UNIT} is not running ({service.get('ActiveState') or 'not installed'}): nothing to benchmark"
+    return None
+
+
+def check_lines(lines: list[dict], settings: BenchSettings) -> list[str]:
+    """What is wrong with a run's bench_serving lines: one per repeat and concurrency, each
+    with every request completed."""
+    problems = []
+    expected = settings.repeat * len(settings.concurrencies)
+    if len(lines) != expected:
+        problems.append(f"{BENCH_FILE} holds {len(lines)} results, expected {expected}")
+    for line in lines:
+        concurrency = line.get("max_concurrency")
+        wanted = settings.num_prompts(concurrency) if isinstance(concurrency, int) else None
+        if line.get("completed") != wanted:
+            problems.append(f"concurrency {concurrency}: {line.get('completed')} of {wanted} requests completed")
+    return problems
+
+
+def _run_on_host(config: HostConfig, settings: BenchSettings, run_dir: Path) -> str | None:
+    """Ship the programs and the script to a temporary folder on the host, run it, fetch what
+    it wrote into ``run_dir``, remove the folder. None when the benchmark passed, else why not."""
+    ok, folder = _run(host, "mktemp -d /tmp/pyinfra-sglang-bench.XXXXXX")
+    if not ok:
+        return f"cannot make a temporary folder on the host: {folder}"
+    folder = folder.strip()
+    try:
+        key_file = service_files_path("config") if config.sglang_api_key_file else None
+        script = bench_script(config, settings, folder, key_file)
+        uploads = [(str(path), f"{folder}/{name}") for name, path in PROGRAMS.items()]
+        uploads.append((io.BytesIO(script.encode()), f"{folder}/{SCRIPT}"))
+        for local, remote in uploads:
+            if not host.put_file(local, remote):
+                return f"cannot upload {remote}"
+        calls = settings.repeat * len(settings.concurrencies)
+        # The script bounds each call itself; this bounds the whole if the host stops answering.
+        passed, output = _run(host, f"bash {folder}/{SCRIPT}", _timeout=calls * run_settings()["timeout_s"] + 300)
+        _, listing = _run(host, f"ls {folder}")
+        for name in FETCHED:
+            if name in listing.split():
+                host.get_file(f"{folder}/{name}", str(run_dir / name))
+        return None if passed else f"the benchmark failed:\n{output}"
+    finally:
+        _run(host, f"rm -rf {folder}")
+
+
+def _compare(run_dir: Path, digest: str, lines: list[dict], threshold_pct: float) -> list[str]:
+    """Regression messages against the last earlier run of the same settings (logged)."""
+    before_dir = previous_run(run_dir.parent, run_dir, digest)
+    if before_dir is None:
+        logger.info(f"{host.print_prefix}no earlier run with these settings ({digest}) to compare with")
+        return []
+    before = throughput_by_concurrency(read_json_lines(before_dir / BENCH_FILE))
+    after = throughput_by_concurrency(lines)
+    rows = [f"  concurrency {c}: {before[c]:.1f} -> {after[c]:.1f} tok/s" for c in sorted(before.keys() & after.keys())]
+    logger.info(f"{host.print_prefix}output throughput against {before_dir.name}:\n" + "\n".join(rows))
+    return [f"{r.message()} (against {before_dir})" for r in regressions(before, after, threshold_pct)]
+
+
+def diagnosis_text(run_dir: Path) -> str:
+    """checks/diagnose.py's report of a run folder; without the decode roofline when the
+    profile or GPU lacks the numbers for it (the findings stand on their own)."""
+    results = load_results(run_dir)
+    try:
+        return format_report(diagnose_results(results))
+    except (ValueError, KeyError, PyinfraError) as error:
+        return format_report(diagnose_results({**results, "profile": None})) + f"(no decode roofline: {error})\n"
+
+
+def _report_failures(state, host, failures: list[str]) -> bool:
+    # pyinfra passes (state, host) to a FunctionCommand function that names them so; False
+    # marks the operation failed, so the pyinfra run exits non-zero.
+    for failure in failures:
+        logger.error(f"{host.print_prefix}bench failed: {failure}")
+    return False
+
+
+@operation()
+def bench_host(config: HostConfig, results_dir: str):
+    """Benchmark this host's SGLang server; write ``results_dir/<host>/<timestamp>/``; fail on
+    a failed benchmark or a regression beyond ``bench_regression_pct``."""
+    if not state.is_executing:
+        host.noop("the benchmark runs when the run executes and changes nothing")
+        return
+    _, rank, _ = multinode_position(config)
+    if rank != 0:
+        host.noop(f"node rank {rank} serves no HTTP: the group's first host is benchmarked")
+        return
+    version = host.get_fact(PythonPackages, venv=config.venv_path).get("sglang")
+    problem = why_not_ready(host.get_fact(SystemdUnitState, unit=UNIT), version, config.venv_path)
+    if problem:
+        yield FunctionCommand(_report_failures, ([problem],), {})
+        return
+    gpus, virtualization = host.get_fact(NvidiaGpus), host.get_fact(Virtualization)
+    settings = bench_settings(config, version)
+    run_dir = new_run_folder(results_dir, host.name)
+    started = time.monotonic()
+    problem = _run_on_host(config, settings, run_dir)
+    lines = read_json_lines(run_dir / BENCH_FILE) if (run_dir / BENCH_FILE).is_file() else []
+    failures = [problem] if problem else check_lines(lines, settings)
+    if failures:
+        # No settings.json: a failed run is never what a later run is compared with.
+        yield FunctionCommand(_report_failures, ([*failures, f"what it left is in {run_dir}"],), {})
+        return
+    write_json(run_dir / "links.json", links_document(gpus, virtualization))
+    write_json(run_dir / "profile.json", profile_document(config.sglang_model_profile, gpus))
+    write_json(run_dir / SETTINGS_FILE, settings_document(settings.as_dict(), settings.digest()))
+    logger.info(f"{host.print_prefix}benchmark done in {time.monotonic() - started:.1f} s: {run_dir}")
+    failures = _compare(run_dir, settings.digest(), lines, config.bench_regression_pct)
+    try:
+        logger.info(f"{host.print_prefix}diagnosis of {run_dir}:\n{diagnosis_text(run_dir)}")
+    except ValueError as error:  # no samples: the sampler could not read the GPUs
+        logger.warning(f"{host.print_prefix}no diagnosis: {error}")
+    if failures:
+        yield FunctionCommand(_report_failures, (failures,), {})
+        return
+    host.noop(f"benchmark passed: {run_dir}")

@@ -1,0 +1,142 @@
+"""What one benchmark run on a host is: its settings (and their hash, which says which earlier
+runs it may be compared with), the benchmark calls, and the shell script that runs them on the
+host with the GPU sampler alongside."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from dataclasses import asdict, dataclass
+
+from pyinfra_sglang.inventory import HostConfig
+from pyinfra_sglang.sglang_bench import bench_module, run_settings
+
+# The files the script leaves in its folder on the host, fetched by name.
+BENCH_FILE = "bench.jsonl"
+SAMPLES_FILE = "samples.jsonl"
+LOG_FILE = "bench.log"
+SAMPLER_LOG_FILE = "sampler.log"
+SAMPLER_PROGRAM = "gpu_sampler.py"
+KEY_READER_PROGRAM = "decode.py"  # checks/decode.py: its read_api_key reads the service's key
+# Exit status of the script when the API key cannot be read (bench_serving exits 1 or 2).
+KEY_UNREADABLE = 90
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """Everything that makes two runs comparable: same settings, same hash."""
+
+    concurrencies: tuple[int, ...]
+    input_len: int
+    output_len: int
+    prompts_per_concurrency: int
+    repeat: int
+    backend: str
+    dataset: str
+    range_ratio: float
+    sglang_version: str
+    profile: str
+    profile_overrides: dict
+
+    def num_prompts(self, concurrency: int) -> int:
+        return max(run_settings()["min_prompts"], self.prompts_per_concurrency * concurrency)
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "concurrencies": list(self.concurrencies)}
+
+    def digest(self) -> str:
+        """A hash that stays the same for the same settings, whatever order they were given."""
+        text = json.dumps(self.as_dict(), sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def bench_settings(config: HostConfig, sglang_version: str) -> BenchSettings:
+    """The settings of a run on a host with ``config`` whose venv holds ``sglang_version``."""
+    fixed = run_settings()
+    return BenchSettings(
+        concurrencies=tuple(config.bench_concurrencies),
+        input_len=config.bench_input_len,
+        output_len=config.bench_output_len,
+        prompts_per_concurrency=config.bench_prompts_per_concurrency,
+        repeat=config.bench_repeat,
+        backend=fixed["backend"],
+        dataset=fixed["dataset"],
+        range_ratio=float(fixed["range_ratio"]),
+        sglang_version=sglang_version,
+        profile=config.sglang_model_profile,
+        # A/B runs change the served configuration through overrides: a different one is a
+        # different experiment, never a regression of this one.
+        profile_overrides=dict(config.sglang_profile_overrides),
+    )
+
+
+def server_url(config: HostConfig) -> str:
+    """The host's own server, as checks/audit.py's decode load reaches it (a wildcard bind is
+    reached on loopback); IPv6 in brackets."""
+    address = "127.0.0.1" if config.sglang_host.is_unspecified else str(config.sglang_host)
+    host = f"[{address}]" if ":" in address else address
+    return f"http://{host}:{config.sglang_port}"
+
+
+def bench_args(settings: BenchSettings, url: str, concurrency: int, output_file: str) -> list[str]:
+    """One benchmark call's arguments after ``python -m <module>``. ``--base-url`` rather than
+    ``--host``/``--port``: older releases join those without IPv6 brackets."""
+    return [
+        "--backend", settings.backend, "--base-url", url,
+        "--dataset-name", settings.dataset,
+        "--random-input-len", str(settings.input_len),
+        "--random-output-len", str(settings.output_len),
+        "--random-range-ratio", str(settings.range_ratio),
+        "--num-prompts", str(settings.num_prompts(concurrency)),
+        "--max-concurrency", str(concurrency),
+        "--output-file", output_file,
+    ]  # fmt: skip
+
+
+def _key_export(folder: str, config_file: str) -> str:
+    # The key goes from the 0600 file into this shell's environment only: never onto a
+    # command line (ps shows those) nor into any output.
+    reader = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from decode import read_api_key; "
+        "sys.stdout.write(read_api_key(sys.argv[2]) or '')"
+    )
+    return (
+        f"OPENAI_API_KEY=\"$(python3 -c {shlex.quote(reader)} {shlex.quote(folder)} "
+        f"{shlex.quote(config_file)})\" || {{ echo 'cannot read the API key from "
+        f"{config_file}' >&2; exit {KEY_UNREADABLE}; }}\nexport OPENAI_API_KEY"
+    )
+
+
+def bench_script(
+    config: HostConfig, settings: BenchSettings, folder: str, api_key_file: str | None
+) -> str:
+    """The script run on the host in ``folder`` (which holds the sampler and the key reader):
+    the sampler in the background for the whole run, then every repeat of every concurrency,
+    each bounded; stops at the first failing benchmark and shows its log's tail."""
+    fixed = run_settings()
+    python = shlex.quote(f"{config.venv_path}/bin/python")
+    module = bench_module(settings.sglang_version)
+    calls = [(r, c) for r in range(1, settings.repeat + 1) for c in settings.concurrencies]
+    # Bounded even if nobody stops it: every call's timeout, and a minute to spare.
+    sampler_s = len(calls) * fixed["timeout_s"] + 60
+    lines = ["set -u", f"cd {shlex.quote(folder)}"]
+    if api_key_file:
+        lines.append(_key_export(folder, api_key_file))
+    lines += [
+        f"{python} {SAMPLER_PROGRAM} --duration {sampler_s} --interval {fixed['sample_interval_s']} "
+        f"--output {SAMPLES_FILE} 2>{SAMPLER_LOG_FILE} &",
+        "sampler=$!",
+        # However the script ends, the sampler stops with it (SIGTERM ends it cleanly).
+        "trap 'kill $sampler 2>/dev/null; wait $sampler 2>/dev/null' EXIT",
+    ]
+    for repeat, concurrency in calls:
+        args = " ".join(shlex.quote(a) for a in bench_args(settings, server_url(config), concurrency, BENCH_FILE))
+        what = f"repeat {repeat}/{settings.repeat}, concurrency {concurrency}"
+        lines += [
+            f"echo 'benchmark: {what}, {settings.num_prompts(concurrency)} prompts'",
+            f"timeout {fixed['timeout_s']} {python} -m {module} {args} >>{LOG_FILE} 2>&1 || "
+            f"{{ rc=$?; echo 'benchmark failed ({what}), exit '$rc', its log ends:' >&2; "
+            f"tail -n 25 {LOG_FILE} >&2; exit $rc; }}",
+        ]
+    return "\n".join(lines) + "\n"

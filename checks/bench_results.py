@@ -1,0 +1,73 @@
+"""The results folders of benchmark runs on the controller:
+``<results_dir>/<host>/<UTC timestamp>/`` holding bench.jsonl, samples.jsonl, links.json,
+profile.json and settings.json (the formats checks/diagnose.py reads), and the lookup of the
+run an new one is compared with."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+
+from checks.links import pcie_links
+
+SETTINGS_FILE = "settings.json"
+TIMESTAMP = "%Y%m%dT%H%M%SZ"
+
+
+def host_folder(results_dir: str | Path, host_name: str) -> Path:
+    """``results_dir/<host>`` with only safe characters: pyinfra names hosts ``@local`` or
+    ``@docker/<id>``."""
+    return Path(results_dir) / (re.sub(r"[^A-Za-z0-9_.-]+", "_", host_name).strip("_.") or "host")
+
+
+def new_run_folder(results_dir: str | Path, host_name: str, now: datetime | None = None) -> Path:
+    """A new, empty ``<host>/<YYYYmmddTHHMMSSZ>`` folder (``-2``, ``-3``... when two runs
+    start within one second: the names still sort by time)."""
+    parent = host_folder(results_dir, host_name)
+    parent.mkdir(parents=True, exist_ok=True)
+    stamp = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime(TIMESTAMP)
+    for suffix in ["", *(f"-{n}" for n in range(2, 1000))]:
+        folder = parent / f"{stamp}{suffix}"
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{parent}: too many runs started at {stamp}")
+
+
+def write_json(path: Path, value) -> Path:
+    path.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def links_document(gpus: list[dict], virtualization: dict | None) -> dict:
+    """links.json: each GPU's PCIe link (the NvidiaGpus fact) and the host's virtualization."""
+    return {"gpus": pcie_links(gpus), "virtualization": virtualization}
+
+
+def profile_document(profile: str, gpus: list[dict]) -> dict:
+    """profile.json: what the decode roofline needs (the profile, the GPU, how many)."""
+    return {"profile": profile, "gpu": gpus[0].get("name") if gpus else None, "tp_size": len(gpus)}
+
+
+def settings_document(settings: dict, digest: str) -> dict:
+    return {"settings": settings, "hash": digest}
+
+
+def previous_run(host_dir: Path, current: Path, digest: str) -> Path | None:
+    """The most recent run folder before ``current`` in ``host_dir`` whose settings hash is
+    ``digest`` and which holds a benchmark; None when there is none."""
+    if not host_dir.is_dir():
+        return None
+    earlier = sorted((p for p in host_dir.iterdir() if p.is_dir() and p.name < current.name), reverse=True)
+    for folder in earlier:
+        try:
+            found = json.loads((folder / SETTINGS_FILE).read_text()).get("hash")
+        except (OSError, ValueError, AttributeError):
+            continue  # not a run folder, or one cut short
+        if found == digest and (folder / "bench.jsonl").is_file():
+            return folder
+    return None

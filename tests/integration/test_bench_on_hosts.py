@@ -1,0 +1,131 @@
+"""deploy/bench.py on real Debian 12 test hosts serving the stand-in SGLang: it runs the
+stand-in bench_serving (real flags, real requests) with the GPU sampler (the stand-in
+nvidia-ml-py) alongside, writes a results folder per host, changes nothing, keeps the API key
+secret, compares with the previous run of the same settings, fails on a regression, and its
+folder is what `pyinfra-sglang diagnose` reads."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from checks.diagnose import diagnose_results, format_report, load_results
+from tests.hosts.apply import apply
+
+pytestmark = pytest.mark.hosts
+
+BENCH = "deploy/bench.py"
+API_KEY = "sk-site-APIKEY-0123456789"
+# Small, so a run takes seconds: 8 and 16 requests of 32 prompt and 16 output tokens.
+SETTINGS = {"bench_concurrencies": "[1,4]", "bench_input_len": "32", "bench_output_len": "16"}
+RUN_FILES = {"bench.jsonl", "samples.jsonl", "links.json", "profile.json", "settings.json",
+             "bench.log", "sampler.log"}  # fmt: skip
+
+
+def bench(inventory, results: Path, **data: str):
+    options = [option for key, value in {**SETTINGS, "bench_results_dir": str(results), **data}.items()
+               for option in ("--data", f"{key}={value}")]  # fmt: skip
+    started = time.monotonic()
+    result = apply(inventory, BENCH, options=tuple(options), timeout=600)
+    result.wall_s = time.monotonic() - started
+    assert result.executed, result.describe()
+    # A benchmark never changes a host. A failed run prints no JSON results: read pyinfra's log.
+    assert result.changed() == [] and result.logged_changes() == [], result.describe()
+    return result
+
+
+def runs(results: Path, address: str) -> list[Path]:
+    return sorted((results / address).iterdir())
+
+
+def assert_key_secret(result, results: Path) -> None:
+    assert API_KEY not in result.stdout + result.stderr
+    for path in results.rglob("*"):
+        if path.is_file():
+            assert API_KEY not in path.read_text(), path
+
+
+def test_bench_writes_a_results_folder_per_host_and_changes_nothing(host_pool, hosts, inventory, tmp_path):
+    result = bench(inventory, tmp_path)
+    assert result.returncode == 0, result.describe()
+    print(f"bench run on {len(hosts)} test hosts: {result.wall_s:.1f} s")  # the measured wall time
+    for h in hosts:
+        [folder] = runs(tmp_path, h.address)
+        assert {p.name for p in folder.iterdir()} == RUN_FILES
+        lines = [json.loads(x) for x in (folder / "bench.jsonl").read_text().splitlines()]
+        assert [(x["max_concurrency"], x["completed"]) for x in lines] == [(1, 8), (4, 16)]
+        assert all(x["total_output_tokens"] == 16 * x["completed"] and x["output_throughput"] > 0 for x in lines)
+        assert all(x["backend"] == "sglang-oai-chat" and x["dataset_name"] == "random-ids" for x in lines)
+        samples = [json.loads(x) for x in (folder / "samples.jsonl").read_text().splitlines()]
+        assert samples and all([g["index"] for g in s["gpus"]] == [0, 1] for s in samples)
+        # The stand-in server's processes were found and measured.
+        assert max(s["cpu"]["processes"] for s in samples) >= 1
+        links = json.loads((folder / "links.json").read_text())
+        assert [g["pcie"]["gen_max"] for g in links["gpus"]] == [5, 5]
+        assert links["virtualization"]["container"] == "systemd-nspawn"
+        assert json.loads((folder / "profile.json").read_text()) == {
+            "profile": "dense-bf16", "gpu": "NVIDIA H200", "tp_size": 2}  # fmt: skip
+        settings = json.loads((folder / "settings.json").read_text())
+        assert settings["settings"]["concurrencies"] == [1, 4] and settings["settings"]["sglang_version"] == "0.5.23"
+        assert len(settings["hash"]) == 16
+        # The temporary folder on the host is gone.
+        assert host_pool.run(h, "ls -d /tmp/pyinfra-sglang-bench.* 2>/dev/null || true").stdout.strip() == ""
+    assert result.stderr.count("no earlier run with these settings") == len(hosts)
+    assert result.stderr.count("Findings:") == len(hosts) and "Decode roofline (batch 1)" in result.stderr
+    assert_key_secret(result, tmp_path)
+
+    # The same settings again: compared with the first run (a lenient threshold, so a busy
+    # machine's jitter cannot fail it; the threshold is no setting of the measurement).
+    again = bench(inventory, tmp_path, bench_regression_pct="60")
+    assert again.returncode == 0, again.describe()
+    for h in hosts:
+        first, second = runs(tmp_path, h.address)
+        assert json.loads((second / "settings.json").read_text())["hash"] == settings["hash"]
+        assert f"output throughput against {first.name}:" in again.stderr
+    assert "no earlier run with these settings" not in again.stderr
+    assert_key_secret(again, tmp_path)
+
+    # Other settings start a series of their own.
+    other = bench(inventory, tmp_path, bench_concurrencies="[2]")
+    assert other.returncode == 0 and other.stderr.count("no earlier run with these settings") == len(hosts)
+
+
+def test_a_throughput_drop_fails_the_host(hosts, inventory, tmp_path):
+    first = bench(inventory, tmp_path)
+    assert first.returncode == 0, first.describe()
+    # Plant a faster past: the first run's folder now says it served 10x the tokens per second.
+    regressed = hosts[0]
+    [earlier] = runs(tmp_path, regressed.address)
+    lines = [json.loads(x) for x in (earlier / "bench.jsonl").read_text().splitlines()]
+    (earlier / "bench.jsonl").write_text(
+        "".join(json.dumps({**x, "output_throughput": x["output_throughput"] * 10}) + "\n" for x in lines)
+    )
+    result = bench(inventory, tmp_path)
+    assert result.returncode != 0, result.describe()
+    failures = [x for x in result.stderr.splitlines() if "bench failed:" in x]
+    assert len(failures) == 2 and all(regressed.address in x for x in failures), result.stderr
+    assert "bench failed: concurrency 1: output throughput" in failures[0]
+    assert "bench failed: concurrency 4: output throughput" in failures[1]
+    assert all("beyond the 10% threshold" in x and str(earlier) in x for x in failures)
+    # The other host compared with its own, unplanted run and passed.
+    assert f"output throughput against {runs(tmp_path, hosts[1].address)[0].name}" in result.stderr
+    # The regressed run is kept, with its settings: it is the one the next run compares with.
+    assert len(runs(tmp_path, regressed.address)) == 2
+    assert_key_secret(result, tmp_path)
+
+
+def test_diagnose_reads_a_bench_folder(inventory, hosts, tmp_path):
+    assert bench(inventory, tmp_path).returncode == 0
+    [folder] = runs(tmp_path, hosts[0].address)
+    report = diagnose_results(load_results(folder))
+    assert [g["index"] for g in report["gpus"]] == [0, 1]
+    assert report["gpus"][0]["samples"] >= 1 and report["gpus"][0]["pcie_link"] == "PCIe Gen5 x16"
+    assert report["findings"], report
+    roofline = report["roofline"]
+    assert [r["max_concurrency"] for r in roofline["runs"]] == [1, 4]
+    assert roofline["tp_size"] == 2 and roofline["bound_tokens_per_s"] > 0
+    text = format_report(report)
+    assert "GPU 1:" in text and "Findings:" in text and "concurrency 4:" in text

@@ -1,0 +1,166 @@
+"""The stand-in of SGLang's serving benchmark (tests/hosts/standins/sglang) against the stand-in
+server, each in its own interpreter on the standard library alone, as a test host runs them;
+and the stand-in nvidia-ml-py the GPU sampler imports there. Every wait is bounded."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.hosts import pyindex
+
+SGLANG = next(s for s in pyindex.STAND_INS if s.name == "sglang" and s.version == "0.5.23")
+TIMEOUT = 30.0
+API_KEY = "sk-standin-bench-KEY-42"
+SAMPLER = Path(__file__).resolve().parents[2] / "checks" / "probes" / "gpu_sampler.py"
+
+
+def source_tree(root: Path, spec: pyindex.StandIn) -> Path:
+    for relative, data in pyindex.source_files(spec).items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_bytes(data)
+    return root
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A stand-in server (0.5.23, API key, 10 ms per token) on a free port: its base URL."""
+    tree = source_tree(tmp_path_factory.mktemp("server"), SGLANG)
+    port = free_port()
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(tree),
+           "SGLANG_STANDIN_RUN_DIR": str(tree / "run"), "SGLANG_STANDIN_WARMUP_S": "0.1",
+           "SGLANG_STANDIN_TOKEN_DELAY_S": "0.01"}  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-S", "-m", "sglang.launch_server", "--model-path", "org/model",
+         "--port", str(port), "--api-key", API_KEY],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=1) as answer:
+                if answer.status == 200:
+                    break
+        except OSError:
+            pass
+        assert proc.poll() is None and time.monotonic() < deadline, "the stand-in server never got ready"
+        time.sleep(0.05)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=TIMEOUT)
+
+
+def client(tmp_path: Path, version: str) -> Path:
+    return source_tree(tmp_path / f"client-{version}", dataclasses.replace(SGLANG, version=version))
+
+
+def bench(tree: Path, module: str, url: str, *args: str, key: str | None = API_KEY):
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(tree)}
+    if key is not None:
+        env["OPENAI_API_KEY"] = key
+    return subprocess.run([sys.executable, "-S", "-m", module, "--base-url", url, *args],
+                          env=env, capture_output=True, text=True, timeout=TIMEOUT)  # fmt: skip
+
+
+ARGS = ("--backend", "sglang-oai-chat", "--dataset-name", "random-ids", "--random-input-len", "64",
+        "--random-output-len", "12", "--random-range-ratio", "1.0", "--num-prompts", "12",
+        "--max-concurrency", "3")  # fmt: skip
+
+
+def test_benchmark_sends_every_request_and_writes_sglangs_fields(server, tmp_path):
+    out = tmp_path / "bench.jsonl"
+    result = bench(client(tmp_path, "0.5.23"), "sglang.benchmark.serving", server, *ARGS, "--output-file", str(out))
+    assert result.returncode == 0, result.stderr
+    [row] = [json.loads(x) for x in out.read_text().splitlines()]
+    assert (row["backend"], row["dataset_name"], row["max_concurrency"]) == ("sglang-oai-chat", "random-ids", 3)
+    assert row["request_rate"] == float("inf")
+    assert (row["completed"], row["total_input_tokens"], row["total_output_tokens"]) == (12, 12 * 64, 12 * 12)
+    for name in ("duration", "request_throughput", "input_throughput", "output_throughput", "total_throughput",
+                 "concurrency", *(f"{s}_{m}_ms" for s in ("mean", "median", "p99")
+                                  for m in ("ttft", "tpot", "itl", "e2e_latency"))):  # fmt: skip
+        assert isinstance(row[name], float) and row[name] > 0, name
+    assert row["output_throughput"] == pytest.approx(row["total_output_tokens"] / row["duration"])
+    assert row["total_throughput"] == pytest.approx(row["input_throughput"] + row["output_throughput"])
+    # The server spends 10 ms per token; at most 3 requests were in flight at once.
+    assert 9 <= row["median_itl_ms"] < 200 and row["median_tpot_ms"] >= 9
+    assert 1.5 < row["concurrency"] <= 3.05
+    assert "Serving Benchmark Result" in result.stdout and API_KEY not in result.stdout + result.stderr
+    # --output-file appends, as SGLang's does.
+    assert bench(client(tmp_path, "0.5.23"), "sglang.benchmark.serving", server, *ARGS,
+                 "--output-file", str(out)).returncode == 0  # fmt: skip
+    assert len(out.read_text().splitlines()) == 2
+
+
+def test_benchmark_module_moved_in_0_5_18(server, tmp_path):
+    out = str(tmp_path / "b.jsonl")
+    new, old = client(tmp_path, "0.5.23"), client(tmp_path, "0.5.17")
+    moved = bench(new, "sglang.bench_serving", server, *ARGS, "--output-file", out)
+    assert moved.returncode == 0 and "sglang.bench_serving is deprecated" in moved.stderr
+    before = bench(old, "sglang.bench_serving", server, *ARGS, "--output-file", out)
+    assert before.returncode == 0 and "deprecated" not in before.stderr
+    missing = bench(old, "sglang.benchmark.serving", server, *ARGS, "--output-file", out)
+    assert missing.returncode == 1 and "No module named sglang.benchmark.serving" in missing.stderr
+    assert len(Path(out).read_text().splitlines()) == 2
+
+
+def test_benchmark_without_the_key_or_with_unknown_flags_fails(server, tmp_path):
+    tree, out = client(tmp_path, "0.5.23"), tmp_path / "b.jsonl"
+    refused = bench(tree, "sglang.benchmark.serving", server, *ARGS, "--output-file", str(out), key=None)
+    assert refused.returncode == 1 and "401" in refused.stdout
+    wrong_flag = bench(tree, "sglang.benchmark.serving", server, *ARGS, "--random-input", "5", "--bogus")
+    assert wrong_flag.returncode == 2 and "unrecognized arguments: --bogus" in wrong_flag.stderr
+    unsupported = bench(tree, "sglang.benchmark.serving", server, "--backend", "sglang", "--num-prompts", "1")
+    assert unsupported.returncode == 2 and "only --backend" in unsupported.stderr
+    assert not out.exists()
+
+
+@pytest.fixture(scope="module")
+def nvml_site(tmp_path_factory) -> Path:
+    """The stand-in nvidia-ml-py wheel, installed (unpacked) into a folder."""
+    root = tmp_path_factory.mktemp("nvml")
+    wheel = pyindex.build_wheel(pyindex.NVIDIA_ML_PY, root)
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(root / "site")
+    return root / "site"
+
+
+def test_nvidia_ml_py_stand_in_is_the_double_with_its_capture(nvml_site):
+    doubles = Path(__file__).resolve().parents[1] / "doubles"
+    assert (nvml_site / "pynvml" / "_double.py").read_bytes() == (doubles / "pynvml.py").read_bytes()
+    assert sorted(p.name for p in (nvml_site / "pynvml" / "capture").iterdir()) == ["nvml.json", "samples.json", "smi_q.txt"]
+    dist_info = nvml_site / "nvidia_ml_py-13.615.71.dist-info"
+    assert "Name: nvidia-ml-py\n" in (dist_info / "METADATA").read_text()
+
+
+def test_gpu_sampler_runs_on_the_stand_in_nvidia_ml_py(nvml_site, tmp_path):
+    # -S: only the standard library and the installed stand-in, as in a host's venv.
+    out = tmp_path / "samples.jsonl"
+    result = subprocess.run(
+        [sys.executable, "-S", str(SAMPLER), "--duration", "0.6", "--interval", "0.2", "--output", str(out)],
+        env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(nvml_site)},
+        capture_output=True, text=True, timeout=TIMEOUT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    samples = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(samples) == 3
+    # The capture's first rows, GPU 0: idle at 345 MHz, 77.184 W.
+    first = samples[0]["gpus"][0]
+    assert (first["name"], first["sm_clock_mhz"], first["power_w"], first["pcie_gen_max"]) == ("NVIDIA H200", 345, 77.184, 5)
+    assert [g["index"] for g in samples[0]["gpus"]] == [0, 1]
