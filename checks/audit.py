@@ -8,8 +8,8 @@ callback that reports the failures (failing the host, so the run exits non-zero)
 from __future__ import annotations
 
 import hashlib
-import re
 import json
+import re
 import shlex
 from pathlib import Path
 
@@ -47,6 +47,7 @@ from checks.links import findings_for_links, pcie_links
 from checks.report import format_table, report, summary, write_report
 from checks.service import findings_for_decode, findings_for_service, findings_for_unit_drift
 from checks.topology import findings_for_p2p, findings_for_topology, p2p_all_ok
+from pyinfra_sglang import data
 from pyinfra_sglang.inventory import HostConfig
 from roles.cuda_toolkit import cuda_paths
 from roles.nvidia_driver import REBOOT_REQUIRED, kernel_module_package, upstream_version
@@ -79,8 +80,6 @@ def decode_load(config: HostConfig) -> str:
 
 
 def service_files_path(kind: str) -> str:
-    from pyinfra_sglang import data
-
     return data.load("sglang_service")["files"][kind]["path"]
 
 
@@ -108,6 +107,29 @@ def _expected_digests(config: HostConfig) -> tuple[dict[str, str], str | None]:
     except (PyinfraError, ValueError, OSError) as error:
         return {}, str(error)
     return {f.path: hashlib.sha256(f.content.encode()).hexdigest() for f in files}, None
+
+
+def _load_gpus(config: HostConfig, serving: bool, torch: bool) -> tuple[dict | None, dict | None, list, str]:
+    """Load the GPUs while sampling their links: the decode prompt when the service serves
+    here, the link probe when asked for, else a copy load with the venv's torch; nothing
+    without any of them. (decode result, probe result, samples, which load they were read under)."""
+    decode, probe, samples, load = None, None, [], "none"
+    if serving:
+        sampled = host.get_fact(GpuQueryUnderLoad, load=decode_load(config))
+        decode = _json_output(sampled["load_output"]) or {
+            "ok": False, "reason": "protocol-error",
+            "message": f"the decode check printed no result (exit {sampled['load_rc']}): "
+            + " ".join(sampled["load_output"][-3:]),
+        }  # fmt: skip
+        if decode.get("ok"):  # a failed prompt loaded nothing
+            samples, load = sampled["samples"], "decode"
+    if torch and (config.audit_link_probe or not serving):
+        kind, command = ("probe", link_probe(config)) if config.audit_link_probe else ("copy", copy_load(config))
+        sampled = host.get_fact(GpuQueryUnderLoad, load=command)
+        if sampled["load_rc"] == 0:
+            samples, load = samples + sampled["samples"], kind
+            probe = _json_output(sampled["load_output"])
+    return decode, probe, samples, load
 
 
 def collect(config: HostConfig) -> tuple[dict, list[Finding]]:
@@ -159,28 +181,10 @@ def collect(config: HostConfig) -> tuple[dict, list[Finding]]:
         else:
             findings += findings_for_unit_drift(expected, host.get_fact(FileDigests, paths=sorted(expected)))
 
-    # Links are judged under load: the decode prompt when the service serves here, the link
-    # probe when asked for, else a copy load with the venv's torch, else idle readings (and
-    # the finding says which).
     decode, probe, samples, load = None, None, [], "none"
     if gpus:
         serving = service.get("ActiveState") == "active" and rank == 0
-        if serving:
-            sampled = host.get_fact(GpuQueryUnderLoad, load=decode_load(config))
-            decode = _json_output(sampled["load_output"]) or {
-                "ok": False, "reason": "protocol-error",
-                "message": f"the decode check printed no result (exit {sampled['load_rc']}): "
-                + " ".join(sampled["load_output"][-3:]),
-            }  # fmt: skip
-            if decode.get("ok"):  # a failed prompt loaded nothing
-                samples, load = sampled["samples"], "decode"
-        torch = "torch" in packages
-        if torch and (config.audit_link_probe or not serving):
-            kind = "probe" if config.audit_link_probe else "copy"
-            sampled = host.get_fact(GpuQueryUnderLoad, load=link_probe(config) if kind == "probe" else copy_load(config))
-            if sampled["load_rc"] == 0:
-                samples, load = samples + sampled["samples"], kind
-                probe = _json_output(sampled["load_output"])
+        decode, probe, samples, load = _load_gpus(config, serving, torch="torch" in packages)
         findings += findings_for_links(gpus, samples, load)
         if load == "probe" and probe:
             findings += findings_for_bandwidth(probe, pcie_links(gpus), topology)
