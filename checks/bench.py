@@ -42,6 +42,7 @@ from checks.diagnose import diagnose_results, format_report, load_results
 from checks.facts import NvidiaGpus, PythonPackages, SystemdUnitState, Virtualization
 from checks.regression import regressions, throughput_by_concurrency
 from checks.samples import read_json_lines
+from checks.server_metrics import METRICS_FILE, summarize_polls
 from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.sglang_bench import run_settings
 from roles.sglang_service import multinode_position
@@ -53,7 +54,7 @@ PROGRAMS = {
     SAMPLER_PROGRAM: CHECKS_DIR / "probes" / "gpu_sampler.py",
     KEY_READER_PROGRAM: CHECKS_DIR / "decode.py",
 }
-FETCHED = (BENCH_FILE, SAMPLES_FILE, LOG_FILE, SAMPLER_LOG_FILE)
+FETCHED = (BENCH_FILE, SAMPLES_FILE, LOG_FILE, SAMPLER_LOG_FILE, METRICS_FILE)
 
 
 def _run(host_, command: str, **arguments) -> tuple[bool, str]:
@@ -171,6 +172,9 @@ def bench_host(config: HostConfig, results_dir: str):
         yield FunctionCommand(_report_failures, ([*failures, f"what it left is in {run_dir}"],), {})
         return
     write_json(run_dir / "links.json", links_document(gpus, virtualization))
+    polled = summarize_polls((run_dir / METRICS_FILE).read_text().splitlines()) if (run_dir / METRICS_FILE).is_file() else None
+    if polled:
+        write_json(run_dir / "server_metrics.json", polled)
     write_json(run_dir / "profile.json", profile_document(config.sglang_model_profile, gpus))
     write_json(run_dir / SETTINGS_FILE, settings_document(settings.as_dict(), settings.digest()))
     logger.info(f"{host.print_prefix}benchmark done in {time.monotonic() - started:.1f} s: {run_dir}")

@@ -9,6 +9,7 @@ import json
 import shlex
 from dataclasses import asdict, dataclass
 
+from checks.server_metrics import METRICS_FILE, poll_loop
 from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.sglang_bench import bench_module, run_settings
 
@@ -127,8 +128,12 @@ def bench_script(
         f"{python} {SAMPLER_PROGRAM} --duration {sampler_s} --interval {fixed['sample_interval_s']} "
         f"--output {SAMPLES_FILE} 2>{SAMPLER_LOG_FILE} &",
         "sampler=$!",
-        # However the script ends, the sampler stops with it (SIGTERM ends it cleanly).
-        "trap 'kill $sampler 2>/dev/null; wait $sampler 2>/dev/null' EXIT",
+        # SGLang's KV-cache use and queue, from its /metrics, for the memory-capacity rule.
+        f"( {poll_loop(server_url(config) + '/metrics', METRICS_FILE)} ) &",
+        "poller=$!",
+        # However the script ends, the sampler and the poller stop with it (SIGTERM ends the
+        # sampler cleanly).
+        "trap 'kill $sampler $poller 2>/dev/null; wait $sampler $poller 2>/dev/null' EXIT",
     ]
     for repeat, concurrency in calls:
         args = " ".join(shlex.quote(a) for a in bench_args(settings, server_url(config), concurrency, BENCH_FILE))

@@ -22,7 +22,7 @@ API_KEY = "sk-site-APIKEY-0123456789"
 # Small, so a run takes seconds: 8 and 16 requests of 32 prompt and 16 output tokens.
 SETTINGS = {"bench_concurrencies": "[1,4]", "bench_input_len": "32", "bench_output_len": "16"}
 RUN_FILES = {"bench.jsonl", "samples.jsonl", "links.json", "profile.json", "settings.json",
-             "bench.log", "sampler.log"}  # fmt: skip
+             "bench.log", "sampler.log", "metrics.txt", "server_metrics.json"}  # fmt: skip
 
 
 def bench(inventory, results: Path, **data: str):
@@ -68,6 +68,9 @@ def test_bench_writes_a_results_folder_per_host_and_changes_nothing(host_pool, h
         assert links["virtualization"]["container"] == "systemd-nspawn"
         assert json.loads((folder / "profile.json").read_text()) == {
             "profile": "dense-bf16", "gpu": "NVIDIA H200", "tp_size": 2}  # fmt: skip
+        # SGLang's /metrics polled during the run (the profile enables metrics).
+        server = json.loads((folder / "server_metrics.json").read_text())
+        assert server["polls"] >= 1 and 0 <= server["kv_cache_usage"] <= 1 and server["queued_requests"] >= 0
         settings = json.loads((folder / "settings.json").read_text())
         assert settings["settings"]["concurrencies"] == [1, 4] and settings["settings"]["sglang_version"] == "0.5.23"
         assert len(settings["hash"]) == 16

@@ -375,6 +375,35 @@ def test_metrics_only_with_enable_metrics(launch):
     assert without.stop() == 0 and with_metrics.stop() == 0
 
 
+
+def gauge(text: str, name: str) -> float:
+    line = next(line for line in text.splitlines() if line.startswith(f"sglang:{name}{{"))
+    return float(line.rsplit(" ", 1)[1])
+
+
+def test_requests_beyond_max_running_queue_and_hold_kv_tokens(launch):
+    import threading
+
+    proc = server(launch, "--enable-metrics", "--max-running-requests", "1", "--max-total-tokens", "40",
+                  env={"SGLANG_STANDIN_TOKEN_DELAY_S": "0.2"})  # fmt: skip
+    proc.wait_status("/health")
+    callers = [threading.Thread(target=chat, args=(proc.port,)) for _ in range(3)]
+    for caller in callers:
+        caller.start()
+    deadline, seen = time.monotonic() + TIMEOUT, (0.0, 0.0, 0.0)
+    while time.monotonic() < deadline and seen[1] < 2:  # one runs, two wait
+        text = request(proc.port, "GET", "/metrics").body.decode()
+        seen = (gauge(text, "num_running_reqs"), gauge(text, "num_queue_reqs"), gauge(text, "token_usage"))
+        time.sleep(0.02)
+    assert seen[0] == 1 and seen[1] == 2 and 0 < seen[2] <= 1.0, seen
+    for caller in callers:
+        caller.join(TIMEOUT)
+    text = request(proc.port, "GET", "/metrics").body.decode()
+    assert (gauge(text, "num_queue_reqs"), gauge(text, "token_usage")) == (0.0, 0.0)
+    assert gauge(text, "num_requests_total") == 3.0
+    assert proc.stop() == 0
+
+
 # --- API key and config file -------------------------------------------------------------
 
 

@@ -94,8 +94,13 @@ class State:
         self.started = time.time()
         self.lock = threading.Lock()
         self.counters = {"num_requests_total": 0, "prompt_tokens_total": 0,
-                         "generation_tokens_total": 0, "num_running_reqs": 0}  # fmt: skip
+                         "generation_tokens_total": 0, "num_running_reqs": 0,
+                         "num_queue_reqs": 0, "used_tokens": 0}  # fmt: skip
         self.peers: set[int] = set()
+        # As SGLang's scheduler: at most --max-running-requests run at once, the rest queue;
+        # the KV cache holds --max-total-tokens (token_usage = tokens of running requests).
+        self.running_slots = threading.BoundedSemaphore(args.max_running_requests or 1024)
+        self.max_total_tokens = args.max_total_tokens or 500_000
 
     def count(self, **deltas: int) -> None:
         with self.lock:
@@ -219,18 +224,21 @@ class Handler(BaseHTTPRequestHandler):
                                     self.state.args.model_path)  # fmt: skip
         except ValueError as error:  # BadRequest and JSON errors
             return self.send_error_json(400, str(error))
-        self.state.count(num_requests_total=1, num_running_reqs=1,
-                         prompt_tokens_total=completion.prompt_tokens)  # fmt: skip
-        try:
-            if request.get("stream"):
-                options = request.get("stream_options") or {}
-                self.stream(completion, bool(options.get("include_usage")))
-            else:
-                time.sleep(self.state.token_delay * completion.completion_tokens)
-                self.send_json(200, completion.response())
-        finally:
-            self.state.count(num_running_reqs=-1,
-                             generation_tokens_total=completion.completion_tokens)  # fmt: skip
+        tokens = completion.prompt_tokens + completion.completion_tokens
+        self.state.count(num_requests_total=1, num_queue_reqs=1)
+        with self.state.running_slots:
+            self.state.count(num_queue_reqs=-1, num_running_reqs=1, used_tokens=tokens,
+                             prompt_tokens_total=completion.prompt_tokens)  # fmt: skip
+            try:
+                if request.get("stream"):
+                    options = request.get("stream_options") or {}
+                    self.stream(completion, bool(options.get("include_usage")))
+                else:
+                    time.sleep(self.state.token_delay * completion.completion_tokens)
+                    self.send_json(200, completion.response())
+            finally:
+                self.state.count(num_running_reqs=-1, used_tokens=-tokens,
+                                 generation_tokens_total=completion.completion_tokens)  # fmt: skip
 
     def stream(self, completion: Completion, include_usage: bool) -> None:
         self.send_response(200)
@@ -264,9 +272,12 @@ class Handler(BaseHTTPRequestHandler):
         with self.state.lock:
             counters = dict(self.state.counters)
         label = '{model_name="%s"}' % self.state.model_name.replace('"', '\\"')
+        counters["token_usage"] = min(1.0, counters["used_tokens"] / self.state.max_total_tokens)
         lines = []
         for name, kind, text in (
             ("num_running_reqs", "gauge", "The number of running requests."),
+            ("num_queue_reqs", "gauge", "The number of requests in the waiting queue."),
+            ("token_usage", "gauge", "The token usage."),
             ("num_requests_total", "counter", "Number of requests processed."),
             ("prompt_tokens_total", "counter", "Number of prefill tokens processed."),
             ("generation_tokens_total", "counter", "Number of generation tokens processed."),
