@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 from pyinfra import host, logger, state
@@ -29,7 +30,11 @@ from checks.bench_plan import (
     bench_script,
     bench_settings,
 )
+from checks.ab import compare, runs_by_concurrency
+from checks.ab import format_table as format_comparisons
 from checks.bench_results import (
+    host_folder,
+    latest_run,
     SETTINGS_FILE,
     links_document,
     new_run_folder,
@@ -145,9 +150,9 @@ def _report_failures(state, host, failures: list[str]) -> bool:
 
 
 @operation()
-def bench_host(config: HostConfig, results_dir: str):
+def bench_host(config: HostConfig, results_dir: str, compare_previous: bool = True):
     """Benchmark this host's SGLang server; write ``results_dir/<host>/<timestamp>/``; fail on
-    a failed benchmark or a regression beyond ``bench_regression_pct``."""
+    a failed benchmark or (``compare_previous``) a regression beyond ``bench_regression_pct``."""
     if not state.is_executing:
         host.noop("the benchmark runs when the run executes and changes nothing")
         return
@@ -178,7 +183,7 @@ def bench_host(config: HostConfig, results_dir: str):
     write_json(run_dir / "profile.json", profile_document(config.sglang_model_profile, gpus))
     write_json(run_dir / SETTINGS_FILE, settings_document(settings.as_dict(), settings.digest()))
     logger.info(f"{host.print_prefix}benchmark done in {time.monotonic() - started:.1f} s: {run_dir}")
-    failures = _compare(run_dir, settings.digest(), lines, config.bench_regression_pct)
+    failures = _compare(run_dir, settings.digest(), lines, config.bench_regression_pct) if compare_previous else []
     try:
         logger.info(f"{host.print_prefix}diagnosis of {run_dir}:\n{diagnosis_text(run_dir)}")
     except ValueError as error:  # no samples: the sampler could not read the GPUs
@@ -187,3 +192,32 @@ def bench_host(config: HostConfig, results_dir: str):
         yield FunctionCommand(_report_failures, (failures,), {})
         return
     host.noop(f"benchmark passed: {run_dir}")
+
+
+@operation()
+def ab_report(config_a: HostConfig, config_b: HostConfig, results_dir: str):
+    """Compare this host's latest runs of side A and side B (deploy/ab.py); write ``ab.json``
+    beside side B's results; fail when either side has no complete run."""
+    if not state.is_executing:
+        host.noop("the comparison reads the runs when the run executes")
+        return
+    version = host.get_fact(PythonPackages, venv=config_a.venv_path).get("sglang")
+    host_dir = host_folder(results_dir, host.name)
+    found = {
+        side: latest_run(host_dir, bench_settings(config, version).digest())
+        for side, config in (("A", config_a), ("B", config_b))
+    }
+    missing = [side for side, folder in found.items() if folder is None]
+    if missing:
+        yield FunctionCommand(_report_failures, ([f"no complete run of side {', '.join(missing)} in {host_dir}"],), {})
+        return
+    comparisons = compare(runs_by_concurrency([found["A"]]), runs_by_concurrency([found["B"]]))
+    write_json(found["B"] / "ab.json", {
+        "a": str(found["A"]), "b": str(found["B"]), "b_overrides": config_b.bench_ab_overrides,
+        "comparisons": [asdict(c) for c in comparisons],
+    })  # fmt: skip
+    logger.info(
+        f"{host.print_prefix}A/B, B = {config_b.bench_ab_overrides} (A: {found['A'].name}, "
+        f"B: {found['B'].name}):\n{format_comparisons(comparisons)}"
+    )
+    host.noop("; ".join(f"concurrency {c.concurrency}: {c.verdict}" for c in comparisons))

@@ -57,12 +57,20 @@ def settings_document(settings: dict, digest: str) -> dict:
     return {"settings": settings, "hash": digest}
 
 
-def previous_run(host_dir: Path, current: Path, digest: str) -> Path | None:
-    """The most recent run folder before ``current`` in ``host_dir`` whose settings hash is
-    ``digest`` and which holds a benchmark; None when there is none."""
+def latest_run(host_dir: Path, digest: str) -> Path | None:
+    """The most recent complete run folder in ``host_dir`` with settings hash ``digest``."""
+    return previous_run(host_dir, None, digest)
+
+
+def previous_run(host_dir: Path, current: Path | None, digest: str) -> Path | None:
+    """The most recent run folder before ``current`` (any, when None) in ``host_dir`` whose
+    settings hash is ``digest`` and which holds a benchmark; None when there is none."""
     if not host_dir.is_dir():
         return None
-    earlier = sorted((p for p in host_dir.iterdir() if p.is_dir() and p.name < current.name), reverse=True)
+    earlier = sorted(
+        (p for p in host_dir.iterdir() if p.is_dir() and (current is None or p.name < current.name)),
+        reverse=True,
+    )
     for folder in earlier:
         try:
             found = json.loads((folder / SETTINGS_FILE).read_text()).get("hash")

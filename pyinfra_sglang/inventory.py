@@ -247,6 +247,14 @@ class HostConfig(BaseModel):
         description="GPUs the host should have; the audit reports a mismatch.",
         json_schema_extra=_allowed("1..64, or unset to take what is found"),
     )
+    bench_ab_overrides: dict[str, Any] = Field(
+        default_factory=dict,
+        description=(
+            "Profile settings side B of deploy/ab.py serves with (side A: the inventory's own), "
+            "e.g. `{\"cuda_graph\": false}` (CUDA graphs off)."
+        ),
+        json_schema_extra=_allowed("profile fields, as in sglang_profile_overrides"),
+    )
     audit_report_dir: Annotated[str, Field(min_length=1)] = Field(
         "results/audit",
         description="Folder on the controller where deploy/audit.py writes `<host>.json`.",
@@ -477,7 +485,20 @@ def _service_problems(
         server_args(profile, config.sglang_version, 1, str(config.sglang_host), config.sglang_port, "/etc/sglang/sglang.yaml")
     except PyinfraError as error:
         problems.append(problem("sglang_version", str(error), field_allowed("sglang_version")))
+    if config.bench_ab_overrides:
+        try:
+            server_args(host_profile(ab_side_b(config)), config.sglang_version, 1, str(config.sglang_host),
+                        config.sglang_port, "/etc/sglang/sglang.yaml")  # fmt: skip
+        except PyinfraError as error:
+            problems.append(problem("bench_ab_overrides", str(error), field_allowed("bench_ab_overrides")))
     return problems
+
+
+def ab_side_b(config: HostConfig) -> HostConfig:
+    """The host's config with bench_ab_overrides laid over its profile overrides: what side
+    B of an A/B serves."""
+    overrides = {**config.sglang_profile_overrides, **config.bench_ab_overrides}
+    return config.model_copy(update={"sglang_profile_overrides": overrides})
 
 
 def validate_inventory(inventory: Inventory) -> dict[str, HostConfig]:
