@@ -55,7 +55,7 @@ def links_under_load(samples: list[list[dict]]) -> dict[int, dict]:
 
 def findings_for_links(idle: list[dict], samples: list[list[dict]], load: str) -> list[Finding]:
     """``idle``: one ``--query-gpu`` sample; ``samples``: those taken while ``load`` ran
-    (``decode``, ``copy``, or ``none`` when nothing could load the GPUs)."""
+    (``decode``, ``copy``, ``probe``, or ``none`` when nothing could load the GPUs)."""
     loaded = links_under_load(samples) if load in MEASURED_LOADS and samples else {}
     when = f"under {MEASURED_LOADS[load]}" if loaded else "while the GPUs may be idle"
     findings: list[Finding] = []
