@@ -51,7 +51,7 @@ from pyinfra_sglang import data
 from pyinfra_sglang.inventory import HostConfig
 from roles.cuda_toolkit import cuda_paths
 from roles.nvidia_driver import REBOOT_REQUIRED, kernel_module_package, upstream_version
-from roles.sglang_service import multinode_position, service_files
+from roles.sglang_service import ROUTER_UNIT_PATH, multinode_position, service_files
 
 CHECKS_DIR = Path(__file__).resolve().parent
 UNIT = "sglang.service"
@@ -172,6 +172,9 @@ def collect(config: HostConfig) -> tuple[dict, list[Finding]]:
     findings += findings_for_iommu(iommu, len(gpus), vm)
     findings += findings_for_sglang_version(config.sglang_version, packages.get("sglang"), config.venv_path)
     findings += findings_for_service(UNIT, service)
+    if config.sglang_router_worker_urls:
+        router = Path(ROUTER_UNIT_PATH).name
+        findings += findings_for_service(router, host.get_fact(SystemdUnitState, unit=router))
 
     installed_unit = service.get("LoadState") not in (None, "not-found")
     if installed_unit and gpus:

@@ -113,3 +113,16 @@ def test_a_bare_host_without_a_driver_gets_findings_not_a_traceback(host_pool, t
     by_code = findings(tmp_path / "reports", bare.address)
     assert levels(by_code, "fail") == {"driver-missing", "cuda-drift", "sglang-version-drift", "service-down"}
     assert "topology" not in by_code and "pcie-links" not in by_code
+
+
+def test_a_configured_router_that_is_not_there_is_found(hosts, inventory, tmp_path):
+    first = hosts[0]
+    workers = json.dumps([f"http://{h.address}:30000" for h in hosts])
+    result = audit(inventory, tmp_path, "--limit", first.address, "--data", f"sglang_router_worker_urls={workers}")
+    assert result.returncode != 0, result.describe()
+    by_code = findings(tmp_path, first.address)
+    down = [f["message"] for f in by_code["service-down"]]
+    assert down == ["sglang-router.service is not installed. Deploy it with `pyinfra INVENTORY deploy/site.py`."]
+    [drift] = by_code["unit-drift"]
+    assert drift["evidence"]["missing"] == ["/etc/systemd/system/sglang-router.service"]
+    assert "service" in levels(by_code, "ok")  # SGLang itself still serves
