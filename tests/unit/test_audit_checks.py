@@ -217,7 +217,14 @@ def test_iommu_translation_warns_on_bare_metal_only():
     assert findings_for_iommu({"cmdline": {}, "active": False}, 8, None) == []
 
 
-def test_iommu_state_fact_on_the_h200_vm_command_line():
+def test_iommu_state_fact_on_real_command_lines():
+    facts = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
+    for name in ("iommu_h200_vm.txt", "iommu_ci_machine.txt"):
+        # Neither VM sets IOMMU options or runs an IOMMU of its own.
+        assert IommuState().process((facts / name).read_text().splitlines()) == {"cmdline": {}, "active": False}
+
+
+def test_iommu_state_fact_parses_the_iommu_options():
     cmdline = "console=ttyS0 quiet reboot=k panic=1 pci=realloc=off intel_iommu=on iommu=pt"
     assert IommuState().process([cmdline, "### iommu_groups=12"]) == {
         "cmdline": {"intel_iommu": "on", "iommu": "pt"}, "active": True,
