@@ -18,11 +18,11 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from checks.bench_plan import BENCH_FILE
 from checks.regression import throughputs_by_concurrency
 from checks.samples import read_json_lines
 
 MIN_RUNS = 2
-BENCH_FILE = "bench.jsonl"
 
 
 def runs_by_concurrency(folders: list[str | Path]) -> dict[int, list[float]]:

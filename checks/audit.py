@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import shlex
 from pathlib import Path
 
@@ -40,23 +39,33 @@ from checks.facts import (
     PythonPackages,
     SystemdUnitState,
     Virtualization,
+    detected_vm,
     topology_has_nvlink,
 )
 from checks.findings import Finding
 from checks.links import findings_for_links, pcie_links
-from checks.report import format_table, report, summary, write_report
+from checks.report import format_table, report, safe_name, summary, write_report
 from checks.service import findings_for_decode, findings_for_service, findings_for_unit_drift
 from checks.topology import findings_for_p2p, findings_for_topology, p2p_all_ok
-from pyinfra_sglang import data
 from pyinfra_sglang.inventory import HostConfig
 from roles.cuda_toolkit import cuda_paths
 from roles.nvidia_driver import REBOOT_REQUIRED, kernel_module_package, upstream_version
-from roles.sglang_service import ROUTER_UNIT_PATH, multinode_position, service_files
+from roles.sglang_service import (
+    ROUTER_UNIT_PATH,
+    UNIT_NAME,
+    multinode_position,
+    server_url,
+    service_file_path,
+    service_files,
+)
 
 CHECKS_DIR = Path(__file__).resolve().parent
-UNIT = "sglang.service"
 EXPECTED_ANSWER = "Paris"  # the decode check's default question is the capital of France
 COPY_LOAD_SECONDS = 2
+# decode.py makes up to four requests (health, models, streamed, plain); the load they run
+# under is cut at LOAD_TIMEOUT_S, so each gets a quarter of it, minus a margin.
+LOAD_TIMEOUT_S = 180
+DECODE_REQUEST_TIMEOUT_S = 40
 
 
 def _ship_and_run(program: Path, interpreter: str, args: list[str]) -> str:
@@ -71,16 +80,12 @@ def _ship_and_run(program: Path, interpreter: str, args: list[str]) -> str:
 
 
 def decode_load(config: HostConfig) -> str:
-    address = "127.0.0.1" if config.sglang_host.is_unspecified else str(config.sglang_host)
-    args = ["--url", f"http://{address}:{config.sglang_port}", "--expect", EXPECTED_ANSWER, "--json"]
+    args = ["--url", server_url(config), "--expect", EXPECTED_ANSWER, "--json",
+            "--timeout", str(DECODE_REQUEST_TIMEOUT_S)]  # fmt: skip
     if config.sglang_api_key_file:
         # The key is read on the host from the service's own 0600 config, never sent here.
-        args += ["--api-key-file", service_files_path("config")]
+        args += ["--api-key-file", service_file_path("config")]
     return _ship_and_run(CHECKS_DIR / "decode.py", "python3", args)
-
-
-def service_files_path(kind: str) -> str:
-    return data.load("sglang_service")["files"][kind]["path"]
 
 
 def copy_load(config: HostConfig) -> str:
@@ -92,13 +97,20 @@ def link_probe(config: HostConfig) -> str:
 
 
 def _json_output(lines: list[str]) -> dict | None:
-    """The JSON object a probe printed (it may be indented over several lines)."""
+    """The last JSON object a probe printed (it may span several lines; warnings may come
+    before or after it)."""
+    decoder = json.JSONDecoder()
     text = "\n".join(lines)
-    start = text.find("{")
-    try:
-        return json.loads(text[start:]) if start >= 0 else None
-    except ValueError:
-        return None
+    starts = [i for i, line in enumerate(lines) if line.lstrip().startswith("{")]
+    for index in reversed(starts):
+        offset = len("\n".join(lines[:index])) + (1 if index else 0)
+        try:
+            value, _ = decoder.raw_decode(text, offset + len(lines[index]) - len(lines[index].lstrip()))
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
 
 
 def _expected_digests(config: HostConfig) -> tuple[dict[str, str], str | None]:
@@ -109,27 +121,30 @@ def _expected_digests(config: HostConfig) -> tuple[dict[str, str], str | None]:
     return {f.path: hashlib.sha256(f.content.encode()).hexdigest() for f in files}, None
 
 
-def _load_gpus(config: HostConfig, serving: bool, torch: bool) -> tuple[dict | None, dict | None, list, str]:
+def _load_gpus(config: HostConfig, serving: bool, torch: bool) -> dict:
     """Load the GPUs while sampling their links: the decode prompt when the service serves
-    here, the link probe when asked for, else a copy load with the venv's torch; nothing
-    without any of them. (decode result, probe result, samples, which load they were read under)."""
-    decode, probe, samples, load = None, None, [], "none"
+    here, the link probe when asked for, else (or when the prompt failed) a copy load with the
+    venv's torch; nothing without any of them. ``{"decode", "probe", "probe_failure",
+    "samples", "load"}``, ``load`` naming what the samples were read under."""
+    found = {"decode": None, "probe": None, "probe_failure": None, "samples": [], "load": "none"}
     if serving:
-        sampled = host.get_fact(GpuQueryUnderLoad, load=decode_load(config))
-        decode = _json_output(sampled["load_output"]) or {
+        sampled = host.get_fact(GpuQueryUnderLoad, load=decode_load(config), timeout_s=LOAD_TIMEOUT_S)
+        found["decode"] = _json_output(sampled["load_output"]) or {
             "ok": False, "reason": "protocol-error",
             "message": f"the decode check printed no result (exit {sampled['load_rc']}): "
             + " ".join(sampled["load_output"][-3:]),
         }  # fmt: skip
-        if decode.get("ok"):  # a failed prompt loaded nothing
-            samples, load = sampled["samples"], "decode"
-    if torch and (config.audit_link_probe or not serving):
+        if found["decode"].get("ok"):  # a failed prompt loaded nothing
+            found["samples"], found["load"] = sampled["samples"], "decode"
+    if torch and (config.audit_link_probe or found["load"] == "none"):
         kind, command = ("probe", link_probe(config)) if config.audit_link_probe else ("copy", copy_load(config))
-        sampled = host.get_fact(GpuQueryUnderLoad, load=command)
+        sampled = host.get_fact(GpuQueryUnderLoad, load=command, timeout_s=LOAD_TIMEOUT_S)
         if sampled["load_rc"] == 0:
-            samples, load = samples + sampled["samples"], kind
-            probe = _json_output(sampled["load_output"])
-    return decode, probe, samples, load
+            found["samples"], found["load"] = found["samples"] + sampled["samples"], kind
+            found["probe"] = _json_output(sampled["load_output"])
+        elif kind == "probe":
+            found["probe_failure"] = f"exit {sampled['load_rc']}: " + " ".join(sampled["load_output"][-3:])
+    return found
 
 
 def collect(config: HostConfig) -> tuple[dict, list[Finding]]:
@@ -145,10 +160,10 @@ def collect(config: HostConfig) -> tuple[dict, list[Finding]]:
     p2p = host.get_fact(NvidiaP2P, mode="r")
     iommu = host.get_fact(IommuState)
     persistenced = host.get_fact(SystemdUnitState, unit="nvidia-persistenced.service")
-    service = host.get_fact(SystemdUnitState, unit=UNIT)
+    service = host.get_fact(SystemdUnitState, unit=UNIT_NAME)
     packages = host.get_fact(PythonPackages, venv=config.venv_path)
     _, rank, _ = multinode_position(config)
-    vm = virtualization["vm"] if virtualization["vm"] != "unknown" else None
+    vm = detected_vm(virtualization)
     if loaded is None and gpus and virtualization["container"] not in (None, "unknown"):
         # A container may not see /proc/driver/nvidia; nvidia-smi's driver version is the
         # outer host's kernel module all the same (the flavor stays unknown).
@@ -171,7 +186,7 @@ def collect(config: HostConfig) -> tuple[dict, list[Finding]]:
     findings += findings_for_p2p(p2p, len(gpus), vm)
     findings += findings_for_iommu(iommu, len(gpus), vm)
     findings += findings_for_sglang_version(config.sglang_version, packages.get("sglang"), config.venv_path)
-    findings += findings_for_service(UNIT, service)
+    findings += findings_for_service(UNIT_NAME, service)
     if config.sglang_router_worker_urls:
         router = Path(ROUTER_UNIT_PATH).name
         findings += findings_for_service(router, host.get_fact(SystemdUnitState, unit=router))
@@ -184,16 +199,22 @@ def collect(config: HostConfig) -> tuple[dict, list[Finding]]:
         else:
             findings += findings_for_unit_drift(expected, host.get_fact(FileDigests, paths=sorted(expected)))
 
-    decode, probe, samples, load = None, None, [], "none"
+    loaded = {"decode": None, "probe": None, "samples": [], "load": "none"}
     if gpus:
         serving = service.get("ActiveState") == "active" and rank == 0
-        decode, probe, samples, load = _load_gpus(config, serving, torch="torch" in packages)
-        findings += findings_for_links(gpus, samples, load)
-        if load == "probe" and probe:
-            findings += findings_for_bandwidth(probe, pcie_links(gpus), topology)
+        loaded = _load_gpus(config, serving, torch="torch" in packages)
+        findings += findings_for_links(gpus, loaded["samples"], loaded["load"])
+        if loaded["load"] == "probe" and loaded["probe"]:
+            findings += findings_for_bandwidth(loaded["probe"], pcie_links(gpus), topology)
+        if loaded.get("probe_failure"):
+            findings.append(Finding(
+                "warn", "link-probe-failed",
+                f"the link bandwidth probe failed ({loaded['probe_failure']}); links were not "
+                "measured. Free GPU memory (stop the service) and audit again.",
+            ))  # fmt: skip
         if rank == 0:
             findings += findings_for_decode(
-                decode, skipped=None if serving or not installed_unit else f"{UNIT} is not running"
+                loaded["decode"], skipped=None if serving or not installed_unit else f"{UNIT_NAME} is not running"
             )
 
     facts = {
@@ -206,16 +227,14 @@ def collect(config: HostConfig) -> tuple[dict, list[Finding]]:
         "iommu": iommu,
         "service": service,
         "sglang_version": packages.get("sglang"),
-        "load": {"kind": load, "samples": len(samples), "result": probe},
-        "decode": decode,
+        "load": {"kind": loaded["load"], "samples": len(loaded["samples"]), "result": loaded["probe"]},
+        "decode": loaded["decode"],
     }
     return facts, findings
 
 
 def report_file_name(host_name: str) -> str:
-    """``<host>.json`` with only safe characters: pyinfra names hosts ``@local`` or
-    ``@docker/<id>``."""
-    return (re.sub(r"[^A-Za-z0-9_.-]+", "_", host_name).strip("_.") or "host") + ".json"
+    return safe_name(host_name) + ".json"
 
 
 def _report_failures(state, host, failures: list[Finding]) -> bool:

@@ -10,6 +10,7 @@ reports the failures (failing the host, so the run exits non-zero) otherwise.
 from __future__ import annotations
 
 import io
+import re
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -18,7 +19,6 @@ from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, operation
 from pyinfra.api.exceptions import PyinfraError
 
-from checks.audit import service_files_path
 from checks.bench_plan import (
     BENCH_FILE,
     KEY_READER_PROGRAM,
@@ -48,22 +48,24 @@ from checks.facts import NvidiaGpus, PythonPackages, SystemdUnitState, Virtualiz
 from checks.regression import regressions, throughput_by_concurrency
 from checks.samples import read_json_lines
 from checks.server_metrics import METRICS_FILE, summarize_polls
-from pyinfra_sglang.inventory import HostConfig
+from pyinfra_sglang.inventory import HostConfig, host_profile
+from pyinfra_sglang.render import tp_size_for
 from pyinfra_sglang.sglang_bench import run_settings
-from roles.sglang_service import multinode_position
+from roles.common import connector_arguments
+from roles.sglang_service import UNIT_NAME, multinode_position, service_file_path
 
 CHECKS_DIR = Path(__file__).resolve().parent
-UNIT = "sglang.service"
 SCRIPT = "run.sh"
 PROGRAMS = {
     SAMPLER_PROGRAM: CHECKS_DIR / "probes" / "gpu_sampler.py",
     KEY_READER_PROGRAM: CHECKS_DIR / "decode.py",
 }
+TEMP_FOLDER = re.compile(r"/tmp/pyinfra-sglang-bench\.[A-Za-z0-9]+")
 FETCHED = (BENCH_FILE, SAMPLES_FILE, LOG_FILE, SAMPLER_LOG_FILE, METRICS_FILE)
 
 
 def _run(host_, command: str, **arguments) -> tuple[bool, str]:
-    ok, output = host_.run_shell_command(command, **arguments)
+    ok, output = host_.run_shell_command(command, **{**connector_arguments(host_), **arguments})
     return ok, output.output
 
 
@@ -72,7 +74,7 @@ def why_not_ready(service: dict[str, str], sglang_version: str | None, venv: str
     if not sglang_version:
         return f"{venv} holds no SGLang: deploy it with `pyinfra INVENTORY deploy/site.py`"
     if service.get("ActiveState") != "active":
-        return f"{UNIT} is not running ({service.get('ActiveState') or 'not installed'}): nothing to benchmark"
+        return f"{UNIT_NAME} is not running ({service.get('ActiveState') or 'not installed'}): nothing to benchmark"
     return None
 
 
@@ -94,17 +96,18 @@ def check_lines(lines: list[dict], settings: BenchSettings) -> list[str]:
 def _run_on_host(config: HostConfig, settings: BenchSettings, run_dir: Path) -> str | None:
     """Ship the programs and the script to a temporary folder on the host, run it, fetch what
     it wrote into ``run_dir``, remove the folder. None when the benchmark passed, else why not."""
-    ok, folder = _run(host, "mktemp -d /tmp/pyinfra-sglang-bench.XXXXXX")
-    if not ok:
-        return f"cannot make a temporary folder on the host: {folder}"
-    folder = folder.strip()
+    ok, output = host.run_shell_command("mktemp -d /tmp/pyinfra-sglang-bench.XXXXXX", **connector_arguments())
+    folder = output.stdout.strip()
+    # Only ever a folder of the expected shape goes into the commands below (rm -rf among them).
+    if not ok or not TEMP_FOLDER.fullmatch(folder):
+        return f"cannot make a temporary folder on the host: {output.output}"
     try:
-        key_file = service_files_path("config") if config.sglang_api_key_file else None
+        key_file = service_file_path("config") if config.sglang_api_key_file else None
         script = bench_script(config, settings, folder, key_file)
         uploads = [(str(path), f"{folder}/{name}") for name, path in PROGRAMS.items()]
         uploads.append((io.BytesIO(script.encode()), f"{folder}/{SCRIPT}"))
         for local, remote in uploads:
-            if not host.put_file(local, remote):
+            if not host.put_file(local, remote, **connector_arguments()):
                 return f"cannot upload {remote}"
         calls = settings.repeat * len(settings.concurrencies)
         # The script bounds each call itself; this bounds the whole if the host stops answering.
@@ -112,7 +115,7 @@ def _run_on_host(config: HostConfig, settings: BenchSettings, run_dir: Path) -> 
         _, listing = _run(host, f"ls {folder}")
         for name in FETCHED:
             if name in listing.split():
-                host.get_file(f"{folder}/{name}", str(run_dir / name))
+                host.get_file(f"{folder}/{name}", str(run_dir / name), **connector_arguments())
         return None if passed else f"the benchmark failed:\n{output}"
     finally:
         _run(host, f"rm -rf {folder}")
@@ -161,7 +164,7 @@ def bench_host(config: HostConfig, results_dir: str, compare_previous: bool = Tr
         host.noop(f"node rank {rank} serves no HTTP: the group's first host is benchmarked")
         return
     version = host.get_fact(PythonPackages, venv=config.venv_path).get("sglang")
-    problem = why_not_ready(host.get_fact(SystemdUnitState, unit=UNIT), version, config.venv_path)
+    problem = why_not_ready(host.get_fact(SystemdUnitState, unit=UNIT_NAME), version, config.venv_path)
     if problem:
         yield FunctionCommand(_report_failures, ([problem],), {})
         return
@@ -180,7 +183,9 @@ def bench_host(config: HostConfig, results_dir: str, compare_previous: bool = Tr
     polled = summarize_polls((run_dir / METRICS_FILE).read_text().splitlines()) if (run_dir / METRICS_FILE).is_file() else None
     if polled:
         write_json(run_dir / "server_metrics.json", polled)
-    write_json(run_dir / "profile.json", profile_document(config.sglang_model_profile, gpus))
+    profile = host_profile(config)
+    tp_size = tp_size_for(profile, len(gpus), multinode_position(config)[0])
+    write_json(run_dir / "profile.json", profile_document(profile, gpus, tp_size))
     write_json(run_dir / SETTINGS_FILE, settings_document(settings.as_dict(), settings.digest()))
     logger.info(f"{host.print_prefix}benchmark done in {time.monotonic() - started:.1f} s: {run_dir}")
     failures = _compare(run_dir, settings.digest(), lines, config.bench_regression_pct) if compare_previous else []
@@ -195,16 +200,21 @@ def bench_host(config: HostConfig, results_dir: str, compare_previous: bool = Tr
 
 
 @operation()
-def ab_report(config_a: HostConfig, config_b: HostConfig, results_dir: str):
-    """Compare this host's latest runs of side A and side B (deploy/ab.py); write ``ab.json``
-    beside side B's results; fail when either side has no complete run."""
+def ab_report(config_a: HostConfig, config_b: HostConfig, results_dir: str, since: str):
+    """Compare this host's runs of side A and side B made by this A/B (run folders named
+    ``since`` or later: deploy/ab.py's start); write ``ab.json`` beside side B's results;
+    fail when either side has no complete run."""
     if not state.is_executing:
         host.noop("the comparison reads the runs when the run executes")
+        return
+    _, rank, _ = multinode_position(config_a)
+    if rank != 0:
+        host.noop(f"node rank {rank} serves no HTTP: the group's first host is benchmarked")
         return
     version = host.get_fact(PythonPackages, venv=config_a.venv_path).get("sglang")
     host_dir = host_folder(results_dir, host.name)
     found = {
-        side: latest_run(host_dir, bench_settings(config, version).digest())
+        side: latest_run(host_dir, bench_settings(config, version).digest(), since=since)
         for side, config in (("A", config_a), ("B", config_b))
     }
     missing = [side for side, folder in found.items() if folder is None]

@@ -6,20 +6,22 @@ run an new one is compared with."""
 from __future__ import annotations
 
 import json
-import re
 from datetime import datetime, timezone
 from pathlib import Path
 
 from checks.links import pcie_links
+from checks.report import safe_name
+from checks.roofline import roofline_for
+from pyinfra_sglang.gpus import UnknownGpuError
+from pyinfra_sglang.profiles import Profile
 
 SETTINGS_FILE = "settings.json"
 TIMESTAMP = "%Y%m%dT%H%M%SZ"
 
 
 def host_folder(results_dir: str | Path, host_name: str) -> Path:
-    """``results_dir/<host>`` with only safe characters: pyinfra names hosts ``@local`` or
-    ``@docker/<id>``."""
-    return Path(results_dir) / (re.sub(r"[^A-Za-z0-9_.-]+", "_", host_name).strip("_.") or "host")
+    """``results_dir/<host>``, the name made safe for a folder."""
+    return Path(results_dir) / safe_name(host_name)
 
 
 def new_run_folder(results_dir: str | Path, host_name: str, now: datetime | None = None) -> Path:
@@ -48,18 +50,28 @@ def links_document(gpus: list[dict], virtualization: dict | None) -> dict:
     return {"gpus": pcie_links(gpus), "virtualization": virtualization}
 
 
-def profile_document(profile: str, gpus: list[dict]) -> dict:
-    """profile.json: what the decode roofline needs (the profile, the GPU, how many)."""
-    return {"profile": profile, "gpu": gpus[0].get("name") if gpus else None, "tp_size": len(gpus)}
+def profile_document(profile: Profile, gpus: list[dict], tp_size: int) -> dict:
+    """profile.json: the decode roofline's numbers, from the profile as served (inventory
+    overrides applied) and the GPUs; without them when the profile or the GPU spec lacks them
+    (checks/diagnose.py then reports no roofline)."""
+    gpu = gpus[0].get("name") if gpus else None
+    document = {"model_profile": profile.name, "gpu": gpu, "tp_size": tp_size}
+    try:
+        document.update(roofline_for(profile, gpu or "", tp_size).as_dict())
+    except (ValueError, UnknownGpuError):
+        pass
+    return document
 
 
 def settings_document(settings: dict, digest: str) -> dict:
     return {"settings": settings, "hash": digest}
 
 
-def latest_run(host_dir: Path, digest: str) -> Path | None:
-    """The most recent complete run folder in ``host_dir`` with settings hash ``digest``."""
-    return previous_run(host_dir, None, digest)
+def latest_run(host_dir: Path, digest: str, since: str = "") -> Path | None:
+    """The most recent complete run folder in ``host_dir`` with settings hash ``digest``,
+    named ``since`` (a run folder's timestamp) or later."""
+    found = previous_run(host_dir, None, digest)
+    return found if found is not None and found.name >= since else None
 
 
 def previous_run(host_dir: Path, current: Path | None, digest: str) -> Path | None:

@@ -15,6 +15,7 @@ import statistics
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
+from checks.facts import detected_vm
 from checks.findings import Finding
 from checks.samples import (
     CpuSummary,
@@ -313,7 +314,7 @@ def _quiet_host_finding(
             "decode step (nsys, torch profiler), run the benchmark client on the host itself, "
             "compare with bare metal."
         )
-    vm = (virtualization or {}).get("vm")
+    vm = detected_vm(virtualization)
     if vm:
         cause += (
             f" The host is a VM ({vm}): launches, interrupts and doorbells cross the "

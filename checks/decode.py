@@ -4,8 +4,9 @@ Streams a chat completion (SSE, parsed here by hand), then asks the same without
 and checks both answers contain the expected word. Reports time to first token, tokens/s and
 completion tokens, or a stable reason code for what went wrong.
 
-Standard library only, Python 3.9+, no imports from pyinfra-sglang: the audit sends this
-file's source to a host and runs it there (``python3 - --url URL --json``).
+Standard library only, Python 3.9+, no imports from pyinfra-sglang: the audit copies this
+file to a temporary folder on a host and runs it there with the system python3
+(``python3 decode.py --url URL --json``).
 """
 
 from __future__ import annotations

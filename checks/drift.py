@@ -3,6 +3,7 @@ CUDA toolkit, GPU count, SGLang release, and the driver settings GPUs serve best
 
 from __future__ import annotations
 
+from checks.facts import iommu_passthrough
 from checks.findings import Finding
 
 RUN_SITE = "Run `pyinfra INVENTORY deploy/site.py` to converge it"
@@ -126,12 +127,12 @@ def findings_for_persistence(rows: list[dict], persistenced: dict) -> list[Findi
 def findings_for_iommu(iommu: dict, gpu_count: int, vm: str | None) -> list[Finding]:
     """IOMMU address translation (on, without passthrough) sends peer-to-peer traffic up to
     the root complex: slow, or hanging NCCL on some platforms."""
-    if gpu_count < 2 or not iommu["active"] or iommu["cmdline"].get("iommu") == "pt" or vm:
+    if gpu_count < 2 or not iommu["active"] or iommu_passthrough(iommu) or vm:
         return []
     return [Finding(
         "warn", "iommu-translation",
         f"The IOMMU translates DMA addresses ({' '.join(f'{k}={v}' for k, v in iommu['cmdline'].items()) or 'on by default'}) "
-        "and the kernel command line has no iommu=pt: GPU peer traffic goes through the root "
+        "and the kernel command line has no iommu=pt (or iommu.passthrough=1): GPU peer traffic goes through the root "
         "complex. Add iommu=pt unless you need translation for device isolation.",
         evidence=iommu,
     )]  # fmt: skip

@@ -40,6 +40,12 @@ class Virtualization(FactBase[VirtualizationDict]):
         }
 
 
+def detected_vm(virtualization: dict | None) -> str | None:
+    """The VM technology a Virtualization fact found; None for none or unknown."""
+    vm = (virtualization or {}).get("vm")
+    return None if vm in (None, "none", "unknown") else vm
+
+
 class KernelHeadersDict(TypedDict):
     kernel_release: str
     package: str
@@ -417,6 +423,9 @@ class GpuQueryUnderLoad(FactBase[dict]):
     def process(self, output) -> dict:
         lines = list(output)
         marks = [i for i, line in enumerate(lines) if line.startswith("### ")]
+        if len(marks) < 2 or not lines[marks[0]].startswith("### load rc="):
+            # The wrapper itself failed (no temporary folder, say): nothing ran.
+            return {"load_rc": None, "load_output": lines, "samples": []}
         load_at, samples_at = marks[0], marks[-1]
         return {
             "load_rc": int(lines[load_at].rsplit("=", 1)[1]),
@@ -443,9 +452,15 @@ class IommuState(FactBase[dict]):
                 continue
             for word in line.split():
                 key, _, value = word.partition("=")
-                if key in ("iommu", "intel_iommu", "amd_iommu"):
+                if key in ("iommu", "intel_iommu", "amd_iommu", "iommu.passthrough"):
                     cmdline[key] = value
         return {"cmdline": cmdline, "active": groups > 0}
+
+
+def iommu_passthrough(iommu: dict) -> bool:
+    """DMA passes the IOMMU untranslated: ``iommu=pt`` or ``iommu.passthrough=1``."""
+    cmdline = iommu["cmdline"]
+    return cmdline.get("iommu") == "pt" or cmdline.get("iommu.passthrough") in ("1", "y", "on")
 
 
 class SystemdUnitState(FactBase[dict[str, str]]):

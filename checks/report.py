@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from checks.findings import LEVELS, Finding, worst_level
+
+
+def safe_name(host_name: str) -> str:
+    """A host's name as a file or folder name: pyinfra names hosts ``@local`` or
+    ``@docker/<id>``."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", host_name).strip("_.") or "host"
 
 
 def summary(findings: list[Finding]) -> str:

@@ -48,14 +48,6 @@ class DecodeRoofline:
         }
 
 
-def decode_upper_bound_tps(
-    memory_bandwidth_gbs: float, tp_size: int, active_params_b: float, bytes_per_param: float
-) -> float:
-    """Batch-1 decode bound in tokens/s for ``tp_size`` GPUs of ``memory_bandwidth_gbs`` each."""
-    roofline = DecodeRoofline(tp_size, memory_bandwidth_gbs, active_params_b, bytes_per_param)
-    return roofline.tokens_per_s
-
-
 def roofline_for(profile: Profile, gpu_name: str, tp_size: int) -> DecodeRoofline:
     """The roofline of ``profile`` served on ``tp_size`` GPUs named ``gpu_name`` (gpus.toml).
     ValueError when the profile lacks active_params_b or bytes_per_param."""

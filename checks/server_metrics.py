@@ -21,7 +21,9 @@ _SERIES = re.compile(r"^(?P<name>sglang:[a-z_]+)(?:\{[^}]*\})?\s+(?P<value>[-+0-
 
 def poll_loop(metrics_url: str, output: str, interval_s: float = 1.0) -> str:
     """Shell that polls ``metrics_url`` until killed (every request bounded to 2 s)."""
-    wanted = "|".join(re.escape(g) for g in GAUGES)
+    # "sglan[g]" matches the same lines, yet grep's own command line then does not contain
+    # "sglang", so the GPU sampler does not count it as a server process.
+    wanted = "|".join(re.escape(g).replace("sglang", "sglan[g]") for g in GAUGES)
     return (
         f"while :; do echo '{POLL_MARK}'; curl -s -m 2 {shlex.quote(metrics_url)} "
         f"| grep -E {shlex.quote(f'^({wanted})[{{ ]')}; sleep {interval_s}; done > {shlex.quote(output)} 2>/dev/null"
@@ -29,9 +31,13 @@ def poll_loop(metrics_url: str, output: str, interval_s: float = 1.0) -> str:
 
 
 def summarize_polls(lines: list[str]) -> dict | None:
-    """``{"kv_cache_usage": peak, "queued_requests": peak, "polls": n}`` over the polls that
-    answered (usage: the fullest rank's; queue: summed over ranks); None when no poll did
-    (metrics off, or the endpoint unreachable)."""
+    """``{"kv_cache_usage", "queued_requests", "peak_kv_cache_usage", "peak_queued_requests",
+    "polls"}`` over the polls that answered (usage: the fullest rank's; queue: summed over
+    ranks); None when no poll did (metrics off, or the endpoint unreachable).
+
+    ``kv_cache_usage`` and ``queued_requests`` come from ONE poll, the fullest cache among
+    the polls with requests waiting (else the fullest cache): "full while requests queued"
+    must be true at one moment, not of two peaks at different times."""
     polls: list[dict[str, list[float]]] = []
     for line in lines:
         if line.strip() == POLL_MARK:
@@ -40,11 +46,18 @@ def summarize_polls(lines: list[str]) -> dict | None:
         match = _SERIES.match(line.strip())
         if match and polls and match["name"] in GAUGES and match["value"] != "NaN":
             polls[-1].setdefault(match["name"], []).append(float(match["value"]))
-    answered = [poll for poll in polls if all(g in poll for g in GAUGES)]
-    if not answered:
+    readings = [
+        (max(poll["sglang:token_usage"]), int(sum(poll["sglang:num_queue_reqs"])))
+        for poll in polls
+        if all(g in poll for g in GAUGES)
+    ]
+    if not readings:
         return None
+    usage, queued = max(readings, key=lambda reading: (reading[1] > 0, reading[0]))
     return {
-        "kv_cache_usage": max(max(poll["sglang:token_usage"]) for poll in answered),
-        "queued_requests": int(max(sum(poll["sglang:num_queue_reqs"]) for poll in answered)),
-        "polls": len(answered),
+        "kv_cache_usage": usage,
+        "queued_requests": queued,
+        "peak_kv_cache_usage": max(u for u, _ in readings),
+        "peak_queued_requests": max(q for _, q in readings),
+        "polls": len(readings),
     }

@@ -8,10 +8,13 @@ called noise or real. The host ends where it began, on A's configuration, also w
 benchmark fails.
 """
 
+from datetime import datetime, timezone
+
 from pyinfra import host
 from pyinfra.api.exceptions import PyinfraError
 
 from checks.bench import ab_report, bench_host
+from checks.bench_results import TIMESTAMP
 from pyinfra_sglang.inventory import ab_side_b, host_config
 from roles.sglang_service import sglang_service
 
@@ -27,11 +30,18 @@ if config.bench_repeat < 2:
         "so noise cannot be told from a real difference; allowed: 2..100 (e.g. --data bench_repeat=3)"
     )
 config_b = ab_side_b(config)
+if config_b.sglang_profile_overrides == config.sglang_profile_overrides:
+    raise PyinfraError(
+        f"host {host.name}: bench_ab_overrides = {config.bench_ab_overrides} changes nothing "
+        "(sglang_profile_overrides already holds it); allowed: a profile setting that differs"
+    )
 results = config.bench_results_dir
+# Run folders are named by their UTC start: the comparison takes only this A/B's runs.
+since = datetime.now(timezone.utc).strftime(TIMESTAMP)
 
 bench_host(name="A/B: benchmark side A (as deployed)", config=config, results_dir=results, compare_previous=False)
 sglang_service(name=f"A/B: serve side B ({config.bench_ab_overrides})", config=config_b)
 # Whatever B's benchmark does, A is served again after it.
 bench_host(name="A/B: benchmark side B", config=config_b, results_dir=results, compare_previous=False, _ignore_errors=True)
 sglang_service(name="A/B: serve side A again", config=config)
-ab_report(name="A/B: compare", config_a=config, config_b=config_b, results_dir=results)
+ab_report(name="A/B: compare", config_a=config, config_b=config_b, results_dir=results, since=since)

@@ -22,6 +22,7 @@ from pyinfra.api.exceptions import OperationError
 from pyinfra.facts.systemd import SystemdStatus
 
 from checks.facts import FileDigests, NvidiaGpus
+from pyinfra_sglang import data
 from pyinfra_sglang.gpus import arch_from_compute_cap, find_gpu
 from pyinfra_sglang.inventory import HostConfig, host_config, host_profile
 from pyinfra_sglang.render import (
@@ -30,6 +31,7 @@ from pyinfra_sglang.render import (
     render_router_unit,
     render_service_files,
 )
+from roles.common import connector_arguments
 from roles.cuda_toolkit import cuda_paths
 from roles.python_env import venv_packages
 
@@ -41,6 +43,9 @@ ROUTER_START_TIMEOUT_S = 120
 def cache_folders() -> str:
     """The service's cache folders, space-separated for one `install -d`."""
     return " ".join(sorted(cache_dirs().values()))
+
+
+UNIT_NAME = "sglang.service"
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,19 @@ def gpu_topology_is_pcie_only(gpus: list[dict]) -> bool:
     return len(gpus) > 1 and not any(spec and spec.nvlink for spec in specs)
 
 
+def server_url(config: HostConfig, port: int | None = None) -> str:
+    """How the host reaches its own server (or, with ``port``, its router): a wildcard bind
+    on loopback, an IPv6 address in brackets."""
+    address = "127.0.0.1" if config.sglang_host.is_unspecified else str(config.sglang_host)
+    host_part = f"[{address}]" if ":" in address else address
+    return f"http://{host_part}:{port or config.sglang_port}"
+
+
+def service_file_path(kind: str) -> str:
+    """Where the service's ``unit``, ``env``, ``config`` or ``router_unit`` file lives."""
+    return data.load("sglang_service")["files"][kind]["path"]
+
+
 def service_files(config: HostConfig) -> ServiceFiles:
     """Render the unit, env and config for this host from its facts (GpuFitError etc. when
     the profile cannot run here)."""
@@ -120,20 +138,19 @@ def service_files(config: HostConfig) -> ServiceFiles:
             ),
             "644",
         ))  # fmt: skip
-    address = "127.0.0.1" if config.sglang_host.is_unspecified else str(config.sglang_host)
     routed = bool(config.sglang_router_worker_urls)
     return ServiceFiles(
-        unit_name="sglang.service",
+        unit_name=UNIT_NAME,
         files=tuple(files),
-        health_url=f"http://{address}:{config.sglang_port}/health" if rank == 0 else None,
+        health_url=f"{server_url(config)}/health" if rank == 0 else None,
         start_timeout_s=profile.start_timeout_s,
-        router_health_url=f"http://{address}:{config.sglang_router_port}/health" if routed else None,
+        router_health_url=f"{server_url(config, config.sglang_router_port)}/health" if routed else None,
         stale=() if routed else (ROUTER_UNIT_PATH,),
     )
 
 
 def _run(host_, command: str) -> tuple[bool, str]:
-    ok, output = host_.run_shell_command(command)
+    ok, output = host_.run_shell_command(command, **connector_arguments(host_))
     return ok, "\n".join(line.line for line in output)
 
 
@@ -165,7 +182,7 @@ def _install(host_, files: tuple[RenderedFile, ...]) -> None:
     for rendered in files:
         # put_file shows no content and no diff: the env and config files hold secrets.
         staging = f"{rendered.path}.new"
-        if not host_.put_file(io.BytesIO(rendered.content.encode()), staging):
+        if not host_.put_file(io.BytesIO(rendered.content.encode()), staging, **connector_arguments(host_)):
             raise OperationError(f"could not upload {rendered.path}")
         ok, out = _run(host_, f"chown root:root {staging} && chmod {rendered.mode} {staging} && mv -f {staging} {rendered.path}")
         if not ok:

@@ -68,7 +68,7 @@ def test_a_hand_edited_unit_is_unit_drift(host_pool, hosts, inventory, tmp_path)
     unit = "/etc/systemd/system/sglang.service"
     host_pool.run(edited, f"cp -p {unit} /root/unit.keep && sed -i 's/^Restart=.*/Restart=no/' {unit}")
     try:
-        result = audit(inventory, tmp_path)
+        audit(inventory, tmp_path)
         [drift] = findings(tmp_path, edited.address)["unit-drift"]
         assert drift["level"] == "fail" and drift["evidence"]["changed"] == [unit]
         assert "unit-drift" not in findings(tmp_path, hosts[1].address)

@@ -66,11 +66,14 @@ def test_bench_writes_a_results_folder_per_host_and_changes_nothing(host_pool, h
         links = json.loads((folder / "links.json").read_text())
         assert [g["pcie"]["gen_max"] for g in links["gpus"]] == [5, 5]
         assert links["virtualization"]["container"] == "systemd-nspawn"
-        assert json.loads((folder / "profile.json").read_text()) == {
-            "profile": "dense-bf16", "gpu": "NVIDIA H200", "tp_size": 2}  # fmt: skip
+        profile = json.loads((folder / "profile.json").read_text())
+        assert (profile["model_profile"], profile["gpu"], profile["tp_size"]) == ("dense-bf16", "NVIDIA H200", 2)
+        assert profile["memory_bandwidth_gbs"] == 4800 and profile["bound_tokens_per_s"] > 0
         # SGLang's /metrics polled during the run (the profile enables metrics).
         server = json.loads((folder / "server_metrics.json").read_text())
-        assert server["polls"] >= 1 and 0 <= server["kv_cache_usage"] <= 1 and server["queued_requests"] >= 0
+        assert server["polls"] >= 1 and 0 <= server["peak_kv_cache_usage"] <= 1
+        # At most 4 requests at once against the stand-in's 1024 running slots: none waits.
+        assert server["queued_requests"] == server["peak_queued_requests"] == 0
         settings = json.loads((folder / "settings.json").read_text())
         assert settings["settings"]["concurrencies"] == [1, 4] and settings["settings"]["sglang_version"] == "0.5.23"
         assert len(settings["hash"]) == 16

@@ -120,8 +120,37 @@ def test_gpu_query_under_load_fact_splits_load_output_and_samples():
         "load_output": ['{"gpus": [{"index": 0, "h2d_gbs": 55.3}]}'],
         "samples": [H200, H200],
     }
-    command = fact.command(load="python3 - <<'EOF'\nprint('it''s')\nEOF", timeout_s=30)
-    assert "timeout 30 sh -c" in command and QUERY in command
+    assert fact.process(["mktemp: failed"]) == {"load_rc": None, "load_output": ["mktemp: failed"], "samples": []}
+
+
+def test_gpu_query_under_load_command_samples_while_the_load_runs(tmp_path):
+    """The fact's command, run by sh with the replaying nvidia-smi on PATH (the test double of
+    the driver's tool): the load's output and exit status come back, and samples taken while
+    it ran."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.hosts import nvidia_smi_replay
+    from tests.unit.captures import GPU_FIXTURES
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(f"#!{sys.executable}\n" + Path(nvidia_smi_replay.__file__).read_text())
+    smi.chmod(0o755)
+    root = tmp_path / "root"
+    shutil.copytree(GPU_FIXTURES / "h200x2-nvlink-vm", root / "usr/share/nvidia-smi-replay/h200x2-nvlink-vm")
+    # A load with quotes and a heredoc, as the audit's decode and copy loads are.
+    load = "python3 - <<'EOF'\nimport time; time.sleep(0.6); print('{\"it\": \"ran\"}')\nEOF\nexit 3"
+    fact = GpuQueryUnderLoad()
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "NVIDIA_SMI_REPLAY_ROOT": str(root)}
+    run = subprocess.run(["sh", "-c", fact.command(load=load, interval_s=0.1, timeout_s=30)],
+                         capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
+    result = fact.process(run.stdout.splitlines())
+    assert result["load_rc"] == 3 and result["load_output"] == ['{"it": "ran"}']
+    assert 2 <= len(result["samples"]) and all(sample == H200 for sample in result["samples"])
 
 
 # --- topology and P2P ----------------------------------------------------------------------

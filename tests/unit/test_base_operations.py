@@ -74,3 +74,16 @@ def test_container_is_a_noop_naming_the_container():
     assert commands == []
     assert len(noops) == 1
     assert "systemd-nspawn" in noops[0] and "outer host" in noops[0]
+
+
+def test_connector_arguments_are_the_running_operations_connector_ones():
+    from types import SimpleNamespace
+
+    from roles.common import connector_arguments
+
+    running = SimpleNamespace(current_op_global_arguments={
+        "_sudo": True, "_sudo_user": "root", "_timeout": 30, "_ignore_errors": True, "_if": None,
+    })  # fmt: skip
+    # Connector arguments travel on to direct connector calls; operation-level ones do not.
+    assert connector_arguments(running) == {"_sudo": True, "_sudo_user": "root", "_timeout": 30}
+    assert connector_arguments(SimpleNamespace(current_op_global_arguments=None)) == {}

@@ -77,8 +77,18 @@ def test_links_and_profile_documents_are_what_diagnose_reads():
     assert links["virtualization"] == {"container": None, "vm": "kvm"}
     assert links["gpus"][1] == {"index": 1, "name": "NVIDIA H200", "pcie": {
         "gen_current": 1, "gen_max": 5, "width_current": 16, "width_max": 16}}  # fmt: skip
-    assert profile_document("dense-bf16", gpus) == {"profile": "dense-bf16", "gpu": "NVIDIA H200", "tp_size": 2}
-    assert profile_document("dense-bf16", []) == {"profile": "dense-bf16", "gpu": None, "tp_size": 0}
+    from checks.diagnose import roofline_from
+    from pyinfra_sglang.profiles import load_profile, merge_overrides
+
+    dense = load_profile("dense-bf16")
+    document = profile_document(dense, gpus, 2)
+    assert (document["model_profile"], document["gpu"], document["tp_size"]) == ("dense-bf16", "NVIDIA H200", 2)
+    assert roofline_from(document).tokens_per_s == pytest.approx(2 * 4800 / (dense.active_params_b * 2))
+    # Inventory overrides are what is served, so they are what the roofline uses.
+    halved = merge_overrides(dense, {"bytes_per_param": 1})
+    assert roofline_from(profile_document(halved, gpus, 2)).tokens_per_s == pytest.approx(2 * 4800 / dense.active_params_b)
+    # Without the numbers (no GPU known) there is no roofline, and the document says what is known.
+    assert profile_document(dense, [], 0) == {"model_profile": "dense-bf16", "gpu": None, "tp_size": 0}
 
 
 # --- regressions ---------------------------------------------------------------------------

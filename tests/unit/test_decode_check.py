@@ -220,11 +220,12 @@ def test_source_is_python_3_9_and_standard_library_only():
     assert imported and imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
 
 
-def test_runs_from_standard_input_as_the_audit_sends_it():
+def test_runs_alone_with_a_bare_interpreter():
     port = free_port()  # nothing listens there
+    # -I -S: no site-packages, no project on the path, as on a bare host.
     result = subprocess.run(
-        [sys.executable, "-I", "-S", "-", "--url", f"http://127.0.0.1:{port}", "--json"],
-        input=SOURCE.read_text(), capture_output=True, text=True, timeout=TIMEOUT,
+        [sys.executable, "-I", "-S", str(SOURCE), "--url", f"http://127.0.0.1:{port}", "--json"],
+        capture_output=True, text=True, timeout=TIMEOUT,
     )  # fmt: skip
     assert result.returncode == 1, result.stderr
     report = json.loads(result.stdout)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from checks.roofline import DecodeRoofline, decode_upper_bound_tps, roofline_for
+from checks.roofline import DecodeRoofline, roofline_for
 from pyinfra_sglang.gpus import UnknownGpuError
 from pyinfra_sglang.profiles import ProfileError, load_profile, load_profile_file, merge_overrides
 
@@ -13,10 +13,10 @@ REFERENCE_GPU = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 
 def test_bound_is_aggregate_bandwidth_over_bytes_per_token():
     # 8 x 1597 GB/s = 12776 GB/s; 40B x 0.5625 bytes = 22.5 GB per token.
-    assert decode_upper_bound_tps(1597, 8, 40, 0.5625) == pytest.approx(567.8, abs=0.1)
+    assert DecodeRoofline(8, 1597, 40, 0.5625).tokens_per_s == pytest.approx(567.8, abs=0.1)
     # Twice the GPUs, twice the bound; twice the bytes, half.
-    assert decode_upper_bound_tps(1597, 16, 40, 0.5625) == pytest.approx(2 * 567.8, abs=0.2)
-    assert decode_upper_bound_tps(1597, 8, 40, 1.125) == pytest.approx(567.8 / 2, abs=0.1)
+    assert DecodeRoofline(16, 1597, 40, 0.5625).tokens_per_s == pytest.approx(2 * 567.8, abs=0.2)
+    assert DecodeRoofline(8, 1597, 40, 1.125).tokens_per_s == pytest.approx(567.8 / 2, abs=0.1)
 
 
 def test_reference_deployment_reached_two_percent_of_its_bound():

@@ -22,7 +22,19 @@ sglang:num_queue_reqs{{model_name="glm-5",tp_rank="1"}} 5.0
 
 
 def test_peaks_over_the_polls_that_answered():
-    assert summarize_polls(POLLS) == {"kv_cache_usage": 0.97, "queued_requests": 12, "polls": 2}
+    assert summarize_polls(POLLS) == {
+        "kv_cache_usage": 0.97, "queued_requests": 12,
+        "peak_kv_cache_usage": 0.97, "peak_queued_requests": 12, "polls": 2,
+    }  # fmt: skip
+
+
+def test_full_cache_and_queue_are_read_from_the_same_poll():
+    # The cache was fullest when nothing waited; requests queued while it was half full.
+    lines = [POLL_MARK, 'sglang:token_usage{m="x"} 0.99', 'sglang:num_queue_reqs{m="x"} 0.0',
+             POLL_MARK, 'sglang:token_usage{m="x"} 0.50', 'sglang:num_queue_reqs{m="x"} 3.0']  # fmt: skip
+    summary = summarize_polls(lines)
+    assert (summary["kv_cache_usage"], summary["queued_requests"]) == (0.5, 3)
+    assert (summary["peak_kv_cache_usage"], summary["peak_queued_requests"]) == (0.99, 3)
 
 
 def test_no_answer_means_no_numbers():

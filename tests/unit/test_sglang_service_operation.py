@@ -100,7 +100,6 @@ def test_same_files_and_running_is_a_noop_else_one_guarded_apply():
 
 
 def test_multinode_ranks_follow_the_group_order(tmp_path, monkeypatch):
-    from pyinfra.api import operation
     from pyinfra.context import ctx_host
 
     from pyinfra_sglang.inventory import load_inventory_file
