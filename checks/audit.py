@@ -13,7 +13,7 @@ import shlex
 from pathlib import Path
 
 from pyinfra import host, logger, state
-from pyinfra.api import FunctionCommand, operation
+from pyinfra.api import operation
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import File
@@ -44,8 +44,19 @@ from checks.facts import (
 )
 from checks.findings import Finding
 from checks.links import findings_for_links, pcie_links
-from checks.report import format_table, report, safe_name, summary, write_report
-from checks.service import findings_for_decode, findings_for_service, findings_for_unit_drift
+from checks.report import (
+    fail_host,
+    format_table,
+    report,
+    safe_name,
+    summary,
+    write_report,
+)
+from checks.service import (
+    findings_for_decode,
+    findings_for_service,
+    findings_for_unit_drift,
+)
 from checks.topology import findings_for_p2p, findings_for_topology, p2p_all_ok
 from pyinfra_sglang.inventory import HostConfig
 from roles.cuda_toolkit import cuda_paths
@@ -113,9 +124,9 @@ def _json_output(lines: list[str]) -> dict | None:
     return None
 
 
-def _expected_digests(config: HostConfig) -> tuple[dict[str, str], str | None]:
+def _expected_digests(config: HostConfig, gpus: list[dict]) -> tuple[dict[str, str], str | None]:
     try:
-        files = service_files(config).files
+        files = service_files(config, gpus).files
     except (PyinfraError, ValueError, OSError) as error:
         return {}, str(error)
     return {f.path: hashlib.sha256(f.content.encode()).hexdigest() for f in files}, None
@@ -193,7 +204,7 @@ def collect(config: HostConfig) -> tuple[dict, list[Finding]]:
 
     installed_unit = service.get("LoadState") not in (None, "not-found")
     if installed_unit and gpus:
-        expected, problem = _expected_digests(config)
+        expected, problem = _expected_digests(config, gpus)
         if problem:
             findings.append(Finding("warn", "unit-drift", f"cannot render the expected service files: {problem}"))
         else:
@@ -237,14 +248,6 @@ def report_file_name(host_name: str) -> str:
     return safe_name(host_name) + ".json"
 
 
-def _report_failures(state, host, failures: list[Finding]) -> bool:
-    # pyinfra passes (state, host) to a FunctionCommand function that names them so; False
-    # marks the operation failed, so the pyinfra run exits non-zero.
-    codes = ", ".join(sorted({f.code for f in failures}))
-    logger.error(f"{host.print_prefix}audit failed: {codes}")
-    return False
-
-
 @operation()
 def audit_host(config: HostConfig, report_dir: str):
     """Audit this host; write ``report_dir/<host>.json``; fail when any finding fails."""
@@ -258,4 +261,4 @@ def audit_host(config: HostConfig, report_dir: str):
     if not failures:
         host.noop(f"audit passed ({summary(findings)})")
         return
-    yield FunctionCommand(_report_failures, (failures,), {})
+    yield fail_host("audit", [", ".join(sorted({f.code for f in failures}))])

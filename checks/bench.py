@@ -16,9 +16,11 @@ from dataclasses import asdict
 from pathlib import Path
 
 from pyinfra import host, logger, state
-from pyinfra.api import FunctionCommand, operation
+from pyinfra.api import operation
 from pyinfra.api.exceptions import PyinfraError
 
+from checks.ab import compare, runs_by_concurrency
+from checks.ab import format_table as format_comparisons
 from checks.bench_plan import (
     BENCH_FILE,
     KEY_READER_PROGRAM,
@@ -30,12 +32,10 @@ from checks.bench_plan import (
     bench_script,
     bench_settings,
 )
-from checks.ab import compare, runs_by_concurrency
-from checks.ab import format_table as format_comparisons
 from checks.bench_results import (
+    SETTINGS_FILE,
     host_folder,
     latest_run,
-    SETTINGS_FILE,
     links_document,
     new_run_folder,
     previous_run,
@@ -46,6 +46,7 @@ from checks.bench_results import (
 from checks.diagnose import diagnose_results, format_report, load_results
 from checks.facts import NvidiaGpus, PythonPackages, SystemdUnitState, Virtualization
 from checks.regression import regressions, throughput_by_concurrency
+from checks.report import fail_host
 from checks.samples import read_json_lines
 from checks.server_metrics import METRICS_FILE, summarize_polls
 from pyinfra_sglang.inventory import HostConfig, host_profile
@@ -60,7 +61,10 @@ PROGRAMS = {
     SAMPLER_PROGRAM: CHECKS_DIR / "probes" / "gpu_sampler.py",
     KEY_READER_PROGRAM: CHECKS_DIR / "decode.py",
 }
-TEMP_FOLDER = re.compile(r"/tmp/pyinfra-sglang-bench\.[A-Za-z0-9]+")
+# mktemp replaces the trailing run of Xs with random characters; only a folder of that
+# shape is ever used in the commands that follow (rm -rf among them).
+TEMP_TEMPLATE = "/tmp/pyinfra-sglang-bench." + "X" * 10
+TEMP_FOLDER = re.compile(r"/tmp/pyinfra-sglang-bench\.[A-Za-z0-9]{10}")
 FETCHED = (BENCH_FILE, SAMPLES_FILE, LOG_FILE, SAMPLER_LOG_FILE, METRICS_FILE)
 
 
@@ -96,9 +100,8 @@ def check_lines(lines: list[dict], settings: BenchSettings) -> list[str]:
 def _run_on_host(config: HostConfig, settings: BenchSettings, run_dir: Path) -> str | None:
     """Ship the programs and the script to a temporary folder on the host, run it, fetch what
     it wrote into ``run_dir``, remove the folder. None when the benchmark passed, else why not."""
-    ok, output = host.run_shell_command("mktemp -d /tmp/pyinfra-sglang-bench.XXXXXX", **connector_arguments())
+    ok, output = host.run_shell_command(f"mktemp -d {TEMP_TEMPLATE}", **connector_arguments())
     folder = output.stdout.strip()
-    # Only ever a folder of the expected shape goes into the commands below (rm -rf among them).
     if not ok or not TEMP_FOLDER.fullmatch(folder):
         return f"cannot make a temporary folder on the host: {output.output}"
     try:
@@ -144,12 +147,13 @@ def diagnosis_text(run_dir: Path) -> str:
         return format_report(diagnose_results({**results, "profile": None})) + f"(no decode roofline: {error})\n"
 
 
-def _report_failures(state, host, failures: list[str]) -> bool:
-    # pyinfra passes (state, host) to a FunctionCommand function that names them so; False
-    # marks the operation failed, so the pyinfra run exits non-zero.
-    for failure in failures:
-        logger.error(f"{host.print_prefix}bench failed: {failure}")
-    return False
+def not_the_head(config: HostConfig) -> bool:
+    """True (and the operation a no-op) on a multi-node rank > 0: only the group's first host
+    serves HTTP, so only it is benchmarked."""
+    _, rank, _ = multinode_position(config)
+    if rank != 0:
+        host.noop(f"node rank {rank} serves no HTTP: the group's first host is benchmarked")
+    return rank != 0
 
 
 @operation()
@@ -159,14 +163,12 @@ def bench_host(config: HostConfig, results_dir: str, compare_previous: bool = Tr
     if not state.is_executing:
         host.noop("the benchmark runs when the run executes and changes nothing")
         return
-    _, rank, _ = multinode_position(config)
-    if rank != 0:
-        host.noop(f"node rank {rank} serves no HTTP: the group's first host is benchmarked")
+    if not_the_head(config):
         return
     version = host.get_fact(PythonPackages, venv=config.venv_path).get("sglang")
     problem = why_not_ready(host.get_fact(SystemdUnitState, unit=UNIT_NAME), version, config.venv_path)
     if problem:
-        yield FunctionCommand(_report_failures, ([problem],), {})
+        yield fail_host("bench", [problem])
         return
     gpus, virtualization = host.get_fact(NvidiaGpus), host.get_fact(Virtualization)
     settings = bench_settings(config, version)
@@ -177,7 +179,7 @@ def bench_host(config: HostConfig, results_dir: str, compare_previous: bool = Tr
     failures = [problem] if problem else check_lines(lines, settings)
     if failures:
         # No settings.json: a failed run is never what a later run is compared with.
-        yield FunctionCommand(_report_failures, ([*failures, f"what it left is in {run_dir}"],), {})
+        yield fail_host("bench", [*failures, f"what it left is in {run_dir}"])
         return
     write_json(run_dir / "links.json", links_document(gpus, virtualization))
     polled = summarize_polls((run_dir / METRICS_FILE).read_text().splitlines()) if (run_dir / METRICS_FILE).is_file() else None
@@ -194,7 +196,7 @@ def bench_host(config: HostConfig, results_dir: str, compare_previous: bool = Tr
     except ValueError as error:  # no samples: the sampler could not read the GPUs
         logger.warning(f"{host.print_prefix}no diagnosis: {error}")
     if failures:
-        yield FunctionCommand(_report_failures, (failures,), {})
+        yield fail_host("bench", failures)
         return
     host.noop(f"benchmark passed: {run_dir}")
 
@@ -207,9 +209,7 @@ def ab_report(config_a: HostConfig, config_b: HostConfig, results_dir: str, sinc
     if not state.is_executing:
         host.noop("the comparison reads the runs when the run executes")
         return
-    _, rank, _ = multinode_position(config_a)
-    if rank != 0:
-        host.noop(f"node rank {rank} serves no HTTP: the group's first host is benchmarked")
+    if not_the_head(config_a):
         return
     version = host.get_fact(PythonPackages, venv=config_a.venv_path).get("sglang")
     host_dir = host_folder(results_dir, host.name)
@@ -219,7 +219,7 @@ def ab_report(config_a: HostConfig, config_b: HostConfig, results_dir: str, sinc
     }
     missing = [side for side, folder in found.items() if folder is None]
     if missing:
-        yield FunctionCommand(_report_failures, ([f"no complete run of side {', '.join(missing)} in {host_dir}"],), {})
+        yield fail_host("bench", [f"no complete run of side {', '.join(missing)} in {host_dir}"])
         return
     comparisons = compare(runs_by_concurrency([found["A"]]), runs_by_concurrency([found["B"]]))
     write_json(found["B"] / "ab.json", {
