@@ -100,10 +100,11 @@ def service_file_path(kind: str) -> str:
     return data.load("sglang_service")["files"][kind]["path"]
 
 
-def service_files(config: HostConfig) -> ServiceFiles:
+def service_files(config: HostConfig, gpus: list[dict] | None = None) -> ServiceFiles:
     """Render the unit, env and config for this host from its facts (GpuFitError etc. when
-    the profile cannot run here)."""
-    gpus = host.get_fact(NvidiaGpus)
+    the profile cannot run here); ``gpus``: the NvidiaGpus fact when the caller has read it."""
+    if gpus is None:
+        gpus = host.get_fact(NvidiaGpus)
     if not gpus:
         raise OperationError(
             f"host {host.name}: nvidia-smi reports no GPUs; reboot into the installed driver "
@@ -259,10 +260,11 @@ def sglang_service_role() -> None:
             requirements={"sglang-router": None},
             index_url=str(config.pypi_index_url),
         )
-    if host.get_fact(NvidiaGpus):
+    gpus = host.get_fact(NvidiaGpus)
+    if gpus:
         # Refuse now, before any host changes, what cannot run here: a model that does not
         # fit, a GPU architecture the profile excludes, an unreadable secret file.
-        service_files(config)
+        service_files(config, gpus)
     sglang_service(
         name=f"Serve {config.sglang_model_profile} with SGLang {config.sglang_version}",
         config=config,
