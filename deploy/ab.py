@@ -13,8 +13,8 @@ from datetime import datetime, timezone
 from pyinfra import host
 from pyinfra.api.exceptions import PyinfraError
 
-from checks.bench import ab_report, bench_host
-from checks.bench_results import TIMESTAMP
+from checks.served_benchmark import ab_report, bench_host
+from pyinfra_sglang.served_benchmark.results import TIMESTAMP
 from pyinfra_sglang.inventory import ab_side_b, host_config
 from roles.sglang_service import sglang_service
 

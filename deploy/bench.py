@@ -6,7 +6,7 @@ fails or output throughput dropped beyond `bench_regression_pct`."""
 
 from pyinfra import host
 
-from checks.bench import bench_host
+from checks.served_benchmark import bench_host
 from pyinfra_sglang.inventory import host_config
 
 config = host_config(host)

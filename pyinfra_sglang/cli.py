@@ -5,9 +5,35 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from pyinfra_sglang import inventory
+from pyinfra_sglang.audit import analyze
+from pyinfra_sglang.diagnosis import diagnose
+from pyinfra_sglang.host_programs import api_key, decode_client
+from pyinfra_sglang.served_benchmark import ab_compare
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: its name and help, how it reads its arguments, and what it runs
+    (returning the exit status)."""
+
+    name: str
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+# --- inventory-reference ----------------------------------------------------------------
+
+
+def _inventory_reference_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--write", metavar="FILE", help="update the reference block in this file instead"
+    )
 
 
 def _inventory_reference(args: argparse.Namespace) -> int:
@@ -19,11 +45,26 @@ def _inventory_reference(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- validate ----------------------------------------------------------------------------
+
+
+def _validate_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("inventory", help="inventory file, as given to pyinfra")
+    parser.add_argument(
+        "--data",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override data, as pyinfra's --data",
+    )
+
+
 def _validate(args: argparse.Namespace) -> int:
     from pyinfra_cli.util import parse_cli_arg
 
     # Parse --data exactly as the pyinfra CLI does, so both see the same values.
-    override = {key: parse_cli_arg(value) for key, value in (i.split("=", 1) for i in args.data)}
+    pairs = (item.split("=", 1) for item in args.data)
+    override = {key: parse_cli_arg(value) for key, value in pairs}
     try:
         loaded = inventory.load_inventory_file(args.inventory, override_data=override)
         configs = inventory.validate_inventory(loaded)
@@ -35,8 +76,23 @@ def _validate(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- build-plan --------------------------------------------------------------------------
+
+
+def _build_plan_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cores", type=int, required=True, help="CPU cores of the build host")
+    parser.add_argument("--mem-gb", type=float, required=True, help="available memory, GB")
+    parser.add_argument("--archs", help="CUDA architectures, e.g. 90 or 90,120 (default: 90)")
+    parser.add_argument(
+        "--memory-fraction",
+        type=float,
+        default=None,
+        help="share of available memory the build may use (default from data/python.toml)",
+    )
+
+
 def _build_plan(args: argparse.Namespace) -> int:
-    from pyinfra_sglang.build_plan import BuildPlanError, plan_flash_attn_build
+    from pyinfra_sglang.flash_attn_build_plan import BuildPlanError, plan_flash_attn_build
 
     archs = [a for a in args.archs.replace(";", ",").split(",") if a] if args.archs else ["90"]
     try:
@@ -52,45 +108,7 @@ def _build_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _render_service(args: argparse.Namespace) -> int:
-    from pyinfra.api.exceptions import PyinfraError
-
-    from pyinfra_sglang import data, gpus, profiles, render
-
-    defaults = inventory.HostConfig.model_fields
-    try:
-        profile = profiles.load_profile(args.profile, args.profile_dir)
-        # The spec table's largest GPU of the arch gives the memory (unless given) and links.
-        in_table = args.arch in gpus.known_archs()
-        spec = gpus.largest_gpu_of_arch(args.arch) if in_table or args.gpu_mem_gb is None else None
-        memory_gb = args.gpu_mem_gb if args.gpu_mem_gb is not None else spec.memory_gb
-        pcie_only = args.pcie_only or (args.gpus > 1 and spec is not None and not spec.nvlink)
-        rendered = render.render_service_files(
-            profile,
-            args.sglang_version,
-            gpu_count=args.gpus,
-            gpu_memory_gb=memory_gb,
-            host=args.host or str(defaults["sglang_host"].default),
-            port=args.port or defaults["sglang_port"].default,
-            venv_path=args.venv or data.load("python")["venv"]["path"],
-            api_key="(set)",
-            hf_token="(set)",
-            pcie_only=pcie_only,
-            arch=args.arch,
-            mask=True,
-        )
-    except PyinfraError as error:
-        print(f"refused: {error}", file=sys.stderr)
-        return 1
-    gpu = f"{spec.name}, the largest {args.arch} GPU known" if args.gpu_mem_gb is None else "given"
-    print(
-        f"# profile {profile.name}, SGLang {args.sglang_version}, {args.gpus} x {memory_gb:g} GB "
-        f"{args.arch} ({gpu}), PCIe only: {'yes' if pcie_only else 'no'}; secrets masked"
-    )
-    for file in rendered:
-        print(f"\n# ==> {file.path} (mode {file.mode}) <==")
-        sys.stdout.write(file.content)
-    return 0
+# --- render ------------------------------------------------------------------------------
 
 
 def _arch(text: str) -> str:
@@ -114,82 +132,157 @@ def _release(text: str) -> str:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pyinfra-sglang", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-
-    reference = commands.add_parser(
-        "inventory-reference", help="print the inventory fields as a Markdown table"
-    )
-    reference.add_argument(
-        "--write", metavar="README", help="update the reference block in this file instead"
-    )
-    reference.set_defaults(func=_inventory_reference)
-
-    validate = commands.add_parser(
-        "validate", help="validate an inventory's host and group data without connecting"
-    )
-    validate.add_argument("inventory", help="inventory file, as given to pyinfra")
-    validate.add_argument(
-        "--data", action="append", default=[], metavar="KEY=VALUE",
-        help="override data, as pyinfra's --data",
-    )  # fmt: skip
-    validate.set_defaults(func=_validate)
-
-    plan = commands.add_parser(
-        "build-plan", help="print the flash-attn build plan for a host size, touching no host"
-    )
-    plan.add_argument("--cores", type=int, required=True, help="CPU cores of the build host")
-    plan.add_argument("--mem-gb", type=float, required=True, help="available memory, GB")
-    plan.add_argument(
-        "--archs", help="CUDA architectures, e.g. 90 or 90,120 (default: 90)"
-    )
-    plan.add_argument(
-        "--memory-fraction", type=float, default=None,
-        help="share of available memory the build may use (default from data/python.toml)",
-    )  # fmt: skip
-    plan.set_defaults(func=_build_plan)
-
-    service = commands.add_parser(
-        "render",
-        help="print the SGLang unit, env file and config file for a profile, touching no host",
-    )
-    service.add_argument("--profile", required=True, help="model profile, e.g. glm-5-nvfp4")
-    service.add_argument("--gpus", type=_positive, required=True, help="GPUs per host")
-    service.add_argument("--arch", type=_arch, required=True, help="GPU architecture, e.g. sm_120")
-    service.add_argument(
+def _render_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--profile", required=True, help="model profile, e.g. glm-5-nvfp4")
+    parser.add_argument("--gpus", type=_positive, required=True, help="GPUs per host")
+    parser.add_argument("--arch", type=_arch, required=True, help="GPU architecture, e.g. sm_120")
+    parser.add_argument(
         "--sglang-version", type=_release, required=True, help="SGLang release, e.g. 0.5.23"
     )
-    service.add_argument(
-        "--gpu-mem-gb", type=float, default=None,
+    parser.add_argument(
+        "--gpu-mem-gb",
+        type=float,
+        default=None,
         help="memory per GPU, GB (default: the largest GPU of --arch in data/gpus.toml)",
-    )  # fmt: skip
-    service.add_argument("--host", default=None, help="bind address (default 127.0.0.1)")
-    service.add_argument("--port", type=int, default=None, help="port (default 30000)")
-    service.add_argument("--venv", default=None, help="virtualenv on the host")
-    service.add_argument(
-        "--profile-dir", action="append", default=[], metavar="DIR",
-        help="folder of your own profiles, searched before the built-in ones (repeatable)",
-    )  # fmt: skip
-    service.add_argument(
-        "--pcie-only", action="store_true",
-        help="add the NCCL hints for PCIe-only GPUs (default: when the GPU has no NVLink)",
-    )  # fmt: skip
-    service.set_defaults(func=_render_service)
-
-    from checks import decode  # standard library only: cheap to import
-
-    check = commands.add_parser(
-        "decode-check", help="ask a running SGLang server a question whose answer is known"
     )
-    decode.add_arguments(check)
-    check.set_defaults(func=decode.run)
+    parser.add_argument("--host", default=None, help="bind address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=None, help="port (default 30000)")
+    parser.add_argument("--venv", default=None, help="virtualenv on the host")
+    parser.add_argument(
+        "--profile-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="folder of your own profiles, searched before the built-in ones (repeatable)",
+    )
+    parser.add_argument(
+        "--pcie-only",
+        action="store_true",
+        help="add the NCCL hints for PCIe-only GPUs (default: when the GPU has no NVLink)",
+    )
 
-    from checks import ab, analyze, diagnose
 
-    analyze.register(commands)
-    diagnose.register(commands)
-    ab.register(commands)
+def _render_service(args: argparse.Namespace) -> int:
+    from pyinfra.api.exceptions import PyinfraError
+
+    from pyinfra_sglang import data, gpus, profiles, render
+
+    defaults = inventory.HostConfig.model_fields
+    try:
+        profile = profiles.load_profile(args.profile, args.profile_dir)
+        # The spec table's largest GPU of the arch gives the memory (unless given) and links.
+        in_table = args.arch in gpus.known_archs()
+        spec = gpus.largest_gpu_of_arch(args.arch) if in_table or args.gpu_mem_gb is None else None
+        memory_gb = args.gpu_mem_gb if args.gpu_mem_gb is not None else spec.memory_gb
+        pcie_only = args.pcie_only or (args.gpus > 1 and spec is not None and not spec.nvlink)
+        service = render.ServiceSpec(
+            profile=profile,
+            sglang_version=args.sglang_version,
+            gpus=render.GpuSet(args.gpus, memory_gb, args.arch, pcie_only),
+            host=args.host or str(defaults["sglang_host"].default),
+            port=args.port or defaults["sglang_port"].default,
+            venv_path=args.venv or data.load("python")["venv"]["path"],
+            secrets=render.Secrets(api_key="(set)", hf_token="(set)"),
+            mask=True,
+        )
+        rendered = render.render_service_files(service)
+    except PyinfraError as error:
+        print(f"refused: {error}", file=sys.stderr)
+        return 1
+    gpu = f"{spec.name}, the largest {args.arch} GPU known" if args.gpu_mem_gb is None else "given"
+    print(
+        f"# profile {profile.name}, SGLang {args.sglang_version}, {args.gpus} x {memory_gb:g} GB "
+        f"{args.arch} ({gpu}), PCIe only: {'yes' if pcie_only else 'no'}; secrets masked"
+    )
+    for file in rendered:
+        print(f"\n# ==> {file.path} (mode {file.mode}) <==")
+        sys.stdout.write(file.content)
+    return 0
+
+
+# --- decode-check ------------------------------------------------------------------------
+
+
+def _decode_check_arguments(parser: argparse.ArgumentParser) -> None:
+    decode_client.add_arguments(parser)
+    parser.add_argument(
+        "--api-key-file",
+        default=None,
+        metavar="FILE",
+        help="the API key alone, or the server's YAML config file (an api-key: line)",
+    )
+
+
+def _decode_check(args: argparse.Namespace) -> int:
+    key = None
+    if args.api_key_file:
+        try:
+            key = api_key.read_api_key(args.api_key_file)
+        except (OSError, ValueError) as error:
+            print(f"decode-check: cannot read --api-key-file: {error}", file=sys.stderr)
+            return 2
+    return decode_client.run(args, api_key=key)
+
+
+COMMANDS = (
+    Command(
+        "inventory-reference",
+        "print the inventory fields as a Markdown table",
+        _inventory_reference_arguments,
+        _inventory_reference,
+    ),
+    Command(
+        "validate",
+        "validate an inventory's host and group data without connecting",
+        _validate_arguments,
+        _validate,
+    ),
+    Command(
+        "build-plan",
+        "print the flash-attn build plan for a host size, touching no host",
+        _build_plan_arguments,
+        _build_plan,
+    ),
+    Command(
+        "render",
+        "print the SGLang unit, env file and config file for a profile, touching no host",
+        _render_arguments,
+        _render_service,
+    ),
+    Command(
+        "decode-check",
+        "ask a running SGLang server a question whose answer is known",
+        _decode_check_arguments,
+        _decode_check,
+    ),
+    Command(
+        "analyze",
+        "run the audit's parsers and checks on captured nvidia-smi outputs",
+        analyze.add_arguments,
+        analyze.run,
+    ),
+    Command(
+        "diagnose",
+        "name what limits a served model from a benchmark's results folder",
+        diagnose.add_arguments,
+        diagnose.run,
+    ),
+    Command(
+        "ab-compare",
+        "tell a throughput difference between two sets of benchmark runs from noise",
+        ab_compare.add_arguments,
+        ab_compare.run,
+    ),
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pyinfra-sglang", description=__doc__)
+    subcommands = parser.add_subparsers(dest="command", required=True)
+    for command in COMMANDS:
+        subparser = subcommands.add_parser(command.name, help=command.help)
+        command.add_arguments(subparser)
+        subparser.set_defaults(func=command.run)
     return parser
 
 

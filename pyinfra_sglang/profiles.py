@@ -66,7 +66,7 @@ class Profile(BaseModel):
     watchdog_timeout_s: float | None = Field(None, gt=0)
     start_timeout_s: int = Field(900, gt=0, description="Longest wait from start to healthy.")
     min_total_gpu_memory_gb: float = Field(gt=0, description="GPU memory over all GPUs needed.")
-    # Decode roofline inputs (checks/roofline.py): weights read per generated token.
+    # Decode roofline inputs (diagnosis/roofline.py): weights read per generated token.
     active_params_b: float | None = Field(
         None, gt=0, description="Parameters read per token, billions (MoE: the active ones)."
     )

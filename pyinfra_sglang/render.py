@@ -403,49 +403,82 @@ def render_router_unit(
 # --- everything at once ----------------------------------------------------------------
 
 
-def render_service_files(
-    profile: Profile,
-    sglang_version: str,
-    gpu_count: int,
-    gpu_memory_gb: float,
-    host: str,
-    port: int,
-    venv_path: str,
-    api_key: str | None,
-    hf_token: str | None,
-    pcie_only: bool = False,
-    arch: str | None = None,
-    cuda_home: str | None = None,
-    cache_root: str | None = None,
-    nnodes: int = 1,
-    node_rank: int = 0,
-    dist_init_addr: str | None = None,
-    mask: bool = False,
-    file_paths: Mapping[str, str] | None = None,
-) -> list[RenderedFile]:
+@dataclass(frozen=True)
+class GpuSet:
+    """The GPUs of one node as rendering needs them."""
+
+    count: int
+    memory_gb: float  # the smallest GPU's
+    arch: str | None = None  # e.g. sm_120; None skips the profile's arch check
+    pcie_only: bool = False  # several GPUs, none NVLinked: NCCL hints go into the env file
+
+
+@dataclass(frozen=True)
+class NodePosition:
+    """Where a node stands in its multi-node group (a single node by default)."""
+
+    nnodes: int = 1
+    rank: int = 0
+    dist_init_addr: str | None = None  # HEAD:PORT, the same on every node
+
+
+@dataclass(frozen=True)
+class Secrets:
+    api_key: str | None = None
+    hf_token: str | None = None
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    """Everything the service's files are rendered from."""
+
+    profile: Profile
+    sglang_version: str
+    gpus: GpuSet
+    host: str
+    port: int
+    venv_path: str
+    secrets: Secrets = Secrets()
+    cuda_home: str | None = None
+    cache_root: str | None = None
+    node: NodePosition = NodePosition()
+    mask: bool = False  # print the mask in place of each secret
+    file_paths: Mapping[str, str] | None = None  # kind -> path, over data/sglang_service.toml
+
+
+def render_service_files(spec: ServiceSpec) -> list[RenderedFile]:
     """Checks (arch, fit over all nodes, flags for the release), then the unit, the env file
-    and the config file, in that order. ``gpu_count`` is per node."""
-    if arch is not None:
-        check_arch(profile, arch)
-    check_fit(profile, gpu_count * nnodes, gpu_memory_gb)
+    and the config file, in that order. ``spec.gpus.count`` is per node."""
+    profile, gpus, node = spec.profile, spec.gpus, spec.node
+    if gpus.arch is not None:
+        check_arch(profile, gpus.arch)
+    check_fit(profile, gpus.count * node.nnodes, gpus.memory_gb)
     files = {key: dict(value) for key, value in _service()["files"].items()}
-    for key, path in (file_paths or {}).items():
+    for key, path in (spec.file_paths or {}).items():
         files[key]["path"] = path
     argv = server_args(
         profile,
-        sglang_version,
-        tp_size_for(profile, gpu_count, nnodes),
-        host,
-        port,
+        spec.sglang_version,
+        tp_size_for(profile, gpus.count, node.nnodes),
+        spec.host,
+        spec.port,
         config_path=files["config"]["path"],
-        nnodes=nnodes,
-        node_rank=node_rank,
-        dist_init_addr=dist_init_addr,
+        nnodes=node.nnodes,
+        node_rank=node.rank,
+        dist_init_addr=node.dist_init_addr,
+    )
+    env = render_env(
+        spec.secrets.hf_token,
+        spec.venv_path,
+        spec.cache_root,
+        gpus.pcie_only,
+        spec.cuda_home,
+        spec.mask,
     )
     contents = {
-        "unit": render_unit(profile, argv, sglang_version, venv_path, files["env"]["path"]),
-        "env": render_env(hf_token, venv_path, cache_root, pcie_only, cuda_home, mask),
-        "config": render_config_yaml(api_key, mask),
+        "unit": render_unit(profile, argv, spec.sglang_version, spec.venv_path, files["env"]["path"]),
+        "env": env,
+        "config": render_config_yaml(spec.secrets.api_key, spec.mask),
     }
     return [
         RenderedFile(files[key]["path"], text, files[key]["mode"])

@@ -11,20 +11,9 @@ from pyinfra.operations import files, server
 from checks.facts import NvccRelease
 from pyinfra_sglang import data
 from pyinfra_sglang.inventory import host_config
+from pyinfra_sglang.nvidia import cuda_paths
 from pyinfra_sglang.paths import template
 from roles.common import ensure_packages
-
-
-def cuda_paths(version: str) -> dict[str, str]:
-    cuda = data.load("nvidia")["cuda"]
-    home = cuda["home"].format(version=version)
-    return {
-        "package": cuda["toolkit_package"].format(dashed=version.replace(".", "-")),
-        "home": home,
-        "nvcc": f"{home}/bin/nvcc",
-        "profile_script": cuda["profile_script"],
-        "ld_conf": cuda["ld_conf"],
-    }
 
 
 @operation()

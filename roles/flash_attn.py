@@ -19,9 +19,9 @@ from pyinfra.facts.hardware import Cpus
 
 from checks.facts import MemoryInfo, NvidiaGpus, PythonPackages
 from pyinfra_sglang import data
-from pyinfra_sglang.build_plan import BuildPlan, archs_from_compute_caps, plan_flash_attn_build
+from pyinfra_sglang.flash_attn_build_plan import BuildPlan, archs_from_compute_caps, plan_flash_attn_build
 from pyinfra_sglang.inventory import host_config
-from roles.cuda_toolkit import cuda_paths
+from pyinfra_sglang.nvidia import cuda_paths
 from roles.python_env import url_arg, uv_path, venv_packages
 
 

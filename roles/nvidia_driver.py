@@ -17,31 +17,16 @@ from pyinfra.operations import files, systemd
 from checks.facts import NvidiaLoadedModule, Virtualization
 from pyinfra_sglang import data
 from pyinfra_sglang.inventory import HostConfig, host_config
+from pyinfra_sglang.nvidia import (
+    REBOOT_REQUIRED,
+    REBOOT_REQUIRED_PKGS,
+    driver_packages,
+    kernel_module_package,
+    pinning_package,
+    upstream_version,
+)
 from pyinfra_sglang.paths import template
 from roles.reboot import reboot_and_wait
-
-# Debian/Ubuntu's convention for "this host needs a reboot" (motd, needrestart, the audit).
-REBOOT_REQUIRED = "/run/reboot-required"
-REBOOT_REQUIRED_PKGS = "/run/reboot-required.pkgs"
-
-
-def driver_packages(config: HostConfig) -> list[str]:
-    packages = data.load("nvidia")["driver"]["packages"]
-    return list(packages[config.nvidia_driver_install][config.nvidia_kernel_modules])
-
-
-def kernel_module_package(config: HostConfig) -> str:
-    return data.load("nvidia")["driver"]["kernel_module_package"][config.nvidia_kernel_modules]
-
-
-def pinning_package(branch: int) -> str:
-    return data.load("nvidia")["driver"]["pinning_package"].format(branch=branch)
-
-
-def upstream_version(deb_version: str) -> str:
-    """590.48.01-1 -> 590.48.01 (an epoch, if any, and the Debian revision dropped)."""
-    return deb_version.split(":", 1)[-1].rsplit("-", 1)[0]
-
 
 def stale_driver_packages(
     installed: dict[str, list[str]], packages: list[str], branch: int

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from checks.diagnose import diagnose_results, format_report, load_results
+from pyinfra_sglang.diagnosis.diagnose import diagnose_results, format_report, load_results
 from tests.hosts.apply import apply
 
 pytestmark = pytest.mark.hosts

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from checks.drift import (
+from checks.facts import GpuQueryUnderLoad, IommuState, NvidiaGpus, SystemdUnitState
+from pyinfra_sglang.audit.drift import (
     findings_for_cuda,
     findings_for_driver,
     findings_for_gpu_count,
@@ -15,21 +16,21 @@ from checks.drift import (
     findings_for_persistence,
     findings_for_sglang_version,
 )
-from checks.facts import (
+from pyinfra_sglang.audit.findings import Finding, worst_level
+from pyinfra_sglang.audit.links import findings_for_links, links_under_load, pcie_links
+from pyinfra_sglang.audit.report import format_table, report, write_report
+from pyinfra_sglang.audit.service import (
+    findings_for_decode,
+    findings_for_service,
+    findings_for_unit_drift,
+)
+from pyinfra_sglang.audit.topology import findings_for_p2p, findings_for_topology
+from pyinfra_sglang.parsers.nvidia_smi import (
     GPU_QUERY_FIELDS,
-    GpuQueryUnderLoad,
-    IommuState,
-    NvidiaGpus,
-    SystemdUnitState,
     parse_gpu_query_samples,
     parse_topo_matrix,
     parse_topo_p2p,
 )
-from checks.findings import Finding, worst_level
-from checks.links import findings_for_links, links_under_load, pcie_links
-from checks.report import format_table, report, write_report
-from checks.service import findings_for_decode, findings_for_service, findings_for_unit_drift
-from checks.topology import findings_for_p2p, findings_for_topology
 from tests.unit.captures import captured_lines
 from tests.unit.test_topology_facts import public_lines
 
@@ -334,7 +335,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def test_smi_q_parses_to_the_query_rows_of_the_same_machine():
-    from checks.facts import parse_smi_q
+    from pyinfra_sglang.parsers.nvidia_smi import parse_smi_q
 
     smi_q = (FIXTURES / "gpu" / "h200x2-nvlink-vm" / "smi_q.txt").read_text().splitlines()
     keys = ("index", "name", "pci.bus_id", "driver_version", "pcie.link.gen.current",

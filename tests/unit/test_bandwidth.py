@@ -1,14 +1,15 @@
-"""Measured link bandwidth against each link's theoretical rate (checks/bandwidth.py), on the
-link probe's real output from the 2x H200 NVLink VM."""
+"""Measured link bandwidth against each link's theoretical rate
+(pyinfra_sglang/audit/bandwidth.py), on the link probe's real output from the 2x H200 NVLink VM."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from checks.bandwidth import findings_for_bandwidth
-from checks.facts import GPU_QUERY_FIELDS, NvidiaGpus, parse_topo_matrix
-from checks.links import pcie_links
+from checks.facts import NvidiaGpus
+from pyinfra_sglang.audit.bandwidth import findings_for_bandwidth
+from pyinfra_sglang.audit.links import pcie_links
+from pyinfra_sglang.parsers.nvidia_smi import GPU_QUERY_FIELDS, parse_topo_matrix
 from tests.unit.captures import captured_lines
 
 PROBE = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "audit" / "h200x2-nvlink-vm" / "link_probe.json").read_text())

@@ -79,7 +79,7 @@ def test_container_is_a_noop_naming_the_container():
 def test_connector_arguments_are_the_running_operations_connector_ones():
     from types import SimpleNamespace
 
-    from roles.common import connector_arguments
+    from checks.host_context import connector_arguments
 
     running = SimpleNamespace(current_op_global_arguments={
         "_sudo": True, "_sudo_user": "root", "_timeout": 30, "_ignore_errors": True, "_if": None,

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from checks.bench_plan import bench_args, bench_script, bench_settings, server_url
+from pyinfra_sglang.host_programs import program_path
+from pyinfra_sglang.served_benchmark.settings import bench_args, bench_script, bench_settings
+from pyinfra_sglang.service_files import server_url
 from pyinfra_sglang.inventory import HostConfig
-from pyinfra_sglang.sglang_bench import bench_module, run_settings
+from pyinfra_sglang.served_benchmark.bench_serving import bench_module, run_settings
 API_KEY = "sk-site-APIKEY-0123456789"
 # The stand-in runs on test hosts as the package ``sglang``; its files are read from here.
 STANDIN = Path(__file__).resolve().parents[1] / "hosts" / "standins" / "sglang" / "sglang" / "_standin"
@@ -110,7 +112,7 @@ def test_script_reads_the_key_on_the_host_and_bounds_every_step():
     cfg = config(bench_concurrencies=[1, 4], bench_repeat=2, sglang_api_key_file="/k", sglang_version="0.5.17")
     script = bench_script(cfg, bench_settings(cfg, "0.5.17"), "/tmp/pyinfra-sglang-bench.abc", "/etc/sglang/sglang.yaml")
     assert API_KEY not in script and "--api-key" not in script
-    assert "export OPENAI_API_KEY" in script and "read_api_key" in script and "/etc/sglang/sglang.yaml" in script
+    assert "export OPENAI_API_KEY" in script and "python3 api_key.py" in script and "/etc/sglang/sglang.yaml" in script
     calls = [line for line in script.splitlines() if " -m sglang." in line]
     assert len(calls) == 4 and all("-m sglang.bench_serving " in c for c in calls)
     assert [c.split("--max-concurrency ")[1].split()[0] for c in calls] == ["1", "4", "1", "4"]
@@ -147,7 +149,7 @@ def run_script(tmp_path: Path, key_file: str | None, fail: bool = False):
     (venv / "bin" / "python").chmod(0o755)
     folder = tmp_path / "work"
     folder.mkdir()
-    (folder / "decode.py").write_bytes((Path(__file__).resolve().parents[2] / "checks" / "decode.py").read_bytes())
+    (folder / "api_key.py").write_bytes(program_path("api_key.py").read_bytes())
     if fail:
         (folder / "fail").touch()
     cfg = config(venv_path=str(venv), bench_concurrencies=[1, 2], sglang_api_key_file="/k")

@@ -3,17 +3,17 @@ regressions, the checks of a run's lines, and A/B verdicts."""
 
 from __future__ import annotations
 
-import argparse
 import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
-from checks import ab
-from checks.bench import check_lines, why_not_ready
-from checks.bench_plan import bench_settings
-from checks.bench_results import (
+from pyinfra_sglang.cli import main
+from pyinfra_sglang.served_benchmark import ab_compare as ab
+from checks.served_benchmark import check_lines, why_not_ready
+from pyinfra_sglang.served_benchmark.settings import bench_settings
+from pyinfra_sglang.served_benchmark.results import (
     host_folder,
     links_document,
     new_run_folder,
@@ -22,7 +22,7 @@ from checks.bench_results import (
     settings_document,
     write_json,
 )
-from checks.regression import Regression, regressions, throughput_by_concurrency
+from pyinfra_sglang.served_benchmark.regression import Regression, regressions, throughput_by_concurrency
 from pyinfra_sglang.inventory import HostConfig
 
 NOON = datetime(2026, 11, 30, 12, 0, 5, tzinfo=timezone.utc)
@@ -77,7 +77,7 @@ def test_links_and_profile_documents_are_what_diagnose_reads():
     assert links["virtualization"] == {"container": None, "vm": "kvm"}
     assert links["gpus"][1] == {"index": 1, "name": "NVIDIA H200", "pcie": {
         "gen_current": 1, "gen_max": 5, "width_current": 16, "width_max": 16}}  # fmt: skip
-    from checks.diagnose import roofline_from
+    from pyinfra_sglang.diagnosis.diagnose import roofline_from
     from pyinfra_sglang.profiles import load_profile, merge_overrides
 
     dense = load_profile("dense-bf16")
@@ -157,10 +157,7 @@ def test_only_shared_concurrencies_are_compared():
 
 
 def cli(*argv: str) -> int:
-    parser = argparse.ArgumentParser()
-    ab.register(parser.add_subparsers())
-    args = parser.parse_args(list(argv))
-    return args.func(args)
+    return main(list(argv))
 
 
 def test_ab_compare_command_reads_run_folders(tmp_path, capsys):
@@ -179,7 +176,7 @@ def test_ab_compare_command_reads_run_folders(tmp_path, capsys):
 
 
 def test_diagnosis_without_a_roofline_when_the_gpu_has_no_spec(tmp_path):
-    from checks.bench import diagnosis_text
+    from checks.served_benchmark import diagnosis_text
 
     capture = Path(__file__).resolve().parents[1] / "fixtures" / "gpu" / "h200x2-nvlink-vm" / "samples.json"
     (tmp_path / "samples.json").write_bytes(capture.read_bytes())

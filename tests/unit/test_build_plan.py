@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pyinfra_sglang.build_plan import (
+from pyinfra_sglang.flash_attn_build_plan import (
     BuildPlanError,
     archs_from_compute_caps,
     flash_attn_default_jobs,

@@ -1,4 +1,4 @@
-"""checks/decode.py: the decode sanity prompt. SSE parsing on literal byte streams, the
+"""pyinfra_sglang/host_programs/decode_client.py: the decode sanity prompt. SSE parsing on literal byte streams, the
 degenerate-output rules, API key files, then the whole check against the stand-in SGLang
 server (tests/hosts/standins/sglang) on 127.0.0.1, every wait bounded."""
 
@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from checks import decode
+from pyinfra_sglang.host_programs import api_key
+from pyinfra_sglang.host_programs import decode_client as decode
 from pyinfra_sglang import cli
 from pyinfra_sglang.render import render_config_yaml
 from tests.unit.test_sglang_standin import TIMEOUT, free_port, launch, tree  # noqa: F401
@@ -193,7 +194,7 @@ def test_empty_answer_after_reasoning_says_so():
 def test_read_api_key(tmp_path, text, key):
     path = tmp_path / "key"
     path.write_text(text)
-    assert decode.read_api_key(str(path)) == key
+    assert api_key.read_api_key(str(path)) == key
 
 
 @pytest.mark.parametrize("value", ['"sk-secret-open', "'sk-secret-open", '"sk-secret\\q"'])
@@ -201,7 +202,7 @@ def test_bad_quoting_fails_without_showing_the_key(tmp_path, value):
     path = tmp_path / "sglang.yaml"
     path.write_text(f"api-key: {value}\n")
     with pytest.raises(ValueError) as raised:
-        decode.read_api_key(str(path))
+        api_key.read_api_key(str(path))
     assert "sk-secret" not in str(raised.value) and "quotes" in str(raised.value)
 
 

@@ -1,4 +1,4 @@
-"""Bottleneck rules (checks/bottlenecks.py) and the diagnose command (checks/diagnose.py).
+"""Bottleneck rules (pyinfra_sglang/diagnosis/bottlenecks.py) and the diagnose command (pyinfra_sglang/diagnosis/diagnose.py).
 
 Rules are checked on real samples: the shared 2x H200 capture (samples.json: idle, PCIe copies,
 an NVLink copy and a matmul, ~0.28 s apart) and the sampler's own run on that machine
@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from checks.bottlenecks import diagnose
-from checks.diagnose import register, stream_rate
-from checks.samples import read_json_lines, load_samples, summarize_gpu
+from pyinfra_sglang.diagnosis.bottlenecks import diagnose
+from pyinfra_sglang.cli import main
+from pyinfra_sglang.diagnosis.diagnose import stream_rate
+from pyinfra_sglang.diagnosis.samples import read_json_lines, load_samples, summarize_gpu
 
 GPU_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gpu"
 CAPTURE = GPU_FIXTURES / "h200x2-nvlink-vm"
@@ -294,10 +295,7 @@ def test_stream_rate_of_a_bench_row():
 
 
 def _command(argv: list[str], capsys) -> tuple[int, str, str]:
-    parser = argparse.ArgumentParser(prog="pyinfra-sglang")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    code = args.func(args)
+    code = main(argv)
     out, err = capsys.readouterr()
     return code, out, err
 

@@ -1,4 +1,4 @@
-"""checks/probes/gpu_sampler.py, run end to end against the pynvml test double.
+"""pyinfra_sglang/host_programs/gpu_sampler.py, run end to end against the pynvml test double.
 
 The double (tests/doubles/pynvml.py) replays the real 2x H200 captures; the sampler runs as a
 subprocess with the double first on PYTHONPATH, as it would run on a host with the real one.
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SAMPLER = ROOT / "checks" / "probes" / "gpu_sampler.py"
+SAMPLER = ROOT / "pyinfra_sglang" / "host_programs" / "gpu_sampler.py"
 DOUBLES = ROOT / "tests" / "doubles"
 CAPTURE = ROOT / "tests" / "fixtures" / "gpu" / "h200x2-nvlink-vm"
 ROWS = json.loads((CAPTURE / "samples.json").read_text())
@@ -172,7 +172,7 @@ def _fake_process(proc: Path, pid: int, cmdline: str, ticks: int, parent: int = 
 
 def test_process_cpu_reads_proc(tmp_path):
     # Process ids above Linux's largest pid_max (2^22): never this test's own.
-    from checks.probes.gpu_sampler import DEFAULT_CPU_EXCLUDE, ProcessCpu
+    from pyinfra_sglang.host_programs.gpu_sampler import DEFAULT_CPU_EXCLUDE, ProcessCpu
 
     server, worker = 5000101, 5000102
     _fake_process(tmp_path, server, "python -m sglang.launch_server --tp 8", 1000)

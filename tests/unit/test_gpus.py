@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from checks.facts import parse_gpu_query_csv
 from pyinfra_sglang.gpus import (
     GpuSpec,
     UnknownGpuError,
@@ -17,6 +16,7 @@ from pyinfra_sglang.gpus import (
     known_archs,
     largest_gpu_of_arch,
 )
+from pyinfra_sglang.parsers.nvidia_smi import parse_gpu_query_csv
 
 H200_CAPTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu" / "h200x2-nvlink-vm" / "smi.txt"
 

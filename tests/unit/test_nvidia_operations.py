@@ -10,19 +10,17 @@ from pyinfra.facts.files import File
 from pyinfra.facts.server import Which
 
 from checks.facts import AptSourceEntries, NvccRelease, NvidiaLoadedModule, Virtualization
-from roles.cuda_toolkit import cuda_paths, nvcc_reports_release
+from roles.cuda_toolkit import nvcc_reports_release
 from pyinfra_sglang.inventory import HostConfig
 from roles.nvidia_driver import (
     decide_driver_reboot,
-    driver_packages,
-    kernel_module_package,
     driver_branch_pin,
     driver_packages_on_branch,
     driver_reboot,
     rebuild_initramfs,
     stale_driver_packages,
-    upstream_version,
 )
+from pyinfra_sglang.nvidia import cuda_paths, driver_packages, kernel_module_package, upstream_version
 from roles.nvidia_repo import apt_components
 from tests.unit.ophelper import run_operation
 

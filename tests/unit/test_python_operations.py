@@ -7,7 +7,7 @@ from pyinfra.api.exceptions import OperationError
 from pyinfra.facts.hardware import Cpus
 
 from checks.facts import MemoryInfo, NvidiaGpus, PythonPackages, PythonVersion
-from pyinfra_sglang.build_plan import BuildPlanError
+from pyinfra_sglang.flash_attn_build_plan import BuildPlanError
 from roles.flash_attn import flash_attn_built
 from roles.python_env import missing_requirements, python_venv, uv_installed, venv_packages
 from tests.unit.ophelper import run_operation

@@ -3,6 +3,7 @@ checks, where secrets go, the files' shape and determinism, and `pyinfra-sglang 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 from pathlib import Path
@@ -14,7 +15,11 @@ from pyinfra_sglang.cli import main
 from pyinfra_sglang.profiles import load_profile, merge_overrides
 from pyinfra_sglang.render import (
     GpuFitError,
+    GpuSet,
+    NodePosition,
     RenderError,
+    Secrets,
+    ServiceSpec,
     cache_dirs,
     check_arch,
     check_fit,
@@ -62,12 +67,21 @@ def unit_argv(unit: str) -> list[str]:
 
 
 def service_files(profile_name="glm-5-nvfp4", version="0.5.23", gpus=8, mask=False, **kwargs):
-    defaults = dict(
-        gpu_memory_gb=96, host="127.0.0.1", port=30000, venv_path=VENV,
-        api_key=API_KEY, hf_token=HF_TOKEN, pcie_only=True, arch="sm_120",
-    )  # fmt: skip
-    defaults.update(kwargs)
-    return render_service_files(load_profile(profile_name), version, gpus, mask=mask, **defaults)
+    """The service's files for a reference-like host; ``kwargs`` override its fields."""
+    gpu_fields = {"memory_gb": 96, "arch": "sm_120", "pcie_only": True}
+    gpu_fields.update({key: kwargs.pop(key) for key in list(kwargs) if key in gpu_fields})
+    secrets = Secrets(kwargs.pop("api_key", API_KEY), kwargs.pop("hf_token", HF_TOKEN))
+    spec = ServiceSpec(
+        profile=load_profile(profile_name),
+        sglang_version=version,
+        gpus=GpuSet(count=gpus, **gpu_fields),
+        host="127.0.0.1",
+        port=30000,
+        venv_path=VENV,
+        secrets=secrets,
+        mask=mask,
+    )
+    return render_service_files(dataclasses.replace(spec, **kwargs))
 
 
 # --- versions and flag spellings -----------------------------------------------------
@@ -283,9 +297,9 @@ def test_service_files_apply_the_checks():
     with pytest.raises(GpuFitError):
         service_files(gpus=4)
     with pytest.raises(GpuFitError):
-        service_files(arch="sm_90", gpu_memory_gb=141)
+        service_files(arch="sm_90", memory_gb=141)
     # Multi-node: the fit counts the GPUs of every node.
-    files = service_files(gpus=4, nnodes=2, node_rank=0, dist_init_addr="10.0.0.1:5000")
+    files = service_files(gpus=4, node=NodePosition(nnodes=2, rank=0, dist_init_addr="10.0.0.1:5000"))
     assert "--tp-size 8" in files[0].content
 
 

@@ -1,10 +1,10 @@
-"""Decode roofline (checks/roofline.py) and the profiles' model numbers behind it."""
+"""Decode roofline (pyinfra_sglang/diagnosis/roofline.py) and the profiles' model numbers behind it."""
 
 from __future__ import annotations
 
 import pytest
 
-from checks.roofline import DecodeRoofline, roofline_for
+from pyinfra_sglang.diagnosis.roofline import DecodeRoofline, roofline_for
 from pyinfra_sglang.gpus import UnknownGpuError
 from pyinfra_sglang.profiles import ProfileError, load_profile, load_profile_file, merge_overrides
 

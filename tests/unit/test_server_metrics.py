@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
-from checks.server_metrics import POLL_MARK, poll_loop, summarize_polls
+from pyinfra_sglang.served_benchmark.server_metrics import POLL_MARK, poll_loop, summarize_polls
 
 # Two polls of a server with two scheduler ranks, as SGLang labels its series.
 POLLS = f"""{POLL_MARK}

@@ -10,9 +10,12 @@ import pytest
 from pyinfra.api.exceptions import OperationError
 from pyinfra.facts.systemd import SystemdStatus
 
-from checks.facts import GPU_QUERY_FIELDS, FileDigests, NvidiaGpus
+from checks.facts import FileDigests, NvidiaGpus
 from pyinfra_sglang.inventory import HostConfig
-from roles.sglang_service import service_files, sglang_service
+from pyinfra_sglang.parsers.nvidia_smi import GPU_QUERY_FIELDS
+from pyinfra_sglang.render import NodePosition
+from pyinfra_sglang.service_files import read_secrets, service_files
+from roles.sglang_service import sglang_service
 from tests.unit.captures import captured_lines
 from tests.unit.ophelper import run_operation
 
@@ -21,17 +24,9 @@ H200X2 = NvidiaGpus().process(captured_lines("h200x2-nvlink-vm", QUERY))
 RTX_X8 = NvidiaGpus().process(captured_lines("rtxpro6000x8-pcie-from-smiq", QUERY))
 
 
-def render_for(gpus, config: HostConfig):
-    captured = {}
-
-    def op():
-        captured["service"] = service_files(config)
-        yield from ()
-
-    from pyinfra.api import operation
-
-    run_operation(operation()(op), {NvidiaGpus: gpus})
-    return captured["service"]
+def render_for(gpus, config: HostConfig, node: NodePosition = NodePosition()):
+    secrets = read_secrets(config, "gpu-host")
+    return service_files(config, "gpu-host", gpus, node, secrets)
 
 
 def unit_of(service):
@@ -103,7 +98,7 @@ def test_multinode_ranks_follow_the_group_order(tmp_path, monkeypatch):
     from pyinfra.context import ctx_host
 
     from pyinfra_sglang.inventory import load_inventory_file
-    from roles.sglang_service import multinode_position
+    from checks.host_context import host_position
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "inv.py").write_text(
@@ -115,8 +110,8 @@ def test_multinode_ranks_follow_the_group_order(tmp_path, monkeypatch):
     positions = []
     for name in ("node-a", "node-b"):
         with ctx_host.use(inventory.get_host(name)):
-            positions.append(multinode_position(config))
-    assert positions == [(2, 0, "node-a:5000"), (2, 1, "node-a:5000")]
+            positions.append(host_position(config, inventory.get_host(name)))
+    assert positions == [NodePosition(2, 0, "node-a:5000"), NodePosition(2, 1, "node-a:5000")]
 
 
 def test_router_unit_is_rendered_for_worker_urls():

@@ -22,7 +22,7 @@ from tests.hosts import pyindex
 SGLANG = next(s for s in pyindex.STAND_INS if s.name == "sglang" and s.version == "0.5.23")
 TIMEOUT = 30.0
 API_KEY = "sk-standin-bench-KEY-42"
-SAMPLER = Path(__file__).resolve().parents[2] / "checks" / "probes" / "gpu_sampler.py"
+SAMPLER = Path(__file__).resolve().parents[2] / "pyinfra_sglang" / "host_programs" / "gpu_sampler.py"
 
 
 def source_tree(root: Path, spec: pyindex.StandIn) -> Path:

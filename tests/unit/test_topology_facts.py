@@ -2,9 +2,8 @@
 
 from pathlib import Path
 
-from checks.facts import (
-    NvidiaP2P,
-    NvidiaTopology,
+from checks.facts import NvidiaP2P, NvidiaTopology
+from pyinfra_sglang.parsers.nvidia_smi import (
     parse_topo_matrix,
     parse_topo_p2p,
     topology_has_nvlink,

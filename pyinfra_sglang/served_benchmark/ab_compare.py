@@ -18,9 +18,9 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from checks.bench_plan import BENCH_FILE
-from checks.regression import throughputs_by_concurrency
-from checks.samples import read_json_lines
+from pyinfra_sglang.served_benchmark.settings import BENCH_FILE
+from pyinfra_sglang.served_benchmark.regression import throughputs_by_concurrency
+from pyinfra_sglang.diagnosis.samples import read_json_lines
 
 MIN_RUNS = 2
 
@@ -86,7 +86,7 @@ def format_table(comparisons: list[Comparison]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     try:
         comparisons = compare(runs_by_concurrency(args.a), runs_by_concurrency(args.b))
     except ValueError as error:
@@ -102,12 +102,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(commands) -> None:
-    """Add ``ab-compare --a DIR... --b DIR... [--json]`` to an argparse subparsers object."""
-    parser = commands.add_parser(
-        "ab-compare", help="tell a throughput difference between two sets of benchmark runs from noise"
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--a", nargs="+", required=True, metavar="DIR", help="run folders of side A")
     parser.add_argument("--b", nargs="+", required=True, metavar="DIR", help="run folders of side B")
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
-    parser.set_defaults(func=_run)

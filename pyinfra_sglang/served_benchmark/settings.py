@@ -9,9 +9,10 @@ import json
 import shlex
 from dataclasses import asdict, dataclass
 
-from checks.server_metrics import METRICS_FILE, poll_loop
+from pyinfra_sglang.served_benchmark.server_metrics import METRICS_FILE, poll_loop
 from pyinfra_sglang.inventory import HostConfig
-from pyinfra_sglang.sglang_bench import bench_module, run_settings
+from pyinfra_sglang.service_files import server_url
+from pyinfra_sglang.served_benchmark.bench_serving import bench_module, run_settings
 
 # The files the script leaves in its folder on the host, fetched by name.
 BENCH_FILE = "bench.jsonl"
@@ -19,7 +20,7 @@ SAMPLES_FILE = "samples.jsonl"
 LOG_FILE = "bench.log"
 SAMPLER_LOG_FILE = "sampler.log"
 SAMPLER_PROGRAM = "gpu_sampler.py"
-KEY_READER_PROGRAM = "decode.py"  # checks/decode.py: its read_api_key reads the service's key
+KEY_READER_PROGRAM = "api_key.py"  # host_programs/api_key.py reads the service's key
 # Exit status of the script when the API key cannot be read (bench_serving exits 1 or 2).
 KEY_UNREADABLE = 90
 
@@ -72,14 +73,6 @@ def bench_settings(config: HostConfig, sglang_version: str) -> BenchSettings:
     )
 
 
-def server_url(config: HostConfig) -> str:
-    """The host's own server, as checks/audit.py's decode load reaches it (a wildcard bind is
-    reached on loopback); IPv6 in brackets."""
-    address = "127.0.0.1" if config.sglang_host.is_unspecified else str(config.sglang_host)
-    host = f"[{address}]" if ":" in address else address
-    return f"http://{host}:{config.sglang_port}"
-
-
 def bench_args(settings: BenchSettings, url: str, concurrency: int, output_file: str) -> list[str]:
     """One benchmark call's arguments after ``python -m <module>``. ``--base-url`` rather than
     ``--host``/``--port``: older releases join those without IPv6 brackets."""
@@ -95,17 +88,13 @@ def bench_args(settings: BenchSettings, url: str, concurrency: int, output_file:
     ]  # fmt: skip
 
 
-def _key_export(folder: str, config_file: str) -> str:
+def _key_export(config_file: str) -> str:
     # The key goes from the 0600 file into this shell's environment only: never onto a
     # command line (ps shows those) nor into any output.
-    reader = (
-        "import sys; sys.path.insert(0, sys.argv[1]); from decode import read_api_key; "
-        "sys.stdout.write(read_api_key(sys.argv[2]) or '')"
-    )
     return (
-        f"OPENAI_API_KEY=\"$(python3 -c {shlex.quote(reader)} {shlex.quote(folder)} "
-        f"{shlex.quote(config_file)})\" || {{ echo 'cannot read the API key from "
-        f"{config_file}' >&2; exit {KEY_UNREADABLE}; }}\nexport OPENAI_API_KEY"
+        f"OPENAI_API_KEY=\"$(python3 {KEY_READER_PROGRAM} {shlex.quote(config_file)})\" || "
+        f"{{ echo 'cannot read the API key from {config_file}' >&2; exit {KEY_UNREADABLE}; }}\n"
+        "export OPENAI_API_KEY"
     )
 
 
@@ -123,7 +112,7 @@ def bench_script(
     sampler_s = len(calls) * fixed["timeout_s"] + 60
     lines = ["set -u", f"cd {shlex.quote(folder)}"]
     if api_key_file:
-        lines.append(_key_export(folder, api_key_file))
+        lines.append(_key_export(api_key_file))
     lines += [
         f"{python} {SAMPLER_PROGRAM} --duration {sampler_s} --interval {fixed['sample_interval_s']} "
         f"--output {SAMPLES_FILE} 2>{SAMPLER_LOG_FILE} &",

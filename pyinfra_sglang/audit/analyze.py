@@ -8,18 +8,18 @@ import json
 import sys
 from pathlib import Path
 
-from checks.drift import findings_for_persistence
-from checks.facts import (
+from pyinfra_sglang.audit.drift import findings_for_persistence
+from pyinfra_sglang.audit.findings import worst_level
+from pyinfra_sglang.audit.links import findings_for_links, pcie_links
+from pyinfra_sglang.audit.report import format_table
+from pyinfra_sglang.audit.topology import findings_for_p2p, findings_for_topology, p2p_all_ok
+from pyinfra_sglang.parsers.nvidia_smi import (
     parse_gpu_query_csv,
     parse_smi_q,
     parse_topo_matrix,
     parse_topo_p2p,
     topology_has_nvlink,
 )
-from checks.findings import worst_level
-from checks.links import findings_for_links, pcie_links
-from checks.report import format_table
-from checks.topology import findings_for_p2p, findings_for_topology, p2p_all_ok
 
 
 def _lines(path: Path | None) -> list[str] | None:
@@ -53,7 +53,7 @@ def analyze(
     }
 
 
-def _run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     if not any((args.topo, args.p2p, args.query_csv, args.smi_q)):
         print("analyze: give at least one of --topo, --p2p, --query-csv, --smi-q", file=sys.stderr)
         return 2
@@ -61,7 +61,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, indent=2, sort_keys=True))
     else:
-        from checks.findings import Finding
+        from pyinfra_sglang.audit.findings import Finding
 
         findings = [Finding(**f) for f in result["findings"]]
         label = ", ".join(str(p) for p in (args.topo, args.p2p, args.query_csv, args.smi_q) if p)
@@ -69,13 +69,11 @@ def _run(args: argparse.Namespace) -> int:
     return 1 if result["result"] == "fail" else 0
 
 
-def register(commands) -> None:
-    parser = commands.add_parser(
-        "analyze", help="run the audit's parsers and checks on captured nvidia-smi outputs"
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--topo", type=Path, help="`nvidia-smi topo -m` output")
     parser.add_argument("--p2p", type=Path, help="`nvidia-smi topo -p2p r` output")
-    parser.add_argument("--query-csv", type=Path, help="`nvidia-smi --query-gpu=... --format=csv` output")
+    parser.add_argument(
+        "--query-csv", type=Path, help="`nvidia-smi --query-gpu=... --format=csv` output"
+    )
     parser.add_argument("--smi-q", type=Path, help="`nvidia-smi -q` output")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser.set_defaults(func=_run)

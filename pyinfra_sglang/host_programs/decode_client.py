@@ -6,7 +6,10 @@ completion tokens, or a stable reason code for what went wrong.
 
 Standard library only, Python 3.9+, no imports from pyinfra-sglang: the audit copies this
 file to a temporary folder on a host and runs it there with the system python3
-(``python3 decode.py --url URL --json``).
+(``python3 decode_client.py --url URL --json``). Run so, it takes the API key from the
+environment variable SGLANG_API_KEY (the audit sets it from the server's 0600 config file
+with api_key.py), never from its command line; ``pyinfra-sglang decode-check`` reads it from
+``--api-key-file``.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import re
 import socket
 import ssl
@@ -36,6 +40,7 @@ ANSWER_CHARS = 200
 UNREACHED = ("connection-refused", "loading", "timeout", "unauthorized")
 SSE_FIELDS = ("data", "event", "id", "retry")
 CHAT_PATH = "/v1/chat/completions"
+API_KEY_ENV = "SGLANG_API_KEY"
 
 
 class CheckFailed(Exception):
@@ -247,55 +252,6 @@ def judge(content: str, reasoning: str, expect: str) -> tuple[str, str]:
 
 def _short(text: str, limit: int) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "...")
-
-
-# --- API key -------------------------------------------------------------------------------
-
-_API_KEY_LINE = re.compile(r"^api[-_]key[ \t]*:(.*)$")
-_YAML_KEY_LINE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*[ \t]*:([ \t]|$)")
-
-
-def read_api_key(path: str) -> str | None:
-    """The API key in ``path``: a file holding the key alone, or an SGLang YAML config file
-    (as pyinfra-sglang writes /etc/sglang/sglang.yaml) with an ``api-key:`` line, its value
-    plain, 'single-' or "double-quoted" (JSON escapes). None when a config file sets no key.
-    Errors never quote the file's text."""
-    with open(path, encoding="utf-8") as file:
-        text = file.read()
-    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
-    is_config = any(line.startswith("#") or line == "---" or _YAML_KEY_LINE.match(line)
-                    for line in lines)  # fmt: skip
-    if not is_config:
-        return text.strip() or None
-    for line in lines:
-        match = _API_KEY_LINE.match(line)
-        if match:
-            return _yaml_scalar(match.group(1).strip(), path)
-    return None
-
-
-def _yaml_scalar(value: str, path: str) -> str | None:
-    if value.startswith('"'):
-        # Up to the first unescaped quote; render.py writes JSON strings, a YAML subset.
-        end = 1
-        while end < len(value):
-            if value[end] == "\\":
-                end += 2
-                continue
-            if value[end] == '"':
-                try:
-                    return json.loads(value[: end + 1])
-                except ValueError:
-                    break
-            end += 1
-        raise ValueError(f"{path}: the api-key value's double quotes are not closed or valid")
-    if value.startswith("'"):
-        match = re.match(r"'((?:[^']|'')*)'", value)
-        if not match:
-            raise ValueError(f"{path}: the api-key value's single quotes are not closed")
-        return match.group(1).replace("''", "'")
-    value = re.split(r"[ \t]#", value, maxsplit=1)[0].strip()
-    return None if value in ("", "~", "null", "Null", "NULL") else value
 
 
 # --- HTTP ----------------------------------------------------------------------------------
@@ -585,23 +541,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"question to ask (default {DEFAULT_PROMPT!r})")
     parser.add_argument("--model", default=None, metavar="M",
                         help="model name (default: the first GET /v1/models lists)")
-    parser.add_argument("--api-key-file", default=None, metavar="FILE",
-                        help="the API key alone, or the server's YAML config file "
-                             "(an api-key: line)")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="S",
                         help=f"seconds each request may take (default {DEFAULT_TIMEOUT_S:g})")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the check for parsed arguments: 0 pass, 1 fail, 2 an unreadable key file."""
-    api_key = None
-    if args.api_key_file:
-        try:
-            api_key = read_api_key(args.api_key_file)
-        except (OSError, ValueError) as error:
-            print(f"decode-check: cannot read --api-key-file: {error}", file=sys.stderr)
-            return 2
+def run(args: argparse.Namespace, api_key: str | None = None) -> int:
+    """Run the check for parsed arguments: 0 pass, 1 fail."""
     result = decode_check(args.url, expect=args.expect, prompt=args.prompt, model=args.model,
                           api_key=api_key, timeout=args.timeout)  # fmt: skip
     print(json.dumps(result, indent=2) if args.json else summary_line(result))
@@ -621,7 +567,7 @@ def summary_line(result: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="decode-check", description=__doc__.splitlines()[0])
     add_arguments(parser)
-    return run(parser.parse_args(argv))
+    return run(parser.parse_args(argv), api_key=os.environ.get(API_KEY_ENV) or None)
 
 
 if __name__ == "__main__":

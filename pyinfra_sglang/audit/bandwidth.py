@@ -1,9 +1,9 @@
-"""Measured link bandwidth (checks/probes/link_probe.py) against each link's theoretical rate."""
+"""Measured link bandwidth (host_programs/link_probe.py) against each link's theoretical rate."""
 
 from __future__ import annotations
 
-from checks.findings import Finding
-from checks.topology import NVLINK
+from pyinfra_sglang.audit.findings import Finding
+from pyinfra_sglang.audit.topology import NVLINK
 from pyinfra_sglang import data
 from pyinfra_sglang.gpus import find_gpu
 from pyinfra_sglang.pcie import pcie_bandwidth_gbs
@@ -14,7 +14,7 @@ def low_fraction() -> float:
 
 
 def findings_for_bandwidth(probe: dict, links: list[dict], topology: dict[str, dict[str, str]]) -> list[Finding]:
-    """``probe``: link_probe.py's JSON; ``links``: checks.links.pcie_links rows of the same
+    """``probe``: link_probe.py's JSON; ``links``: pyinfra_sglang.audit.links.pcie_links rows of the same
     GPUs; ``topology``: the topo -m matrix (which pairs ride NVLink)."""
     floor = low_fraction()
     findings: list[Finding] = []

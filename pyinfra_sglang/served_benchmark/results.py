@@ -1,6 +1,6 @@
 """The results folders of benchmark runs on the controller:
 ``<results_dir>/<host>/<UTC timestamp>/`` holding bench.jsonl, samples.jsonl, links.json,
-profile.json and settings.json (the formats checks/diagnose.py reads), and the lookup of the
+profile.json and settings.json (the formats diagnosis/diagnose.py reads), and the lookup of the
 run an new one is compared with."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
-from checks.links import pcie_links
-from checks.report import safe_name
-from checks.roofline import roofline_for
+from pyinfra_sglang.audit.links import pcie_links
+from pyinfra_sglang.audit.report import safe_name
+from pyinfra_sglang.diagnosis.roofline import roofline_for
 from pyinfra_sglang.gpus import UnknownGpuError
 from pyinfra_sglang.profiles import Profile
 
@@ -53,7 +53,7 @@ def links_document(gpus: list[dict], virtualization: dict | None) -> dict:
 def profile_document(profile: Profile, gpus: list[dict], tp_size: int) -> dict:
     """profile.json: the decode roofline's numbers, from the profile as served (inventory
     overrides applied) and the GPUs; without them when the profile or the GPU spec lacks them
-    (checks/diagnose.py then reports no roofline)."""
+    (diagnosis/diagnose.py then reports no roofline)."""
     gpu = gpus[0].get("name") if gpus else None
     document = {"model_profile": profile.name, "gpu": gpu, "tp_size": tp_size}
     try:

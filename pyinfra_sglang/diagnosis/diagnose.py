@@ -3,7 +3,7 @@
 RESULTS_DIR holds:
 
 ``samples.jsonl`` (required)
-    checks/probes/gpu_sampler.py output. Without it, a ``samples.json`` in the shared capture
+    host_programs/gpu_sampler.py output. Without it, a ``samples.json`` in the shared capture
     format (tests/fixtures/gpu/*/samples.json) is read instead.
 ``links.json`` (optional)
     ``{"gpus": [{"index": 0, "pcie": {"gen_current": 5, "gen_max": 5, "width_current": 16,
@@ -24,7 +24,7 @@ RESULTS_DIR holds:
     ``{"active_params_b": 40, "bytes_per_param": 0.5625, "memory_bandwidth_gbs": 4800,
     "tp_size": 8}``.
 
-The rules are in checks/bottlenecks.py. The report lists each GPU's summary, the findings with
+The rules are in diagnosis/bottlenecks.py. The report lists each GPU's summary, the findings with
 their evidence and what to try next, and the roofline with each benchmark row's single-stream
 decode rate (1000 / median TPOT) as a share of it. Exit status 0 when a report was made, 2 when
 the folder cannot be read.
@@ -40,10 +40,10 @@ from pathlib import Path
 
 from pyinfra.api.exceptions import PyinfraError
 
-from checks.bottlenecks import diagnose, format_gbs, link_capacity, thresholds
-from checks.findings import Finding
-from checks.roofline import DecodeRoofline, roofline_for
-from checks.samples import gpu_indexes, read_json_lines, load_samples, summarize_gpu
+from pyinfra_sglang.diagnosis.bottlenecks import diagnose, format_gbs, link_capacity, thresholds
+from pyinfra_sglang.audit.findings import Finding
+from pyinfra_sglang.diagnosis.roofline import DecodeRoofline, roofline_for
+from pyinfra_sglang.diagnosis.samples import gpu_indexes, read_json_lines, load_samples, summarize_gpu
 
 __all__ = ["diagnose", "diagnose_results", "format_report", "load_results", "register"]
 
@@ -201,7 +201,7 @@ def _as_json(report: dict) -> str:
     return json.dumps({**report, "findings": findings}, indent=2) + "\n"
 
 
-def _run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     try:
         report = diagnose_results(load_results(args.results_dir))
     except (ResultsError, ValueError, KeyError, PyinfraError) as error:
@@ -211,11 +211,6 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(commands) -> None:
-    """Add ``diagnose RESULTS_DIR [--json]`` to an argparse subparsers object."""
-    parser = commands.add_parser(
-        "diagnose", help="name what limits a served model from a benchmark's results folder"
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("results_dir", metavar="RESULTS_DIR", help="folder with samples.jsonl")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.set_defaults(func=_run)

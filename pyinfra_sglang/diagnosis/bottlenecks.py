@@ -1,4 +1,4 @@
-"""Bottleneck rules: GPU samples (checks.samples) -> findings naming what limits the load.
+"""Bottleneck rules: GPU samples (pyinfra_sglang.diagnosis.samples) -> findings naming what limits the load.
 
 Per GPU, first match wins (thresholds and why: pyinfra_sglang/data/diagnosis.toml):
 ``interconnect-bound`` (PCIe or NVLink near its capacity), ``compute-bound`` (busy, with power,
@@ -15,9 +15,9 @@ import statistics
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
-from checks.facts import detected_vm
-from checks.findings import Finding
-from checks.samples import (
+from pyinfra_sglang import data
+from pyinfra_sglang.audit.findings import Finding
+from pyinfra_sglang.diagnosis.samples import (
     CpuSummary,
     GpuSummary,
     gpu_indexes,
@@ -25,8 +25,8 @@ from checks.samples import (
     summarize_cpu,
     summarize_gpu,
 )
-from pyinfra_sglang import data
 from pyinfra_sglang.gpus import find_gpu
+from pyinfra_sglang.parsers.system import detected_vm
 from pyinfra_sglang.pcie import pcie_bandwidth_gbs
 
 
@@ -354,7 +354,7 @@ def diagnose(
     bench: list[dict] | None = None,
     server: Mapping | None = None,
 ) -> list[Finding]:
-    """Findings for ``samples`` (checks.samples' shape).
+    """Findings for ``samples`` (pyinfra_sglang.diagnosis.samples' shape).
 
     ``gpu_facts``: per GPU index ``{"pcie": {"gen_current", "gen_max", "width_current",
     "width_max"}, "power_limit_w", "sm_clock_max_mhz", "nvlink_gbs"}`` (NVLink capacity per

@@ -3,7 +3,7 @@ answer a question correctly."""
 
 from __future__ import annotations
 
-from checks.findings import Finding
+from pyinfra_sglang.audit.findings import Finding
 
 
 def findings_for_service(unit: str, state: dict[str, str]) -> list[Finding]:

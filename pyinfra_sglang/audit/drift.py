@@ -3,8 +3,8 @@ CUDA toolkit, GPU count, SGLang release, and the driver settings GPUs serve best
 
 from __future__ import annotations
 
-from checks.facts import iommu_passthrough
-from checks.findings import Finding
+from pyinfra_sglang.audit.findings import Finding
+from pyinfra_sglang.parsers.system import iommu_passthrough
 
 RUN_SITE = "Run `pyinfra INVENTORY deploy/site.py` to converge it"
 

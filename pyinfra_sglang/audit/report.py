@@ -7,10 +7,7 @@ import os
 import re
 from pathlib import Path
 
-from pyinfra import logger
-from pyinfra.api import FunctionCommand
-
-from checks.findings import LEVELS, Finding, worst_level
+from pyinfra_sglang.audit.findings import LEVELS, Finding, worst_level
 
 
 def safe_name(host_name: str) -> str:
@@ -53,17 +50,3 @@ def write_report(path: Path, data: dict) -> Path:
     staging.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     os.replace(staging, path)
     return path
-
-
-def _log_failures(state, host, what: str, messages: list[str]) -> bool:
-    # pyinfra passes (state, host) to a FunctionCommand function that names them so; False
-    # marks the operation failed, so the pyinfra run exits non-zero.
-    for message in messages:
-        logger.error(f"{host.print_prefix}{what} failed: {message}")
-    return False
-
-
-def fail_host(what: str, messages: list[str]) -> FunctionCommand:
-    """The command a check-only operation yields to fail its host: it logs "<what> failed:
-    <message>" for each message and changes nothing."""
-    return FunctionCommand(_log_failures, (what, messages), {})

@@ -2,7 +2,7 @@
 
 One sample is ``{"t": seconds, "gpus": [{"index", "gpu_util", "mem_util", "pcie_tx_kbps",
 "pcie_rx_kbps", "sm_clock_mhz", "power_w", ...}], "cpu": {...} | None}``, the format of
-checks/probes/gpu_sampler.py. The shared capture (tests/fixtures/gpu/*/samples.json) is a JSON
+host_programs/gpu_sampler.py. The shared capture (tests/fixtures/gpu/*/samples.json) is a JSON
 list of ``{"t": epoch, "<gpu index>": [gpu_util, mem_util, pcie_tx_KBps, pcie_rx_KBps,
 sm_clock_MHz, power_mW]}``; it is read into the same shape.
 """

@@ -19,9 +19,9 @@ from pyinfra import host, logger, state
 from pyinfra.api import operation
 from pyinfra.api.exceptions import PyinfraError
 
-from checks.ab import compare, runs_by_concurrency
-from checks.ab import format_table as format_comparisons
-from checks.bench_plan import (
+from pyinfra_sglang.served_benchmark.ab_compare import compare, runs_by_concurrency
+from pyinfra_sglang.served_benchmark.ab_compare import format_table as format_comparisons
+from pyinfra_sglang.served_benchmark.settings import (
     BENCH_FILE,
     KEY_READER_PROGRAM,
     LOG_FILE,
@@ -32,7 +32,7 @@ from checks.bench_plan import (
     bench_script,
     bench_settings,
 )
-from checks.bench_results import (
+from pyinfra_sglang.served_benchmark.results import (
     SETTINGS_FILE,
     host_folder,
     latest_run,
@@ -43,24 +43,21 @@ from checks.bench_results import (
     settings_document,
     write_json,
 )
-from checks.diagnose import diagnose_results, format_report, load_results
+from pyinfra_sglang.diagnosis.diagnose import diagnose_results, format_report, load_results
 from checks.facts import NvidiaGpus, PythonPackages, SystemdUnitState, Virtualization
-from checks.regression import regressions, throughput_by_concurrency
-from checks.report import fail_host
-from checks.samples import read_json_lines
-from checks.server_metrics import METRICS_FILE, summarize_polls
+from checks.failures import fail_host
+from checks.host_context import connector_arguments, host_position
+from pyinfra_sglang.served_benchmark.regression import regressions, throughput_by_concurrency
+from pyinfra_sglang.diagnosis.samples import read_json_lines
+from pyinfra_sglang.served_benchmark.server_metrics import METRICS_FILE, summarize_polls
 from pyinfra_sglang.inventory import HostConfig, host_profile
 from pyinfra_sglang.render import tp_size_for
-from pyinfra_sglang.sglang_bench import run_settings
-from roles.common import connector_arguments
-from roles.sglang_service import UNIT_NAME, multinode_position, service_file_path
+from pyinfra_sglang.served_benchmark.bench_serving import run_settings
+from pyinfra_sglang.host_programs import program_path
+from pyinfra_sglang.service_files import UNIT_NAME, service_file_path
 
-CHECKS_DIR = Path(__file__).resolve().parent
 SCRIPT = "run.sh"
-PROGRAMS = {
-    SAMPLER_PROGRAM: CHECKS_DIR / "probes" / "gpu_sampler.py",
-    KEY_READER_PROGRAM: CHECKS_DIR / "decode.py",
-}
+PROGRAMS = (SAMPLER_PROGRAM, KEY_READER_PROGRAM)
 # mktemp replaces the trailing run of Xs with random characters; only a folder of that
 # shape is ever used in the commands that follow (rm -rf among them).
 TEMP_TEMPLATE = "/tmp/pyinfra-sglang-bench." + "X" * 10
@@ -68,8 +65,8 @@ TEMP_FOLDER = re.compile(r"/tmp/pyinfra-sglang-bench\.[A-Za-z0-9]{10}")
 FETCHED = (BENCH_FILE, SAMPLES_FILE, LOG_FILE, SAMPLER_LOG_FILE, METRICS_FILE)
 
 
-def _run(host_, command: str, **arguments) -> tuple[bool, str]:
-    ok, output = host_.run_shell_command(command, **{**connector_arguments(host_), **arguments})
+def _run(command: str, **arguments) -> tuple[bool, str]:
+    ok, output = host.run_shell_command(command, **{**connector_arguments(host), **arguments})
     return ok, output.output
 
 
@@ -100,28 +97,28 @@ def check_lines(lines: list[dict], settings: BenchSettings) -> list[str]:
 def _run_on_host(config: HostConfig, settings: BenchSettings, run_dir: Path) -> str | None:
     """Ship the programs and the script to a temporary folder on the host, run it, fetch what
     it wrote into ``run_dir``, remove the folder. None when the benchmark passed, else why not."""
-    ok, output = host.run_shell_command(f"mktemp -d {TEMP_TEMPLATE}", **connector_arguments())
+    ok, output = host.run_shell_command(f"mktemp -d {TEMP_TEMPLATE}", **connector_arguments(host))
     folder = output.stdout.strip()
     if not ok or not TEMP_FOLDER.fullmatch(folder):
         return f"cannot make a temporary folder on the host: {output.output}"
     try:
         key_file = service_file_path("config") if config.sglang_api_key_file else None
         script = bench_script(config, settings, folder, key_file)
-        uploads = [(str(path), f"{folder}/{name}") for name, path in PROGRAMS.items()]
+        uploads = [(str(program_path(name)), f"{folder}/{name}") for name in PROGRAMS]
         uploads.append((io.BytesIO(script.encode()), f"{folder}/{SCRIPT}"))
         for local, remote in uploads:
-            if not host.put_file(local, remote, **connector_arguments()):
+            if not host.put_file(local, remote, **connector_arguments(host)):
                 return f"cannot upload {remote}"
         calls = settings.repeat * len(settings.concurrencies)
         # The script bounds each call itself; this bounds the whole if the host stops answering.
-        passed, output = _run(host, f"bash {folder}/{SCRIPT}", _timeout=calls * run_settings()["timeout_s"] + 300)
-        _, listing = _run(host, f"ls {folder}")
+        passed, output = _run(f"bash {folder}/{SCRIPT}", _timeout=calls * run_settings()["timeout_s"] + 300)
+        _, listing = _run(f"ls {folder}")
         for name in FETCHED:
             if name in listing.split():
-                host.get_file(f"{folder}/{name}", str(run_dir / name), **connector_arguments())
+                host.get_file(f"{folder}/{name}", str(run_dir / name), **connector_arguments(host))
         return None if passed else f"the benchmark failed:\n{output}"
     finally:
-        _run(host, f"rm -rf {folder}")
+        _run(f"rm -rf {folder}")
 
 
 def _compare(run_dir: Path, digest: str, lines: list[dict], threshold_pct: float) -> list[str]:
@@ -138,7 +135,7 @@ def _compare(run_dir: Path, digest: str, lines: list[dict], threshold_pct: float
 
 
 def diagnosis_text(run_dir: Path) -> str:
-    """checks/diagnose.py's report of a run folder; without the decode roofline when the
+    """The diagnosis report (pyinfra_sglang/diagnosis/diagnose.py) of a run folder; without the decode roofline when the
     profile or GPU lacks the numbers for it (the findings stand on their own)."""
     results = load_results(run_dir)
     try:
@@ -150,7 +147,7 @@ def diagnosis_text(run_dir: Path) -> str:
 def not_the_head(config: HostConfig) -> bool:
     """True (and the operation a no-op) on a multi-node rank > 0: only the group's first host
     serves HTTP, so only it is benchmarked."""
-    _, rank, _ = multinode_position(config)
+    rank = host_position(config, host).rank
     if rank != 0:
         host.noop(f"node rank {rank} serves no HTTP: the group's first host is benchmarked")
     return rank != 0

@@ -7,7 +7,7 @@ offers is a fault (a card in an x8 slot, a bad riser, bifurcation).
 
 from __future__ import annotations
 
-from checks.findings import Finding
+from pyinfra_sglang.audit.findings import Finding
 
 # Loads the audit knows how to put on the GPUs while it samples the links.
 MEASURED_LOADS = {

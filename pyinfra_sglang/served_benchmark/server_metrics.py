@@ -3,7 +3,7 @@ Prometheus endpoint (`/metrics`, served with --enable-metrics) while the benchma
 
 The poll loop runs on the host beside the benchmark and writes ``metrics.txt``: a ``### poll``
 line per poll, then the gauge lines of that poll. ``summarize_polls`` turns it into
-``server_metrics.json`` for checks/diagnose.py.
+``server_metrics.json`` for diagnosis/diagnose.py.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import itertools
 import re
 from collections import Counter
 
-from checks.findings import Finding
+from pyinfra_sglang.audit.findings import Finding
 
 NVLINK = re.compile(r"NV\d+")
 # What each topo -m cell means for the traffic between two GPUs (nvidia-smi's legend).

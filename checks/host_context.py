@@ -1,0 +1,59 @@
+"""What operations need from the pyinfra host they run on, beyond facts: its connector
+arguments, its place in a multi-node group, and shipping a host program to it."""
+
+from __future__ import annotations
+
+import shlex
+
+from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
+
+from pyinfra_sglang.host_programs import program_path
+from pyinfra_sglang.inventory import HostConfig
+from pyinfra_sglang.render import NodePosition
+from pyinfra_sglang.service_files import node_position
+
+
+def connector_arguments(host) -> dict:
+    """The running operation's connector arguments (``_sudo``, ``_su_user``, ...). Facts and
+    yielded commands get them from pyinfra; direct ``run_shell_command``/``put_file``/``get_file``
+    calls from inside an operation must pass them on, or they run as the SSH user."""
+    current = host.current_op_global_arguments or {}
+    return {key: current[key] for key in CONNECTOR_ARGUMENT_KEYS if key in current}
+
+
+def run_on_host(host, command: str) -> tuple[bool, str]:
+    """Run a command from inside an operation with its connector arguments: (ok, output)."""
+    ok, output = host.run_shell_command(command, **connector_arguments(host))
+    return ok, "\n".join(line.line for line in output)
+
+
+def host_position(config: HostConfig, host) -> NodePosition:
+    """The host's place in its multi-node group, from the inventory's group order."""
+    if not config.sglang_multinode_group:
+        return NodePosition()
+    members = [member.name for member in host.inventory.get_group(config.sglang_multinode_group)]
+    head = host.inventory.get_host(members[0])
+    return node_position(config, host.name, members, head.data.get("ssh_hostname") or head.name)
+
+
+def ship_and_run(
+    program: str,
+    interpreter: str,
+    args: list[str],
+    beside: tuple[str, ...] = (),
+    setup: str = "",
+) -> str:
+    """Shell that runs a host program (pyinfra_sglang/host_programs/``program``) on the host:
+    written with the programs ``beside`` it to a temporary folder ``$probe`` first (a probe
+    that spawns processes needs a real file), removed after. ``setup``: shell run in that
+    folder's presence before the program (it may use ``$probe``)."""
+    writes = "".join(
+        f"cat > $probe/{name} <<'PYINFRA_SGLANG_EOF'\n{program_path(name).read_text()}\n"
+        "PYINFRA_SGLANG_EOF\n"
+        for name in (program, *beside)
+    )
+    quoted = " ".join(shlex.quote(arg) for arg in args)
+    return (
+        f"probe=$(mktemp -d) && {writes}{setup}"
+        f"{shlex.quote(interpreter)} $probe/{program} {quoted}; rc=$?; rm -rf $probe; exit $rc"
+    )

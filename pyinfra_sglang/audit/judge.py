@@ -1,0 +1,145 @@
+"""The audit's judge: a host's facts against the inventory's expectations -> findings and a
+report. Pure: it reads no host, so a recorded report can be judged again."""
+
+from __future__ import annotations
+
+from pyinfra_sglang.audit.bandwidth import findings_for_bandwidth
+from pyinfra_sglang.audit.drift import (
+    findings_for_cuda,
+    findings_for_driver,
+    findings_for_gpu_count,
+    findings_for_iommu,
+    findings_for_persistence,
+    findings_for_sglang_version,
+)
+from pyinfra_sglang.audit.findings import Finding
+from pyinfra_sglang.audit.links import findings_for_links, pcie_links
+from pyinfra_sglang.audit.record import (
+    AuditExpectations,
+    AuditFacts,
+    record_document,
+)
+from pyinfra_sglang.audit.report import report
+from pyinfra_sglang.audit.service import (
+    findings_for_decode,
+    findings_for_service,
+    findings_for_unit_drift,
+)
+from pyinfra_sglang.audit.topology import findings_for_p2p, findings_for_topology, p2p_all_ok
+from pyinfra_sglang.nvidia import REBOOT_REQUIRED
+from pyinfra_sglang.parsers.nvidia_smi import topology_has_nvlink
+from pyinfra_sglang.parsers.system import detected_vm
+
+
+def unit_installed(facts: AuditFacts) -> bool:
+    return facts.service.get("LoadState") not in (None, "not-found")
+
+
+def serves_here(expectations: AuditExpectations, facts: AuditFacts) -> bool:
+    """The service runs and this node answers HTTP: the decode prompt can load the GPUs."""
+    return facts.service.get("ActiveState") == "active" and expectations.node_rank == 0
+
+
+def _driver_findings(expected: AuditExpectations, facts: AuditFacts) -> list[Finding]:
+    userspace = facts.gpus[0]["driver_version"] if facts.gpus else None
+    findings = findings_for_driver(
+        expected.driver_branch,
+        expected.kernel_modules,
+        facts.loaded_module,
+        facts.installed_module,
+        userspace,
+        len(facts.gpus),
+    )
+    reboot_known = any(f.code == "driver-reboot-required" for f in findings)
+    if facts.reboot_required and not reboot_known:
+        message = f"{REBOOT_REQUIRED} exists: a package update waits for a reboot."
+        findings.append(Finding("warn", "driver-reboot-required", message))
+    return findings
+
+
+def _service_findings(expected: AuditExpectations, facts: AuditFacts) -> list[Finding]:
+    findings = findings_for_service(expected.unit_name, facts.service)
+    if expected.router_unit:
+        findings += findings_for_service(expected.router_unit, facts.router_service or {})
+    if facts.unit_files is not None:
+        if facts.unit_files.problem:
+            message = f"cannot render the expected service files: {facts.unit_files.problem}"
+            findings.append(Finding("warn", "unit-drift", message))
+        else:
+            findings += findings_for_unit_drift(facts.unit_files.expected, facts.unit_files.current)
+    return findings
+
+
+def _load_findings(expected: AuditExpectations, facts: AuditFacts) -> list[Finding]:
+    load = facts.load
+    findings = findings_for_links(facts.gpus, load.samples, load.kind)
+    if load.kind == "probe" and load.probe:
+        findings += findings_for_bandwidth(load.probe, pcie_links(facts.gpus), facts.topology)
+    if load.probe_failure:
+        findings.append(
+            Finding(
+                "warn",
+                "link-probe-failed",
+                f"the link bandwidth probe failed ({load.probe_failure}); links were not "
+                "measured. Free GPU memory (stop the service) and audit again.",
+            )
+        )
+    if expected.node_rank == 0:
+        serving = serves_here(expected, facts)
+        not_running = None if serving or not unit_installed(facts) else "is not running"
+        skipped = f"{expected.unit_name} {not_running}" if not_running else None
+        findings += findings_for_decode(load.decode, skipped=skipped)
+    return findings
+
+
+def judge(expected: AuditExpectations, facts: AuditFacts) -> list[Finding]:
+    """Every finding for one host, in a stable order."""
+    gpu_count = len(facts.gpus)
+    vm = detected_vm(facts.virtualization)
+    findings = _driver_findings(expected, facts)
+    findings += findings_for_cuda(expected.cuda_version, facts.nvcc, expected.nvcc_path)
+    findings += findings_for_gpu_count(expected.expected_gpu_count, gpu_count)
+    findings += findings_for_persistence(facts.gpus, facts.persistenced)
+    findings += findings_for_topology(facts.topology, gpu_count)
+    findings += findings_for_p2p(facts.p2p, gpu_count, vm)
+    findings += findings_for_iommu(facts.iommu, gpu_count, vm)
+    installed_sglang = facts.sglang_version
+    findings += findings_for_sglang_version(
+        expected.sglang_version, installed_sglang, expected.venv_path
+    )
+    findings += _service_findings(expected, facts)
+    if facts.gpus:
+        findings += _load_findings(expected, facts)
+    return findings
+
+
+def facts_summary(facts: AuditFacts) -> dict:
+    """The report's ``facts``: what people read (the whole record is under ``record``)."""
+    load = facts.load
+    return {
+        "gpus": pcie_links(facts.gpus),
+        "topology": {"matrix": facts.topology, "nvlink": topology_has_nvlink(facts.topology)},
+        "p2p": {"matrix": facts.p2p, "ok": p2p_all_ok(facts.p2p)},
+        "driver": {
+            "loaded": facts.loaded_module,
+            "installed": facts.installed_module,
+            "userspace": facts.gpus[0]["driver_version"] if facts.gpus else None,
+        },
+        "cuda": facts.nvcc,
+        "virtualization": facts.virtualization,
+        "iommu": facts.iommu,
+        "service": facts.service,
+        "sglang_version": facts.sglang_version,
+        "load": {"kind": load.kind, "samples": len(load.samples), "result": load.probe},
+        "decode": load.decode,
+    }
+
+
+def audit_report(
+    host_name: str, expected: AuditExpectations, facts: AuditFacts, findings: list[Finding]
+) -> dict:
+    """The whole JSON report of one host: its findings (``judge``'s), the facts people read,
+    and the record they were judged from."""
+    document = report(host_name, findings, facts_summary(facts))
+    document["record"] = record_document(expected, facts)
+    return document

@@ -1,0 +1,109 @@
+"""What the audit read from a host, and what the inventory expects of it: typed records the
+judge (audit/judge.py) turns into findings without touching a host.
+
+Both go into the JSON report under ``record``, so a report can be judged again later (the
+tests re-judge real reports from the H200 machine and compare the whole report).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+
+from pyinfra_sglang.inventory import HostConfig
+from pyinfra_sglang.nvidia import cuda_paths
+from pyinfra_sglang.service_files import ROUTER_UNIT_PATH
+
+
+@dataclass(frozen=True)
+class AuditExpectations:
+    """What the inventory says the host should hold."""
+
+    driver_branch: int
+    kernel_modules: str  # "open" or "proprietary"
+    cuda_version: str
+    nvcc_path: str
+    expected_gpu_count: int | None
+    sglang_version: str
+    venv_path: str
+    unit_name: str
+    node_rank: int  # 0 serves HTTP; other ranks of a multi-node group do not
+    router_unit: str | None  # the router's unit name when the inventory configures one
+
+    @classmethod
+    def from_config(cls, config: HostConfig, unit_name: str, node_rank: int) -> AuditExpectations:
+        routed = bool(config.sglang_router_worker_urls)
+        return cls(
+            driver_branch=config.nvidia_driver_branch,
+            kernel_modules=config.nvidia_kernel_modules,
+            cuda_version=config.cuda_version,
+            nvcc_path=cuda_paths(config.cuda_version)["nvcc"],
+            expected_gpu_count=config.expected_gpu_count,
+            sglang_version=config.sglang_version,
+            venv_path=config.venv_path,
+            unit_name=unit_name,
+            node_rank=node_rank,
+            router_unit=ROUTER_UNIT_PATH.rsplit("/", 1)[1] if routed else None,
+        )
+
+
+@dataclass(frozen=True)
+class GpuLoadReading:
+    """The GPUs' ``--query-gpu`` samples and the load they were read under."""
+
+    kind: str = "none"  # "decode", "probe", "copy" or "none" (read idle)
+    samples: list[list[dict]] = field(default_factory=list)
+    decode: dict | None = None  # decode_client.py's result, when the prompt ran
+    probe: dict | None = None  # the probe's JSON (link_probe.py or copy_load.py)
+    probe_failure: str | None = None  # why the link probe failed, when it did
+
+
+@dataclass(frozen=True)
+class UnitFiles:
+    """The service files' sha256 digests: as the inventory renders them and on the host.
+    Contents are never recorded: the env and config files hold secrets."""
+
+    expected: dict[str, str] = field(default_factory=dict)
+    current: dict[str, str | None] = field(default_factory=dict)
+    problem: str | None = None  # why the expected files could not be rendered
+
+
+@dataclass(frozen=True)
+class AuditFacts:
+    """Everything the audit read from one host."""
+
+    gpus: list[dict]  # NvidiaGpus rows, idle
+    loaded_module: dict | None  # {"version", "flavor"}; flavor None when only nvidia-smi told
+    installed_module: str | None  # the kernel module package's upstream version
+    reboot_required: bool  # /run/reboot-required exists
+    nvcc: dict | None
+    virtualization: dict
+    topology: dict[str, dict[str, str]]
+    p2p: dict[str, dict[str, str]]
+    iommu: dict
+    persistenced: dict[str, str]
+    service: dict[str, str]
+    router_service: dict[str, str] | None
+    sglang_version: str | None
+    unit_files: UnitFiles | None  # None: no unit installed, or no GPU to size it for
+    load: GpuLoadReading
+
+    @classmethod
+    def from_dict(cls, values: dict) -> AuditFacts:
+        known = {f.name for f in fields(cls)}
+        values = {key: value for key, value in values.items() if key in known}
+        unit_files = values.get("unit_files")
+        return cls(
+            **{
+                **values,
+                "unit_files": UnitFiles(**unit_files) if unit_files is not None else None,
+                "load": GpuLoadReading(**values.get("load", {})),
+            }
+        )
+
+
+def record_document(expectations: AuditExpectations, facts: AuditFacts) -> dict:
+    return {"expectations": asdict(expectations), "facts": asdict(facts)}
+
+
+def record_from_document(document: dict) -> tuple[AuditExpectations, AuditFacts]:
+    return AuditExpectations(**document["expectations"]), AuditFacts.from_dict(document["facts"])

@@ -1,0 +1,1 @@
+"""Parsers of real command output: pure functions, no pyinfra host access."""

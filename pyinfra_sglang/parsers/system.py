@@ -1,0 +1,176 @@
+"""Parsers of what Linux tools and files print: systemd, apt, dpkg, /proc, python, sha256sum."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import TypedDict
+
+
+class VirtualizationDict(TypedDict):
+    container: str | None
+    vm: str | None
+
+
+def parse_virtualization(output: Iterable[str]) -> VirtualizationDict:
+    """``systemd-detect-virt --container`` then ``--vm`` (each prints ``none`` when it finds
+    nothing) as ``{"container": "systemd-nspawn", "vm": None}``; None where there is none.
+
+    A host without systemd-detect-virt reports ``"unknown"`` for the container, and for the
+    VM ``"hypervisor"`` when the CPU flags say it runs under one (a Firecracker VM), else
+    ``"unknown"``.
+    """
+    lines = [line.strip() for line in output if line.strip()]
+    container, vm = (lines + ["none", "none"])[:2]
+    return {
+        "container": None if container == "none" else container,
+        "vm": None if vm == "none" else vm,
+    }
+
+
+def detected_vm(virtualization: dict | None) -> str | None:
+    """The VM technology a Virtualization fact found; None for none or unknown."""
+    vm = (virtualization or {}).get("vm")
+    return None if vm in (None, "none", "unknown") else vm
+
+
+class KernelHeadersDict(TypedDict):
+    kernel_release: str
+    package: str
+    installed: bool
+    candidate: str | None
+    apt_lists_present: bool
+
+
+def parse_kernel_headers(output: Iterable[str]) -> KernelHeadersDict:
+    """The KernelHeaders fact's five lines: ``uname -r``, the package name, ``installed`` or
+    ``absent``, apt's candidate version or ``(none)``, ``lists`` or ``nolists``.
+
+    ``apt_lists_present`` tells whether ``candidate: None`` means "the distro does not ship
+    it" (lists present) or "apt has never been updated" (no lists).
+    """
+    release, package, installed, candidate, lists = [line.strip() for line in output][:5]
+    return {
+        "kernel_release": release,
+        "package": package,
+        "installed": installed == "installed",
+        "candidate": None if candidate == "(none)" else candidate,
+        "apt_lists_present": lists == "lists",
+    }
+
+
+class AptSourceEntry(TypedDict):
+    file: str
+    line: int  # 1-based line of the entry (one-line format) or of its Components: field
+    format: str  # "one-line" or "deb822"
+    uris: list[str]
+    components: list[str]
+
+
+def parse_apt_source_entries(output: Iterable[str]) -> list[AptSourceEntry]:
+    """Apt source files as ``<file>\\t<line number>\\t<text>`` lines: the entries that name
+    components (``main`` and friends), one-line (``*.list``) and deb822 (``*.sources``).
+
+    Flat repositories (suite ``/``, as NVIDIA's) have no components and are not listed.
+    """
+    entries: list[AptSourceEntry] = []
+    stanza_uris: dict[str, list[str]] = {}
+    for raw in output:
+        path, number, text = (raw.split("\t", 2) + ["", ""])[:3]
+        text = text.split("#", 1)[0].strip()
+        if path.endswith(".sources"):
+            key, _, value = text.partition(":")
+            if not text:
+                stanza_uris.pop(path, None)
+            elif key.strip().lower() == "uris":
+                stanza_uris[path] = value.split()
+            elif key.strip().lower() == "components":
+                entries.append({
+                    "file": path, "line": int(number), "format": "deb822",
+                    "uris": stanza_uris.get(path, []), "components": value.split(),
+                })  # fmt: skip
+            continue
+        words = re.sub(r"\[[^]]*\]", " ", text).split()
+        if len(words) >= 4 and words[0] in ("deb", "deb-src"):
+            entries.append({
+                "file": path, "line": int(number), "format": "one-line",
+                "uris": [words[1]], "components": words[3:],
+            })  # fmt: skip
+    return entries
+
+
+class MemoryInfoDict(TypedDict):
+    total_kb: int
+    available_kb: int
+
+
+def parse_meminfo(output: Iterable[str]) -> MemoryInfoDict:
+    """The MemTotal and MemAvailable lines of /proc/meminfo, in kB (available: what can be
+    used without swapping, the figure a build may plan with)."""
+    values = {}
+    for line in output:
+        key, _, rest = line.partition(":")
+        values[key.strip()] = int(rest.split()[0])
+    return {"total_kb": values["MemTotal"], "available_kb": values["MemAvailable"]}
+
+
+def parse_iommu_state(output: Iterable[str]) -> dict:
+    """/proc/cmdline then ``### iommu_groups=<count>`` as the IOMMU settings on the kernel
+    command line and whether the kernel runs an IOMMU (any IOMMU group):
+    ``{"cmdline": {"intel_iommu": "on", "iommu": "pt", ...}, "active": bool}``. With address
+    translation on (no ``iommu=pt``), peer-to-peer traffic between GPUs is redirected through
+    the root complex."""
+    cmdline: dict[str, str] = {}
+    groups = 0
+    for line in output:
+        if line.startswith("### iommu_groups="):
+            groups = int(line.split("=", 1)[1] or 0)
+            continue
+        for word in line.split():
+            key, _, value = word.partition("=")
+            if key in ("iommu", "intel_iommu", "amd_iommu", "iommu.passthrough"):
+                cmdline[key] = value
+    return {"cmdline": cmdline, "active": groups > 0}
+
+
+def iommu_passthrough(iommu: dict) -> bool:
+    """DMA passes the IOMMU untranslated: ``iommu=pt`` or ``iommu.passthrough=1``."""
+    cmdline = iommu["cmdline"]
+    return cmdline.get("iommu") == "pt" or cmdline.get("iommu.passthrough") in ("1", "y", "on")
+
+
+def parse_systemd_show(output: Iterable[str]) -> dict[str, str]:
+    """``systemctl show -p ...`` as ``{property: value}`` (``KEY=value`` lines; others are
+    dropped). LoadState is ``not-found`` when there is no such unit."""
+    return dict(line.strip().split("=", 1) for line in output if "=" in line)
+
+
+def parse_python_packages(output: Iterable[str]) -> dict[str, str]:
+    """``<venv>/lib/python*/site-packages/<name>-<version>.dist-info`` paths as the installed
+    distributions, ``{normalized name: version}`` (names lowercased, runs of ``-_.`` -> ``-``)."""
+    packages = {}
+    for line in output:
+        name_version = line.strip().rsplit("/", 1)[-1].removesuffix(".dist-info")
+        name, _, version = name_version.partition("-")
+        if version:
+            packages[re.sub(r"[-_.]+", "-", name).lower()] = version
+    return packages
+
+
+def parse_python_version(output: Iterable[str]) -> str | None:
+    """``X.Y.Z`` of ``python --version`` (``Python 3.12.3``); None when no line names one."""
+    for line in output:
+        match = re.match(r"Python (\d+\.\d+\.\d+)", line.strip())
+        if match:
+            return match.group(1)
+    return None
+
+
+def parse_file_digests(output: Iterable[str]) -> dict[str, str | None]:
+    """``sha256sum`` lines (``<digest>  <path>``, or ``- <path>`` for a missing file) as
+    ``{path: digest, or None when missing}``."""
+    digests: dict[str, str | None] = {}
+    for line in output:
+        digest, _, path = line.strip().partition(" ")
+        digests[path.strip().lstrip("*")] = None if digest == "-" else digest
+    return digests
