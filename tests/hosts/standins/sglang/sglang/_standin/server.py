@@ -10,8 +10,9 @@ multi-node start, rank 0 is ready only once the other ranks have joined it at
 
 Environment: SGLANG_STANDIN_RUN_DIR (record folder, default /run/sglang-standin),
 SGLANG_STANDIN_WARMUP_S (default 2), SGLANG_STANDIN_TOKEN_DELAY_S (default 0.005),
-SGLANG_STANDIN_FAIL_S (how long a broken/ model takes to fail, default 1); HF_TOKEN is only
-noted as set or not.
+SGLANG_STANDIN_FAIL_S (how long a broken/ model takes to fail, default 1),
+SGLANG_STANDIN_READY_FILE (warm-up also lasts until this file exists: tests hold the warm-up
+as long as they need, instead of racing a timer); HF_TOKEN is only noted as set or not.
 """
 
 from __future__ import annotations
@@ -37,10 +38,19 @@ READY_LINE = "The server is fired up and ready to roll!"
 DEFAULT_RUN_DIR = "/run/sglang-standin"
 # Non-secret variables of the service's environment worth asserting on.
 RECORDED_ENV = (
-    "HF_HOME", "FLASHINFER_WORKSPACE_BASE", "SGLANG_DG_CACHE_DIR", "TRITON_CACHE_DIR",
-    "TORCHINDUCTOR_CACHE_DIR", "TVM_FFI_CACHE_DIR", "CUDA_CACHE_PATH", "XDG_CACHE_HOME",
-    "CUDA_HOME", "PATH", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES",
-)  # fmt: skip
+    "HF_HOME",
+    "FLASHINFER_WORKSPACE_BASE",
+    "SGLANG_DG_CACHE_DIR",
+    "TRITON_CACHE_DIR",
+    "TORCHINDUCTOR_CACHE_DIR",
+    "TVM_FFI_CACHE_DIR",
+    "CUDA_CACHE_PATH",
+    "XDG_CACHE_HOME",
+    "CUDA_HOME",
+    "PATH",
+    "LD_LIBRARY_PATH",
+    "CUDA_VISIBLE_DEVICES",
+)
 MAX_BODY = 64 * 1024 * 1024
 
 
@@ -93,9 +103,14 @@ class State:
         self.stop = threading.Event()
         self.started = time.time()
         self.lock = threading.Lock()
-        self.counters = {"num_requests_total": 0, "prompt_tokens_total": 0,
-                         "generation_tokens_total": 0, "num_running_reqs": 0,
-                         "num_queue_reqs": 0, "used_tokens": 0}  # fmt: skip
+        self.counters = {
+            "num_requests_total": 0,
+            "prompt_tokens_total": 0,
+            "generation_tokens_total": 0,
+            "num_running_reqs": 0,
+            "num_queue_reqs": 0,
+            "used_tokens": 0,
+        }
         self.peers: set[int] = set()
         # As SGLang's scheduler: at most --max-running-requests run at once, the rest queue;
         # the KV cache holds --max-total-tokens (token_usage = tokens of running requests).
@@ -116,16 +131,24 @@ class Handler(BaseHTTPRequestHandler):
 
     # --- plumbing ------------------------------------------------------------------
 
-    def log_message(self, format, *args):  # noqa: A002  (BaseHTTPRequestHandler's name)
+    def log_message(self, format, *args):
         pass
 
     def log_request(self, code="-", size="-"):
         code = getattr(code, "value", code)
-        print(f'INFO:     {self.client_address[0]}:{self.client_address[1]} - '
-              f'"{self.requestline}" {code}', flush=True)  # fmt: skip
+        print(
+            f"INFO:     {self.client_address[0]}:{self.client_address[1]} - "
+            f'"{self.requestline}" {code}',
+            flush=True,
+        )
 
-    def send_body(self, status: int, body: bytes, content_type: str = "application/json",
-                  headers: dict | None = None) -> None:  # fmt: skip
+    def send_body(
+        self,
+        status: int,
+        body: bytes,
+        content_type: str = "application/json",
+        headers: dict | None = None,
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
@@ -140,9 +163,16 @@ class Handler(BaseHTTPRequestHandler):
 
     def send_error_json(self, status: int, message: str) -> None:
         kind = {400: "BadRequestError", 404: "NotFoundError", 503: "ServiceUnavailableError"}
-        self.send_json(status, {"object": "error", "message": message,
-                                "type": kind.get(status, "Error"), "param": None,
-                                "code": status})  # fmt: skip
+        self.send_json(
+            status,
+            {
+                "object": "error",
+                "message": message,
+                "type": kind.get(status, "Error"),
+                "param": None,
+                "code": status,
+            },
+        )
 
     def read_body(self) -> bytes:
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
@@ -171,7 +201,7 @@ class Handler(BaseHTTPRequestHandler):
 
     # --- routes --------------------------------------------------------------------
 
-    def do_GET(self):  # noqa: N802
+    def do_GET(self):
         path = urlsplit(self.path).path
         if not self.authorized(path):
             return self.send_json(401, {"error": "Unauthorized"})
@@ -183,24 +213,28 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/v1/models/" + state.model_name:
             return self.send_json(200, self.model_card())
         if path == "/get_model_info":
-            return self.send_json(200, {
-                "model_path": state.args.model_path,
-                "tokenizer_path": state.args.tokenizer_path or state.args.model_path,
-                "is_generation": True,
-            })  # fmt: skip
+            return self.send_json(
+                200,
+                {
+                    "model_path": state.args.model_path,
+                    "tokenizer_path": state.args.tokenizer_path or state.args.model_path,
+                    "is_generation": True,
+                },
+            )
         if path == "/get_server_info":
             info = cli.settings_of(state.args)
             info["version"] = __version__
             return self.send_json(200, info)
         if path == "/metrics" and state.args.enable_metrics:
-            return self.send_body(200, self.metrics().encode(),
-                                  "text/plain; version=0.0.4; charset=utf-8")  # fmt: skip
+            return self.send_body(
+                200, self.metrics().encode(), "text/plain; version=0.0.4; charset=utf-8"
+            )
         return self.send_json(404, {"detail": "Not Found"})
 
-    def do_HEAD(self):  # noqa: N802
+    def do_HEAD(self):
         self.do_GET()
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         path = urlsplit(self.path).path
         try:
             body = self.read_body()
@@ -220,15 +254,20 @@ class Handler(BaseHTTPRequestHandler):
             reasoning = bool(self.state.args.reasoning_parser) and request.get(
                 "separate_reasoning", True
             )
-            completion = Completion(request, self.state.model_name, reasoning,
-                                    self.state.args.model_path)  # fmt: skip
+            completion = Completion(
+                request, self.state.model_name, reasoning, self.state.args.model_path
+            )
         except ValueError as error:  # BadRequest and JSON errors
             return self.send_error_json(400, str(error))
         tokens = completion.prompt_tokens + completion.completion_tokens
         self.state.count(num_requests_total=1, num_queue_reqs=1)
         with self.state.running_slots:
-            self.state.count(num_queue_reqs=-1, num_running_reqs=1, used_tokens=tokens,
-                             prompt_tokens_total=completion.prompt_tokens)  # fmt: skip
+            self.state.count(
+                num_queue_reqs=-1,
+                num_running_reqs=1,
+                used_tokens=tokens,
+                prompt_tokens_total=completion.prompt_tokens,
+            )
             try:
                 if request.get("stream"):
                     options = request.get("stream_options") or {}
@@ -237,8 +276,11 @@ class Handler(BaseHTTPRequestHandler):
                     time.sleep(self.state.token_delay * completion.completion_tokens)
                     self.send_json(200, completion.response())
             finally:
-                self.state.count(num_running_reqs=-1, used_tokens=-tokens,
-                                 generation_tokens_total=completion.completion_tokens)  # fmt: skip
+                self.state.count(
+                    num_running_reqs=-1,
+                    used_tokens=-tokens,
+                    generation_tokens_total=completion.completion_tokens,
+                )
 
     def stream(self, completion: Completion, include_usage: bool) -> None:
         self.send_response(200)
@@ -264,9 +306,14 @@ class Handler(BaseHTTPRequestHandler):
 
     def model_card(self) -> dict:
         name = self.state.model_name
-        return {"id": name, "object": "model", "created": int(self.state.started),
-                "owned_by": "sglang", "root": name,
-                "max_model_len": self.state.args.context_length or 131072}  # fmt: skip
+        return {
+            "id": name,
+            "object": "model",
+            "created": int(self.state.started),
+            "owned_by": "sglang",
+            "root": name,
+            "max_model_len": self.state.args.context_length or 131072,
+        }
 
     def metrics(self) -> str:
         with self.state.lock:
@@ -282,8 +329,11 @@ class Handler(BaseHTTPRequestHandler):
             ("prompt_tokens_total", "counter", "Number of prefill tokens processed."),
             ("generation_tokens_total", "counter", "Number of generation tokens processed."),
         ):
-            lines += [f"# HELP sglang:{name} {text}", f"# TYPE sglang:{name} {kind}",
-                      f"sglang:{name}{label} {float(counters[name])}"]  # fmt: skip
+            lines += [
+                f"# HELP sglang:{name} {text}",
+                f"# TYPE sglang:{name} {kind}",
+                f"sglang:{name}{label} {float(counters[name])}",
+            ]
         return "\n".join(lines) + "\n"
 
 
@@ -336,8 +386,10 @@ def rendezvous_head(state: State) -> socket.socket:
                         peer.sendall(b"ok\n")
                         if rank not in state.peers:
                             state.peers.add(rank)
-                            log(f"Node rank {rank} joined ({len(state.peers) + 1}/"
-                                f"{state.args.nnodes} nodes)")  # fmt: skip
+                            log(
+                                f"Node rank {rank} joined ({len(state.peers) + 1}/"
+                                f"{state.args.nnodes} nodes)"
+                            )
                 except (OSError, ValueError):
                     pass
 
@@ -386,8 +438,7 @@ def fail_loading(state: State, record: Record) -> int:
         "(config.json, *.safetensors) found (sglang test stand-in)"
     )
     log(message, sys.stderr)
-    log("Received sigquit from a child process. It usually means the child failed.",
-        sys.stderr)  # fmt: skip
+    log("Received sigquit from a child process. It usually means the child failed.", sys.stderr)
     record.update(state="failed", exit_code=1, stopped_at=time.time())
     return 1
 
@@ -407,27 +458,33 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
 
     run_dir = Path(os.environ.get("SGLANG_STANDIN_RUN_DIR") or DEFAULT_RUN_DIR)
-    record = Record(run_dir / f"{args.port}.json", {
-        "standin": "sglang",
-        "version": __version__,
-        "pid": os.getpid(),
-        "executable": sys.executable,
-        "argv": cli.mask_argv(argv),
-        "config_file": parsed.config_path,
-        "config_keys": parsed.config_keys,
-        "settings": cli.settings_of(args),
-        "api_key_set": bool(args.api_key),
-        "api_key_from": parsed.api_key_from,
-        "hf_token_set": bool(os.environ.get("HF_TOKEN")),
-        "env": {name: value for name, value in sorted(os.environ.items())
-                if name in RECORDED_ENV or name.startswith("NCCL_")},
-        "state": "starting",
-        "started_at": state.started,
-        "ready_at": None,
-        "stopped_at": None,
-        "exit_code": None,
-        "peers_joined": [],
-    })  # fmt: skip
+    record = Record(
+        run_dir / f"{args.port}.json",
+        {
+            "standin": "sglang",
+            "version": __version__,
+            "pid": os.getpid(),
+            "executable": sys.executable,
+            "argv": cli.mask_argv(argv),
+            "config_file": parsed.config_path,
+            "config_keys": parsed.config_keys,
+            "settings": cli.settings_of(args),
+            "api_key_set": bool(args.api_key),
+            "api_key_from": parsed.api_key_from,
+            "hf_token_set": bool(os.environ.get("HF_TOKEN")),
+            "env": {
+                name: value
+                for name, value in sorted(os.environ.items())
+                if name in RECORDED_ENV or name.startswith("NCCL_")
+            },
+            "state": "starting",
+            "started_at": state.started,
+            "ready_at": None,
+            "stopped_at": None,
+            "exit_code": None,
+            "peers_joined": [],
+        },
+    )
     shown = ", ".join(f"{k}={v!r}" for k, v in cli.settings_of(args).items())
     log(f"server_args=ServerArgs({shown})")
     log(f"sglang {__version__} (test stand-in: no model is loaded)")
@@ -442,8 +499,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.nnodes > 1 and args.node_rank > 0:
         # As SGLang's: ranks other than 0 run schedulers only, no HTTP server.
         if rendezvous_join(state):
-            log(f"Node rank {args.node_rank} joined rank 0 at {args.dist_init_addr}; "
-                "non-zero ranks serve no HTTP")  # fmt: skip
+            log(
+                f"Node rank {args.node_rank} joined rank 0 at {args.dist_init_addr}; "
+                "non-zero ranks serve no HTTP"
+            )
             record.update(state="joined")
         state.stop.wait()
         record.update(state="stopped", exit_code=0, stopped_at=time.time())
@@ -452,30 +511,40 @@ def main(argv: list[str] | None = None) -> int:
     try:
         listener = rendezvous_head(state) if args.nnodes > 1 else None
     except (OSError, ValueError) as error:
-        log(f"RuntimeError: cannot listen at --dist-init-addr {args.dist_init_addr}: {error}",
-            sys.stderr)  # fmt: skip
+        log(
+            f"RuntimeError: cannot listen at --dist-init-addr {args.dist_init_addr}: {error}",
+            sys.stderr,
+        )
         record.update(state="failed", exit_code=1, stopped_at=time.time())
         return 1
     try:
         server = make_server(state)
     except OSError as error:
         reason = str(error.strerror or error).lower()
-        log(f"ERROR:    [Errno {error.errno}] error while attempting to bind on address "
-            f"({args.host!r}, {args.port}): {reason}", sys.stderr)  # fmt: skip
+        log(
+            f"ERROR:    [Errno {error.errno}] error while attempting to bind on address "
+            f"({args.host!r}, {args.port}): {reason}",
+            sys.stderr,
+        )
         record.update(state="failed", exit_code=1, stopped_at=time.time())
         return 1
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
-                     name="http", daemon=True).start()  # fmt: skip
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="http", daemon=True
+    ).start()
     print(f"INFO:     Started server process [{os.getpid()}]", flush=True)
-    print(f"INFO:     Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)",
-          flush=True)  # fmt: skip
+    print(
+        f"INFO:     Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)",
+        flush=True,
+    )
     record.update(state="warming_up")
 
     hang = args.model_path.startswith("hang/")
     warmup = 0.0 if args.skip_server_warmup else env_seconds("SGLANG_STANDIN_WARMUP_S", 2.0)
     deadline = state.started + warmup
+    ready_file = os.environ.get("SGLANG_STANDIN_READY_FILE")
     while not state.stop.wait(0.05):
-        if hang or time.time() < deadline or len(state.peers) < args.nnodes - 1:
+        held = ready_file is not None and not os.path.exists(ready_file)
+        if hang or held or time.time() < deadline or len(state.peers) < args.nnodes - 1:
             continue
         state.ready.set()
         record.update(state="ready", ready_at=time.time(), peers_joined=sorted(state.peers))
