@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import scale  # noqa: E402
-from tests.hosts.apply import apply  # noqa: E402
+from bench import scale
+from tests.hosts.apply import apply
 
 
 def audit_run(size: int, inventory: Path) -> None:

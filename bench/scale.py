@@ -30,13 +30,16 @@ def timed(run: Callable[[], None], repeat: int) -> list[float]:
     return times
 
 
-def print_scale(inventories: dict[int, Path], run: Callable[[int, Path], None], repeat: int) -> None:
+def print_scale(
+    inventories: dict[int, Path], run: Callable[[int, Path], None], repeat: int
+) -> None:
     """Time ``run(size, inventory)`` for each host count and print medians and the ratio."""
     medians = {}
     for size, inventory in inventories.items():
-        runs = timed(lambda: run(size, inventory), repeat)
+        runs = timed(lambda size=size, inventory=inventory: run(size, inventory), repeat)
         medians[size] = statistics.median(runs)
-        print(f"{size} host(s): median {medians[size]:.2f} s  (runs: {', '.join(f'{t:.2f}' for t in runs)})")
+        run_times = ", ".join(f"{t:.2f}" for t in runs)
+        print(f"{size} host(s): median {medians[size]:.2f} s  (runs: {run_times})")
     largest = max(medians)
     print(f"ratio {largest} hosts / 1 host: {medians[largest] / medians[1]:.2f}  (goal <= 1.5)")
 
@@ -71,7 +74,9 @@ def main(description: str, run: Callable[[int, Path], None]) -> int:
                 # Test hosts share this machine's network: each serves SGLang on its own address.
                 entries = [(h.address, {**data, "sglang_host": h.address}) for h in hosts]
                 inventories = {
-                    size: write_inventory(workdir / f"hosts{size}.py", {"gpu_hosts": entries[:size]})
+                    size: write_inventory(
+                        workdir / f"hosts{size}.py", {"gpu_hosts": entries[:size]}
+                    )
                     for size in SIZES
                 }
                 converge = apply(inventories[max(SIZES)])

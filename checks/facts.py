@@ -44,7 +44,8 @@ class Virtualization(FactBase[VirtualizationDict]):
         return (
             "if command -v systemd-detect-virt >/dev/null 2>&1; then "
             "systemd-detect-virt --container || true; systemd-detect-virt --vm || true; "
-            "else echo unknown; grep -qw hypervisor /proc/cpuinfo && echo hypervisor || echo unknown; fi"
+            "else echo unknown; "
+            "grep -qw hypervisor /proc/cpuinfo && echo hypervisor || echo unknown; fi"
         )
 
     def process(self, output) -> VirtualizationDict:
@@ -150,7 +151,9 @@ class PythonPackages(FactBase[dict[str, str]]):
         return {}
 
     def command(self, venv: str) -> str:
-        return f"ls -d {shlex.quote(venv)}/lib/python*/site-packages/*.dist-info 2>/dev/null || true"
+        return (
+            f"ls -d {shlex.quote(venv)}/lib/python*/site-packages/*.dist-info 2>/dev/null || true"
+        )
 
     def process(self, output) -> dict[str, str]:
         return parse_python_packages(output)
@@ -172,7 +175,9 @@ class FileDigests(FactBase[dict[str, str | None]]):
 
     def command(self, paths: list[str]) -> str:
         quoted = " ".join(shlex.quote(p) for p in paths)
-        return f"for p in {quoted}; do if [ -f \"$p\" ]; then sha256sum \"$p\"; else echo \"- $p\"; fi; done"
+        return (
+            f'for p in {quoted}; do if [ -f "$p" ]; then sha256sum "$p"; else echo "- $p"; fi; done'
+        )
 
     def process(self, output) -> dict[str, str | None]:
         return parse_file_digests(output)
@@ -202,7 +207,10 @@ class NvidiaP2P(FactBase[dict[str, dict[str, str]]]):
         return {}
 
     def command(self, mode: str = "r") -> str:
-        return f"command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi topo -p2p {shlex.quote(mode)} || true"
+        return (
+            "command -v nvidia-smi >/dev/null 2>&1 && "
+            f"nvidia-smi topo -p2p {shlex.quote(mode)} || true"
+        )
 
     def process(self, output) -> dict[str, dict[str, str]]:
         return parse_topo_p2p(list(output))
@@ -219,7 +227,7 @@ class GpuQueryUnderLoad(FactBase[dict]):
     def command(self, load: str, interval_s: float = 0.2, timeout_s: int = 120) -> str:
         query = f"nvidia-smi --query-gpu={GPU_QUERY_FIELDS} --format=csv"
         return (
-            'tmp=$(mktemp -d); '
+            "tmp=$(mktemp -d); "
             f'( while [ ! -e "$tmp/done" ]; do {query} 2>/dev/null; sleep {interval_s}; done ) '
             '> "$tmp/samples" & sampler=$!; '
             f'timeout {timeout_s} sh -c {shlex.quote(load)} > "$tmp/load" 2>&1; rc=$?; '
@@ -237,7 +245,10 @@ class IommuState(FactBase[dict]):
     (see parse_iommu_state)."""
 
     def command(self) -> str:
-        return "cat /proc/cmdline; echo \"### iommu_groups=$(ls /sys/kernel/iommu_groups 2>/dev/null | wc -l)\""
+        return (
+            "cat /proc/cmdline; "
+            'echo "### iommu_groups=$(ls /sys/kernel/iommu_groups 2>/dev/null | wc -l)"'
+        )
 
     def process(self, output) -> dict:
         return parse_iommu_state(output)

@@ -19,19 +19,18 @@ from pyinfra import host, logger, state
 from pyinfra.api import operation
 from pyinfra.api.exceptions import PyinfraError
 
+from checks.facts import NvidiaGpus, PythonPackages, SystemdUnitState, Virtualization
+from checks.failures import fail_host
+from checks.host_context import connector_arguments, host_position
+from pyinfra_sglang.diagnosis.diagnose import diagnose_results, format_report, load_results
+from pyinfra_sglang.diagnosis.samples import read_json_lines
+from pyinfra_sglang.host_programs import program_path
+from pyinfra_sglang.inventory import HostConfig, host_profile
+from pyinfra_sglang.render import tp_size_for
 from pyinfra_sglang.served_benchmark.ab_compare import compare, runs_by_concurrency
 from pyinfra_sglang.served_benchmark.ab_compare import format_table as format_comparisons
-from pyinfra_sglang.served_benchmark.settings import (
-    BENCH_FILE,
-    KEY_READER_PROGRAM,
-    LOG_FILE,
-    SAMPLER_LOG_FILE,
-    SAMPLER_PROGRAM,
-    SAMPLES_FILE,
-    BenchSettings,
-    bench_script,
-    bench_settings,
-)
+from pyinfra_sglang.served_benchmark.bench_serving import run_settings
+from pyinfra_sglang.served_benchmark.regression import regressions, throughput_by_concurrency
 from pyinfra_sglang.served_benchmark.results import (
     SETTINGS_FILE,
     host_folder,
@@ -43,17 +42,18 @@ from pyinfra_sglang.served_benchmark.results import (
     settings_document,
     write_json,
 )
-from pyinfra_sglang.diagnosis.diagnose import diagnose_results, format_report, load_results
-from checks.facts import NvidiaGpus, PythonPackages, SystemdUnitState, Virtualization
-from checks.failures import fail_host
-from checks.host_context import connector_arguments, host_position
-from pyinfra_sglang.served_benchmark.regression import regressions, throughput_by_concurrency
-from pyinfra_sglang.diagnosis.samples import read_json_lines
 from pyinfra_sglang.served_benchmark.server_metrics import METRICS_FILE, summarize_polls
-from pyinfra_sglang.inventory import HostConfig, host_profile
-from pyinfra_sglang.render import tp_size_for
-from pyinfra_sglang.served_benchmark.bench_serving import run_settings
-from pyinfra_sglang.host_programs import program_path
+from pyinfra_sglang.served_benchmark.settings import (
+    BENCH_FILE,
+    KEY_READER_PROGRAM,
+    LOG_FILE,
+    SAMPLER_LOG_FILE,
+    SAMPLER_PROGRAM,
+    SAMPLES_FILE,
+    BenchSettings,
+    bench_script,
+    bench_settings,
+)
 from pyinfra_sglang.service_files import UNIT_NAME, service_file_path
 
 SCRIPT = "run.sh"
@@ -75,7 +75,8 @@ def why_not_ready(service: dict[str, str], sglang_version: str | None, venv: str
     if not sglang_version:
         return f"{venv} holds no SGLang: deploy it with `pyinfra INVENTORY deploy/site.py`"
     if service.get("ActiveState") != "active":
-        return f"{UNIT_NAME} is not running ({service.get('ActiveState') or 'not installed'}): nothing to benchmark"
+        active_state = service.get("ActiveState") or "not installed"
+        return f"{UNIT_NAME} is not running ({active_state}): nothing to benchmark"
     return None
 
 
@@ -90,7 +91,9 @@ def check_lines(lines: list[dict], settings: BenchSettings) -> list[str]:
         concurrency = line.get("max_concurrency")
         wanted = settings.num_prompts(concurrency) if isinstance(concurrency, int) else None
         if line.get("completed") != wanted:
-            problems.append(f"concurrency {concurrency}: {line.get('completed')} of {wanted} requests completed")
+            problems.append(
+                f"concurrency {concurrency}: {line.get('completed')} of {wanted} requests completed"
+            )
     return problems
 
 
@@ -111,7 +114,9 @@ def _run_on_host(config: HostConfig, settings: BenchSettings, run_dir: Path) -> 
                 return f"cannot upload {remote}"
         calls = settings.repeat * len(settings.concurrencies)
         # The script bounds each call itself; this bounds the whole if the host stops answering.
-        passed, output = _run(f"bash {folder}/{SCRIPT}", _timeout=calls * run_settings()["timeout_s"] + 300)
+        passed, output = _run(
+            f"bash {folder}/{SCRIPT}", _timeout=calls * run_settings()["timeout_s"] + 300
+        )
         _, listing = _run(f"ls {folder}")
         for name in FETCHED:
             if name in listing.split():
@@ -125,23 +130,36 @@ def _compare(run_dir: Path, digest: str, lines: list[dict], threshold_pct: float
     """Regression messages against the last earlier run of the same settings (logged)."""
     before_dir = previous_run(run_dir.parent, run_dir, digest)
     if before_dir is None:
-        logger.info(f"{host.print_prefix}no earlier run with these settings ({digest}) to compare with")
+        logger.info(
+            f"{host.print_prefix}no earlier run with these settings ({digest}) to compare with"
+        )
         return []
     before = throughput_by_concurrency(read_json_lines(before_dir / BENCH_FILE))
     after = throughput_by_concurrency(lines)
-    rows = [f"  concurrency {c}: {before[c]:.1f} -> {after[c]:.1f} tok/s" for c in sorted(before.keys() & after.keys())]
-    logger.info(f"{host.print_prefix}output throughput against {before_dir.name}:\n" + "\n".join(rows))
-    return [f"{r.message()} (against {before_dir})" for r in regressions(before, after, threshold_pct)]
+    rows = [
+        f"  concurrency {c}: {before[c]:.1f} -> {after[c]:.1f} tok/s"
+        for c in sorted(before.keys() & after.keys())
+    ]
+    logger.info(
+        f"{host.print_prefix}output throughput against {before_dir.name}:\n" + "\n".join(rows)
+    )
+    return [
+        f"{r.message()} (against {before_dir})" for r in regressions(before, after, threshold_pct)
+    ]
 
 
 def diagnosis_text(run_dir: Path) -> str:
-    """The diagnosis report (pyinfra_sglang/diagnosis/diagnose.py) of a run folder; without the decode roofline when the
-    profile or GPU lacks the numbers for it (the findings stand on their own)."""
+    """The diagnosis report (pyinfra_sglang/diagnosis/diagnose.py) of a run folder; without the
+    decode roofline when the profile or GPU lacks the numbers for it (the findings stand on their
+    own)."""
     results = load_results(run_dir)
     try:
         return format_report(diagnose_results(results))
     except (ValueError, KeyError, PyinfraError) as error:
-        return format_report(diagnose_results({**results, "profile": None})) + f"(no decode roofline: {error})\n"
+        return (
+            format_report(diagnose_results({**results, "profile": None}))
+            + f"(no decode roofline: {error})\n"
+        )
 
 
 def not_the_head(config: HostConfig) -> bool:
@@ -163,7 +181,9 @@ def bench_host(config: HostConfig, results_dir: str, compare_previous: bool = Tr
     if not_the_head(config):
         return
     version = host.get_fact(PythonPackages, venv=config.venv_path).get("sglang")
-    problem = why_not_ready(host.get_fact(SystemdUnitState, unit=UNIT_NAME), version, config.venv_path)
+    problem = why_not_ready(
+        host.get_fact(SystemdUnitState, unit=UNIT_NAME), version, config.venv_path
+    )
     if problem:
         yield fail_host("bench", [problem])
         return
@@ -179,15 +199,25 @@ def bench_host(config: HostConfig, results_dir: str, compare_previous: bool = Tr
         yield fail_host("bench", [*failures, f"what it left is in {run_dir}"])
         return
     write_json(run_dir / "links.json", links_document(gpus, virtualization))
-    polled = summarize_polls((run_dir / METRICS_FILE).read_text().splitlines()) if (run_dir / METRICS_FILE).is_file() else None
+    polled = (
+        summarize_polls((run_dir / METRICS_FILE).read_text().splitlines())
+        if (run_dir / METRICS_FILE).is_file()
+        else None
+    )
     if polled:
         write_json(run_dir / "server_metrics.json", polled)
     profile = host_profile(config)
-    tp_size = tp_size_for(profile, len(gpus), multinode_position(config)[0])
+    tp_size = tp_size_for(profile, len(gpus), host_position(config, host).nnodes)
     write_json(run_dir / "profile.json", profile_document(profile, gpus, tp_size))
     write_json(run_dir / SETTINGS_FILE, settings_document(settings.as_dict(), settings.digest()))
-    logger.info(f"{host.print_prefix}benchmark done in {time.monotonic() - started:.1f} s: {run_dir}")
-    failures = _compare(run_dir, settings.digest(), lines, config.bench_regression_pct) if compare_previous else []
+    logger.info(
+        f"{host.print_prefix}benchmark done in {time.monotonic() - started:.1f} s: {run_dir}"
+    )
+    failures = (
+        _compare(run_dir, settings.digest(), lines, config.bench_regression_pct)
+        if compare_previous
+        else []
+    )
     try:
         logger.info(f"{host.print_prefix}diagnosis of {run_dir}:\n{diagnosis_text(run_dir)}")
     except ValueError as error:  # no samples: the sampler could not read the GPUs
@@ -219,10 +249,15 @@ def ab_report(config_a: HostConfig, config_b: HostConfig, results_dir: str, sinc
         yield fail_host("bench", [f"no complete run of side {', '.join(missing)} in {host_dir}"])
         return
     comparisons = compare(runs_by_concurrency([found["A"]]), runs_by_concurrency([found["B"]]))
-    write_json(found["B"] / "ab.json", {
-        "a": str(found["A"]), "b": str(found["B"]), "b_overrides": config_b.bench_ab_overrides,
-        "comparisons": [asdict(c) for c in comparisons],
-    })  # fmt: skip
+    write_json(
+        found["B"] / "ab.json",
+        {
+            "a": str(found["A"]),
+            "b": str(found["B"]),
+            "b_overrides": config_b.bench_ab_overrides,
+            "comparisons": [asdict(c) for c in comparisons],
+        },
+    )
     logger.info(
         f"{host.print_prefix}A/B, B = {config_b.bench_ab_overrides} (A: {found['A'].name}, "
         f"B: {found['B'].name}):\n{format_comparisons(comparisons)}"

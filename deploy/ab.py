@@ -8,14 +8,14 @@ called noise or real. The host ends where it began, on A's configuration, also w
 benchmark fails.
 """
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from pyinfra import host
 from pyinfra.api.exceptions import PyinfraError
 
 from checks.served_benchmark import ab_report, bench_host
-from pyinfra_sglang.served_benchmark.results import TIMESTAMP
 from pyinfra_sglang.inventory import ab_side_b, host_config
+from pyinfra_sglang.served_benchmark.results import TIMESTAMP
 from roles.sglang_service import sglang_service
 
 config = host_config(host)
@@ -27,7 +27,8 @@ if not config.bench_ab_overrides:
 if config.bench_repeat < 2:
     raise PyinfraError(
         f"host {host.name}: bench_repeat = {config.bench_repeat}: one run a side shows no spread, "
-        "so noise cannot be told from a real difference; allowed: 2..100 (e.g. --data bench_repeat=3)"
+        "so noise cannot be told from a real difference; "
+        "allowed: 2..100 (e.g. --data bench_repeat=3)"
     )
 config_b = ab_side_b(config)
 if config_b.sglang_profile_overrides == config.sglang_profile_overrides:
@@ -37,11 +38,22 @@ if config_b.sglang_profile_overrides == config.sglang_profile_overrides:
     )
 results = config.bench_results_dir
 # Run folders are named by their UTC start: the comparison takes only this A/B's runs.
-since = datetime.now(timezone.utc).strftime(TIMESTAMP)
+since = datetime.now(UTC).strftime(TIMESTAMP)
 
-bench_host(name="A/B: benchmark side A (as deployed)", config=config, results_dir=results, compare_previous=False)
+bench_host(
+    name="A/B: benchmark side A (as deployed)",
+    config=config,
+    results_dir=results,
+    compare_previous=False,
+)
 sglang_service(name=f"A/B: serve side B ({config.bench_ab_overrides})", config=config_b)
 # Whatever B's benchmark does, A is served again after it.
-bench_host(name="A/B: benchmark side B", config=config_b, results_dir=results, compare_previous=False, _ignore_errors=True)
+bench_host(
+    name="A/B: benchmark side B",
+    config=config_b,
+    results_dir=results,
+    compare_previous=False,
+    _ignore_errors=True,
+)
 sglang_service(name="A/B: serve side A again", config=config)
 ab_report(name="A/B: compare", config_a=config, config_b=config_b, results_dir=results, since=since)

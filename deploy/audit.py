@@ -8,4 +8,8 @@ from checks.audit import audit_host
 from pyinfra_sglang.inventory import host_config
 
 config = host_config(host)
-audit_host(name="Audit GPUs, driver, CUDA, links and the SGLang service", config=config, report_dir=config.audit_report_dir)
+audit_host(
+    name="Audit GPUs, driver, CUDA, links and the SGLang service",
+    config=config,
+    report_dir=config.audit_report_dir,
+)

@@ -10,4 +10,8 @@ from checks.served_benchmark import bench_host
 from pyinfra_sglang.inventory import host_config
 
 config = host_config(host)
-bench_host(name="Benchmark the SGLang server and diagnose its bottleneck", config=config, results_dir=config.bench_results_dir)
+bench_host(
+    name="Benchmark the SGLang server and diagnose its bottleneck",
+    config=config,
+    results_dir=config.bench_results_dir,
+)

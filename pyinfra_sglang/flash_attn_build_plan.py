@@ -47,7 +47,9 @@ class BuildPlan:
         }
 
     def describe(self) -> str:
-        variables = " ".join(f"{k}={v}" for k, v in self.env().items() if k != "FLASH_ATTENTION_FORCE_BUILD")
+        variables = " ".join(
+            f"{k}={v}" for k, v in self.env().items() if k != "FLASH_ATTENTION_FORCE_BUILD"
+        )
         return (
             f"{variables} (estimated peak {self.estimated_peak_gb:.0f} GB, bound "
             f"{self.bound_gb:.0f} GB = {self.memory_fraction:.0%} of {self.available_gb:.0f} GB "

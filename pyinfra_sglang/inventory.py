@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 USER_KEY_PREFIX = "x_"
 
 
-
 def _int_from_digits(value: Any) -> Any:
     # "590" from a Python inventory means the branch 590.
     return int(value) if isinstance(value, str) and value.strip().isdigit() else value
@@ -126,9 +125,7 @@ class HostConfig(BaseModel):
     sglang_host: IPv4Address | IPv6Address = Field(
         ip_address("127.0.0.1"),
         description="Address the SGLang server binds to.",
-        json_schema_extra=_allowed(
-            "an IP address; a non-loopback one needs sglang_api_key_file"
-        ),
+        json_schema_extra=_allowed("an IP address; a non-loopback one needs sglang_api_key_file"),
     )
     sglang_port: int = Field(
         30000,
@@ -152,12 +149,16 @@ class HostConfig(BaseModel):
         description="Python package index (or a mirror of it) for uv, SGLang and flash-attn.",
         json_schema_extra=_allowed("an http(s) URL of a PEP 503 simple index"),
     )
-    uv_version: Annotated[str, BeforeValidator(_str_from_number), Field(pattern=r"^\d+(\.\d+)+$")] = Field(
+    uv_version: Annotated[
+        str, BeforeValidator(_str_from_number), Field(pattern=r"^\d+(\.\d+)+$")
+    ] = Field(
         _python["uv"]["version"],
         description="uv release installed on the host (with pip, from `pypi_index_url`).",
         json_schema_extra=_allowed("a release number such as 0.13.9"),
     )
-    python_version: Annotated[str, BeforeValidator(_str_from_number), Field(pattern=r"^3\.\d+$")] = Field(
+    python_version: Annotated[
+        str, BeforeValidator(_str_from_number), Field(pattern=r"^3\.\d+$")
+    ] = Field(
         _python["venv"]["python"],
         description=(
             "Python of the SGLang virtualenv; the host's own when it has that version, "
@@ -178,7 +179,9 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("an http(s) URL of a PEP 503 simple index, or unset"),
     )
-    flash_attn_version: Annotated[str, BeforeValidator(_str_from_number), Field(pattern=r"^\d+\.\d+\.\d+(\.post\d+)?$")] = Field(
+    flash_attn_version: Annotated[
+        str, BeforeValidator(_str_from_number), Field(pattern=r"^\d+\.\d+\.\d+(\.post\d+)?$")
+    ] = Field(
         _python["flash_attn"]["version"],
         description="flash-attn release built from source into the virtualenv.",
         json_schema_extra=_allowed("a release number such as 2.8.3"),
@@ -189,7 +192,7 @@ class HostConfig(BaseModel):
             "CUDA architectures flash-attn is built for; unset: those of the GPUs found "
             "(compute capability 9.0 -> 90)."
         ),
-        json_schema_extra=_allowed("a list such as [\"90\"] or [\"120\"], or unset"),
+        json_schema_extra=_allowed('a list such as ["90"] or ["120"], or unset'),
     )
     flash_attn_memory_fraction: float = Field(
         _python["flash_attn"]["memory_fraction"],
@@ -209,8 +212,8 @@ class HostConfig(BaseModel):
     sglang_profile_overrides: dict[str, Any] = Field(
         default_factory=dict,
         description=(
-            "Profile values this host overrides, e.g. `{\"model\": \"/models/glm-5\", "
-            "\"tp_size\": 4, \"mem_fraction_static\": 0.9}` (tp_size pins tensor parallelism)."
+            'Profile values this host overrides, e.g. `{"model": "/models/glm-5", '
+            '"tp_size": 4, "mem_fraction_static": 0.9}` (tp_size pins tensor parallelism).'
         ),
         json_schema_extra=_allowed("a mapping of profile fields to values"),
     )
@@ -223,10 +226,12 @@ class HostConfig(BaseModel):
         json_schema_extra=_allowed("the name of a group this host is in, or unset"),
     )
     sglang_dist_init_port: int = Field(
-        50000, ge=1, le=65535,
+        50000,
+        ge=1,
+        le=65535,
         description="Port of the multi-node rendezvous on the group's first host.",
         json_schema_extra=_allowed("1..65535"),
-    )  # fmt: skip
+    )
     sglang_router_worker_urls: list[HttpUrl] = Field(
         default_factory=list,
         description=(
@@ -236,10 +241,12 @@ class HostConfig(BaseModel):
         json_schema_extra=_allowed("a list of http(s) URLs of SGLang servers"),
     )
     sglang_router_port: int = Field(
-        30080, ge=1, le=65535,
+        30080,
+        ge=1,
+        le=65535,
         description="TCP port of the router, on `sglang_host`.",
         json_schema_extra=_allowed("1..65535"),
-    )  # fmt: skip
+    )
     expected_gpu_count: int | None = Field(
         None,
         ge=1,
@@ -251,7 +258,7 @@ class HostConfig(BaseModel):
         default_factory=dict,
         description=(
             "Profile settings side B of deploy/ab.py serves with (side A: the inventory's own), "
-            "e.g. `{\"cuda_graph\": false}` (CUDA graphs off)."
+            'e.g. `{"cuda_graph": false}` (CUDA graphs off).'
         ),
         json_schema_extra=_allowed("profile fields, as in sglang_profile_overrides"),
     )
@@ -259,13 +266,18 @@ class HostConfig(BaseModel):
         "results/audit",
         description="Folder on the controller where deploy/audit.py writes `<host>.json`.",
         json_schema_extra=_allowed("a path, relative to where pyinfra runs or absolute"),
-    )  # fmt: skip
+    )
     audit_link_probe: bool = Field(
         False,
-        description="Should deploy/audit.py measure link bandwidth (host<->GPU, GPU<->GPU, NCCL all-reduce) with the venv's torch? Takes GPU memory and time while it runs.",
+        description=(
+            "Should deploy/audit.py measure link bandwidth (host<->GPU, GPU<->GPU, "
+            "NCCL all-reduce) with the venv's torch? Takes GPU memory and time while it runs."
+        ),
         json_schema_extra=_allowed("true, false"),
-    )  # fmt: skip
-    bench_concurrencies: Annotated[list[Annotated[int, Field(ge=1, le=4096)]], Field(min_length=1)] = Field(
+    )
+    bench_concurrencies: Annotated[
+        list[Annotated[int, Field(ge=1, le=4096)]], Field(min_length=1)
+    ] = Field(
         default_factory=lambda: [1, 8, 32],
         description=(
             "Concurrent requests deploy/bench.py measures, one benchmark each "
@@ -274,41 +286,50 @@ class HostConfig(BaseModel):
         json_schema_extra=_allowed("a non-empty list of 1..4096, such as [1, 8, 32]"),
     )
     bench_input_len: int = Field(
-        256, ge=1, le=1_000_000,
+        256,
+        ge=1,
+        le=1_000_000,
         description="Prompt tokens of every benchmark request (`--random-input-len`).",
         json_schema_extra=_allowed("1..1000000"),
-    )  # fmt: skip
+    )
     bench_output_len: int = Field(
-        256, ge=1, le=1_000_000,
+        256,
+        ge=1,
+        le=1_000_000,
         description="Generated tokens of every benchmark request (`--random-output-len`).",
         json_schema_extra=_allowed("1..1000000"),
-    )  # fmt: skip
+    )
     bench_prompts_per_concurrency: int = Field(
-        4, ge=1, le=1000,
+        4,
+        ge=1,
+        le=1000,
         description=(
             "Requests per benchmark as a multiple of its concurrency (4: 32 requests at "
             "concurrency 8), at least 8."
         ),
         json_schema_extra=_allowed("1..1000"),
-    )  # fmt: skip
+    )
     bench_repeat: int = Field(
-        1, ge=1, le=100,
+        1,
+        ge=1,
+        le=100,
         description="Times each concurrency is measured in one run (for the spread A/B compares).",
         json_schema_extra=_allowed("1..100"),
-    )  # fmt: skip
+    )
     bench_regression_pct: float = Field(
-        10.0, gt=0, le=100,
+        10.0,
+        gt=0,
+        le=100,
         description=(
             "Output throughput drop (%) against the last run of the same settings that "
             "fails the host."
         ),
         json_schema_extra=_allowed("above 0, at most 100"),
-    )  # fmt: skip
+    )
     bench_results_dir: Annotated[str, Field(min_length=1)] = Field(
         "results",
         description=(
-            "Folder on the controller where deploy/bench.py writes "
-            "`<host>/<UTC timestamp>/`."
+            "Folder on the controller where deploy/bench.py writes `<host>/<UTC timestamp>/`."
         ),
         json_schema_extra=_allowed("a path, relative to where pyinfra runs or absolute"),
     )
@@ -472,25 +493,47 @@ def _service_problems(
 
     problems = []
     if config.sglang_multinode_group and config.sglang_multinode_group not in groups:
-        problems.append(problem(
-            "sglang_multinode_group", f"this host is not in group {config.sglang_multinode_group}",
-            f"one of this host's groups: {', '.join(groups)}",
-        ))  # fmt: skip
+        problems.append(
+            problem(
+                "sglang_multinode_group",
+                f"this host is not in group {config.sglang_multinode_group}",
+                f"one of this host's groups: {', '.join(groups)}",
+            )
+        )
     try:
         profile = host_profile(config)
     except PyinfraError as error:
-        field = "sglang_profile_overrides" if config.sglang_profile_overrides else "sglang_model_profile"
+        field = (
+            "sglang_profile_overrides"
+            if config.sglang_profile_overrides
+            else "sglang_model_profile"
+        )
         return problems + [problem(field, str(error), field_allowed(field))]
     try:
-        server_args(profile, config.sglang_version, 1, str(config.sglang_host), config.sglang_port, "/etc/sglang/sglang.yaml")
+        server_args(
+            profile,
+            config.sglang_version,
+            1,
+            str(config.sglang_host),
+            config.sglang_port,
+            "/etc/sglang/sglang.yaml",
+        )
     except PyinfraError as error:
         problems.append(problem("sglang_version", str(error), field_allowed("sglang_version")))
     if config.bench_ab_overrides:
         try:
-            server_args(host_profile(ab_side_b(config)), config.sglang_version, 1, str(config.sglang_host),
-                        config.sglang_port, "/etc/sglang/sglang.yaml")  # fmt: skip
+            server_args(
+                host_profile(ab_side_b(config)),
+                config.sglang_version,
+                1,
+                str(config.sglang_host),
+                config.sglang_port,
+                "/etc/sglang/sglang.yaml",
+            )
         except PyinfraError as error:
-            problems.append(problem("bench_ab_overrides", str(error), field_allowed("bench_ab_overrides")))
+            problems.append(
+                problem("bench_ab_overrides", str(error), field_allowed("bench_ab_overrides"))
+            )
     return problems
 
 
@@ -572,9 +615,7 @@ def reference_markdown() -> str:
         "| --- | --- | --- | --- |",
     ]
     for name, info in HostConfig.model_fields.items():
-        rows.append(
-            # get_default: list fields have a default_factory, whose value is the default shown.
-            f"| `{name}` | {_format_default(info.get_default(call_default_factory=True))} | {field_allowed(name)} "
-            f"| {info.description} |"
-        )
+        # get_default: list fields have a default_factory, whose value is the default shown.
+        default = _format_default(info.get_default(call_default_factory=True))
+        rows.append(f"| `{name}` | {default} | {field_allowed(name)} | {info.description} |")
     return "\n".join(rows) + "\n"

@@ -375,11 +375,15 @@ def router_args(
         raise RenderError("the router needs at least one worker URL")
     router = _service()["router"]
     return [
-        router["worker_urls_flag"], *worker_urls,
-        router["policy_flag"], policy or router["policy"],
-        router["host_flag"], str(host),
-        router["port_flag"], str(port),
-    ]  # fmt: skip
+        router["worker_urls_flag"],
+        *worker_urls,
+        router["policy_flag"],
+        policy or router["policy"],
+        router["host_flag"],
+        str(host),
+        router["port_flag"],
+        str(port),
+    ]
 
 
 def render_router_unit(
@@ -476,11 +480,12 @@ def render_service_files(spec: ServiceSpec) -> list[RenderedFile]:
         spec.mask,
     )
     contents = {
-        "unit": render_unit(profile, argv, spec.sglang_version, spec.venv_path, files["env"]["path"]),
+        "unit": render_unit(
+            profile, argv, spec.sglang_version, spec.venv_path, files["env"]["path"]
+        ),
         "env": env,
         "config": render_config_yaml(spec.secrets.api_key, spec.mask),
     }
     return [
-        RenderedFile(files[key]["path"], text, files[key]["mode"])
-        for key, text in contents.items()
+        RenderedFile(files[key]["path"], text, files[key]["mode"]) for key, text in contents.items()
     ]

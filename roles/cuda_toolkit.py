@@ -9,7 +9,6 @@ from pyinfra.api.exceptions import OperationError
 from pyinfra.operations import files, server
 
 from checks.facts import NvccRelease
-from pyinfra_sglang import data
 from pyinfra_sglang.inventory import host_config
 from pyinfra_sglang.nvidia import cuda_paths
 from pyinfra_sglang.paths import template

@@ -19,7 +19,11 @@ from pyinfra.facts.hardware import Cpus
 
 from checks.facts import MemoryInfo, NvidiaGpus, PythonPackages
 from pyinfra_sglang import data
-from pyinfra_sglang.flash_attn_build_plan import BuildPlan, archs_from_compute_caps, plan_flash_attn_build
+from pyinfra_sglang.flash_attn_build_plan import (
+    BuildPlan,
+    archs_from_compute_caps,
+    plan_flash_attn_build,
+)
 from pyinfra_sglang.inventory import host_config
 from pyinfra_sglang.nvidia import cuda_paths
 from roles.python_env import url_arg, uv_path, venv_packages
@@ -74,7 +78,9 @@ def flash_attn_built(
     plan = host_build_plan(archs, memory_fraction)
     log, record = build_log_paths(version)
     if state.is_executing:
-        logger.info(f"{host.print_prefix}flash-attn {version} build plan: {plan.describe()}; log: {log}")
+        logger.info(
+            f"{host.print_prefix}flash-attn {version} build plan: {plan.describe()}; log: {log}"
+        )
     env = {**plan.env(), "CUDA_HOME": cuda_home}
     exports = " ".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
     env_json = shlex.quote(json.dumps(env, sort_keys=True))
@@ -84,8 +90,8 @@ def flash_attn_built(
         f"--python {venv}/bin/python --no-build-isolation --index-url",
         url_arg(index_url),
         f"flash-attn=={version} > {log} 2>&1; then "
-        f"printf '{{\"version\": \"{version}\", \"seconds\": %d, \"log\": \"{log}\", "
-        f"\"env\": %s}}\\n' $(( $(date +%s) - start )) {env_json} > {record}; "
+        f'printf \'{{"version": "{version}", "seconds": %d, "log": "{log}", '
+        f'"env": %s}}\\n\' $(( $(date +%s) - start )) {env_json} > {record}; '
         f'else rc=$?; echo "flash-attn {version} build failed after '
         f'$(( $(date +%s) - start )) s; log: {log}; its last lines:" >&2; '
         f"tail -n 40 {log} >&2; exit $rc; fi",
@@ -96,7 +102,10 @@ def flash_attn_built(
 def flash_attn() -> None:
     config = host_config(host)
     settings = data.load("python")["flash_attn"]
-    if host.get_fact(PythonPackages, venv=config.venv_path).get("flash-attn") != config.flash_attn_version:
+    if (
+        host.get_fact(PythonPackages, venv=config.venv_path).get("flash-attn")
+        != config.flash_attn_version
+    ):
         # A build is due: refuse now, before any host changes, if not even one job fits.
         host_build_plan(config.flash_attn_cuda_archs or ["any"], config.flash_attn_memory_fraction)
     venv_packages(

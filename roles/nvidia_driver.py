@@ -16,7 +16,7 @@ from pyinfra.operations import files, systemd
 
 from checks.facts import NvidiaLoadedModule, Virtualization
 from pyinfra_sglang import data
-from pyinfra_sglang.inventory import HostConfig, host_config
+from pyinfra_sglang.inventory import host_config
 from pyinfra_sglang.nvidia import (
     REBOOT_REQUIRED,
     REBOOT_REQUIRED_PKGS,
@@ -27,6 +27,7 @@ from pyinfra_sglang.nvidia import (
 )
 from pyinfra_sglang.paths import template
 from roles.reboot import reboot_and_wait
+
 
 def stale_driver_packages(
     installed: dict[str, list[str]], packages: list[str], branch: int
@@ -156,7 +157,10 @@ def nvidia_driver() -> None:
 
     driver_branch_pin(name=f"Lock the driver to branch {branch}", branch=branch)
     driver_packages_on_branch(
-        name=f"Install the {config.nvidia_driver_install} driver ({config.nvidia_kernel_modules} modules)",
+        name=(
+            f"Install the {config.nvidia_driver_install} driver "
+            f"({config.nvidia_kernel_modules} modules)"
+        ),
         packages=packages,
         branch=branch,
     )

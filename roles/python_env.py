@@ -62,9 +62,14 @@ def uv_installed(version: str, index_url: str):
         return
     yield f"test -x {prefix}/bin/pip || python3 -m venv {prefix}"
     yield StringCommand(
-        f"{prefix}/bin/pip", "install", "--quiet", "--disable-pip-version-check",
-        "--index-url", url_arg(index_url), f"uv=={version}",
-    )  # fmt: skip
+        f"{prefix}/bin/pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--index-url",
+        url_arg(index_url),
+        f"uv=={version}",
+    )
 
 
 @operation()
@@ -93,9 +98,16 @@ def venv_packages(
         return
     extra = ["--extra-index-url", url_arg(extra_index_url)] if extra_index_url else []
     yield StringCommand(
-        uv_path(), "pip", "install", "--python", f"{venv}/bin/python",
-        "--index-url", url_arg(index_url), *extra, *needed,
-    )  # fmt: skip
+        uv_path(),
+        "pip",
+        "install",
+        "--python",
+        f"{venv}/bin/python",
+        "--index-url",
+        url_arg(index_url),
+        *extra,
+        *needed,
+    )
 
 
 @deploy("Python environment")

@@ -53,13 +53,18 @@ def _wait_healthy(host_, unit: str, health_url: str | None, timeout_s: float) ->
         _, show = run_on_host(host_, f"systemctl show -p ActiveState -p SubState {unit}")
         status = dict(line.split("=", 1) for line in show.splitlines() if "=" in line)
         # Restart=on-failure turns a crash into "activating (auto-restart)", never "failed".
-        if status.get("ActiveState") in ("failed", "inactive") or status.get("SubState") == "auto-restart":
+        if (
+            status.get("ActiveState") in ("failed", "inactive")
+            or status.get("SubState") == "auto-restart"
+        ):
             return f"{unit} exited ({status.get('ActiveState')}/{status.get('SubState')})"
         if health_url is None:
             if status.get("ActiveState") == "active":
                 return None
         else:
-            _, code = run_on_host(host_, f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {health_url} || true")
+            _, code = run_on_host(
+                host_, f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {health_url} || true"
+            )
             if code.strip() == "200":
                 return None
         time.sleep(2)
@@ -74,9 +79,15 @@ def _install(host_, files: tuple[RenderedFile, ...]) -> None:
     for rendered in files:
         # put_file shows no content and no diff: the env and config files hold secrets.
         staging = f"{rendered.path}.new"
-        if not host_.put_file(io.BytesIO(rendered.content.encode()), staging, **connector_arguments(host_)):
+        if not host_.put_file(
+            io.BytesIO(rendered.content.encode()), staging, **connector_arguments(host_)
+        ):
             raise OperationError(f"could not upload {rendered.path}")
-        ok, out = run_on_host(host_, f"chown root:root {staging} && chmod {rendered.mode} {staging} && mv -f {staging} {rendered.path}")
+        ok, out = run_on_host(
+            host_,
+            f"chown root:root {staging} && chmod {rendered.mode} {staging} "
+            f"&& mv -f {staging} {rendered.path}",
+        )
         if not ok:
             raise OperationError(f"could not install {rendered.path}: {out}")
 
@@ -86,12 +97,22 @@ def _apply_with_rollback(state, host, service: ServiceFiles, keep_previous: bool
     unit = service.unit_name
     paths = [f.path for f in service.files]
     for stale in service.stale:
-        run_on_host(host, f"if [ -f {stale} ]; then systemctl disable --now {Path(stale).name}; rm -f {stale}; fi")
+        run_on_host(
+            host,
+            f"if [ -f {stale} ]; then "
+            f"systemctl disable --now {Path(stale).name}; rm -f {stale}; fi",
+        )
     if keep_previous:
-        run_on_host(host, " && ".join(f"{{ [ ! -f {p} ] || cp -p {p} {p}{KEEP_SUFFIX}; }}" for p in paths))
+        run_on_host(
+            host, " && ".join(f"{{ [ ! -f {p} ] || cp -p {p} {p}{KEEP_SUFFIX}; }}" for p in paths)
+        )
     _install(host, service.files)
     units = [Path(f.path).name for f in service.files if f.path.endswith(".service")]
-    run_on_host(host, f"systemctl daemon-reload && systemctl enable {' '.join(units)} && systemctl restart {' '.join(units)}")
+    unit_list = " ".join(units)
+    run_on_host(
+        host,
+        f"systemctl daemon-reload && systemctl enable {unit_list} && systemctl restart {unit_list}",
+    )
     problem = _wait_healthy(host, unit, service.health_url, service.start_timeout_s)
     if problem is None and service.router_health_url:
         problem = _wait_healthy(
@@ -102,16 +123,26 @@ def _apply_with_rollback(state, host, service: ServiceFiles, keep_previous: bool
         logger.info(f"{host.print_prefix}{unit} is healthy ({service.health_url or 'active'})")
         return
     _, journal = run_on_host(host, f"journalctl -u {unit} -n 40 --no-pager -o cat || true")
-    logger.error(f"{host.print_prefix}the new configuration did not come up: {problem}; {unit}'s journal ends:\n{journal}")
+    logger.error(
+        f"{host.print_prefix}the new configuration did not come up: {problem}; "
+        f"{unit}'s journal ends:\n{journal}"
+    )
     if not keep_previous:
-        raise OperationError(f"the new configuration did not come up ({problem}) and there was no previous version to keep")
+        raise OperationError(
+            f"the new configuration did not come up ({problem}) "
+            "and there was no previous version to keep"
+        )
     restore = " ".join(
-        f"if [ -f {p}{KEEP_SUFFIX} ]; then mv -f {p}{KEEP_SUFFIX} {p}; else rm -f {p}; fi;" for p in paths
+        f"if [ -f {p}{KEEP_SUFFIX} ]; then mv -f {p}{KEEP_SUFFIX} {p}; else rm -f {p}; fi;"
+        for p in paths
     )
     run_on_host(host, f"{restore} systemctl daemon-reload && systemctl restart {' '.join(units)}")
     previous = _wait_healthy(host, unit, service.health_url, service.start_timeout_s)
     state_note = "is healthy again" if previous is None else f"did not come back either: {previous}"
-    raise OperationError(f"the new configuration did not come up ({problem}); rolled back: the previous version {state_note}")
+    raise OperationError(
+        f"the new configuration did not come up ({problem}); "
+        f"rolled back: the previous version {state_note}"
+    )
 
 
 def _digest(text: str) -> str:
@@ -123,7 +154,9 @@ def sglang_service(config: HostConfig):
     """Render; noop when the host has exactly these files and the service runs; else apply
     with health check and rollback."""
     service = host_service_files(config)
-    current = host.get_fact(FileDigests, paths=[f.path for f in service.files] + list(service.stale))
+    current = host.get_fact(
+        FileDigests, paths=[f.path for f in service.files] + list(service.stale)
+    )
     unchanged = all(current.get(f.path) == _digest(f.content) for f in service.files) and not any(
         current.get(path) for path in service.stale
     )

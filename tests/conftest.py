@@ -11,8 +11,7 @@ import shutil
 
 import pytest
 
-from tests.hosts import aptrepo
-from tests.hosts import pyindex
+from tests.hosts import aptrepo, pyindex
 from tests.hosts.apply import apply, write_inventory
 from tests.hosts.testhosts import TestHostPool, why_unavailable
 
@@ -34,7 +33,9 @@ def nvidia_mirror(tmp_path_factory):
     127.0.0.1 for the whole run; yields an aptrepo.Mirror (.url, .root, .public_key)."""
     missing = [tool for tool in ("dpkg-deb", "gpg") if not shutil.which(tool)]
     if missing:
-        pytest.skip(f"the test CUDA apt repository needs {', '.join(missing)} (apt-get install dpkg gpg)")
+        pytest.skip(
+            f"the test CUDA apt repository needs {', '.join(missing)} (apt-get install dpkg gpg)"
+        )
     # nvidia-smi replays the 2x H200 capture; tests switch a host to the 8-GPU one.
     built = aptrepo.build_repo(
         tmp_path_factory.mktemp("nvidia-mirror"),
@@ -60,7 +61,9 @@ def site_secrets(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def site_inventory(tmp_path_factory, host_pool, site_hosts, nvidia_mirror, python_index, site_secrets):
+def site_inventory(
+    tmp_path_factory, host_pool, site_hosts, nvidia_mirror, python_index, site_secrets
+):
     """An inventory of the site hosts, NVIDIA's repository and the package indexes replaced
     by local stand-ins; Python 3.11 is Debian 12's own, so uv downloads no interpreter. The
     hosts share this machine's network: each serves SGLang on its own 127.0.0.x address."""

@@ -57,7 +57,9 @@ def run(args: argparse.Namespace) -> int:
     if not any((args.topo, args.p2p, args.query_csv, args.smi_q)):
         print("analyze: give at least one of --topo, --p2p, --query-csv, --smi-q", file=sys.stderr)
         return 2
-    result = analyze(_lines(args.topo), _lines(args.p2p), _lines(args.query_csv), _lines(args.smi_q))
+    result = analyze(
+        _lines(args.topo), _lines(args.p2p), _lines(args.query_csv), _lines(args.smi_q)
+    )
     if args.json:
         print(json.dumps(result, indent=2, sort_keys=True))
     else:

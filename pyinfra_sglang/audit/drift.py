@@ -21,91 +21,127 @@ def findings_for_driver(
     nvidia-smi told the version), ``installed``: the kernel module package's version,
     ``userspace``: the driver version nvidia-smi reports."""
     if loaded is None and gpus_found == 0:
-        return [Finding(
-            "fail", "driver-missing",
-            f"No NVIDIA kernel module is loaded and nvidia-smi finds no GPU; expected the "
-            f"{flavor} driver of branch {branch}. {RUN_SITE}, then reboot.",
-            evidence={"installed": installed},
-        )]  # fmt: skip
+        return [
+            Finding(
+                "fail",
+                "driver-missing",
+                f"No NVIDIA kernel module is loaded and nvidia-smi finds no GPU; expected the "
+                f"{flavor} driver of branch {branch}. {RUN_SITE}, then reboot.",
+                evidence={"installed": installed},
+            )
+        ]
     findings: list[Finding] = []
     if loaded is not None and gpus_found == 0:
-        findings.append(Finding(
-            "fail", "driver-drift",
-            f"Kernel module {loaded['version']} is loaded but nvidia-smi finds no GPU: usually "
-            "a driver/library version mismatch after the libraries were upgraded alone, or the "
-            "wrong module flavor for the GPU. Run `nvidia-smi` to see its error; reboot.",
-            evidence={"loaded": loaded["version"]},
-        ))  # fmt: skip
+        findings.append(
+            Finding(
+                "fail",
+                "driver-drift",
+                f"Kernel module {loaded['version']} is loaded but nvidia-smi finds no GPU: usually "
+                "a driver/library version mismatch after the libraries were upgraded alone, or the "
+                "wrong module flavor for the GPU. Run `nvidia-smi` to see its error; reboot.",
+                evidence={"loaded": loaded["version"]},
+            )
+        )
     if loaded is None:
-        findings.append(Finding(
-            "fail", "driver-drift",
-            f"nvidia-smi sees {gpus_found} GPUs but /proc/driver/nvidia/version is missing; "
-            "check `lsmod | grep nvidia` and `dmesg`.",
-        ))  # fmt: skip
+        findings.append(
+            Finding(
+                "fail",
+                "driver-drift",
+                f"nvidia-smi sees {gpus_found} GPUs but /proc/driver/nvidia/version is missing; "
+                "check `lsmod | grep nvidia` and `dmesg`.",
+            )
+        )
     else:
         evidence = {"loaded": loaded["version"], "flavor": loaded["flavor"], "branch": branch}
         if not loaded["version"].startswith(f"{branch}."):
-            findings.append(Finding(
-                "fail", "driver-drift",
-                f"The kernel runs NVIDIA driver {loaded['version']}; the inventory wants branch "
-                f"{branch}. {RUN_SITE} (it pins the branch), then reboot.",
-                evidence=evidence,
-            ))  # fmt: skip
+            findings.append(
+                Finding(
+                    "fail",
+                    "driver-drift",
+                    f"The kernel runs NVIDIA driver {loaded['version']}; the inventory wants "
+                    f"branch {branch}. {RUN_SITE} (it pins the branch), then reboot.",
+                    evidence=evidence,
+                )
+            )
         if loaded["flavor"] and loaded["flavor"] != flavor:
-            findings.append(Finding(
-                "fail", "driver-drift",
-                f"The loaded kernel module is the {loaded['flavor']} flavor; the inventory wants "
-                f"{flavor} (Blackwell GPUs need open). {RUN_SITE}.",
-                evidence=evidence,
-            ))  # fmt: skip
+            findings.append(
+                Finding(
+                    "fail",
+                    "driver-drift",
+                    f"The loaded kernel module is the {loaded['flavor']} flavor; "
+                    f"the inventory wants {flavor} (Blackwell GPUs need open). {RUN_SITE}.",
+                    evidence=evidence,
+                )
+            )
         if userspace and userspace != loaded["version"]:
-            findings.append(Finding(
-                "fail", "driver-drift",
-                f"Userspace driver {userspace} does not match the loaded kernel module "
-                f"{loaded['version']} (\"driver/library version mismatch\"): something upgraded "
-                "the libraries alone. Reboot, and keep unattended-upgrades off nvidia packages.",
-                evidence={**evidence, "userspace": userspace},
-            ))  # fmt: skip
+            findings.append(
+                Finding(
+                    "fail",
+                    "driver-drift",
+                    f"Userspace driver {userspace} does not match the loaded kernel module "
+                    f'{loaded["version"]} ("driver/library version mismatch"): something '
+                    "upgraded the libraries alone. Reboot, and keep unattended-upgrades off "
+                    "nvidia packages.",
+                    evidence={**evidence, "userspace": userspace},
+                )
+            )
         if installed and installed != loaded["version"]:
-            findings.append(Finding(
-                "warn", "driver-reboot-required",
-                f"Driver {installed} is installed but the kernel runs {loaded['version']}: "
-                "reboot to load it (the deploy does so with allow_reboot: true).",
-                evidence={**evidence, "installed": installed},
-            ))  # fmt: skip
+            findings.append(
+                Finding(
+                    "warn",
+                    "driver-reboot-required",
+                    f"Driver {installed} is installed but the kernel runs {loaded['version']}: "
+                    "reboot to load it (the deploy does so with allow_reboot: true).",
+                    evidence={**evidence, "installed": installed},
+                )
+            )
     if not findings:
-        findings.append(Finding(
-            "ok", "driver", f"driver {loaded['version']} ({loaded['flavor'] or 'flavor unknown'}) loaded, on branch {branch}."
-        ))  # fmt: skip
+        findings.append(
+            Finding(
+                "ok",
+                "driver",
+                f"driver {loaded['version']} ({loaded['flavor'] or 'flavor unknown'}) loaded, "
+                f"on branch {branch}.",
+            )
+        )
     return findings
 
 
 def findings_for_cuda(release: str, nvcc: dict | None, nvcc_path: str) -> list[Finding]:
     if nvcc is None:
-        return [Finding(
-            "fail", "cuda-drift",
-            f"No nvcc at {nvcc_path}: CUDA Toolkit {release} is missing. {RUN_SITE}.",
-        )]  # fmt: skip
+        return [
+            Finding(
+                "fail",
+                "cuda-drift",
+                f"No nvcc at {nvcc_path}: CUDA Toolkit {release} is missing. {RUN_SITE}.",
+            )
+        ]
     if nvcc["release"] != release:
-        return [Finding(
-            "fail", "cuda-drift",
-            f"{nvcc_path} is CUDA {nvcc['release']} ({nvcc['version']}); the inventory wants "
-            f"{release}. {RUN_SITE}.",
-            evidence=dict(nvcc),
-        )]  # fmt: skip
+        return [
+            Finding(
+                "fail",
+                "cuda-drift",
+                f"{nvcc_path} is CUDA {nvcc['release']} ({nvcc['version']}); the inventory wants "
+                f"{release}. {RUN_SITE}.",
+                evidence=dict(nvcc),
+            )
+        ]
     return [Finding("ok", "cuda", f"CUDA Toolkit {nvcc['version']} at {nvcc_path}.")]
 
 
 def findings_for_gpu_count(expected: int | None, found: int) -> list[Finding]:
     if expected is not None and found != expected:
-        return [Finding(
-            "fail", "gpu-count-mismatch",
-            f"Expected {expected} GPUs (expected_gpu_count), nvidia-smi sees {found}. A missing "
-            "GPU is often a card that fell off the bus (`dmesg | grep -i xid`), a VM without it "
-            "passed through, or the wrong kernel module flavor; a new GPU means the inventory "
-            "(and the service's tensor parallelism) should follow.",
-            evidence={"expected": expected, "found": found},
-        )]  # fmt: skip
+        return [
+            Finding(
+                "fail",
+                "gpu-count-mismatch",
+                f"Expected {expected} GPUs (expected_gpu_count), nvidia-smi sees {found}. "
+                "A missing GPU is often a card that fell off the bus (`dmesg | grep -i xid`), "
+                "a VM without it passed through, or the wrong kernel module flavor; a new GPU "
+                "means the inventory (and the service's tensor parallelism) should follow.",
+                evidence={"expected": expected, "found": found},
+            )
+        ]
     if found == 0:
         return []  # said by driver-missing
     return [Finding("ok", "gpu-count", f"{found} GPUs" + (" as expected." if expected else "."))]
@@ -114,14 +150,21 @@ def findings_for_gpu_count(expected: int | None, found: int) -> list[Finding]:
 def findings_for_persistence(rows: list[dict], persistenced: dict) -> list[Finding]:
     off = [int(row["index"]) for row in rows if row.get("persistence_mode") == "Disabled"]
     if off:
-        return [Finding(
-            "warn", "persistence-mode-off",
-            f"Persistence mode is off on GPUs {off}: each process start re-initialises them "
-            "(seconds per GPU) and clocks reset. Enable nvidia-persistenced "
-            f"(it is {persistenced.get('ActiveState', 'unknown')}).",
-            evidence={"gpus": off},
-        )]  # fmt: skip
-    return [Finding("ok", "persistence-mode", f"persistence mode on for all {len(rows)} GPUs.")] if rows else []
+        return [
+            Finding(
+                "warn",
+                "persistence-mode-off",
+                f"Persistence mode is off on GPUs {off}: each process start re-initialises them "
+                "(seconds per GPU) and clocks reset. Enable nvidia-persistenced "
+                f"(it is {persistenced.get('ActiveState', 'unknown')}).",
+                evidence={"gpus": off},
+            )
+        ]
+    return (
+        [Finding("ok", "persistence-mode", f"persistence mode on for all {len(rows)} GPUs.")]
+        if rows
+        else []
+    )
 
 
 def findings_for_iommu(iommu: dict, gpu_count: int, vm: str | None) -> list[Finding]:
@@ -129,21 +172,29 @@ def findings_for_iommu(iommu: dict, gpu_count: int, vm: str | None) -> list[Find
     the root complex: slow, or hanging NCCL on some platforms."""
     if gpu_count < 2 or not iommu["active"] or iommu_passthrough(iommu) or vm:
         return []
-    return [Finding(
-        "warn", "iommu-translation",
-        f"The IOMMU translates DMA addresses ({' '.join(f'{k}={v}' for k, v in iommu['cmdline'].items()) or 'on by default'}) "
-        "and the kernel command line has no iommu=pt (or iommu.passthrough=1): GPU peer traffic goes through the root "
-        "complex. Add iommu=pt unless you need translation for device isolation.",
-        evidence=iommu,
-    )]  # fmt: skip
+    settings = " ".join(f"{k}={v}" for k, v in iommu["cmdline"].items()) or "on by default"
+    return [
+        Finding(
+            "warn",
+            "iommu-translation",
+            f"The IOMMU translates DMA addresses ({settings}) "
+            "and the kernel command line has no iommu=pt (or iommu.passthrough=1): "
+            "GPU peer traffic goes through the root "
+            "complex. Add iommu=pt unless you need translation for device isolation.",
+            evidence=iommu,
+        )
+    ]
 
 
 def findings_for_sglang_version(expected: str, installed: str | None, venv: str) -> list[Finding]:
     if installed == expected:
         return [Finding("ok", "sglang-version", f"SGLang {installed} in {venv}.")]
     found = f"SGLang {installed}" if installed else "no SGLang"
-    return [Finding(
-        "fail", "sglang-version-drift",
-        f"{venv} holds {found}; the inventory pins {expected}. {RUN_SITE}.",
-        evidence={"expected": expected, "installed": installed},
-    )]  # fmt: skip
+    return [
+        Finding(
+            "fail",
+            "sglang-version-drift",
+            f"{venv} holds {found}; the inventory pins {expected}. {RUN_SITE}.",
+            evidence={"expected": expected, "installed": installed},
+        )
+    ]

@@ -63,37 +63,59 @@ def findings_for_links(idle: list[dict], samples: list[list[dict]], load: str) -
         index = gpu["index"]
         link = loaded.get(index, gpu["pcie"])
         evidence = {**link, "read": "under load" if loaded else "idle", "load": load}
-        if link["width_current"] and link["width_max"] and link["width_current"] < link["width_max"]:
-            findings.append(Finding(
-                "fail", "pcie-width-degraded",
-                f"GPU {index} ({gpu['name']}): PCIe link is x{link['width_current']} of "
-                f"x{link['width_max']} ({when}); host<->GPU bandwidth is cut in proportion. "
-                "Check the slot's wiring and bifurcation setting, risers and seating.",
-                gpu=index, evidence=evidence,
-            ))  # fmt: skip
+        if (
+            link["width_current"]
+            and link["width_max"]
+            and link["width_current"] < link["width_max"]
+        ):
+            findings.append(
+                Finding(
+                    "fail",
+                    "pcie-width-degraded",
+                    f"GPU {index} ({gpu['name']}): PCIe link is x{link['width_current']} of "
+                    f"x{link['width_max']} ({when}); host<->GPU bandwidth is cut in proportion. "
+                    "Check the slot's wiring and bifurcation setting, risers and seating.",
+                    gpu=index,
+                    evidence=evidence,
+                )
+            )
         if link["gen_current"] and link["gen_max"] and link["gen_current"] < link["gen_max"]:
             if loaded:
-                level, advice = "fail", (
-                    "The link trained down: check the BIOS PCIe speed setting, risers and "
-                    "retimers, and `dmesg` for PCIe AER errors."
+                level, advice = (
+                    "fail",
+                    (
+                        "The link trained down: check the BIOS PCIe speed setting, risers and "
+                        "retimers, and `dmesg` for PCIe AER errors."
+                    ),
                 )
             else:
-                level, advice = "warn", (
-                    "Idle links drop their speed, so this may be normal: start the SGLang "
-                    "service (or install torch in the venv) and audit again to read it under load."
+                level, advice = (
+                    "warn",
+                    (
+                        "Idle links drop their speed, so this may be normal: start the SGLang "
+                        "service (or install torch in the venv) and audit again to read it "
+                        "under load."
+                    ),
                 )
-            findings.append(Finding(
-                level, "pcie-gen-below-max",
-                f"GPU {index} ({gpu['name']}): PCIe link runs Gen{link['gen_current']} of "
-                f"Gen{link['gen_max']} ({when}). {advice}",
-                gpu=index, evidence=evidence,
-            ))  # fmt: skip
+            findings.append(
+                Finding(
+                    level,
+                    "pcie-gen-below-max",
+                    f"GPU {index} ({gpu['name']}): PCIe link runs Gen{link['gen_current']} of "
+                    f"Gen{link['gen_max']} ({when}). {advice}",
+                    gpu=index,
+                    evidence=evidence,
+                )
+            )
     if idle and not findings:
-        first = (loaded.get(0) or pcie_links(idle)[0]["pcie"])
-        findings.append(Finding(
-            "ok", "pcie-links",
-            f"{len(idle)} GPU links at their maximum (e.g. Gen{first['gen_current']} "
-            f"x{first['width_current']}), read {when}.",
-            evidence={"read": "under load" if loaded else "idle", "load": load},
-        ))  # fmt: skip
+        first = loaded.get(0) or pcie_links(idle)[0]["pcie"]
+        findings.append(
+            Finding(
+                "ok",
+                "pcie-links",
+                f"{len(idle)} GPU links at their maximum (e.g. Gen{first['gen_current']} "
+                f"x{first['width_current']}), read {when}.",
+                evidence={"read": "under load" if loaded else "idle", "load": load},
+            )
+        )
     return findings

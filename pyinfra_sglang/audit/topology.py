@@ -35,11 +35,14 @@ def findings_for_topology(matrix: dict[str, dict[str, str]], gpu_count: int) -> 
         return [Finding("ok", "topology", "one GPU: no GPU-to-GPU traffic for tensor parallelism.")]
     pairs = gpu_pairs(matrix)
     if not pairs:
-        return [Finding(
-            "warn", "topology-unknown",
-            f"{gpu_count} GPUs but `nvidia-smi topo -m` gave no matrix; the links between "
-            "GPUs are unknown. Run `nvidia-smi topo -m` on the host and check its output.",
-        )]  # fmt: skip
+        return [
+            Finding(
+                "warn",
+                "topology-unknown",
+                f"{gpu_count} GPUs but `nvidia-smi topo -m` gave no matrix; the links between "
+                "GPUs are unknown. Run `nvidia-smi topo -m` on the host and check its output.",
+            )
+        ]
     kinds = Counter("NV#" if NVLINK.fullmatch(cell) else cell for _, _, cell in pairs)
     findings: list[Finding] = []
     pcie_pairs = [(a, b, cell) for a, b, cell in pairs if not NVLINK.fullmatch(cell)]
@@ -48,30 +51,43 @@ def findings_for_topology(matrix: dict[str, dict[str, str]], gpu_count: int) -> 
             (cell for _, _, cell in pcie_pairs),
             key=lambda c: list(PATH_MEANING).index(c) if c in PATH_MEANING else -1,
         )
-        span = "none of the" if len(pcie_pairs) == len(pairs) else f"{len(pcie_pairs)} of {len(pairs)}"
-        findings.append(Finding(
-            "warn", "topology-pcie-only",
-            f"Tensor parallelism over {gpu_count} GPUs, {span} GPU pairs joined by NVLink: "
-            f"all-reduce traffic crosses PCIe (worst path {worst}: through "
-            f"{PATH_MEANING.get(worst, 'an unknown path')}). Expect all-reduce to bound decode "
-            "at high batch; keep the NCCL hints the service renders for PCIe-only hosts, and "
-            "measure with the bench before tuning anything else.",
-            evidence={"pairs": dict(kinds)},
-        ))  # fmt: skip
+        span = (
+            "none of the" if len(pcie_pairs) == len(pairs) else f"{len(pcie_pairs)} of {len(pairs)}"
+        )
+        findings.append(
+            Finding(
+                "warn",
+                "topology-pcie-only",
+                f"Tensor parallelism over {gpu_count} GPUs, {span} GPU pairs joined by NVLink: "
+                f"all-reduce traffic crosses PCIe (worst path {worst}: through "
+                f"{PATH_MEANING.get(worst, 'an unknown path')}). Expect all-reduce to bound decode "
+                "at high batch; keep the NCCL hints the service renders for PCIe-only hosts, and "
+                "measure with the bench before tuning anything else.",
+                evidence={"pairs": dict(kinds)},
+            )
+        )
     cross = [f"{a}-{b}" for a, b, cell in pairs if cell == "SYS"]
     if cross:
-        findings.append(Finding(
-            "warn", "topology-cross-numa",
-            f"{len(cross)} GPU pairs cross NUMA nodes (SYS: {', '.join(cross[:6])}"
-            f"{'...' if len(cross) > 6 else ''}): their traffic crosses the CPU interconnect. "
-            "Prefer a tensor-parallel group within one NUMA node, or check the BIOS NUMA layout.",
-            evidence={"pairs": cross},
-        ))  # fmt: skip
+        findings.append(
+            Finding(
+                "warn",
+                "topology-cross-numa",
+                f"{len(cross)} GPU pairs cross NUMA nodes (SYS: {', '.join(cross[:6])}"
+                f"{'...' if len(cross) > 6 else ''}): their traffic crosses the CPU "
+                "interconnect. Prefer a tensor-parallel group within one NUMA node, or check the "
+                "BIOS NUMA layout.",
+                evidence={"pairs": cross},
+            )
+        )
     if not findings:
-        findings.append(Finding(
-            "ok", "topology", f"every GPU pair ({len(pairs)}) joined by NVLink.",
-            evidence={"pairs": dict(kinds)},
-        ))  # fmt: skip
+        findings.append(
+            Finding(
+                "ok",
+                "topology",
+                f"every GPU pair ({len(pairs)}) joined by NVLink.",
+                evidence={"pairs": dict(kinds)},
+            )
+        )
     return findings
 
 
@@ -81,28 +97,38 @@ def p2p_all_ok(p2p: dict[str, dict[str, str]]) -> bool:
     return bool(pairs) and all(cell == "OK" for _, _, cell in pairs)
 
 
-def findings_for_p2p(p2p: dict[str, dict[str, str]], gpu_count: int, vm: str | None) -> list[Finding]:
+def findings_for_p2p(
+    p2p: dict[str, dict[str, str]], gpu_count: int, vm: str | None
+) -> list[Finding]:
     """p2p-unavailable when any pair of GPUs cannot read each other's memory directly."""
     if gpu_count < 2:
         return []
     pairs = gpu_pairs(p2p)
     if not pairs:
-        return [Finding(
-            "warn", "p2p-unavailable",
-            "`nvidia-smi topo -p2p r` gave no matrix: peer-to-peer support is unknown.",
-        )]  # fmt: skip
+        return [
+            Finding(
+                "warn",
+                "p2p-unavailable",
+                "`nvidia-smi topo -p2p r` gave no matrix: peer-to-peer support is unknown.",
+            )
+        ]
     missing = [(a, b, cell) for a, b, cell in pairs if cell != "OK"]
     if not missing:
         return [Finding("ok", "p2p", f"P2P reads OK between every GPU pair ({len(pairs)}).")]
     where = (
         f"This host is a VM ({vm}): P2P needs the hypervisor to expose the GPUs as a "
         "GPUDirect clique (and ACS off on the host). "
-        if vm else "IOMMU translation or PCIe ACS on the bridges can block it. "
+        if vm
+        else "IOMMU translation or PCIe ACS on the bridges can block it. "
     )
     shown = ", ".join(f"{a}-{b} {cell}" for a, b, cell in missing[:6])
-    return [Finding(
-        "warn", "p2p-unavailable",
-        f"P2P reads unavailable for {len(missing)} of {len(pairs)} GPU pairs ({shown}); NCCL "
-        f"falls back to copies through host memory. {where}Check with `nvidia-smi topo -p2p r`.",
-        evidence={"pairs": {f"{a}-{b}": cell for a, b, cell in missing}},
-    )]  # fmt: skip
+    return [
+        Finding(
+            "warn",
+            "p2p-unavailable",
+            f"P2P reads unavailable for {len(missing)} of {len(pairs)} GPU pairs ({shown}); "
+            f"NCCL falls back to copies through host memory. {where}"
+            "Check with `nvidia-smi topo -p2p r`.",
+            evidence={"pairs": {f"{a}-{b}": cell for a, b, cell in missing}},
+        )
+    ]

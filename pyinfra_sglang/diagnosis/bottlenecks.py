@@ -1,4 +1,5 @@
-"""Bottleneck rules: GPU samples (pyinfra_sglang.diagnosis.samples) -> findings naming what limits the load.
+"""Bottleneck rules: GPU samples (pyinfra_sglang.diagnosis.samples) -> findings naming what limits
+the load.
 
 Per GPU, first match wins (thresholds and why: pyinfra_sglang/data/diagnosis.toml):
 ``interconnect-bound`` (PCIe or NVLink near its capacity), ``compute-bound`` (busy, with power,
@@ -213,35 +214,41 @@ def _gpu_finding(view: _GpuView) -> Finding | None:
     if link is not None:
         floor = view.t["link"]["saturated_fraction"]
         return Finding(
-            "warn", "interconnect-bound",
+            "warn",
+            "interconnect-bound",
             f"GPU {i}: {link.name} ran at >= {floor:.0%} of its capacity in "
             f"{link.saturated_share:.0%} of samples ({view.links_text()}); {view.load_text()}. "
             f"The link limits this load (GPU utilization counts copies as busy). Try next: "
             f"{NEXT_STEPS_BY_LINK['NVLink' if link.name == 'NVLink' else 'PCIe']}",
-            gpu=i, evidence=view.evidence(),
-        )  # fmt: skip
+            gpu=i,
+            evidence=view.evidence(),
+        )
     why = view.compute_evidence()
     if view.busy and why:
         return Finding(
-            "ok", "compute-bound",
+            "ok",
+            "compute-bound",
             f"GPU {i}: {'; '.join(why)}; {view.load_text()}; links not saturated "
             f"({view.links_text()}). The GPU's own work limits this load: the hardware is used. "
             "Try next: faster kernels (FP8/FP4 weights and KV cache, another attention "
             "backend), speculative decoding (MTP) for more tokens per weight read, or more GPUs "
             "(TP/DP).",
-            gpu=i, evidence=view.evidence(),
-        )  # fmt: skip
+            gpu=i,
+            evidence=view.evidence(),
+        )
     if view.quiet:
         return None
     what = "busy" if view.busy else "moving data"
     return Finding(
-        "warn", "undetermined",
+        "warn",
+        "undetermined",
         f"GPU {i}: {what}, but neither compute evidence nor a saturated link explains it "
         f"({view.load_text()}; {view.links_text()}). Likely a transfer no counter here sees, "
         "or short kernels; if the samples mix phases, diagnose a window of steady load. Try "
         "next: read NVLink throughput (`nvidia-smi nvlink -gt d`), profile with nsys.",
-        gpu=i, evidence=view.evidence(),
-    )  # fmt: skip
+        gpu=i,
+        evidence=view.evidence(),
+    )
 
 
 def _load_evidence(
@@ -275,9 +282,12 @@ def _cpu_text(cpu: CpuSummary | None) -> str:
 
 
 def _quiet_host_finding(
-    views: list[_GpuView], cpu: CpuSummary | None, bench: list[dict],
-    virtualization: Mapping | None, t: dict,
-) -> Finding:  # fmt: skip
+    views: list[_GpuView],
+    cpu: CpuSummary | None,
+    bench: list[dict],
+    virtualization: Mapping | None,
+    t: dict,
+) -> Finding:
     utils = [v.s.gpu_util.median for v in views if v.s.gpu_util.median is not None]
     busiest = max(views, key=lambda v: max(link.p90 for link in v.links))
     summary = (
@@ -293,11 +303,12 @@ def _quiet_host_finding(
     why = _load_evidence(views, cpu, bench, t)
     if not why:
         return Finding(
-            "warn", "idle",
+            "warn",
+            "idle",
             f"No load while sampling: {summary}. Nothing to diagnose: sample while the "
             "benchmark runs.",
             evidence=evidence,
-        )  # fmt: skip
+        )
     busy_process = cpu is not None and (
         (cpu.max_process_percent.p90 or 0) >= t["host"]["busy_process_cpu_pct"]
     )
@@ -322,11 +333,12 @@ def _quiet_host_finding(
             "pinning, the IOMMU mode and whether the hypervisor exposes GPU P2P."
         )
     return Finding(
-        "warn", "host-bound",
+        "warn",
+        "host-bound",
         f"Load ran ({'; '.join(why)}) but neither the GPUs nor the links were busy: {summary}. "
         f"The bottleneck is on the host side: {cause}",
         evidence={**evidence, "load": why, "virtualization": dict(virtualization or {})},
-    )  # fmt: skip
+    )
 
 
 def _memory_capacity_finding(server: Mapping | None, t: dict) -> Finding | None:
@@ -338,13 +350,14 @@ def _memory_capacity_finding(server: Mapping | None, t: dict) -> Finding | None:
     if usage < m["kv_cache_usage"] or queued <= m["queued_requests"]:
         return None
     return Finding(
-        "warn", "memory-capacity-bound",
+        "warn",
+        "memory-capacity-bound",
         f"KV cache {usage:.0%} full with {queued} requests queued: requests wait for cache "
         "room, not for compute. Try next: a larger mem_fraction_static (0.85 -> 0.92 grew the "
         "reference's KV cache from 370K to 498K tokens), an FP8 KV cache, more GPUs, or a "
         "lower max concurrency.",
         evidence={"kv_cache_usage": usage, "queued_requests": queued},
-    )  # fmt: skip
+    )
 
 
 def diagnose(
@@ -378,11 +391,13 @@ def diagnose(
         working_text = f"GPU{'s' if len(working) > 1 else ''} {', '.join(working)}"
         findings += [
             Finding(
-                "warn", "idle",
+                "warn",
+                "idle",
                 f"GPU {v.s.index}: idle while {working_text} worked ({v.load_text()}; "
                 f"{v.links_text()}): is the tensor-parallel size smaller than the GPU count?",
-                gpu=v.s.index, evidence=v.evidence(),
-            )  # fmt: skip
+                gpu=v.s.index,
+                evidence=v.evidence(),
+            )
             for v in quiet
         ]
     capacity = _memory_capacity_finding(server, t)

@@ -40,12 +40,17 @@ from pathlib import Path
 
 from pyinfra.api.exceptions import PyinfraError
 
-from pyinfra_sglang.diagnosis.bottlenecks import diagnose, format_gbs, link_capacity, thresholds
 from pyinfra_sglang.audit.findings import Finding
+from pyinfra_sglang.diagnosis.bottlenecks import diagnose, format_gbs, link_capacity, thresholds
 from pyinfra_sglang.diagnosis.roofline import DecodeRoofline, roofline_for
-from pyinfra_sglang.diagnosis.samples import gpu_indexes, read_json_lines, load_samples, summarize_gpu
+from pyinfra_sglang.diagnosis.samples import (
+    gpu_indexes,
+    load_samples,
+    read_json_lines,
+    summarize_gpu,
+)
 
-__all__ = ["diagnose", "diagnose_results", "format_report", "load_results", "register"]
+__all__ = ["diagnose", "diagnose_results", "format_report", "load_results"]
 
 
 class ResultsError(ValueError):
@@ -91,9 +96,11 @@ def load_results(folder: str | Path) -> dict:
 def roofline_from(spec: dict) -> DecodeRoofline:
     """The roofline a profile.json describes: by profile and GPU name, or by its numbers."""
     by_name = "profile" in spec
-    needed = ("gpu", "tp_size") if by_name else (
-        "tp_size", "memory_bandwidth_gbs", "active_params_b", "bytes_per_param"
-    )  # fmt: skip
+    needed = (
+        ("gpu", "tp_size")
+        if by_name
+        else ("tp_size", "memory_bandwidth_gbs", "active_params_b", "bytes_per_param")
+    )
     missing = [key for key in needed if key not in spec]
     if missing:
         raise ResultsError(f"profile.json lacks {', '.join(missing)}")
@@ -124,9 +131,12 @@ def stream_rate(row: dict) -> float | None:
 def diagnose_results(results: dict) -> dict:
     """Findings, per-GPU summaries and the roofline of loaded results, as plain data."""
     findings = diagnose(
-        results["samples"], results["gpu_facts"], results["virtualization"],
-        results["bench"], results["server"],
-    )  # fmt: skip
+        results["samples"],
+        results["gpu_facts"],
+        results["virtualization"],
+        results["bench"],
+        results["server"],
+    )
     busy_util = thresholds()["busy"]["gpu_util_pct"]
     summaries = []
     for index in gpu_indexes(results["samples"]):
@@ -142,12 +152,14 @@ def diagnose_results(results: dict) -> dict:
         runs = []
         for row in results["bench"]:
             rate = stream_rate(row)
-            runs.append({
-                "max_concurrency": row.get("max_concurrency"),
-                "output_throughput": row.get("output_throughput"),
-                "stream_tokens_per_s": rate,
-                "fraction_of_bound": roof.fraction(rate) if rate else None,
-            })  # fmt: skip
+            runs.append(
+                {
+                    "max_concurrency": row.get("max_concurrency"),
+                    "output_throughput": row.get("output_throughput"),
+                    "stream_tokens_per_s": rate,
+                    "fraction_of_bound": roof.fraction(rate) if rate else None,
+                }
+            )
         report["roofline"] = {**roof.as_dict(), "runs": runs}
     return report
 

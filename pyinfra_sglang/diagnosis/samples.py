@@ -21,8 +21,13 @@ KBPS_PER_GBS = 1e6
 # NVML documents its NVLink throughput counters in KiB (pynvml: "throughput in KiB").
 NVLINK_COUNTER_BYTES = 1024
 CAPTURE_FIELDS = (
-    "gpu_util", "mem_util", "pcie_tx_kbps", "pcie_rx_kbps", "sm_clock_mhz", "power_mw",
-)  # fmt: skip
+    "gpu_util",
+    "mem_util",
+    "pcie_tx_kbps",
+    "pcie_rx_kbps",
+    "sm_clock_mhz",
+    "power_mw",
+)
 
 
 def read_json_lines(path: str | Path) -> list[dict]:

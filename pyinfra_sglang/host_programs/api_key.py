@@ -22,8 +22,9 @@ def read_api_key(path: str) -> str | None:
     with open(path, encoding="utf-8") as file:
         text = file.read()
     lines = [line.rstrip() for line in text.splitlines() if line.strip()]
-    is_config = any(line.startswith("#") or line == "---" or _YAML_KEY_LINE.match(line)
-                    for line in lines)  # fmt: skip
+    is_config = any(
+        line.startswith("#") or line == "---" or _YAML_KEY_LINE.match(line) for line in lines
+    )
     if not is_config:
         return text.strip() or None
     for line in lines:

@@ -22,7 +22,10 @@ if not torch.cuda.is_available():
 seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 2.0
 size = 256 << 20  # large enough that the copy, not its launch, is what takes the time
 source = torch.empty(size, dtype=torch.uint8, pin_memory=True)
-targets = [torch.empty(size, dtype=torch.uint8, device=f"cuda:{i}") for i in range(torch.cuda.device_count())]
+targets = [
+    torch.empty(size, dtype=torch.uint8, device=f"cuda:{i}")
+    for i in range(torch.cuda.device_count())
+]
 copies = [0] * len(targets)
 start = time.perf_counter()
 while time.perf_counter() - start < seconds:
@@ -32,6 +35,13 @@ while time.perf_counter() - start < seconds:
     for index in range(len(targets)):
         torch.cuda.synchronize(index)
 elapsed = time.perf_counter() - start
-print(json.dumps({"gpus": [
-    {"index": i, "h2d_gbs": round(n * size / elapsed / 1e9, 1)} for i, n in enumerate(copies)
-]}))
+print(
+    json.dumps(
+        {
+            "gpus": [
+                {"index": i, "h2d_gbs": round(n * size / elapsed / 1e9, 1)}
+                for i, n in enumerate(copies)
+            ]
+        }
+    )
+)

@@ -32,9 +32,17 @@ DEFAULT_TIMEOUT_S = 120.0
 # Room for a reasoning model to think before it answers.
 DEFAULT_MAX_TOKENS = 1024
 REASONS = (
-    "pass", "connection-refused", "loading", "timeout", "unauthorized", "http-error",
-    "protocol-error", "empty-output", "degenerate-output", "wrong-answer",
-)  # fmt: skip
+    "pass",
+    "connection-refused",
+    "loading",
+    "timeout",
+    "unauthorized",
+    "http-error",
+    "protocol-error",
+    "empty-output",
+    "degenerate-output",
+    "wrong-answer",
+)
 ANSWER_CHARS = 200
 # Failures of the streamed call that the non-streamed one would only repeat.
 UNREACHED = ("connection-refused", "loading", "timeout", "unauthorized")
@@ -114,8 +122,9 @@ def _server_error(event: dict) -> str:
     return f"the server reported an error: {str(message)[:200]}"
 
 
-def read_stream(lines: Iterable[bytes], sent: float,
-                clock: Callable[[], float] = time.monotonic) -> dict:  # fmt: skip
+def read_stream(
+    lines: Iterable[bytes], sent: float, clock: Callable[[], float] = time.monotonic
+) -> dict:
     """Read a streamed chat completion from its raw lines; ``sent`` is the clock() reading
     when the request went out.
 
@@ -244,7 +253,7 @@ def judge(content: str, reasoning: str, expect: str) -> tuple[str, str]:
         return "empty-output", (
             f"the answer is empty after {len(reasoning)} characters of reasoning (the model "
             "may have spent max_tokens thinking)"
-        )  # fmt: skip
+        )
     if not contains_word(content, expect):
         return "wrong-answer", f"the answer {_short(content, 120)} lacks {expect!r}"
     return "pass", f"answered {_short(content, 120)}"
@@ -283,8 +292,9 @@ class _Client:
         deadline = time.monotonic() + self.timeout
         host, port = self.parts.hostname, self.parts.port
         if self.parts.scheme == "https":
-            conn = http.client.HTTPSConnection(host, port, timeout=self.timeout,
-                                               context=ssl.create_default_context())  # fmt: skip
+            conn = http.client.HTTPSConnection(
+                host, port, timeout=self.timeout, context=ssl.create_default_context()
+            )
         else:
             conn = http.client.HTTPConnection(host, port, timeout=self.timeout)
         headers, data = dict(self.headers), None
@@ -309,8 +319,10 @@ class _Client:
         if response.status == 503:
             raise CheckFailed("loading", f"{where} answered 503: the server is not ready")
         if response.status in (401, 403):
-            raise CheckFailed("unauthorized", f"{where} answered {response.status}: the API "
-                                              "key is missing or wrong")  # fmt: skip
+            raise CheckFailed(
+                "unauthorized",
+                f"{where} answered {response.status}: the API key is missing or wrong",
+            )
         raise CheckFailed("http-error", f"{where} answered {response.status}: {text!r}")
 
     def get_json(self, path: str) -> object:
@@ -345,8 +357,9 @@ class _Reply:
         while True:
             left = self.deadline - time.monotonic()
             if left <= 0:
-                raise CheckFailed("timeout", f"{self.where} did not finish within "
-                                             f"{self.timeout:g} s")  # fmt: skip
+                raise CheckFailed(
+                    "timeout", f"{self.where} did not finish within {self.timeout:g} s"
+                )
             if self.conn.sock is not None:
                 self.conn.sock.settimeout(left)  # bounds the wait for the next bytes
             try:
@@ -381,28 +394,33 @@ def _transport_failure(error: BaseException, where: str, timeout: float) -> Base
 
 ADVICE = {
     "connection-refused": "check that the SGLang service runs (systemctl status sglang) and "
-                          "that the URL's host and port are those it binds to",
+    "that the URL's host and port are those it binds to",
     "loading": "wait until GET /health answers 200 (the model is loading or warming up; if it "
-               "stays 503, read the service's log: journalctl -u sglang), then check again",
+    "stays 503, read the service's log: journalctl -u sglang), then check again",
     "timeout": "the server may be stuck or overloaded: read its log (journalctl -u sglang), "
-               "or give it longer with --timeout",
+    "or give it longer with --timeout",
     "unauthorized": "pass the server's API key with --api-key-file (the key alone, or the "
-                    "server's config file, e.g. /etc/sglang/sglang.yaml)",
+    "server's config file, e.g. /etc/sglang/sglang.yaml)",
     "http-error": "read the server's log (journalctl -u sglang) for the request",
     "protocol-error": "this does not look like an OpenAI-compatible SGLang server: check the "
-                      "URL, and any proxy in front of it",
+    "URL, and any proxy in front of it",
     "empty-output": "check the chat template and reasoning parser of the model profile",
     "degenerate-output": "the model decodes garbage, as with NaNs: check the quantization, "
-                         "attention backends and the GPUs (driver, memory errors)",
+    "attention backends and the GPUs (driver, memory errors)",
     "wrong-answer": "the server runs but answers wrongly: check the model path, quantization "
-                    "and chat template",
-}  # fmt: skip
+    "and chat template",
+}
 
 
-def decode_check(url: str, expect: str = DEFAULT_EXPECT, prompt: str = DEFAULT_PROMPT,
-                 model: str | None = None, api_key: str | None = None,
-                 timeout: float = DEFAULT_TIMEOUT_S,
-                 max_tokens: int = DEFAULT_MAX_TOKENS) -> dict:  # fmt: skip
+def decode_check(
+    url: str,
+    expect: str = DEFAULT_EXPECT,
+    prompt: str = DEFAULT_PROMPT,
+    model: str | None = None,
+    api_key: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+) -> dict:
     """Ask the server at ``url`` ``prompt``, streamed then not, and check that both answers
     contain ``expect``. ``timeout`` bounds each request, from sending it to its last byte.
 
@@ -414,11 +432,21 @@ def decode_check(url: str, expect: str = DEFAULT_EXPECT, prompt: str = DEFAULT_P
     nowhere in it.
     """
     result = {
-        "ok": False, "reason": None, "message": None, "url": url, "model": model,
-        "expect": expect, "prompt": prompt, "answer": None, "reasoning_chars": None,
-        "ttft_s": None, "tokens_per_s": None, "completion_tokens": None,
-        "stream": None, "non_stream": None,
-    }  # fmt: skip
+        "ok": False,
+        "reason": None,
+        "message": None,
+        "url": url,
+        "model": model,
+        "expect": expect,
+        "prompt": prompt,
+        "answer": None,
+        "reasoning_chars": None,
+        "ttft_s": None,
+        "tokens_per_s": None,
+        "completion_tokens": None,
+        "stream": None,
+        "non_stream": None,
+    }
     advice = None
     try:
         client = _Client(url, api_key, timeout)
@@ -426,8 +454,12 @@ def decode_check(url: str, expect: str = DEFAULT_EXPECT, prompt: str = DEFAULT_P
         if model is None:
             model = _first_model(client.get_json("/v1/models"))
         result["model"] = model
-        request = {"model": model, "messages": [{"role": "user", "content": prompt}],
-                   "max_tokens": max_tokens, "temperature": 0}  # fmt: skip
+        request = {
+            "model": model,
+            "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": max_tokens,
+            "temperature": 0,
+        }
         stream = _call(lambda: _streamed(client, request, expect))
         result["stream"] = stream
         if stream["ok"] or stream["reason"] not in UNREACHED:
@@ -469,9 +501,13 @@ def _call(step: Callable[[], dict]) -> dict:
 def _verdict(answer: dict, expect: str) -> dict:
     reason, detail = judge(answer["content"], answer["reasoning"], expect)
     content = answer["content"]
-    part = {"ok": reason == "pass", "reason": reason, "detail": detail,
-            "answer": content if len(content) <= ANSWER_CHARS else content[:ANSWER_CHARS] + "...",
-            "reasoning_chars": len(answer["reasoning"])}  # fmt: skip
+    part = {
+        "ok": reason == "pass",
+        "reason": reason,
+        "detail": detail,
+        "answer": content if len(content) <= ANSWER_CHARS else content[:ANSWER_CHARS] + "...",
+        "reasoning_chars": len(answer["reasoning"]),
+    }
     part.update((k, v) for k, v in answer.items() if k not in ("content", "reasoning"))
     for key, places in (("ttft_s", 4), ("elapsed_s", 4), ("tokens_per_s", 2)):
         if part.get(key) is not None:
@@ -509,11 +545,15 @@ def _non_streamed(client: _Client, request: dict, expect: str) -> dict:
 def _message(result: dict, reason: str, detail: str, advice: str | None = None) -> str:
     server = result["url"] + (f" ({result['model']})" if result["model"] else "")
     if reason == "pass":
-        return (f"{server} answered {result['answer']!r} to {result['prompt']!r}, containing "
-                f"{result['expect']!r}, streamed and not.")  # fmt: skip
+        return (
+            f"{server} answered {result['answer']!r} to {result['prompt']!r}, containing "
+            f"{result['expect']!r}, streamed and not."
+        )
     advice = advice or ADVICE[reason]
-    return (f"Expected {server} to answer {result['prompt']!r} with {result['expect']!r}, "
-            f"but {detail}. {advice[0].upper()}{advice[1:]}.")  # fmt: skip
+    return (
+        f"Expected {server} to answer {result['prompt']!r} with {result['expect']!r}, "
+        f"but {detail}. {advice[0].upper()}{advice[1:]}."
+    )
 
 
 def _redacted(value, secret: str | None):
@@ -533,23 +573,47 @@ def _redacted(value, secret: str | None):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", required=True,
-                        help="the server's base URL, e.g. http://127.0.0.1:30000")
-    parser.add_argument("--expect", default=DEFAULT_EXPECT, metavar="WORD",
-                        help=f"word the answer must contain (default {DEFAULT_EXPECT})")
-    parser.add_argument("--prompt", default=DEFAULT_PROMPT, metavar="P",
-                        help=f"question to ask (default {DEFAULT_PROMPT!r})")
-    parser.add_argument("--model", default=None, metavar="M",
-                        help="model name (default: the first GET /v1/models lists)")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="S",
-                        help=f"seconds each request may take (default {DEFAULT_TIMEOUT_S:g})")
+    parser.add_argument(
+        "--url", required=True, help="the server's base URL, e.g. http://127.0.0.1:30000"
+    )
+    parser.add_argument(
+        "--expect",
+        default=DEFAULT_EXPECT,
+        metavar="WORD",
+        help=f"word the answer must contain (default {DEFAULT_EXPECT})",
+    )
+    parser.add_argument(
+        "--prompt",
+        default=DEFAULT_PROMPT,
+        metavar="P",
+        help=f"question to ask (default {DEFAULT_PROMPT!r})",
+    )
+    parser.add_argument(
+        "--model",
+        default=None,
+        metavar="M",
+        help="model name (default: the first GET /v1/models lists)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="S",
+        help=f"seconds each request may take (default {DEFAULT_TIMEOUT_S:g})",
+    )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
 def run(args: argparse.Namespace, api_key: str | None = None) -> int:
     """Run the check for parsed arguments: 0 pass, 1 fail."""
-    result = decode_check(args.url, expect=args.expect, prompt=args.prompt, model=args.model,
-                          api_key=api_key, timeout=args.timeout)  # fmt: skip
+    result = decode_check(
+        args.url,
+        expect=args.expect,
+        prompt=args.prompt,
+        model=args.model,
+        api_key=api_key,
+        timeout=args.timeout,
+    )
     print(json.dumps(result, indent=2) if args.json else summary_line(result))
     return 0 if result["ok"] else 1
 
@@ -557,9 +621,11 @@ def run(args: argparse.Namespace, api_key: str | None = None) -> int:
 def summary_line(result: dict) -> str:
     """One line: PASS or FAIL, the reason, TTFT, tokens/s and tokens, then the message."""
     ttft, rate, tokens = result["ttft_s"], result["tokens_per_s"], result["completion_tokens"]
-    numbers = (f"ttft {'-' if ttft is None else f'{ttft:.3f} s'}, "
-               f"{'-' if rate is None else f'{rate:.1f}'} tok/s, "
-               f"{'-' if tokens is None else tokens} tokens")  # fmt: skip
+    numbers = (
+        f"ttft {'-' if ttft is None else f'{ttft:.3f} s'}, "
+        f"{'-' if rate is None else f'{rate:.1f}'} tok/s, "
+        f"{'-' if tokens is None else tokens} tokens"
+    )
     verdict = "PASS" if result["ok"] else "FAIL"
     return f"{verdict} {result['reason']} ({numbers}): {result['message']}"
 

@@ -74,13 +74,15 @@ class GpuReader:
                 "pcie_width_max", pynvml.nvmlDeviceGetMaxPcieLinkWidth, self.handle
             ),
             "sm_clock_max_mhz": self.optional(
-                "sm_clock_max_mhz", pynvml.nvmlDeviceGetMaxClockInfo, self.handle,
+                "sm_clock_max_mhz",
+                pynvml.nvmlDeviceGetMaxClockInfo,
+                self.handle,
                 pynvml.NVML_CLOCK_SM,
             ),
-            "power_limit_w": _milli(self.optional(
-                "power_limit_w", pynvml.nvmlDeviceGetEnforcedPowerLimit, self.handle
-            )),
-        }  # fmt: skip
+            "power_limit_w": _milli(
+                self.optional("power_limit_w", pynvml.nvmlDeviceGetEnforcedPowerLimit, self.handle)
+            ),
+        }
         self.nvlinks = self._active_nvlinks()
         self.nvlink_names = {getattr(pynvml, n): n for n in NVLINK_COUNTERS if hasattr(pynvml, n)}
         self.nvlink_fields = [(field, link) for field in self.nvlink_names for link in self.nvlinks]
@@ -211,9 +213,10 @@ class ProcessCpu:
         grew = True
         while grew:  # add children of chosen processes until no more are found
             children = {
-                pid for pid, (parent, _, _) in processes.items()
+                pid
+                for pid, (parent, _, _) in processes.items()
                 if parent in chosen and pid not in chosen and wanted(pid)
-            }  # fmt: skip
+            }
             chosen |= children
             grew = bool(children)
         return {pid: processes[pid][1] for pid in chosen}
@@ -258,8 +261,11 @@ def sample(args: argparse.Namespace, out) -> int:
                 gpus = list(pool.map(GpuReader.read, readers))
                 # Wall-clock time too, to line samples up with the benchmark's own log.
                 line = {
-                    "t": round(t, 3), "time": round(time.time(), 3), "gpus": gpus, "cpu": cpu.read()
-                }  # fmt: skip
+                    "t": round(t, 3),
+                    "time": round(time.time(), 3),
+                    "gpus": gpus,
+                    "cpu": cpu.read(),
+                }
                 out.write(json.dumps(line) + "\n")
                 out.flush()
                 # A late sample skips the ticks it missed instead of bunching up behind them.

@@ -45,11 +45,13 @@ def host_links(count: int, size: int, seconds: float) -> list[dict]:
     results = []
     for index in range(count):
         device = torch.empty(size, dtype=torch.uint8, device=f"cuda:{index}")
-        results.append({
-            "index": index,
-            "h2d_gbs": round(timed_copies(device, host, index, seconds), 2),
-            "d2h_gbs": round(timed_copies(host, device, index, seconds), 2),
-        })
+        results.append(
+            {
+                "index": index,
+                "h2d_gbs": round(timed_copies(device, host, index, seconds), 2),
+                "d2h_gbs": round(timed_copies(host, device, index, seconds), 2),
+            }
+        )
         del device
     return results
 
@@ -60,20 +62,27 @@ def peer_links(count: int, size: int, seconds: float) -> list[dict]:
     for src in range(count):
         for dst in range(count):
             if src != dst:
-                results.append({
-                    "src": src, "dst": dst,
-                    "p2p_access": torch.cuda.can_device_access_peer(src, dst),
-                    "gbs": round(timed_copies(buffers[dst], buffers[src], src, seconds), 2),
-                })
+                results.append(
+                    {
+                        "src": src,
+                        "dst": dst,
+                        "p2p_access": torch.cuda.can_device_access_peer(src, dst),
+                        "gbs": round(timed_copies(buffers[dst], buffers[src], src, seconds), 2),
+                    }
+                )
     return results
 
 
-def _allreduce_worker(rank: int, world: int, sizes: list[int], seconds: float, port: int, queue) -> None:
+def _allreduce_worker(
+    rank: int, world: int, sizes: list[int], seconds: float, port: int, queue
+) -> None:
     import torch.distributed as dist
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device(f"cuda:{rank}"))
+    dist.init_process_group(
+        "nccl", rank=rank, world_size=world, device_id=torch.device(f"cuda:{rank}")
+    )
     rows = []
     for size in sizes:
         tensor = torch.ones(size // 2, dtype=torch.bfloat16, device=f"cuda:{rank}")
@@ -84,7 +93,10 @@ def _allreduce_worker(rank: int, world: int, sizes: list[int], seconds: float, p
         start = time.perf_counter()
         dist.all_reduce(tensor)
         torch.cuda.synchronize()
-        count = torch.tensor([min(100_000, max(3, int(seconds / max(time.perf_counter() - start, 1e-6))))], device=f"cuda:{rank}")
+        count = torch.tensor(
+            [min(100_000, max(3, int(seconds / max(time.perf_counter() - start, 1e-6))))],
+            device=f"cuda:{rank}",
+        )
         dist.broadcast(count, 0)
         dist.barrier(device_ids=[rank])
         start = time.perf_counter()
@@ -92,8 +104,13 @@ def _allreduce_worker(rank: int, world: int, sizes: list[int], seconds: float, p
             dist.all_reduce(tensor)
         torch.cuda.synchronize()
         algbw = int(count.item()) * size / (time.perf_counter() - start) / 1e9
-        rows.append({"size_mib": size // MIB, "algbw_gbs": round(algbw, 2),
-                     "busbw_gbs": round(algbw * 2 * (world - 1) / world, 2)})
+        rows.append(
+            {
+                "size_mib": size // MIB,
+                "algbw_gbs": round(algbw, 2),
+                "busbw_gbs": round(algbw * 2 * (world - 1) / world, 2),
+            }
+        )
     if rank == 0:
         queue.put(rows)
     dist.destroy_process_group()
@@ -109,8 +126,13 @@ def allreduce(count: int, sizes: list[int], seconds: float) -> list[dict]:
         port = probe.getsockname()[1]
     context = mp.get_context("spawn")
     queue = context.Queue()
-    mp.start_processes(_allreduce_worker, args=(count, sizes, seconds, port, queue),
-                       nprocs=count, join=True, start_method="spawn")
+    mp.start_processes(
+        _allreduce_worker,
+        args=(count, sizes, seconds, port, queue),
+        nprocs=count,
+        join=True,
+        start_method="spawn",
+    )
     return queue.get(timeout=5)
 
 
@@ -128,8 +150,11 @@ def main() -> int:
     result = {
         "gpus": host_links(count, size, args.seconds),
         "peers": peer_links(count, size, args.seconds) if count > 1 else [],
-        "allreduce": allreduce(count, [int(m) * MIB for m in args.allreduce_mib.split(",")], args.seconds)
-        if count > 1 else [],
+        "allreduce": allreduce(
+            count, [int(m) * MIB for m in args.allreduce_mib.split(",")], args.seconds
+        )
+        if count > 1
+        else [],
     }
     print(json.dumps(result))
     return 0

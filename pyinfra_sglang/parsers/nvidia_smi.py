@@ -30,10 +30,12 @@ def parse_gpu_query_csv(lines: list[str]) -> list[dict[str, str | None]]:
             header = [cell.split(" [", 1)[0] for cell in cells]
             rows = []
         elif header and len(cells) == len(header):
-            rows.append({
-                key: (None if value.startswith("[") else value)
-                for key, value in zip(header, cells)
-            })  # fmt: skip
+            rows.append(
+                {
+                    key: (None if value.startswith("[") else value)
+                    for key, value in zip(header, cells)
+                }
+            )
     return rows
 
 
@@ -94,9 +96,7 @@ def _parse_topo_grid(lines) -> dict[str, dict[str, str]]:
                 columns.append(token)
             continue
         matrix[tokens[0]] = {
-            column: cell
-            for column, cell in zip(columns, tokens[1:])
-            if _GPU_NAME.match(column)
+            column: cell for column, cell in zip(columns, tokens[1:]) if _GPU_NAME.match(column)
         }
     return matrix
 
@@ -170,7 +170,9 @@ def parse_smi_q(lines) -> list[dict[str, str | None]]:
 
 # "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build ..."
 # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14  Thu Feb 22 01:44:30 UTC 2024"
-_NVRM = re.compile(r"^NVRM version:\s+NVIDIA UNIX\b(?P<banner>.*?)\s(?P<version>\d+\.\d+(?:\.\d+)?)\s")
+_NVRM = re.compile(
+    r"^NVRM version:\s+NVIDIA UNIX\b(?P<banner>.*?)\s(?P<version>\d+\.\d+(?:\.\d+)?)\s"
+)
 
 
 class NvidiaLoadedModuleDict(TypedDict):

@@ -85,17 +85,27 @@ def parse_apt_source_entries(output: Iterable[str]) -> list[AptSourceEntry]:
             elif key.strip().lower() == "uris":
                 stanza_uris[path] = value.split()
             elif key.strip().lower() == "components":
-                entries.append({
-                    "file": path, "line": int(number), "format": "deb822",
-                    "uris": stanza_uris.get(path, []), "components": value.split(),
-                })  # fmt: skip
+                entries.append(
+                    {
+                        "file": path,
+                        "line": int(number),
+                        "format": "deb822",
+                        "uris": stanza_uris.get(path, []),
+                        "components": value.split(),
+                    }
+                )
             continue
         words = re.sub(r"\[[^]]*\]", " ", text).split()
         if len(words) >= 4 and words[0] in ("deb", "deb-src"):
-            entries.append({
-                "file": path, "line": int(number), "format": "one-line",
-                "uris": [words[1]], "components": words[3:],
-            })  # fmt: skip
+            entries.append(
+                {
+                    "file": path,
+                    "line": int(number),
+                    "format": "one-line",
+                    "uris": [words[1]],
+                    "components": words[3:],
+                }
+            )
     return entries
 
 

@@ -18,9 +18,9 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from pyinfra_sglang.served_benchmark.settings import BENCH_FILE
-from pyinfra_sglang.served_benchmark.regression import throughputs_by_concurrency
 from pyinfra_sglang.diagnosis.samples import read_json_lines
+from pyinfra_sglang.served_benchmark.regression import throughputs_by_concurrency
+from pyinfra_sglang.served_benchmark.settings import BENCH_FILE
 
 MIN_RUNS = 2
 
@@ -69,14 +69,27 @@ def compare(a: dict[int, list[float]], b: dict[int, list[float]]) -> list[Compar
             verdict = "not enough runs to tell"
         else:
             verdict = "noise" if abs(difference) <= max(spread_a, spread_b) else "real"
-        comparisons.append(Comparison(concurrency, len(runs_a), len(runs_b), mean_a, mean_b,
-                                      difference, spread_a, spread_b, verdict))  # fmt: skip
+        comparisons.append(
+            Comparison(
+                concurrency,
+                len(runs_a),
+                len(runs_b),
+                mean_a,
+                mean_b,
+                difference,
+                spread_a,
+                spread_b,
+                verdict,
+            )
+        )
     return comparisons
 
 
 def format_table(comparisons: list[Comparison]) -> str:
-    lines = [f"{'concurrency':>11}  {'A tok/s (runs)':>16}  {'B tok/s (runs)':>16}  {'B vs A':>7}  "
-             f"{'spread A':>8}  {'spread B':>8}  verdict"]  # fmt: skip
+    lines = [
+        f"{'concurrency':>11}  {'A tok/s (runs)':>16}  {'B tok/s (runs)':>16}  {'B vs A':>7}  "
+        f"{'spread A':>8}  {'spread B':>8}  verdict"
+    ]
     for c in comparisons:
         lines.append(
             f"{c.concurrency:>11}  {f'{c.mean_a:.1f} ({c.runs_a})':>16}  "
@@ -103,6 +116,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--a", nargs="+", required=True, metavar="DIR", help="run folders of side A")
-    parser.add_argument("--b", nargs="+", required=True, metavar="DIR", help="run folders of side B")
+    parser.add_argument(
+        "--a", nargs="+", required=True, metavar="DIR", help="run folders of side A"
+    )
+    parser.add_argument(
+        "--b", nargs="+", required=True, metavar="DIR", help="run folders of side B"
+    )
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")

@@ -20,7 +20,9 @@ def bench_module(sglang_version: str) -> str:
         and ("until" not in entry or version < parse_version(entry["until"]))
     ]
     if len(found) != 1:
-        raise ValueError(f"sglang_bench.toml names {len(found)} benchmark modules for SGLang {version}")
+        raise ValueError(
+            f"sglang_bench.toml names {len(found)} benchmark modules for SGLang {version}"
+        )
     return found[0]
 
 

@@ -12,7 +12,9 @@ def throughputs_by_concurrency(lines: list[dict]) -> dict[int, list[float]]:
     found: dict[int, list[float]] = {}
     for line in lines:
         if line.get("max_concurrency") is not None and line.get("output_throughput") is not None:
-            found.setdefault(int(line["max_concurrency"]), []).append(float(line["output_throughput"]))
+            found.setdefault(int(line["max_concurrency"]), []).append(
+                float(line["output_throughput"])
+            )
     return found
 
 
@@ -40,7 +42,9 @@ class Regression:
         )
 
 
-def regressions(before: dict[int, float], after: dict[int, float], threshold_pct: float) -> list[Regression]:
+def regressions(
+    before: dict[int, float], after: dict[int, float], threshold_pct: float
+) -> list[Regression]:
     """Concurrencies measured in both runs whose throughput dropped by more than
     ``threshold_pct`` percent."""
     found = []

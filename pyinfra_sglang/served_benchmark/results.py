@@ -6,7 +6,7 @@ run an new one is compared with."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pyinfra_sglang.audit.links import pcie_links
@@ -29,7 +29,7 @@ def new_run_folder(results_dir: str | Path, host_name: str, now: datetime | None
     start within one second: the names still sort by time)."""
     parent = host_folder(results_dir, host_name)
     parent.mkdir(parents=True, exist_ok=True)
-    stamp = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime(TIMESTAMP)
+    stamp = (now or datetime.now(UTC)).astimezone(UTC).strftime(TIMESTAMP)
     for suffix in ["", *(f"-{n}" for n in range(2, 1000))]:
         folder = parent / f"{stamp}{suffix}"
         try:
@@ -80,7 +80,11 @@ def previous_run(host_dir: Path, current: Path | None, digest: str) -> Path | No
     if not host_dir.is_dir():
         return None
     earlier = sorted(
-        (p for p in host_dir.iterdir() if p.is_dir() and (current is None or p.name < current.name)),
+        (
+            p
+            for p in host_dir.iterdir()
+            if p.is_dir() and (current is None or p.name < current.name)
+        ),
         reverse=True,
     )
     for folder in earlier:

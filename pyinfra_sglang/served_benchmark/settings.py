@@ -9,10 +9,10 @@ import json
 import shlex
 from dataclasses import asdict, dataclass
 
-from pyinfra_sglang.served_benchmark.server_metrics import METRICS_FILE, poll_loop
 from pyinfra_sglang.inventory import HostConfig
-from pyinfra_sglang.service_files import server_url
 from pyinfra_sglang.served_benchmark.bench_serving import bench_module, run_settings
+from pyinfra_sglang.served_benchmark.server_metrics import METRICS_FILE, poll_loop
+from pyinfra_sglang.service_files import server_url
 
 # The files the script leaves in its folder on the host, fetched by name.
 BENCH_FILE = "bench.jsonl"
@@ -77,22 +77,32 @@ def bench_args(settings: BenchSettings, url: str, concurrency: int, output_file:
     """One benchmark call's arguments after ``python -m <module>``. ``--base-url`` rather than
     ``--host``/``--port``: older releases join those without IPv6 brackets."""
     return [
-        "--backend", settings.backend, "--base-url", url,
-        "--dataset-name", settings.dataset,
-        "--random-input-len", str(settings.input_len),
-        "--random-output-len", str(settings.output_len),
-        "--random-range-ratio", str(settings.range_ratio),
-        "--num-prompts", str(settings.num_prompts(concurrency)),
-        "--max-concurrency", str(concurrency),
-        "--output-file", output_file,
-    ]  # fmt: skip
+        "--backend",
+        settings.backend,
+        "--base-url",
+        url,
+        "--dataset-name",
+        settings.dataset,
+        "--random-input-len",
+        str(settings.input_len),
+        "--random-output-len",
+        str(settings.output_len),
+        "--random-range-ratio",
+        str(settings.range_ratio),
+        "--num-prompts",
+        str(settings.num_prompts(concurrency)),
+        "--max-concurrency",
+        str(concurrency),
+        "--output-file",
+        output_file,
+    ]
 
 
 def _key_export(config_file: str) -> str:
     # The key goes from the 0600 file into this shell's environment only: never onto a
     # command line (ps shows those) nor into any output.
     return (
-        f"OPENAI_API_KEY=\"$(python3 {KEY_READER_PROGRAM} {shlex.quote(config_file)})\" || "
+        f'OPENAI_API_KEY="$(python3 {KEY_READER_PROGRAM} {shlex.quote(config_file)})" || '
         f"{{ echo 'cannot read the API key from {config_file}' >&2; exit {KEY_UNREADABLE}; }}\n"
         "export OPENAI_API_KEY"
     )
@@ -114,7 +124,8 @@ def bench_script(
     if api_key_file:
         lines.append(_key_export(api_key_file))
     lines += [
-        f"{python} {SAMPLER_PROGRAM} --duration {sampler_s} --interval {fixed['sample_interval_s']} "
+        f"{python} {SAMPLER_PROGRAM} --duration {sampler_s} "
+        f"--interval {fixed['sample_interval_s']} "
         f"--output {SAMPLES_FILE} 2>{SAMPLER_LOG_FILE} &",
         "sampler=$!",
         # SGLang's KV-cache use and queue, from its /metrics, for the memory-capacity rule.
@@ -125,7 +136,10 @@ def bench_script(
         "trap 'kill $sampler $poller 2>/dev/null; wait $sampler $poller 2>/dev/null' EXIT",
     ]
     for repeat, concurrency in calls:
-        args = " ".join(shlex.quote(a) for a in bench_args(settings, server_url(config), concurrency, BENCH_FILE))
+        args = " ".join(
+            shlex.quote(a)
+            for a in bench_args(settings, server_url(config), concurrency, BENCH_FILE)
+        )
         what = f"repeat {repeat}/{settings.repeat}, concurrency {concurrency}"
         lines += [
             f"echo 'benchmark: {what}, {settings.num_prompts(concurrency)} prompts'",

@@ -30,7 +30,6 @@ import tempfile
 import traceback
 from contextlib import redirect_stderr, redirect_stdout
 
-
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -89,8 +88,16 @@ def jsonable(value):
 
 def parse_case(server_args_class, merger_class, case: dict, path: str) -> dict:
     argv = list(case["argv"])
-    result = {"name": case["name"], "ok": False, "error": None, "unknown": [], "flags": {},
-              "values": {}, "warnings": [], "merged_argv": None}
+    result = {
+        "name": case["name"],
+        "ok": False,
+        "error": None,
+        "unknown": [],
+        "flags": {},
+        "values": {},
+        "warnings": [],
+        "merged_argv": None,
+    }
     parser = new_parser(server_args_class)
     raise_instead_of_exit(parser)
     known = parser._option_string_actions

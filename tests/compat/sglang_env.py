@@ -132,11 +132,17 @@ def _run(command: list[str], log: Path, what: str) -> None:
 
 def _pip(venv: Path, args: list[str], log: Path, what: str) -> None:
     _run(
-        [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", "install",
-         *args],
+        [
+            str(venv / "bin" / "python"),
+            "-m",
+            "pip",
+            "--disable-pip-version-check",
+            "install",
+            *args,
+        ],
         log,
         what,
-    )  # fmt: skip
+    )
 
 
 def _ready(venv: Path, recipe: dict) -> bool:

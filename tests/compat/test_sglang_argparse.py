@@ -250,8 +250,9 @@ def test_profile_argv_parses(sglang_parsers, version, profile_name, layout):
     # The API key reached the parser through the config file, not the command line.
     assert result["values"]["api_key"] == layout.api_key, result["merged_argv"]
 
-    deprecated = {flag: output["deprecated"][flag] for flag in result["flags"]
-                  if flag in output["deprecated"]}  # fmt: skip
+    deprecated = {
+        flag: output["deprecated"][flag] for flag in result["flags"] if flag in output["deprecated"]
+    }
     if deprecated:
         warnings.warn(
             f"SGLang {version} accepts {profile_name}'s {', '.join(deprecated)} as deprecated "

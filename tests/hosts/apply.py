@@ -86,13 +86,16 @@ def apply(
     Never raises on a failed run: the result carries the exit code and output."""
     operations = operations or ("deploy/site.py",)
     args = [
-        str(PYINFRA), "-y", "--json", *(["--dry"] if dry else []), *options,
-        str(inventory), *operations,
-    ]  # fmt: skip
+        str(PYINFRA),
+        "-y",
+        "--json",
+        *(["--dry"] if dry else []),
+        *options,
+        str(inventory),
+        *operations,
+    ]
     env = {**os.environ, "PYINFRA_PROGRESS": "off"}
-    proc = subprocess.run(
-        args, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env
-    )
+    proc = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)
     try:
         report = json.loads(proc.stdout) if proc.stdout.strip() else None
     except json.JSONDecodeError:

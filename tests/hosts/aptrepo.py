@@ -49,9 +49,14 @@ DISTROS = ("debian12", "ubuntu2204", "ubuntu2404")
 DRIVER_VERSIONS = {"590": "590.48.01-1", "595": "595.58.03-1"}
 # What a driver pinning package pins, in NVIDIA's order.
 PINNED_DRIVER_PACKAGES = (
-    "libnvidia-compute", "nvidia-dkms-open", "nvidia-dkms", "nvidia-utils",
-    "nvidia-persistenced", "nvidia-open", "cuda-drivers",
-)  # fmt: skip
+    "libnvidia-compute",
+    "nvidia-dkms-open",
+    "nvidia-dkms",
+    "nvidia-utils",
+    "nvidia-persistenced",
+    "nvidia-open",
+    "cuda-drivers",
+)
 
 
 @dataclass(frozen=True)
@@ -179,15 +184,17 @@ def pinning_packages() -> list[PackageSpec]:
         )
         # Not a conffile: removing one pinning package must take its pin with it.
         name = f"nvidia-driver-pinning-{branch}"
-        specs.append(PackageSpec(
-            name=name,
-            version=version,
-            architecture="all",
-            description=f"Pins the NVIDIA driver to the {branch} branch",
-            conflicts=tuple(others),
-            provides=("nvidia-driver-pinning",),
-            files=(DebFile(f"/etc/apt/preferences.d/{name}", preferences.encode()),),
-        ))  # fmt: skip
+        specs.append(
+            PackageSpec(
+                name=name,
+                version=version,
+                architecture="all",
+                description=f"Pins the NVIDIA driver to the {branch} branch",
+                conflicts=tuple(others),
+                provides=("nvidia-driver-pinning",),
+                files=(DebFile(f"/etc/apt/preferences.d/{name}", preferences.encode()),),
+            )
+        )
     return specs
 
 
@@ -232,22 +239,63 @@ def driver_packages(version: str, arch: str, captures: Iterable[str]) -> list[Pa
 
     # (name, description, depends, conflicts, files)
     table = [
-        ("libnvidia-compute", "NVIDIA libcompute package", (), (),
-         [DebFile(f"/usr/lib/{triplet}/libcuda.so.{upstream}", b"placeholder for libcuda\n")]),
-        ("nvidia-dkms-open", "NVIDIA open kernel modules, DKMS source",
-         ("dkms",), ("nvidia-dkms",), [dkms_conf_file]),
-        ("nvidia-dkms", "NVIDIA proprietary kernel modules, DKMS source",
-         ("dkms",), ("nvidia-dkms-open",), [dkms_conf_file]),
-        ("nvidia-utils", "NVIDIA driver support binaries",
-         same_branch("libnvidia-compute"), (), replay_files(captures)),
-        ("nvidia-persistenced", "NVIDIA persistence daemon", (), (),
-         [DebFile("/usr/bin/nvidia-persistenced", script("exec sleep infinity\n"), 0o755),
-          DebFile("/usr/lib/systemd/system/nvidia-persistenced.service", PERSISTENCED_SERVICE)]),
-        ("nvidia-open", "NVIDIA driver with open kernel modules", same_branch(
-            "libnvidia-compute", "nvidia-dkms-open", "nvidia-utils", "nvidia-persistenced"), (), []),
-        ("cuda-drivers", "NVIDIA driver with proprietary kernel modules", same_branch(
-            "libnvidia-compute", "nvidia-dkms", "nvidia-utils", "nvidia-persistenced"), (), []),
-    ]  # fmt: skip
+        (
+            "libnvidia-compute",
+            "NVIDIA libcompute package",
+            (),
+            (),
+            [DebFile(f"/usr/lib/{triplet}/libcuda.so.{upstream}", b"placeholder for libcuda\n")],
+        ),
+        (
+            "nvidia-dkms-open",
+            "NVIDIA open kernel modules, DKMS source",
+            ("dkms",),
+            ("nvidia-dkms",),
+            [dkms_conf_file],
+        ),
+        (
+            "nvidia-dkms",
+            "NVIDIA proprietary kernel modules, DKMS source",
+            ("dkms",),
+            ("nvidia-dkms-open",),
+            [dkms_conf_file],
+        ),
+        (
+            "nvidia-utils",
+            "NVIDIA driver support binaries",
+            same_branch("libnvidia-compute"),
+            (),
+            replay_files(captures),
+        ),
+        (
+            "nvidia-persistenced",
+            "NVIDIA persistence daemon",
+            (),
+            (),
+            [
+                DebFile("/usr/bin/nvidia-persistenced", script("exec sleep infinity\n"), 0o755),
+                DebFile(
+                    "/usr/lib/systemd/system/nvidia-persistenced.service", PERSISTENCED_SERVICE
+                ),
+            ],
+        ),
+        (
+            "nvidia-open",
+            "NVIDIA driver with open kernel modules",
+            same_branch(
+                "libnvidia-compute", "nvidia-dkms-open", "nvidia-utils", "nvidia-persistenced"
+            ),
+            (),
+            [],
+        ),
+        (
+            "cuda-drivers",
+            "NVIDIA driver with proprietary kernel modules",
+            same_branch("libnvidia-compute", "nvidia-dkms", "nvidia-utils", "nvidia-persistenced"),
+            (),
+            [],
+        ),
+    ]
     return [
         PackageSpec(name, version, deb_arch, description, depends, conflicts, files=tuple(files))
         for name, description, depends, conflicts, files in table
@@ -276,22 +324,32 @@ def cuda_packages(cuda: CudaRelease, arch: str) -> list[PackageSpec]:
     toolkit = f"cuda-toolkit-{cuda.dashed}"
     return [
         PackageSpec(
-            nvcc, cuda.nvcc_version, deb_arch, f"CUDA nvcc {cuda.release}",
-            files=(DebFile(f"{prefix}/bin/nvcc", nvcc_script(cuda), 0o755),
-                   DebFile(f"{prefix}/lib64/libcudart.so.13", b"placeholder for libcudart\n")),
+            nvcc,
+            cuda.nvcc_version,
+            deb_arch,
+            f"CUDA nvcc {cuda.release}",
+            files=(
+                DebFile(f"{prefix}/bin/nvcc", nvcc_script(cuda), 0o755),
+                DebFile(f"{prefix}/lib64/libcudart.so.13", b"placeholder for libcudart\n"),
+            ),
         ),
         # The toolkit alone: no driver dependency, what a host with its own driver wants.
         PackageSpec(
-            toolkit, cuda.toolkit_version, deb_arch, f"CUDA Toolkit {cuda.release} meta-package",
+            toolkit,
+            cuda.toolkit_version,
+            deb_arch,
+            f"CUDA Toolkit {cuda.release} meta-package",
             depends=(f"{nvcc} (>= {cuda.nvcc_upstream})",),
         ),
         # NVIDIA's everything-metapackage: it pulls cuda-drivers, which the product avoids.
         PackageSpec(
-            f"cuda-{cuda.dashed}", cuda.toolkit_version, deb_arch,
+            f"cuda-{cuda.dashed}",
+            cuda.toolkit_version,
+            deb_arch,
             f"CUDA {cuda.release} meta-package",
             depends=(f"{toolkit} (= {cuda.toolkit_version})", "cuda-drivers"),
         ),
-    ]  # fmt: skip
+    ]
 
 
 def package_specs(
@@ -340,8 +398,9 @@ def build_deb(spec: PackageSpec, out_dir: Path, work_dir: Path) -> Path:
     # gzip: tiny packages build faster than with the default xz, and every dpkg reads it.
     subprocess.run(
         ["dpkg-deb", "--build", "--root-owner-group", "-Zgzip", str(stage), str(deb)],
-        check=True, capture_output=True,
-    )  # fmt: skip
+        check=True,
+        capture_output=True,
+    )
     shutil.rmtree(stage)
     return deb
 
@@ -391,10 +450,14 @@ class SigningKey:
         self.home = Path(tempfile.mkdtemp(prefix="aptrepo-gpg-"))
         self.home.chmod(0o700)
         self._gpg(
-            "--passphrase", "", "--quick-generate-key",
+            "--passphrase",
+            "",
+            "--quick-generate-key",
             "pyinfra-sglang test CUDA repository <cuda-repo@tests.invalid>",
-            "ed25519", "sign", "never",
-        )  # fmt: skip
+            "ed25519",
+            "sign",
+            "never",
+        )
         listing = self._gpg("--with-colons", "--list-secret-keys").stdout.decode()
         self.fingerprint = next(
             line.split(":")[9] for line in listing.splitlines() if line.startswith("fpr:")
@@ -403,8 +466,9 @@ class SigningKey:
     def _gpg(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run(
             ["gpg", "--homedir", str(self.home), "--batch", "--pinentry-mode", "loopback", *args],
-            check=True, capture_output=True,
-        )  # fmt: skip
+            check=True,
+            capture_output=True,
+        )
 
     def public_key(self) -> bytes:
         """Binary (not armored), the format apt's signed-by= files and gpgv --keyring read."""
@@ -422,8 +486,9 @@ class SigningKey:
         # Stop the agent gpg started for this home only, then drop the secret key.
         subprocess.run(
             ["gpgconf", "--homedir", str(self.home), "--kill", "gpg-agent"],
-            check=False, capture_output=True,
-        )  # fmt: skip
+            check=False,
+            capture_output=True,
+        )
         shutil.rmtree(self.home, ignore_errors=True)
 
     def __enter__(self) -> Self:

@@ -46,19 +46,26 @@ EPOCH = (1980, 1, 1, 0, 0, 0)
 # Real wheels the PyPI index serves: exact files from PyPI, checked against these sha256.
 # uv, psutil and ninja are the x86_64 manylinux builds a Debian 12 host (glibc 2.36) takes.
 REAL_WHEELS = {
-    "uv-0.13.9-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl":
-        "d7f459fe4fd247d830351c75686d3996ace3c6f3f728eb0e85a30b7ada0cef19",
-    "setuptools-84.2.1-py3-none-any.whl":
-        "ca140b45d5325a9478f880e351484f62fef15f336462e449ca0c03c873d589c2",
-    "wheel-0.48.0-py3-none-any.whl":
-        "3217dcc807155e45db462d7ef2431f5ddda0d7273b700d05a67b271ceb1287ab",
-    "packaging-26.4-py3-none-any.whl":
-        "81383611a09c1bc0b08b76e0fd5829d7c6824c65b27a6aee339da133f4233ea2",
-    "psutil-7.2.2-cp36-abi3-manylinux2010_x86_64.manylinux_2_12_x86_64.manylinux_2_28_x86_64.whl":
-        "076a2d2f923fd4821644f5ba89f059523da90dc9014e85f8e45a5774ca5bc6f9",
-    "ninja-1.13.2-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl":
-        "65a24341b5ac09fcadcc37082660be40a94174e51a937fabf6e2cae26225fa2c",
-}  # fmt: skip
+    "uv-0.13.9-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl": (
+        "d7f459fe4fd247d830351c75686d3996ace3c6f3f728eb0e85a30b7ada0cef19"
+    ),
+    "setuptools-84.2.1-py3-none-any.whl": (
+        "ca140b45d5325a9478f880e351484f62fef15f336462e449ca0c03c873d589c2"
+    ),
+    "wheel-0.48.0-py3-none-any.whl": (
+        "3217dcc807155e45db462d7ef2431f5ddda0d7273b700d05a67b271ceb1287ab"
+    ),
+    "packaging-26.4-py3-none-any.whl": (
+        "81383611a09c1bc0b08b76e0fd5829d7c6824c65b27a6aee339da133f4233ea2"
+    ),
+    (
+        "psutil-7.2.2-cp36-abi3-manylinux2010_x86_64.manylinux_2_12_x86_64."
+        "manylinux_2_28_x86_64.whl"
+    ): "076a2d2f923fd4821644f5ba89f059523da90dc9014e85f8e45a5774ca5bc6f9",
+    "ninja-1.13.2-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl": (
+        "65a24341b5ac09fcadcc37082660be40a94174e51a937fabf6e2cae26225fa2c"
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -86,16 +93,31 @@ class StandIn:
 # that double, with the capture packaged beside it).
 NVML_CAPTURE = "tests/fixtures/gpu/h200x2-nvlink-vm"
 NVIDIA_ML_PY = StandIn(
-    "nvidia-ml-py", "13.615.71", "pypi", "pynvml", ("nvidia-ml-py",),
-    extras=(("pynvml/_double.py", "tests/doubles/pynvml.py"),
-            *((f"pynvml/capture/{name}", f"{NVML_CAPTURE}/{name}")
-              for name in ("nvml.json", "samples.json", "smi_q.txt"))),
-)  # fmt: skip
+    "nvidia-ml-py",
+    "13.615.71",
+    "pypi",
+    "pynvml",
+    ("nvidia-ml-py",),
+    extras=(
+        ("pynvml/_double.py", "tests/doubles/pynvml.py"),
+        *(
+            (f"pynvml/capture/{name}", f"{NVML_CAPTURE}/{name}")
+            for name in ("nvml.json", "samples.json", "smi_q.txt")
+        ),
+    ),
+)
 
 
 def flash_attn(version: str, *templates: str) -> StandIn:
-    return StandIn("flash_attn", version, "pypi", "flash_attn", ("flash-attn", *templates),
-                   sdist=True, requires=("torch",))  # fmt: skip
+    return StandIn(
+        "flash_attn",
+        version,
+        "pypi",
+        "flash_attn",
+        ("flash-attn", *templates),
+        sdist=True,
+        requires=("torch",),
+    )
 
 
 STAND_INS = (
@@ -222,9 +244,9 @@ def build_wheel(spec: StandIn, out_dir: Path) -> Path:
     files = source_files(spec)
     files[f"{dist_info}/METADATA"] = core_metadata(spec).encode()
     files[f"{dist_info}/WHEEL"] = (
-        "Wheel-Version: 1.0\nGenerator: pyinfra-sglang tests\nRoot-Is-Purelib: true\n"
-        "Tag: py3-none-any\n"
-    ).encode()
+        b"Wheel-Version: 1.0\nGenerator: pyinfra-sglang tests\nRoot-Is-Purelib: true\n"
+        b"Tag: py3-none-any\n"
+    )
     record = [
         f"{path},sha256={urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},"
         f"{len(data)}"

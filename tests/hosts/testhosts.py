@@ -23,9 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SUITE = "bookworm"
-INCLUDE = (
-    "systemd,systemd-sysv,dbus,openssh-server,python3,iproute2,sudo,ca-certificates,gnupg"
-)
+INCLUDE = "systemd,systemd-sysv,dbus,openssh-server,python3,iproute2,sudo,ca-certificates,gnupg"
 BOOT_TIMEOUT_S = 60
 # systemd-nspawn's exit status when the container's init asked for a reboot.
 NSPAWN_REBOOT_STATUS = 133
@@ -40,9 +38,14 @@ def why_unavailable() -> str | None:
     """Why test hosts cannot be booted here, or None when they can."""
     if os.geteuid() != 0:
         return "test hosts need root (systemd-nspawn, debootstrap); CI runs as root"
-    missing = [tool for tool in ("systemd-nspawn", "debootstrap", "ssh-keygen") if not shutil.which(tool)]
+    missing = [
+        tool for tool in ("systemd-nspawn", "debootstrap", "ssh-keygen") if not shutil.which(tool)
+    ]
     if missing:
-        return f"test hosts need {', '.join(missing)} (apt-get install systemd-container debootstrap openssh-client)"
+        return (
+            f"test hosts need {', '.join(missing)} "
+            "(apt-get install systemd-container debootstrap openssh-client)"
+        )
     return None
 
 
@@ -92,10 +95,19 @@ class TestHost:
 
     def ssh_command(self, pool: TestHostPool, command: str) -> list[str]:
         return [
-            "ssh", "-q", "-i", str(pool.key), "-o", f"UserKnownHostsFile={pool.known_hosts}",
-            "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", f"root@{self.address}",
+            "ssh",
+            "-q",
+            "-i",
+            str(pool.key),
+            "-o",
+            f"UserKnownHostsFile={pool.known_hosts}",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            "BatchMode=yes",
+            f"root@{self.address}",
             command,
-        ]  # fmt: skip
+        ]
 
 
 class TestHostPool:
@@ -111,10 +123,20 @@ class TestHostPool:
         self._next_octet = first_octet
         self._run_id = hashlib.sha1(str(workdir).encode()).hexdigest()[:6]
         subprocess.run(
-            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "pyinfra-sglang-tests",
-             "-f", str(self.key)],
+            [
+                "ssh-keygen",
+                "-q",
+                "-t",
+                "ed25519",
+                "-N",
+                "",
+                "-C",
+                "pyinfra-sglang-tests",
+                "-f",
+                str(self.key),
+            ],
             check=True,
-        )  # fmt: skip
+        )
 
     def _free_address(self) -> str:
         # Hosts share this machine's network namespace: skip addresses another sshd holds.
@@ -154,8 +176,9 @@ class TestHostPool:
         # Unique host keys per host, recorded for known_hosts: host key checking stays on.
         for old in (root / "etc/ssh").glob("ssh_host_*"):
             old.unlink()
-        subprocess.run(["chroot", str(root), "ssh-keygen", "-A"], check=True,
-                       stdout=subprocess.DEVNULL)  # fmt: skip
+        subprocess.run(
+            ["chroot", str(root), "ssh-keygen", "-A"], check=True, stdout=subprocess.DEVNULL
+        )
         with self.known_hosts.open("a") as known:
             for pub in sorted((root / "etc/ssh").glob("ssh_host_*_key.pub")):
                 key_type, key = pub.read_text().split()[:2]
@@ -166,11 +189,22 @@ class TestHostPool:
         # This machine's PID 1 is not systemd: nspawn must not register or move scopes.
         with open(test_host.log, "ab") as log:
             test_host.process = subprocess.Popen(
-                ["systemd-nspawn", "-q", "--register=no", "--keep-unit", "-D",
-                 str(test_host.root), "-b", "-M", test_host.name],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                [
+                    "systemd-nspawn",
+                    "-q",
+                    "--register=no",
+                    "--keep-unit",
+                    "-D",
+                    str(test_host.root),
+                    "-b",
+                    "-M",
+                    test_host.name,
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,
-            )  # fmt: skip
+            )
         test_host.boots += 1
         watcher = threading.Thread(
             target=self._boot_again_after_reboot, args=(test_host, test_host.process), daemon=True
@@ -196,10 +230,15 @@ class TestHostPool:
             time.sleep(0.2)
         raise TimeoutError(f"test host {test_host.name} did not open SSH in {BOOT_TIMEOUT_S}s")
 
-    def run(self, test_host: TestHost, command: str, check: bool = True) -> subprocess.CompletedProcess:
+    def run(
+        self, test_host: TestHost, command: str, check: bool = True
+    ) -> subprocess.CompletedProcess:
         """Run a shell command on a test host over SSH (for assertions about its state)."""
         return subprocess.run(
-            test_host.ssh_command(self, command), capture_output=True, text=True, check=check,
+            test_host.ssh_command(self, command),
+            capture_output=True,
+            text=True,
+            check=check,
             timeout=120,
         )
 

@@ -14,11 +14,21 @@ pytestmark = pytest.mark.hosts
 AB = "deploy/ab.py"
 UNIT = "/etc/systemd/system/sglang.service"
 B = {"cuda_graph": False}
-SETTINGS = {"bench_concurrencies": "[2]", "bench_input_len": "32", "bench_output_len": "16", "bench_repeat": "2"}
+SETTINGS = {
+    "bench_concurrencies": "[2]",
+    "bench_input_len": "32",
+    "bench_output_len": "16",
+    "bench_repeat": "2",
+}
 
 
 def options(results, **data: str) -> tuple[str, ...]:
-    values = {**SETTINGS, "bench_results_dir": str(results), "bench_ab_overrides": json.dumps(B), **data}
+    values = {
+        **SETTINGS,
+        "bench_results_dir": str(results),
+        "bench_ab_overrides": json.dumps(B),
+        **data,
+    }
     return tuple(option for key, value in values.items() for option in ("--data", f"{key}={value}"))
 
 
@@ -33,7 +43,10 @@ def test_ab_benchmarks_both_sides_and_ends_on_a(host_pool, hosts, inventory, tmp
     assert result.returncode == 0, result.describe()
     for h in hosts:
         # Only the two service switches changed the host; the benchmarks and the report did not.
-        assert result.changed(h.address) == ["A/B: serve side B ({'cuda_graph': False})", "A/B: serve side A again"]
+        assert result.changed(h.address) == [
+            "A/B: serve side B ({'cuda_graph': False})",
+            "A/B: serve side A again",
+        ]
         side_a, side_b = sorted((tmp_path / h.address).iterdir())
         settings_a = json.loads((side_a / "settings.json").read_text())["settings"]
         settings_b = json.loads((side_b / "settings.json").read_text())["settings"]
@@ -57,7 +70,11 @@ def test_ab_with_one_run_a_side_is_refused_before_any_change(hosts, inventory, t
     assert not tmp_path.joinpath(hosts[0].address).exists()
 
 
-def test_ab_overrides_that_the_profile_rejects_are_refused_before_any_change(hosts, inventory, tmp_path):
-    result = apply(inventory, AB, options=options(tmp_path, bench_ab_overrides='{"mem_fraction_static": 2.5}'))
+def test_ab_overrides_that_the_profile_rejects_are_refused_before_any_change(
+    hosts, inventory, tmp_path
+):
+    result = apply(
+        inventory, AB, options=options(tmp_path, bench_ab_overrides='{"mem_fraction_static": 2.5}')
+    )
     assert result.returncode != 0 and not result.executed, result.describe()
     assert "bench_ab_overrides" in result.stderr and "mem_fraction_static" in result.stderr

@@ -37,7 +37,9 @@ def levels(by_code: dict[str, list[dict]], level: str) -> set[str]:
     return {code for code, found in by_code.items() if any(f["level"] == level for f in found)}
 
 
-def test_audit_of_served_hosts_changes_nothing_and_fails_on_driver_drift(hosts, inventory, tmp_path):
+def test_audit_of_served_hosts_changes_nothing_and_fails_on_driver_drift(
+    hosts, inventory, tmp_path
+):
     result = audit(inventory, tmp_path)
     # The replayed H200 capture runs driver 580 and the inventory wants branch 590.
     assert result.returncode != 0, result.describe()
@@ -45,15 +47,28 @@ def test_audit_of_served_hosts_changes_nothing_and_fails_on_driver_drift(hosts, 
     for h in hosts:
         by_code = findings(tmp_path, h.address)
         assert levels(by_code, "fail") == {"driver-drift"}, by_code
-        assert {"cuda", "gpu-count", "persistence-mode", "topology", "p2p", "sglang-version", "service",
-                "unit", "pcie-links", "decode-sanity"} <= levels(by_code, "ok"), by_code  # fmt: skip
+        assert {
+            "cuda",
+            "gpu-count",
+            "persistence-mode",
+            "topology",
+            "p2p",
+            "sglang-version",
+            "service",
+            "unit",
+            "pcie-links",
+            "decode-sanity",
+        } <= levels(by_code, "ok"), by_code
         [decode] = by_code["decode-sanity"]
         assert "'Paris'" in decode["message"] and decode["evidence"]["completion_tokens"] > 0
         [links] = by_code["pcie-links"]
         assert links["evidence"] == {"read": "under load", "load": "decode"}
         report = json.loads((tmp_path / f"{h.address}.json").read_text())
         assert report["facts"]["topology"] == {
-            "matrix": {"GPU0": {"GPU0": "X", "GPU1": "NV18"}, "GPU1": {"GPU0": "NV18", "GPU1": "X"}},
+            "matrix": {
+                "GPU0": {"GPU0": "X", "GPU1": "NV18"},
+                "GPU1": {"GPU0": "NV18", "GPU1": "X"},
+            },
             "nvlink": True,
         }
         assert report["facts"]["load"]["samples"] >= 1
@@ -66,7 +81,9 @@ def test_audit_of_served_hosts_changes_nothing_and_fails_on_driver_drift(hosts, 
 def test_a_hand_edited_unit_is_unit_drift(host_pool, hosts, inventory, tmp_path):
     edited = hosts[0]
     unit = "/etc/systemd/system/sglang.service"
-    host_pool.run(edited, f"cp -p {unit} /root/unit.keep && sed -i 's/^Restart=.*/Restart=no/' {unit}")
+    host_pool.run(
+        edited, f"cp -p {unit} /root/unit.keep && sed -i 's/^Restart=.*/Restart=no/' {unit}"
+    )
     try:
         audit(inventory, tmp_path)
         [drift] = findings(tmp_path, edited.address)["unit-drift"]
@@ -79,21 +96,37 @@ def test_a_hand_edited_unit_is_unit_drift(host_pool, hosts, inventory, tmp_path)
 def test_a_link_at_x8_of_x16_fails_that_gpu(host_pool, hosts, inventory, tmp_path):
     # The second host now replays an 8x RTX PRO 6000 box whose GPU 5 trained to x8.
     degraded = hosts[1]
-    host_pool.run(degraded, f"mkdir -p {CAPTURE_CHOICE.rsplit('/', 1)[0]} && echo rtxpro6000x8-pcie-x8-of-x16 > {CAPTURE_CHOICE}")
+    host_pool.run(
+        degraded,
+        f"mkdir -p {CAPTURE_CHOICE.rsplit('/', 1)[0]} "
+        f"&& echo rtxpro6000x8-pcie-x8-of-x16 > {CAPTURE_CHOICE}",
+    )
     try:
         result = audit(
-            inventory, tmp_path, "--limit", degraded.address,
-            "--data", "nvidia_driver_branch=595", "--data", "expected_gpu_count=8",
-        )  # fmt: skip
+            inventory,
+            tmp_path,
+            "--limit",
+            degraded.address,
+            "--data",
+            "nvidia_driver_branch=595",
+            "--data",
+            "expected_gpu_count=8",
+        )
         assert result.returncode != 0, result.describe()
         by_code = findings(tmp_path, degraded.address)
         assert [(f["gpu"], f["level"]) for f in by_code["pcie-width-degraded"]] == [(5, "fail")]
         assert "x8 of x16" in by_code["pcie-width-degraded"][0]["message"]
         # Replayed readings stay at Gen1 while the decode prompt runs: judged under load.
-        assert {(f["level"], f["evidence"]["read"]) for f in by_code["pcie-gen-below-max"]} == {("fail", "under load")}
+        assert {(f["level"], f["evidence"]["read"]) for f in by_code["pcie-gen-below-max"]} == {
+            ("fail", "under load")
+        }
         assert len(by_code["pcie-gen-below-max"]) == 8
-        assert {"topology-pcie-only", "topology-cross-numa", "p2p-unavailable",
-                "driver-reboot-required"} <= levels(by_code, "warn"), by_code  # fmt: skip
+        assert {
+            "topology-pcie-only",
+            "topology-cross-numa",
+            "p2p-unavailable",
+            "driver-reboot-required",
+        } <= levels(by_code, "warn"), by_code
         # The service still runs the 2-GPU configuration: the inventory now renders TP 8.
         assert "unit-drift" in levels(by_code, "fail")
         assert "gpu-count" in levels(by_code, "ok") and "driver-drift" not in by_code
@@ -106,23 +139,39 @@ def test_a_bare_host_without_a_driver_gets_findings_not_a_traceback(host_pool, t
     from tests.hosts.apply import write_inventory
 
     [bare] = host_pool.boot(1)
-    inventory = write_inventory(tmp_path / "bare.py", {"bare": [(bare.address, host_pool.inventory_data())]})
+    inventory = write_inventory(
+        tmp_path / "bare.py", {"bare": [(bare.address, host_pool.inventory_data())]}
+    )
     result = audit(inventory, tmp_path / "reports")
     assert result.returncode != 0, result.describe()
     assert "Traceback" not in result.stderr
     by_code = findings(tmp_path / "reports", bare.address)
-    assert levels(by_code, "fail") == {"driver-missing", "cuda-drift", "sglang-version-drift", "service-down"}
+    assert levels(by_code, "fail") == {
+        "driver-missing",
+        "cuda-drift",
+        "sglang-version-drift",
+        "service-down",
+    }
     assert "topology" not in by_code and "pcie-links" not in by_code
 
 
 def test_a_configured_router_that_is_not_there_is_found(hosts, inventory, tmp_path):
     first = hosts[0]
     workers = json.dumps([f"http://{h.address}:30000" for h in hosts])
-    result = audit(inventory, tmp_path, "--limit", first.address, "--data", f"sglang_router_worker_urls={workers}")
+    result = audit(
+        inventory,
+        tmp_path,
+        "--limit",
+        first.address,
+        "--data",
+        f"sglang_router_worker_urls={workers}",
+    )
     assert result.returncode != 0, result.describe()
     by_code = findings(tmp_path, first.address)
     down = [f["message"] for f in by_code["service-down"]]
-    assert down == ["sglang-router.service is not installed. Deploy it with `pyinfra INVENTORY deploy/site.py`."]
+    assert down == [
+        "sglang-router.service is not installed. Deploy it with `pyinfra INVENTORY deploy/site.py`."
+    ]
     [drift] = by_code["unit-drift"]
     assert drift["evidence"]["missing"] == ["/etc/systemd/system/sglang-router.service"]
     assert "service" in levels(by_code, "ok")  # SGLang itself still serves

@@ -21,13 +21,25 @@ BENCH = "deploy/bench.py"
 API_KEY = "sk-site-APIKEY-0123456789"
 # Small, so a run takes seconds: 8 and 16 requests of 32 prompt and 16 output tokens.
 SETTINGS = {"bench_concurrencies": "[1,4]", "bench_input_len": "32", "bench_output_len": "16"}
-RUN_FILES = {"bench.jsonl", "samples.jsonl", "links.json", "profile.json", "settings.json",
-             "bench.log", "sampler.log", "metrics.txt", "server_metrics.json"}  # fmt: skip
+RUN_FILES = {
+    "bench.jsonl",
+    "samples.jsonl",
+    "links.json",
+    "profile.json",
+    "settings.json",
+    "bench.log",
+    "sampler.log",
+    "metrics.txt",
+    "server_metrics.json",
+}
 
 
 def bench(inventory, results: Path, **data: str):
-    options = [option for key, value in {**SETTINGS, "bench_results_dir": str(results), **data}.items()
-               for option in ("--data", f"{key}={value}")]  # fmt: skip
+    options = [
+        option
+        for key, value in {**SETTINGS, "bench_results_dir": str(results), **data}.items()
+        for option in ("--data", f"{key}={value}")
+    ]
     started = time.monotonic()
     result = apply(inventory, BENCH, options=tuple(options), timeout=600)
     result.wall_s = time.monotonic() - started
@@ -48,7 +60,9 @@ def assert_key_secret(result, results: Path) -> None:
             assert API_KEY not in path.read_text(), path
 
 
-def test_bench_writes_a_results_folder_per_host_and_changes_nothing(host_pool, hosts, inventory, tmp_path):
+def test_bench_writes_a_results_folder_per_host_and_changes_nothing(
+    host_pool, hosts, inventory, tmp_path
+):
     result = bench(inventory, tmp_path)
     assert result.returncode == 0, result.describe()
     print(f"bench run on {len(hosts)} test hosts: {result.wall_s:.1f} s")  # the measured wall time
@@ -57,8 +71,13 @@ def test_bench_writes_a_results_folder_per_host_and_changes_nothing(host_pool, h
         assert {p.name for p in folder.iterdir()} == RUN_FILES
         lines = [json.loads(x) for x in (folder / "bench.jsonl").read_text().splitlines()]
         assert [(x["max_concurrency"], x["completed"]) for x in lines] == [(1, 8), (4, 16)]
-        assert all(x["total_output_tokens"] == 16 * x["completed"] and x["output_throughput"] > 0 for x in lines)
-        assert all(x["backend"] == "sglang-oai-chat" and x["dataset_name"] == "random-ids" for x in lines)
+        assert all(
+            x["total_output_tokens"] == 16 * x["completed"] and x["output_throughput"] > 0
+            for x in lines
+        )
+        assert all(
+            x["backend"] == "sglang-oai-chat" and x["dataset_name"] == "random-ids" for x in lines
+        )
         samples = [json.loads(x) for x in (folder / "samples.jsonl").read_text().splitlines()]
         assert samples and all([g["index"] for g in s["gpus"]] == [0, 1] for s in samples)
         # The stand-in server's processes were found and measured.
@@ -67,7 +86,11 @@ def test_bench_writes_a_results_folder_per_host_and_changes_nothing(host_pool, h
         assert [g["pcie"]["gen_max"] for g in links["gpus"]] == [5, 5]
         assert links["virtualization"]["container"] == "systemd-nspawn"
         profile = json.loads((folder / "profile.json").read_text())
-        assert (profile["model_profile"], profile["gpu"], profile["tp_size"]) == ("dense-bf16", "NVIDIA H200", 2)
+        assert (profile["model_profile"], profile["gpu"], profile["tp_size"]) == (
+            "dense-bf16",
+            "NVIDIA H200",
+            2,
+        )
         assert profile["memory_bandwidth_gbs"] == 4800 and profile["bound_tokens_per_s"] > 0
         # SGLang's /metrics polled during the run (the profile enables metrics).
         server = json.loads((folder / "server_metrics.json").read_text())
@@ -75,12 +98,21 @@ def test_bench_writes_a_results_folder_per_host_and_changes_nothing(host_pool, h
         # At most 4 requests at once against the stand-in's 1024 running slots: none waits.
         assert server["queued_requests"] == server["peak_queued_requests"] == 0
         settings = json.loads((folder / "settings.json").read_text())
-        assert settings["settings"]["concurrencies"] == [1, 4] and settings["settings"]["sglang_version"] == "0.5.23"
+        assert (
+            settings["settings"]["concurrencies"] == [1, 4]
+            and settings["settings"]["sglang_version"] == "0.5.23"
+        )
         assert len(settings["hash"]) == 16
         # The temporary folder on the host is gone.
-        assert host_pool.run(h, "ls -d /tmp/pyinfra-sglang-bench.* 2>/dev/null || true").stdout.strip() == ""
+        assert (
+            host_pool.run(h, "ls -d /tmp/pyinfra-sglang-bench.* 2>/dev/null || true").stdout.strip()
+            == ""
+        )
     assert result.stderr.count("no earlier run with these settings") == len(hosts)
-    assert result.stderr.count("Findings:") == len(hosts) and "Decode roofline (batch 1)" in result.stderr
+    assert (
+        result.stderr.count("Findings:") == len(hosts)
+        and "Decode roofline (batch 1)" in result.stderr
+    )
     assert_key_secret(result, tmp_path)
 
     # The same settings again: compared with the first run (a lenient threshold, so a busy
@@ -96,7 +128,9 @@ def test_bench_writes_a_results_folder_per_host_and_changes_nothing(host_pool, h
 
     # Other settings start a series of their own.
     other = bench(inventory, tmp_path, bench_concurrencies="[2]")
-    assert other.returncode == 0 and other.stderr.count("no earlier run with these settings") == len(hosts)
+    assert other.returncode == 0 and other.stderr.count(
+        "no earlier run with these settings"
+    ) == len(hosts)
 
 
 def test_a_throughput_drop_fails_the_host(hosts, inventory, tmp_path):
@@ -107,7 +141,10 @@ def test_a_throughput_drop_fails_the_host(hosts, inventory, tmp_path):
     [earlier] = runs(tmp_path, regressed.address)
     lines = [json.loads(x) for x in (earlier / "bench.jsonl").read_text().splitlines()]
     (earlier / "bench.jsonl").write_text(
-        "".join(json.dumps({**x, "output_throughput": x["output_throughput"] * 10}) + "\n" for x in lines)
+        "".join(
+            json.dumps({**x, "output_throughput": x["output_throughput"] * 10}) + "\n"
+            for x in lines
+        )
     )
     result = bench(inventory, tmp_path)
     assert result.returncode != 0, result.describe()

@@ -33,12 +33,21 @@ def test_two_hosts_serve_one_model_then_go_back_to_replicas(host_pool, hosts, in
         for rank, h in enumerate(hosts):
             argv = argv_of(host_pool, h)
             # Two replayed H200s per host, tensor parallelism over both hosts.
-            assert (flag(argv, "--tp-size"), flag(argv, "--nnodes"), flag(argv, "--node-rank")) == ("4", "2", str(rank))
+            assert (flag(argv, "--tp-size"), flag(argv, "--nnodes"), flag(argv, "--node-rank")) == (
+                "4",
+                "2",
+                str(rank),
+            )
             assert flag(argv, "--dist-init-addr").startswith(f"{head.address}:")
-        assert json.loads(host_pool.run(worker, "cat /run/sglang-standin/30000.json").stdout)["state"] == "joined"
+        assert (
+            json.loads(host_pool.run(worker, "cat /run/sglang-standin/30000.json").stdout)["state"]
+            == "joined"
+        )
         request = urllib.request.Request(
             f"http://{head.address}:30000/v1/chat/completions",
-            data=json.dumps({"model": "x", "messages": [{"role": "user", "content": "France?"}]}).encode(),
+            data=json.dumps(
+                {"model": "x", "messages": [{"role": "user", "content": "France?"}]}
+            ).encode(),
             headers={"Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"},
         )
         with urllib.request.urlopen(request, timeout=30) as response:
@@ -47,22 +56,41 @@ def test_two_hosts_serve_one_model_then_go_back_to_replicas(host_pool, hosts, in
 
         # The audit asks the decode question of the head only; both units must run.
         reports = tmp_path / "audit"
-        audited = apply(inventory, "deploy/audit.py", options=(*MULTINODE, "--data", f"audit_report_dir={reports}"))
+        audited = apply(
+            inventory,
+            "deploy/audit.py",
+            options=(*MULTINODE, "--data", f"audit_report_dir={reports}"),
+        )
         assert audited.logged_changes() == [], audited.describe()
         codes = {
-            h.address: {f["code"]: f["level"] for f in json.loads((reports / f"{h.address}.json").read_text())["findings"]}
+            h.address: {
+                f["code"]: f["level"]
+                for f in json.loads((reports / f"{h.address}.json").read_text())["findings"]
+            }
             for h in hosts
         }
-        assert codes[head.address]["decode-sanity"] == "ok" and "decode-sanity" not in codes[worker.address]
+        assert (
+            codes[head.address]["decode-sanity"] == "ok"
+            and "decode-sanity" not in codes[worker.address]
+        )
         assert codes[head.address]["service"] == codes[worker.address]["service"] == "ok"
         assert codes[head.address]["unit"] == codes[worker.address]["unit"] == "ok"
 
         # The benchmark runs against the head; the worker has nothing to serve it.
         results = tmp_path / "bench"
-        benched = apply(inventory, "deploy/bench.py", options=(
-            *MULTINODE, "--data", f"bench_results_dir={results}", "--data", "bench_concurrencies=[2]",
-            "--data", "bench_output_len=8",
-        ))  # fmt: skip
+        benched = apply(
+            inventory,
+            "deploy/bench.py",
+            options=(
+                *MULTINODE,
+                "--data",
+                f"bench_results_dir={results}",
+                "--data",
+                "bench_concurrencies=[2]",
+                "--data",
+                "bench_output_len=8",
+            ),
+        )
         assert benched.returncode == 0, benched.describe()
         assert (results / head.address).is_dir() and not (results / worker.address).exists()
     finally:

@@ -20,9 +20,11 @@ PYTHON = "/opt/sglang/venv/bin/python"
 # uv may use only the indexes it is given: no interpreter downloads, no cache.
 UV_ENV = "UV_PYTHON_DOWNLOADS=never UV_NO_CACHE=1"
 BUILD_ENV = {
-    "MAX_JOBS": "3", "NVCC_THREADS": "2", "FLASH_ATTN_CUDA_ARCHS": "90",
+    "MAX_JOBS": "3",
+    "NVCC_THREADS": "2",
+    "FLASH_ATTN_CUDA_ARCHS": "90",
     "FLASH_ATTENTION_FORCE_BUILD": "TRUE",
-}  # fmt: skip
+}
 NVCC_DIED = "error: nvcc died with signal 9 (test double)"
 SERVER_PORT, ROUTER_PORT = 31000, 31080  # on the host's own address
 
@@ -58,7 +60,7 @@ def test_host_installs_sglang_stack_from_the_local_index(host_pool, host, python
     assert ok(f"{PYTHON} -c 'import sglang, torch; {versions}'") == "0.5.23 2.14.1+cu130 13.0\n"
     read_build_env = (
         "import flash_attn, pathlib; "
-        "print(pathlib.Path(flash_attn.__file__).with_name(\"build_env.json\").read_text())"
+        'print(pathlib.Path(flash_attn.__file__).with_name("build_env.json").read_text())'
     )
     recorded = json.loads(ok(f"{PYTHON} -c '{read_build_env}'"))
     assert recorded == {**BUILD_ENV, "CUDA_HOME": None, "torch_version": "2.14.1+cu130"}
@@ -79,12 +81,16 @@ def test_host_installs_sglang_stack_from_the_local_index(host_pool, host, python
     # as transient systemd services (the host's own 127.0.0.x address, reached from here).
     ok(f"{uv_pip} sglang-router")
     server = f"http://{host.address}:{SERVER_PORT}"
-    ok(f"systemd-run --unit=standin-sglang --setenv=SGLANG_STANDIN_WARMUP_S=0.5 "
-       f"--setenv=HF_TOKEN=hf_secret {PYTHON} -m sglang.launch_server --model-path org/model "
-       f"--served-model-name m --host {host.address} --port {SERVER_PORT}")  # fmt: skip
-    ok(f"systemd-run --unit=standin-router {PYTHON} -m sglang_router.launch_router "
-       f"--worker-urls {server} --policy cache_aware --host {host.address} "
-       f"--port {ROUTER_PORT}")  # fmt: skip
+    ok(
+        f"systemd-run --unit=standin-sglang --setenv=SGLANG_STANDIN_WARMUP_S=0.5 "
+        f"--setenv=HF_TOKEN=hf_secret {PYTHON} -m sglang.launch_server --model-path org/model "
+        f"--served-model-name m --host {host.address} --port {SERVER_PORT}"
+    )
+    ok(
+        f"systemd-run --unit=standin-router {PYTHON} -m sglang_router.launch_router "
+        f"--worker-urls {server} --policy cache_aware --host {host.address} "
+        f"--port {ROUTER_PORT}"
+    )
     router = f"http://{host.address}:{ROUTER_PORT}"
     assert wait_for(f"{server}/health") and wait_for(f"{router}/readiness")
     question = {"messages": [{"role": "user", "content": "The capital of France?"}]}

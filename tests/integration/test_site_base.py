@@ -46,7 +46,9 @@ BAD_VALUES = [
 @pytest.mark.parametrize("dry", [False, True], ids=["apply", "dry"])
 @pytest.mark.parametrize("via", ["inventory-file", "--data"])
 @pytest.mark.parametrize(
-    ("kind", "field", "file_value", "cli_value", "expected"), BAD_VALUES, ids=[b[0] for b in BAD_VALUES]
+    ("kind", "field", "file_value", "cli_value", "expected"),
+    BAD_VALUES,
+    ids=[b[0] for b in BAD_VALUES],
 )
 def test_bad_inventory_stops_before_any_change(
     tmp_path, host_pool, hosts, inventory, kind, field, file_value, cli_value, expected, via, dry
@@ -95,7 +97,10 @@ def test_unsupported_distro_is_refused_before_any_host_changes(host_pool, hosts,
     result = apply(inventory)
     assert result.returncode != 0 and not result.executed, result.describe()
     assert f"host {odd.address}: unsupported distro Debian GNU/Linux 12 (bookworm)" in result.stderr
-    assert "VERSION_ID=11" in result.stderr and "supported: ubuntu 22.04, ubuntu 24.04, debian 12" in result.stderr
+    assert (
+        "VERSION_ID=11" in result.stderr
+        and "supported: ubuntu 22.04, ubuntu 24.04, debian 12" in result.stderr
+    )
     assert snapshots(host_pool, [*hosts, odd]) == before
     host_pool.stop(odd)
 
@@ -123,9 +128,9 @@ def test_site_applies_base_then_changes_nothing(host_pool, hosts, inventory, sit
 
     for h in hosts:
         status = host_pool.run(h, f"dpkg-query -W -f '${{Status}}\\n' {' '.join(BASE_PACKAGES)}")
-        assert status.stdout.split("\n")[: len(BASE_PACKAGES)] == [
-            "install ok installed"
-        ] * len(BASE_PACKAGES)
+        assert status.stdout.split("\n")[: len(BASE_PACKAGES)] == ["install ok installed"] * len(
+            BASE_PACKAGES
+        )
         mode = host_pool.run(h, f"stat -c '%a %U' {UNATTENDED_UPGRADES_BLACKLIST}").stdout.split()
         assert mode == ["644", "root"]
         # apt itself must read the blacklist, not just find a file there.

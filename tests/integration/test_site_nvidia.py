@@ -15,13 +15,16 @@ DRIVER = ["libnvidia-compute", "nvidia-dkms-open", "nvidia-utils", "nvidia-persi
 
 def versions(host_pool, test_host, packages) -> dict[str, str]:
     out = host_pool.run(
-        test_host, f"dpkg-query -W -f '${{Package}} ${{Version}} ${{db:Status-Abbrev}}\\n' {' '.join(packages)}",
+        test_host,
+        "dpkg-query -W -f '${Package} ${Version} ${db:Status-Abbrev}\\n' "
+        f"{' '.join(packages)}",
         check=False,
-    ).stdout  # fmt: skip
+    ).stdout
     return {
-        name: version for name, version, status in (line.split(" ", 2) for line in out.splitlines())
+        name: version
+        for name, version, status in (line.split(" ", 2) for line in out.splitlines())
         if status.startswith("ii")
-    }  # fmt: skip
+    }
 
 
 def assert_second_apply_changes_nothing(inventory, *options):
@@ -54,23 +57,37 @@ def test_driver_and_cuda_installed_then_nothing_changes(
     assert "reports release 13.1 (V13.1.80)" in first.stderr
 
     for h in hosts:
-        installed = versions(host_pool, h, [*DRIVER, "nvidia-driver-pinning-590", "cuda-toolkit-13-1", "cuda-drivers", "nvidia-open"])
+        installed = versions(
+            host_pool,
+            h,
+            [
+                *DRIVER,
+                "nvidia-driver-pinning-590",
+                "cuda-toolkit-13-1",
+                "cuda-drivers",
+                "nvidia-open",
+            ],
+        )
         assert installed == {
             **{p: "590.48.01-1" for p in DRIVER},
             "nvidia-driver-pinning-590": "590.48.01-1",
             "cuda-toolkit-13-1": "13.1.0-1",
         }, installed  # the toolkit pulled no driver metapackage
-        run = lambda command: host_pool.run(h, command).stdout  # noqa: E731
+        run = lambda command, h=h: host_pool.run(h, command).stdout  # noqa: E731
         assert run(f"cat {LIST_FILE}").splitlines()[-1] == (
             f"deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] "
             f"{nvidia_mirror.url}/debian12/x86_64/ /"
         )
         assert run("grep -E '^deb ' /etc/apt/sources.list").split()[3:] == ["main", "contrib"]
         assert "blacklist nouveau" in run("cat /etc/modprobe.d/blacklist-nouveau.conf")
-        assert run("systemctl is-enabled nvidia-persistenced; systemctl is-active nvidia-persistenced").split() == ["enabled", "active"]
+        assert run(
+            "systemctl is-enabled nvidia-persistenced; systemctl is-active nvidia-persistenced"
+        ).split() == ["enabled", "active"]
         assert "release 13.1, V13.1.80" in run("bash -lc 'nvcc --version'")
         assert run("bash -lc 'command -v nvcc'").strip() == "/usr/local/cuda-13.1/bin/nvcc"
-        assert run("cat /etc/ld.so.conf.d/cuda.conf").splitlines()[-1] == "/usr/local/cuda-13.1/lib64"
+        assert (
+            run("cat /etc/ld.so.conf.d/cuda.conf").splitlines()[-1] == "/usr/local/cuda-13.1/lib64"
+        )
         assert "GPU 1: NVIDIA H200" in run("nvidia-smi -L")
 
     assert_second_apply_changes_nothing(inventory)
@@ -81,15 +98,24 @@ def test_branch_change_swaps_the_pin_and_moves_the_driver(host_pool, hosts, inve
         result = apply(inventory, options=("--data", f"nvidia_driver_branch={branch}"))
         assert result.returncode == 0 and not result.errors(), result.describe()
         for h in hosts:
-            assert f"NVIDIA driver | Lock the driver to branch {branch}" in result.changed(h.address)
-            installed = versions(host_pool, h, [*DRIVER, "nvidia-driver-pinning-590", "nvidia-driver-pinning-595"])
-            assert installed == {**{p: version for p in DRIVER}, f"nvidia-driver-pinning-{branch}": version}
+            assert f"NVIDIA driver | Lock the driver to branch {branch}" in result.changed(
+                h.address
+            )
+            installed = versions(
+                host_pool, h, [*DRIVER, "nvidia-driver-pinning-590", "nvidia-driver-pinning-595"]
+            )
+            assert installed == {
+                **{p: version for p in DRIVER},
+                f"nvidia-driver-pinning-{branch}": version,
+            }
         assert_second_apply_changes_nothing(inventory, "--data", f"nvidia_driver_branch={branch}")
 
 
 def test_reboot_and_wait_returns_after_a_real_reboot(host_pool, tmp_path):
     [test_host] = host_pool.boot(1)
-    inventory = write_inventory(tmp_path / "one.py", {"hosts": [(test_host.address, host_pool.inventory_data())]})
+    inventory = write_inventory(
+        tmp_path / "one.py", {"hosts": [(test_host.address, host_pool.inventory_data())]}
+    )
     # PID 1's start time (clock ticks since the kernel booted) moves on when the host reboots.
     pid1_start = lambda: host_pool.run(test_host, "cut -d' ' -f22 /proc/1/stat").stdout.strip()  # noqa: E731
     before = pid1_start()

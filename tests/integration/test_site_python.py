@@ -23,7 +23,9 @@ def venv_versions(host_pool, test_host) -> dict[str, str]:
     return dict(name.split("-", 1) for name in names)
 
 
-def test_venv_holds_the_pins_and_flash_attn_was_built_with_the_plan(host_pool, hosts, inventory, site_first_apply):
+def test_venv_holds_the_pins_and_flash_attn_was_built_with_the_plan(
+    host_pool, hosts, inventory, site_first_apply
+):
     for h in hosts:
         assert "Python environment | Install SGLang 0.5.23" in site_first_apply.changed(h.address)
         assert "flash-attn | Build flash-attn 2.8.3" in site_first_apply.changed(h.address)
@@ -37,7 +39,13 @@ def test_venv_holds_the_pins_and_flash_attn_was_built_with_the_plan(host_pool, h
         # What the build saw is what the role planned and recorded.
         seen = json.loads(host_pool.run(h, f"cat {SITE}/flash_attn/build_env.json").stdout)
         record = json.loads(host_pool.run(h, f"cat {RECORD.format('2.8.3')}").stdout)
-        for key in ("MAX_JOBS", "NVCC_THREADS", "FLASH_ATTN_CUDA_ARCHS", "FLASH_ATTENTION_FORCE_BUILD", "CUDA_HOME"):
+        for key in (
+            "MAX_JOBS",
+            "NVCC_THREADS",
+            "FLASH_ATTN_CUDA_ARCHS",
+            "FLASH_ATTENTION_FORCE_BUILD",
+            "CUDA_HOME",
+        ):
             assert seen[key] == record["env"][key], key
         assert seen["FLASH_ATTN_CUDA_ARCHS"] == "90"  # the replayed GPUs are H200s (9.0)
         assert seen["FLASH_ATTENTION_FORCE_BUILD"] == "TRUE"
@@ -55,7 +63,10 @@ def test_venv_holds_the_pins_and_flash_attn_was_built_with_the_plan(host_pool, h
 def test_changed_pins_change_exactly_their_package(host_pool, hosts, inventory):
     before = {h.address: venv_versions(host_pool, h) for h in hosts}
     try:
-        result = apply(inventory, options=("--data", "flash_attn_version=2.8.2", "--data", "sglang_version=0.5.22"))
+        result = apply(
+            inventory,
+            options=("--data", "flash_attn_version=2.8.2", "--data", "sglang_version=0.5.22"),
+        )
         assert result.returncode == 0 and not result.errors(), result.describe()
         for h in hosts:
             assert sorted(result.changed(h.address)) == [
@@ -65,7 +76,11 @@ def test_changed_pins_change_exactly_their_package(host_pool, hosts, inventory):
                 "flash-attn | Build flash-attn 2.8.2",
             ], result.describe()
             after = venv_versions(host_pool, h)
-            changed = {k for k in after.keys() | before[h.address].keys() if after.get(k) != before[h.address].get(k)}
+            changed = {
+                k
+                for k in after.keys() | before[h.address].keys()
+                if after.get(k) != before[h.address].get(k)
+            }
             assert changed == {"sglang", "flash_attn"}, (before[h.address], after)
             assert (after["sglang"], after["flash_attn"]) == ("0.5.22", "2.8.2")
     finally:

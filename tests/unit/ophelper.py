@@ -33,8 +33,9 @@ def run_operation(
         return value(*args, **fact_kwargs) if callable(value) else value
 
     with ctx_state.use(state), ctx_host.use(host):
-        with patch.object(host, "get_fact", side_effect=get_fact), patch.object(
-            host, "noop", side_effect=noops.append
+        with (
+            patch.object(host, "get_fact", side_effect=get_fact),
+            patch.object(host, "noop", side_effect=noops.append),
         ):
             commands = [str(command) for command in op._inner(**kwargs)]
     return commands, noops

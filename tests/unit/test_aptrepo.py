@@ -65,26 +65,36 @@ D590, D595 = "590.48.01-1", "595.58.03-1"
 RELATIONS = {
     "cuda-keyring_1.1-1_all.deb": {},
     "nvidia-driver-pinning-590_590.48.01-1_all.deb": {
-        "Conflicts": "nvidia-driver-pinning-595", "Provides": "nvidia-driver-pinning"},
+        "Conflicts": "nvidia-driver-pinning-595",
+        "Provides": "nvidia-driver-pinning",
+    },
     "nvidia-driver-pinning-595_595.58.03-1_all.deb": {
-        "Conflicts": "nvidia-driver-pinning-590", "Provides": "nvidia-driver-pinning"},
+        "Conflicts": "nvidia-driver-pinning-590",
+        "Provides": "nvidia-driver-pinning",
+    },
     "libnvidia-compute_590.48.01-1_amd64.deb": {},
     "nvidia-dkms-open_595.58.03-1_amd64.deb": {"Depends": "dkms", "Conflicts": "nvidia-dkms"},
     "nvidia-dkms_590.48.01-1_amd64.deb": {"Depends": "dkms", "Conflicts": "nvidia-dkms-open"},
     "nvidia-utils_595.58.03-1_amd64.deb": {"Depends": f"libnvidia-compute (= {D595})"},
     "nvidia-persistenced_590.48.01-1_amd64.deb": {},
-    "nvidia-open_590.48.01-1_amd64.deb": {"Depends": (
-        f"libnvidia-compute (= {D590}), nvidia-dkms-open (= {D590}), nvidia-utils (= {D590}), "
-        f"nvidia-persistenced (= {D590})")},
-    "cuda-drivers_595.58.03-1_amd64.deb": {"Depends": (
-        f"libnvidia-compute (= {D595}), nvidia-dkms (= {D595}), nvidia-utils (= {D595}), "
-        f"nvidia-persistenced (= {D595})")},
+    "nvidia-open_590.48.01-1_amd64.deb": {
+        "Depends": (
+            f"libnvidia-compute (= {D590}), nvidia-dkms-open (= {D590}), nvidia-utils (= {D590}), "
+            f"nvidia-persistenced (= {D590})"
+        )
+    },
+    "cuda-drivers_595.58.03-1_amd64.deb": {
+        "Depends": (
+            f"libnvidia-compute (= {D595}), nvidia-dkms (= {D595}), nvidia-utils (= {D595}), "
+            f"nvidia-persistenced (= {D595})"
+        )
+    },
     "cuda-nvcc-13-1_13.1.80-1_amd64.deb": {},
     "cuda-toolkit-13-1_13.1.0-1_amd64.deb": {"Depends": "cuda-nvcc-13-1 (>= 13.1.80)"},
     "cuda-13-1_13.1.0-1_amd64.deb": {"Depends": "cuda-toolkit-13-1 (= 13.1.0-1), cuda-drivers"},
     "cuda-nvcc-13-0_13.0.88-1_amd64.deb": {},
     "cuda-toolkit-13-0_13.0.0-1_amd64.deb": {"Depends": "cuda-nvcc-13-0 (>= 13.0.88)"},
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize(("deb", "relations"), RELATIONS.items(), ids=list(RELATIONS))
@@ -252,9 +262,11 @@ def utils_tree(repo, tmp_path_factory) -> Path:
 def nvidia_smi(tree: Path, *args: str) -> subprocess.CompletedProcess:
     # Run as installed: through its shebang, with the system python3.
     return subprocess.run(
-        [str(tree / "usr/bin/nvidia-smi"), *args], check=False, capture_output=True,
+        [str(tree / "usr/bin/nvidia-smi"), *args],
+        check=False,
+        capture_output=True,
         env={"PATH": "/usr/bin:/bin", "NVIDIA_SMI_REPLAY_ROOT": str(tree)},
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.parametrize(

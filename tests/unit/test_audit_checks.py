@@ -56,10 +56,13 @@ def with_gen(rows: list[dict], gen: str) -> list[dict]:
 
 def test_pcie_links_shape_from_the_h200_capture():
     assert pcie_links(H200) == [
-        {"index": i, "name": "NVIDIA H200",
-         "pcie": {"gen_current": 5, "gen_max": 5, "width_current": 16, "width_max": 16}}
+        {
+            "index": i,
+            "name": "NVIDIA H200",
+            "pcie": {"gen_current": 5, "gen_max": 5, "width_current": 16, "width_max": 16},
+        }
         for i in (0, 1)
-    ]  # fmt: skip
+    ]
 
 
 def test_links_at_their_maximum_are_ok():
@@ -114,14 +117,24 @@ def test_query_samples_keep_every_sample_and_the_fact_judges_the_last():
 
 def test_gpu_query_under_load_fact_splits_load_output_and_samples():
     lines = captured_lines("h200x2-nvlink-vm", QUERY)
-    output = ["### load rc=0", '{"gpus": [{"index": 0, "h2d_gbs": 55.3}]}', "### samples", *lines, *lines]
+    output = [
+        "### load rc=0",
+        '{"gpus": [{"index": 0, "h2d_gbs": 55.3}]}',
+        "### samples",
+        *lines,
+        *lines,
+    ]
     fact = GpuQueryUnderLoad()
     assert fact.process(output) == {
         "load_rc": 0,
         "load_output": ['{"gpus": [{"index": 0, "h2d_gbs": 55.3}]}'],
         "samples": [H200, H200],
     }
-    assert fact.process(["mktemp: failed"]) == {"load_rc": None, "load_output": ["mktemp: failed"], "samples": []}
+    assert fact.process(["mktemp: failed"]) == {
+        "load_rc": None,
+        "load_output": ["mktemp: failed"],
+        "samples": [],
+    }
 
 
 def test_gpu_query_under_load_command_samples_while_the_load_runs(tmp_path):
@@ -142,16 +155,29 @@ def test_gpu_query_under_load_command_samples_while_the_load_runs(tmp_path):
     smi.write_text(f"#!{sys.executable}\n" + Path(nvidia_smi_replay.__file__).read_text())
     smi.chmod(0o755)
     root = tmp_path / "root"
-    shutil.copytree(GPU_FIXTURES / "h200x2-nvlink-vm", root / "usr/share/nvidia-smi-replay/h200x2-nvlink-vm")
+    shutil.copytree(
+        GPU_FIXTURES / "h200x2-nvlink-vm", root / "usr/share/nvidia-smi-replay/h200x2-nvlink-vm"
+    )
     # A load with quotes and a heredoc, as the audit's decode and copy loads are.
-    load = "python3 - <<'EOF'\nimport time; time.sleep(0.6); print('{\"it\": \"ran\"}')\nEOF\nexit 3"
+    load = (
+        "python3 - <<'EOF'\nimport time; time.sleep(0.6); print('{\"it\": \"ran\"}')\nEOF\nexit 3"
+    )
     fact = GpuQueryUnderLoad()
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "NVIDIA_SMI_REPLAY_ROOT": str(root)}
-    run = subprocess.run(["sh", "-c", fact.command(load=load, interval_s=0.1, timeout_s=30)],
-                         capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "NVIDIA_SMI_REPLAY_ROOT": str(root),
+    }
+    run = subprocess.run(
+        ["sh", "-c", fact.command(load=load, interval_s=0.1, timeout_s=30)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     result = fact.process(run.stdout.splitlines())
     assert result["load_rc"] == 3 and result["load_output"] == ['{"it": "ran"}']
-    assert 2 <= len(result["samples"]) and all(sample == H200 for sample in result["samples"])
+    assert len(result["samples"]) >= 2 and all(sample == H200 for sample in result["samples"])
 
 
 # --- topology and P2P ----------------------------------------------------------------------
@@ -182,7 +208,10 @@ def test_missing_topology_matrix_with_several_gpus_is_a_warning():
 
 
 def test_p2p_unavailable_in_a_vm_points_at_the_hypervisor():
-    p2p = {g: {h: ("X" if g == h else "NS") for h in ("GPU0", "GPU1", "GPU2")} for g in ("GPU0", "GPU1", "GPU2")}
+    p2p = {
+        g: {h: ("X" if g == h else "NS") for h in ("GPU0", "GPU1", "GPU2")}
+        for g in ("GPU0", "GPU1", "GPU2")
+    }
     [finding] = findings_for_p2p(p2p, 3, vm="kvm")
     assert finding.code == "p2p-unavailable" and "3 of 3" in finding.message
     assert "a VM (kvm)" in finding.message and "GPUDirect clique" in finding.message
@@ -201,7 +230,9 @@ def test_h200_vm_driver_580_drifts_from_a_590_inventory():
 
 def test_driver_on_branch_is_ok_and_an_installed_newer_one_wants_a_reboot():
     loaded = {"version": "590.48.01", "flavor": "open"}
-    assert codes(findings_for_driver(590, "open", loaded, "590.48.01", "590.48.01", 8)) == ["driver"]
+    assert codes(findings_for_driver(590, "open", loaded, "590.48.01", "590.48.01", 8)) == [
+        "driver"
+    ]
     findings = findings_for_driver(590, "open", loaded, "590.48.07", "590.48.01", 8)
     assert [(f.code, f.level) for f in findings] == [("driver-reboot-required", "warn")]
 
@@ -210,7 +241,9 @@ def test_flavor_and_userspace_mismatch_are_drift():
     loaded = {"version": "590.48.01", "flavor": "proprietary"}
     findings = findings_for_driver(590, "open", loaded, None, "590.48.07", 8)
     assert codes(findings) == ["driver-drift", "driver-drift"]
-    assert "proprietary" in findings[0].message and "library version mismatch" in findings[1].message
+    assert (
+        "proprietary" in findings[0].message and "library version mismatch" in findings[1].message
+    )
 
 
 def test_no_driver_at_all_is_one_clear_finding():
@@ -220,10 +253,14 @@ def test_no_driver_at_all_is_one_clear_finding():
 
 
 def test_cuda_drift():
-    assert codes(findings_for_cuda("13.1", None, "/usr/local/cuda-13.1/bin/nvcc"), "fail") == ["cuda-drift"]
+    assert codes(findings_for_cuda("13.1", None, "/usr/local/cuda-13.1/bin/nvcc"), "fail") == [
+        "cuda-drift"
+    ]
     wrong = findings_for_cuda("13.1", {"release": "13.0", "version": "13.0.88"}, "/x/nvcc")
     assert codes(wrong, "fail") == ["cuda-drift"] and "CUDA 13.0" in wrong[0].message
-    assert codes(findings_for_cuda("13.1", {"release": "13.1", "version": "13.1.80"}, "/x/nvcc")) == ["cuda"]
+    assert codes(
+        findings_for_cuda("13.1", {"release": "13.1", "version": "13.1.80"}, "/x/nvcc")
+    ) == ["cuda"]
 
 
 def test_gpu_count():
@@ -235,7 +272,11 @@ def test_gpu_count():
 def test_persistence_mode_off_is_a_warning():
     rows = [{**H200[0], "persistence_mode": "Disabled"}, H200[1]]
     [finding] = findings_for_persistence(rows, {"ActiveState": "inactive"})
-    assert (finding.code, finding.level, finding.evidence) == ("persistence-mode-off", "warn", {"gpus": [0]})
+    assert (finding.code, finding.level, finding.evidence) == (
+        "persistence-mode-off",
+        "warn",
+        {"gpus": [0]},
+    )
     assert codes(findings_for_persistence(H200, {})) == ["persistence-mode"]
 
 
@@ -243,7 +284,12 @@ def test_iommu_translation_warns_on_bare_metal_only():
     on = {"cmdline": {"intel_iommu": "on"}, "active": True}
     assert codes(findings_for_iommu(on, 8, None)) == ["iommu-translation"]
     assert findings_for_iommu(on, 8, "kvm") == []
-    assert findings_for_iommu({"cmdline": {"intel_iommu": "on", "iommu": "pt"}, "active": True}, 8, None) == []
+    assert (
+        findings_for_iommu(
+            {"cmdline": {"intel_iommu": "on", "iommu": "pt"}, "active": True}, 8, None
+        )
+        == []
+    )
     assert findings_for_iommu({"cmdline": {}, "active": False}, 8, None) == []
 
 
@@ -251,20 +297,28 @@ def test_iommu_state_fact_on_real_command_lines():
     facts = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
     for name in ("iommu_h200_vm.txt", "iommu_ci_machine.txt"):
         # Neither VM sets IOMMU options or runs an IOMMU of its own.
-        assert IommuState().process((facts / name).read_text().splitlines()) == {"cmdline": {}, "active": False}
+        assert IommuState().process((facts / name).read_text().splitlines()) == {
+            "cmdline": {},
+            "active": False,
+        }
 
 
 def test_iommu_state_fact_parses_the_iommu_options():
     cmdline = "console=ttyS0 quiet reboot=k panic=1 pci=realloc=off intel_iommu=on iommu=pt"
     assert IommuState().process([cmdline, "### iommu_groups=12"]) == {
-        "cmdline": {"intel_iommu": "on", "iommu": "pt"}, "active": True,
-    }  # fmt: skip
+        "cmdline": {"intel_iommu": "on", "iommu": "pt"},
+        "active": True,
+    }
     assert IommuState().process(["console=ttyS0", "### iommu_groups=0"])["active"] is False
 
 
 def test_sglang_version_drift():
-    assert codes(findings_for_sglang_version("0.5.23", "0.5.14", "/opt/sglang/venv"), "fail") == ["sglang-version-drift"]
-    assert codes(findings_for_sglang_version("0.5.23", "0.5.23", "/opt/sglang/venv")) == ["sglang-version"]
+    assert codes(findings_for_sglang_version("0.5.23", "0.5.14", "/opt/sglang/venv"), "fail") == [
+        "sglang-version-drift"
+    ]
+    assert codes(findings_for_sglang_version("0.5.23", "0.5.23", "/opt/sglang/venv")) == [
+        "sglang-version"
+    ]
 
 
 # --- service -------------------------------------------------------------------------------
@@ -272,11 +326,22 @@ def test_sglang_version_drift():
 
 def test_service_state():
     state = SystemdUnitState().process(
-        ["LoadState=loaded", "ActiveState=activating", "SubState=auto-restart", "NRestarts=4", "ActiveEnterTimestamp="]
+        [
+            "LoadState=loaded",
+            "ActiveState=activating",
+            "SubState=auto-restart",
+            "NRestarts=4",
+            "ActiveEnterTimestamp=",
+        ]
     )
     [down] = findings_for_service("sglang.service", state)
-    assert (down.code, down.level) == ("service-down", "fail") and "restarted 4 times" in down.message
-    assert codes(findings_for_service("sglang.service", {"LoadState": "not-found"}), "fail") == ["service-down"]
+    assert (down.code, down.level) == (
+        "service-down",
+        "fail",
+    ) and "restarted 4 times" in down.message
+    assert codes(findings_for_service("sglang.service", {"LoadState": "not-found"}), "fail") == [
+        "service-down"
+    ]
     running = {"LoadState": "loaded", "ActiveState": "active", "SubState": "running"}
     assert codes(findings_for_service("sglang.service", running)) == ["service"]
 
@@ -286,17 +351,29 @@ def test_unit_drift_names_files_never_contents():
     assert codes(findings_for_unit_drift(expected, dict(expected))) == ["unit"]
     [drift] = findings_for_unit_drift(expected, {"/etc/sglang/sglang.env": "c" * 64})
     assert drift.code == "unit-drift" and drift.level == "fail"
-    assert drift.evidence == {"changed": ["/etc/sglang/sglang.env"], "missing": ["/etc/systemd/system/sglang.service"]}
+    assert drift.evidence == {
+        "changed": ["/etc/sglang/sglang.env"],
+        "missing": ["/etc/systemd/system/sglang.service"],
+    }
 
 
 def test_decode_findings():
-    good = {"ok": True, "expect": "Paris", "ttft_s": 0.12, "tokens_per_s": 48.0, "completion_tokens": 12, "reason": "pass"}
+    good = {
+        "ok": True,
+        "expect": "Paris",
+        "ttft_s": 0.12,
+        "tokens_per_s": 48.0,
+        "completion_tokens": 12,
+        "reason": "pass",
+    }
     [ok] = findings_for_decode(good)
     assert ok.level == "ok" and "0.12 s" in ok.message and "48.0 tok/s" in ok.message
     bad = {"ok": False, "reason": "wrong-answer", "message": "expected 'Paris', got 'Lyon'"}
     [fail] = findings_for_decode(bad)
     assert (fail.code, fail.level, fail.message) == ("decode-sanity", "fail", bad["message"])
-    assert codes(findings_for_decode(None, skipped="sglang.service is not running"), "warn") == ["decode-sanity"]
+    assert codes(findings_for_decode(None, skipped="sglang.service is not running"), "warn") == [
+        "decode-sanity"
+    ]
 
 
 # --- report --------------------------------------------------------------------------------
@@ -314,14 +391,21 @@ def test_table_puts_failures_first_and_json_round_trips(tmp_path):
     path = write_report(tmp_path / "r" / "gpu-1.json", report("gpu-1", findings, {"gpus": []}))
     data = json.loads(path.read_text())
     assert data["result"] == "fail" and data["findings"][1] == {
-        "level": "warn", "code": "pcie-gen-below-max", "message": "GPU 1 Gen1 of Gen5", "gpu": 1,
-    }  # fmt: skip
+        "level": "warn",
+        "code": "pcie-gen-below-max",
+        "message": "GPU 1 Gen1 of Gen5",
+        "gpu": 1,
+    }
     assert not list(path.parent.glob("*.tmp"))
 
 
 @pytest.mark.parametrize(
     ("name", "file"),
-    [("@local", "local.json"), ("gpu-1.example.org", "gpu-1.example.org.json"), ("@docker/abc", "docker_abc.json")],
+    [
+        ("@local", "local.json"),
+        ("gpu-1.example.org", "gpu-1.example.org.json"),
+        ("@docker/abc", "docker_abc.json"),
+    ],
 )
 def test_report_file_names_are_safe(name, file):
     from checks.audit import report_file_name
@@ -338,11 +422,26 @@ def test_smi_q_parses_to_the_query_rows_of_the_same_machine():
     from pyinfra_sglang.parsers.nvidia_smi import parse_smi_q
 
     smi_q = (FIXTURES / "gpu" / "h200x2-nvlink-vm" / "smi_q.txt").read_text().splitlines()
-    keys = ("index", "name", "pci.bus_id", "driver_version", "pcie.link.gen.current",
-            "pcie.link.gen.max", "pcie.link.width.current", "pcie.link.width.max", "persistence_mode")  # fmt: skip
-    assert [{k: r[k] for k in keys} for r in parse_smi_q(smi_q)] == [{k: r[k] for k in keys} for r in H200]
-    rtx = parse_smi_q((FIXTURES / "gpu" / "smiq_8x_rtxpro6000_server_driver595_full.txt").read_text().splitlines())
-    assert [r["pcie.link.gen.current"] for r in rtx] == ["1"] * 8 and rtx[7]["pci.bus_id"] == "00000000:F5:00.0"
+    keys = (
+        "index",
+        "name",
+        "pci.bus_id",
+        "driver_version",
+        "pcie.link.gen.current",
+        "pcie.link.gen.max",
+        "pcie.link.width.current",
+        "pcie.link.width.max",
+        "persistence_mode",
+    )
+    assert [{k: r[k] for k in keys} for r in parse_smi_q(smi_q)] == [
+        {k: r[k] for k in keys} for r in H200
+    ]
+    rtx = parse_smi_q(
+        (FIXTURES / "gpu" / "smiq_8x_rtxpro6000_server_driver595_full.txt").read_text().splitlines()
+    )
+    assert [r["pcie.link.gen.current"] for r in rtx] == ["1"] * 8 and rtx[7][
+        "pci.bus_id"
+    ] == "00000000:F5:00.0"
 
 
 def test_analyze_cli_json_on_captured_files(tmp_path, capsys):
@@ -352,16 +451,39 @@ def test_analyze_cli_json_on_captured_files(tmp_path, capsys):
     topo.write_text("\n".join(captured_lines("h200x2-nvlink-vm", "nvidia-smi topo -m")))
     query = tmp_path / "query.csv"
     # Two samples in one file: the idle RTX reading first, then the H200s: the last is judged.
-    query.write_text("\n".join(captured_lines("rtxpro6000x8-pcie-from-smiq", QUERY) + captured_lines("h200x2-nvlink-vm", QUERY)))
+    query.write_text(
+        "\n".join(
+            captured_lines("rtxpro6000x8-pcie-from-smiq", QUERY)
+            + captured_lines("h200x2-nvlink-vm", QUERY)
+        )
+    )
     p2p = tmp_path / "p2p.txt"
     p2p.write_text("\n".join(captured_lines("h200x2-nvlink-vm", "nvidia-smi topo -p2p r")))
-    assert main(["analyze", "--topo", str(topo), "--p2p", str(p2p), "--query-csv", str(query), "--json"]) == 0
+    assert (
+        main(
+            ["analyze", "--topo", str(topo), "--p2p", str(p2p), "--query-csv", str(query), "--json"]
+        )
+        == 0
+    )
     result = json.loads(capsys.readouterr().out)
     assert result["p2p"] == {"matrix": H200_P2P, "ok": True}
     assert [g["name"] for g in result["gpus"]] == ["NVIDIA H200", "NVIDIA H200"]
-    assert result["gpus"][1]["pcie"] == {"gen_current": 5, "gen_max": 5, "width_current": 16, "width_max": 16}
-    assert result["topology"]["nvlink"] is True and result["topology"]["matrix"]["GPU1"]["GPU0"] == "NV18"
-    assert {f["code"] for f in result["findings"]} == {"pcie-links", "persistence-mode", "topology", "p2p"}
+    assert result["gpus"][1]["pcie"] == {
+        "gen_current": 5,
+        "gen_max": 5,
+        "width_current": 16,
+        "width_max": 16,
+    }
+    assert (
+        result["topology"]["nvlink"] is True
+        and result["topology"]["matrix"]["GPU1"]["GPU0"] == "NV18"
+    )
+    assert {f["code"] for f in result["findings"]} == {
+        "pcie-links",
+        "persistence-mode",
+        "topology",
+        "p2p",
+    }
 
 
 def test_analyze_cli_exits_1_on_a_degraded_link_and_names_it(tmp_path, capsys):
@@ -372,20 +494,28 @@ def test_analyze_cli_exits_1_on_a_degraded_link_and_names_it(tmp_path, capsys):
     assert main(["analyze", "--query-csv", str(query)]) == 1
     out = capsys.readouterr().out
     assert out.startswith(f"analysis of {query}: FAIL")
-    assert any(line.split()[:3] == ["fail", "pcie-width-degraded", "5"] for line in out.splitlines()[2:])
+    assert any(
+        line.split()[:3] == ["fail", "pcie-width-degraded", "5"] for line in out.splitlines()[2:]
+    )
     assert main(["analyze"]) == 2
 
 
-@pytest.mark.parametrize(("run", "load"), [("default", "none"), ("copy-load", "copy"), ("link-probe", "probe")])
+@pytest.mark.parametrize(
+    ("run", "load"), [("default", "none"), ("copy-load", "copy"), ("link-probe", "probe")]
+)
 def test_the_real_h200_audit_report_is_what_the_checks_say_of_its_facts(run, load):
-    report_data = json.loads((FIXTURES / "audit" / "h200x2-nvlink-vm" / f"report-{run}.json").read_text())
+    report_data = json.loads(
+        (FIXTURES / "audit" / "h200x2-nvlink-vm" / f"report-{run}.json").read_text()
+    )
     facts = report_data["facts"]
     assert report_data["result"] == "fail"
     fails = {f["code"] for f in report_data["findings"] if f["level"] == "fail"}
     assert fails == {"driver-drift", "cuda-drift", "sglang-version-drift", "service-down"}
     # The same checks, run again here on the facts the real run recorded, agree with it.
     driver = facts["driver"]
-    again = findings_for_driver(590, "open", driver["loaded"], driver["installed"], driver["userspace"], 2)
+    again = findings_for_driver(
+        590, "open", driver["loaded"], driver["installed"], driver["userspace"], 2
+    )
     again += findings_for_topology(facts["topology"]["matrix"], 2)
     again += findings_for_p2p(facts["p2p"]["matrix"], 2, None)
     recorded = {(f["code"], f["level"]) for f in report_data["findings"]}

@@ -52,7 +52,9 @@ def test_without_apt_lists_updates_then_installs_only_what_the_distro_ships():
     assert fact["apt_lists_present"] is False and fact["candidate"] is None
     commands, noops = run(fact)
     assert noops == [] and len(commands) == 1
-    assert commands[0].startswith("apt-get update -q && if apt-cache show linux-headers-6.18.44-fc-v657-gpu")
+    assert commands[0].startswith(
+        "apt-get update -q && if apt-cache show linux-headers-6.18.44-fc-v657-gpu"
+    )
     assert "is not shipped by the distro" in commands[0]
 
 
@@ -81,9 +83,15 @@ def test_connector_arguments_are_the_running_operations_connector_ones():
 
     from checks.host_context import connector_arguments
 
-    running = SimpleNamespace(current_op_global_arguments={
-        "_sudo": True, "_sudo_user": "root", "_timeout": 30, "_ignore_errors": True, "_if": None,
-    })  # fmt: skip
+    running = SimpleNamespace(
+        current_op_global_arguments={
+            "_sudo": True,
+            "_sudo_user": "root",
+            "_timeout": 30,
+            "_ignore_errors": True,
+            "_if": None,
+        }
+    )
     # Connector arguments travel on to direct connector calls; operation-level ones do not.
     assert connector_arguments(running) == {"_sudo": True, "_sudo_user": "root", "_timeout": 30}
     assert connector_arguments(SimpleNamespace(current_op_global_arguments=None)) == {}

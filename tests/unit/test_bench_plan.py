@@ -12,21 +12,28 @@ from pathlib import Path
 import pytest
 
 from pyinfra_sglang.host_programs import program_path
-from pyinfra_sglang.served_benchmark.settings import bench_args, bench_script, bench_settings
-from pyinfra_sglang.service_files import server_url
 from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.served_benchmark.bench_serving import bench_module, run_settings
+from pyinfra_sglang.served_benchmark.settings import bench_args, bench_script, bench_settings
+from pyinfra_sglang.service_files import server_url
+
 API_KEY = "sk-site-APIKEY-0123456789"
 # The stand-in runs on test hosts as the package ``sglang``; its files are read from here.
-STANDIN = Path(__file__).resolve().parents[1] / "hosts" / "standins" / "sglang" / "sglang" / "_standin"
+STANDIN = (
+    Path(__file__).resolve().parents[1] / "hosts" / "standins" / "sglang" / "sglang" / "_standin"
+)
 
 
 @pytest.mark.parametrize(
     ("version", "module"),
-    [("0.5.5", "sglang.bench_serving"), ("0.5.9.post1", "sglang.bench_serving"),
-     ("0.5.17", "sglang.bench_serving"), ("0.5.18", "sglang.benchmark.serving"),
-     ("0.5.23", "sglang.benchmark.serving")],
-)  # fmt: skip
+    [
+        ("0.5.5", "sglang.bench_serving"),
+        ("0.5.9.post1", "sglang.bench_serving"),
+        ("0.5.17", "sglang.bench_serving"),
+        ("0.5.18", "sglang.benchmark.serving"),
+        ("0.5.23", "sglang.benchmark.serving"),
+    ],
+)
 def test_benchmark_module_per_release(version, module):
     assert bench_module(version) == module
 
@@ -41,7 +48,11 @@ def test_the_stand_in_moves_its_benchmark_where_the_data_says():
 
 def test_fixed_settings_measure_fixed_lengths_without_downloads():
     fixed = run_settings()
-    assert (fixed["backend"], fixed["dataset"], fixed["range_ratio"]) == ("sglang-oai-chat", "random-ids", 1.0)
+    assert (fixed["backend"], fixed["dataset"], fixed["range_ratio"]) == (
+        "sglang-oai-chat",
+        "random-ids",
+        1.0,
+    )
 
 
 def config(**values) -> HostConfig:
@@ -66,8 +77,10 @@ def test_settings_hash_is_stable_and_changes_with_any_setting():
     digests = {s.digest() for s in [bench_settings(config(), "0.5.23"), *others]}
     assert len(digests) == len(others) + 1
     # The threshold and the results folder are not settings of the measurement.
-    assert bench_settings(config(bench_regression_pct=5, bench_results_dir="x"), "0.5.23").digest() == \
-        bench_settings(config(), "0.5.23").digest()  # fmt: skip
+    assert (
+        bench_settings(config(bench_regression_pct=5, bench_results_dir="x"), "0.5.23").digest()
+        == bench_settings(config(), "0.5.23").digest()
+    )
 
 
 def test_prompts_are_a_multiple_of_the_concurrency_and_at_least_eight():
@@ -78,7 +91,10 @@ def test_prompts_are_a_multiple_of_the_concurrency_and_at_least_eight():
 def test_server_url_is_the_hosts_own_server():
     assert server_url(config()) == "http://127.0.0.1:30000"
     key = {"sglang_api_key_file": "/k"}
-    assert server_url(config(sglang_host="0.0.0.0", sglang_port=31000, **key)) == "http://127.0.0.1:31000"
+    assert (
+        server_url(config(sglang_host="0.0.0.0", sglang_port=31000, **key))
+        == "http://127.0.0.1:31000"
+    )
     assert server_url(config(sglang_host="10.0.0.5", **key)) == "http://10.0.0.5:30000"
     assert server_url(config(sglang_host="fd00::5", **key)) == "http://[fd00::5]:30000"
 
@@ -101,18 +117,37 @@ def test_benchmark_arguments_use_real_flag_names():
     assert set(flags) <= real_flags()
     pairs = dict(zip(args[::2], args[1::2]))
     assert pairs == {
-        "--backend": "sglang-oai-chat", "--base-url": "http://127.0.0.1:30000",
-        "--dataset-name": "random-ids", "--random-input-len": "300", "--random-output-len": "20",
-        "--random-range-ratio": "1.0", "--num-prompts": "16", "--max-concurrency": "4",
+        "--backend": "sglang-oai-chat",
+        "--base-url": "http://127.0.0.1:30000",
+        "--dataset-name": "random-ids",
+        "--random-input-len": "300",
+        "--random-output-len": "20",
+        "--random-range-ratio": "1.0",
+        "--num-prompts": "16",
+        "--max-concurrency": "4",
         "--output-file": "bench.jsonl",
-    }  # fmt: skip
+    }
 
 
 def test_script_reads_the_key_on_the_host_and_bounds_every_step():
-    cfg = config(bench_concurrencies=[1, 4], bench_repeat=2, sglang_api_key_file="/k", sglang_version="0.5.17")
-    script = bench_script(cfg, bench_settings(cfg, "0.5.17"), "/tmp/pyinfra-sglang-bench.abc", "/etc/sglang/sglang.yaml")
+    cfg = config(
+        bench_concurrencies=[1, 4],
+        bench_repeat=2,
+        sglang_api_key_file="/k",
+        sglang_version="0.5.17",
+    )
+    script = bench_script(
+        cfg,
+        bench_settings(cfg, "0.5.17"),
+        "/tmp/pyinfra-sglang-bench.abc",
+        "/etc/sglang/sglang.yaml",
+    )
     assert API_KEY not in script and "--api-key" not in script
-    assert "export OPENAI_API_KEY" in script and "python3 api_key.py" in script and "/etc/sglang/sglang.yaml" in script
+    assert (
+        "export OPENAI_API_KEY" in script
+        and "python3 api_key.py" in script
+        and "/etc/sglang/sglang.yaml" in script
+    )
     calls = [line for line in script.splitlines() if " -m sglang." in line]
     assert len(calls) == 4 and all("-m sglang.bench_serving " in c for c in calls)
     assert [c.split("--max-concurrency ")[1].split()[0] for c in calls] == ["1", "4", "1", "4"]
@@ -178,8 +213,10 @@ def test_script_runs_every_benchmark_with_the_key_from_the_config_file(tmp_path)
     assert len((folder / "bench.jsonl").read_text().splitlines()) == 2
     assert (folder / "key.seen").read_text() == f"{API_KEY}\n"  # in the benchmark's environment
     assert API_KEY not in result.stdout + result.stderr
-    assert result.stdout.splitlines() == ["benchmark: repeat 1/1, concurrency 1, 8 prompts",
-                                          "benchmark: repeat 1/1, concurrency 2, 8 prompts"]  # fmt: skip
+    assert result.stdout.splitlines() == [
+        "benchmark: repeat 1/1, concurrency 1, 8 prompts",
+        "benchmark: repeat 1/1, concurrency 2, 8 prompts",
+    ]
     assert sampler_stopped(folder)
 
 

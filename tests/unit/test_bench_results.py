@@ -4,15 +4,20 @@ regressions, the checks of a run's lines, and A/B verdicts."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
-from pyinfra_sglang.cli import main
-from pyinfra_sglang.served_benchmark import ab_compare as ab
 from checks.served_benchmark import check_lines, why_not_ready
-from pyinfra_sglang.served_benchmark.settings import bench_settings
+from pyinfra_sglang.cli import main
+from pyinfra_sglang.inventory import HostConfig
+from pyinfra_sglang.served_benchmark import ab_compare as ab
+from pyinfra_sglang.served_benchmark.regression import (
+    Regression,
+    regressions,
+    throughput_by_concurrency,
+)
 from pyinfra_sglang.served_benchmark.results import (
     host_folder,
     links_document,
@@ -22,10 +27,9 @@ from pyinfra_sglang.served_benchmark.results import (
     settings_document,
     write_json,
 )
-from pyinfra_sglang.served_benchmark.regression import Regression, regressions, throughput_by_concurrency
-from pyinfra_sglang.inventory import HostConfig
+from pyinfra_sglang.served_benchmark.settings import bench_settings
 
-NOON = datetime(2026, 11, 30, 12, 0, 5, tzinfo=timezone.utc)
+NOON = datetime(2026, 11, 30, 12, 0, 5, tzinfo=UTC)
 
 
 def line(concurrency: int, throughput: float, completed: int = 8) -> dict:
@@ -69,26 +73,55 @@ def test_previous_run_is_the_latest_earlier_one_with_the_same_settings(tmp_path)
 
 
 def test_links_and_profile_documents_are_what_diagnose_reads():
-    gpus = [{"index": "0", "name": "NVIDIA H200", "pcie.link.gen.current": "5", "pcie.link.gen.max": "5",
-             "pcie.link.width.current": "16", "pcie.link.width.max": "16"},
-            {"index": "1", "name": "NVIDIA H200", "pcie.link.gen.current": "1", "pcie.link.gen.max": "5",
-             "pcie.link.width.current": "16", "pcie.link.width.max": "16"}]  # fmt: skip
+    gpus = [
+        {
+            "index": "0",
+            "name": "NVIDIA H200",
+            "pcie.link.gen.current": "5",
+            "pcie.link.gen.max": "5",
+            "pcie.link.width.current": "16",
+            "pcie.link.width.max": "16",
+        },
+        {
+            "index": "1",
+            "name": "NVIDIA H200",
+            "pcie.link.gen.current": "1",
+            "pcie.link.gen.max": "5",
+            "pcie.link.width.current": "16",
+            "pcie.link.width.max": "16",
+        },
+    ]
     links = links_document(gpus, {"container": None, "vm": "kvm"})
     assert links["virtualization"] == {"container": None, "vm": "kvm"}
-    assert links["gpus"][1] == {"index": 1, "name": "NVIDIA H200", "pcie": {
-        "gen_current": 1, "gen_max": 5, "width_current": 16, "width_max": 16}}  # fmt: skip
+    assert links["gpus"][1] == {
+        "index": 1,
+        "name": "NVIDIA H200",
+        "pcie": {"gen_current": 1, "gen_max": 5, "width_current": 16, "width_max": 16},
+    }
     from pyinfra_sglang.diagnosis.diagnose import roofline_from
     from pyinfra_sglang.profiles import load_profile, merge_overrides
 
     dense = load_profile("dense-bf16")
     document = profile_document(dense, gpus, 2)
-    assert (document["model_profile"], document["gpu"], document["tp_size"]) == ("dense-bf16", "NVIDIA H200", 2)
-    assert roofline_from(document).tokens_per_s == pytest.approx(2 * 4800 / (dense.active_params_b * 2))
+    assert (document["model_profile"], document["gpu"], document["tp_size"]) == (
+        "dense-bf16",
+        "NVIDIA H200",
+        2,
+    )
+    assert roofline_from(document).tokens_per_s == pytest.approx(
+        2 * 4800 / (dense.active_params_b * 2)
+    )
     # Inventory overrides are what is served, so they are what the roofline uses.
     halved = merge_overrides(dense, {"bytes_per_param": 1})
-    assert roofline_from(profile_document(halved, gpus, 2)).tokens_per_s == pytest.approx(2 * 4800 / dense.active_params_b)
+    assert roofline_from(profile_document(halved, gpus, 2)).tokens_per_s == pytest.approx(
+        2 * 4800 / dense.active_params_b
+    )
     # Without the numbers (no GPU known) there is no roofline, and the document says what is known.
-    assert profile_document(dense, [], 0) == {"model_profile": "dense-bf16", "gpu": None, "tp_size": 0}
+    assert profile_document(dense, [], 0) == {
+        "model_profile": "dense-bf16",
+        "gpu": None,
+        "tp_size": 0,
+    }
 
 
 # --- regressions ---------------------------------------------------------------------------
@@ -101,7 +134,10 @@ def test_a_drop_beyond_the_threshold_is_a_regression():
     # 1: -10.1% fails; 8: exactly -10% does not; 32 rose; 64 and 128 were measured once.
     assert found == [Regression(1, 100.0, 89.9, 10.0)]
     message = found[0].message()
-    assert message == "concurrency 1: output throughput 100.0 -> 89.9 tok/s (-10.1%), beyond the 10% threshold"
+    assert (
+        message
+        == "concurrency 1: output throughput 100.0 -> 89.9 tok/s (-10.1%), beyond the 10% threshold"
+    )
     assert regressions(before, after, 12.0) == []
 
 
@@ -118,7 +154,9 @@ def test_lines_need_one_result_per_repeat_and_concurrency_with_every_request_don
     good = [line(1, 1, 8), line(4, 1, 16)] * 2
     assert check_lines(good, settings) == []
     assert check_lines(good[:3], settings) == ["bench.jsonl holds 3 results, expected 4"]
-    assert check_lines([*good[:3], line(4, 1, 15)], settings) == ["concurrency 4: 15 of 16 requests completed"]
+    assert check_lines([*good[:3], line(4, 1, 15)], settings) == [
+        "concurrency 4: 15 of 16 requests completed"
+    ]
 
 
 def test_a_host_without_sglang_or_a_running_service_is_not_benchmarked():
@@ -153,7 +191,9 @@ def test_one_run_on_a_side_cannot_tell():
 
 
 def test_only_shared_concurrencies_are_compared():
-    assert [c.concurrency for c in ab.compare({1: [1, 1], 8: [2, 2]}, {8: [2, 2], 32: [3, 3]})] == [8]
+    assert [c.concurrency for c in ab.compare({1: [1, 1], 8: [2, 2]}, {8: [2, 2], 32: [3, 3]})] == [
+        8
+    ]
 
 
 def cli(*argv: str) -> int:
@@ -161,7 +201,10 @@ def cli(*argv: str) -> int:
 
 
 def test_ab_compare_command_reads_run_folders(tmp_path, capsys):
-    a = [run(tmp_path / f"a{i}", "x", [line(1, v), line(8, 10 * v)]) for i, v in enumerate((100, 94, 106))]
+    a = [
+        run(tmp_path / f"a{i}", "x", [line(1, v), line(8, 10 * v)])
+        for i, v in enumerate((100, 94, 106))
+    ]
     b = [run(tmp_path / f"b{i}", "y", [line(1, 105), line(8, 1500)]) for i in range(2)]
     assert cli("ab-compare", "--a", *map(str, a), "--b", *map(str, b)) == 0
     table = capsys.readouterr().out.splitlines()
@@ -170,7 +213,9 @@ def test_ab_compare_command_reads_run_folders(tmp_path, capsys):
     assert cli("ab-compare", "--a", *map(str, a), "--b", *map(str, b), "--json") == 0
     rows = json.loads(capsys.readouterr().out)
     assert [(r["concurrency"], r["runs_a"], r["runs_b"], r["verdict"]) for r in rows] == [
-        (1, 3, 2, "noise"), (8, 3, 2, "real")]  # fmt: skip
+        (1, 3, 2, "noise"),
+        (8, 3, 2, "real"),
+    ]
     assert cli("ab-compare", "--a", str(tmp_path / "missing"), "--b", str(b[0])) == 2
     assert "no bench.jsonl" in capsys.readouterr().err
 
@@ -178,11 +223,24 @@ def test_ab_compare_command_reads_run_folders(tmp_path, capsys):
 def test_diagnosis_without_a_roofline_when_the_gpu_has_no_spec(tmp_path):
     from checks.served_benchmark import diagnosis_text
 
-    capture = Path(__file__).resolve().parents[1] / "fixtures" / "gpu" / "h200x2-nvlink-vm" / "samples.json"
+    capture = (
+        Path(__file__).resolve().parents[1]
+        / "fixtures"
+        / "gpu"
+        / "h200x2-nvlink-vm"
+        / "samples.json"
+    )
     (tmp_path / "samples.json").write_bytes(capture.read_bytes())
-    write_json(tmp_path / "profile.json", {"profile": "dense-bf16", "gpu": "NVIDIA H200", "tp_size": 2})
+    write_json(
+        tmp_path / "profile.json", {"profile": "dense-bf16", "gpu": "NVIDIA H200", "tp_size": 2}
+    )
     assert "Decode roofline (batch 1)" in diagnosis_text(tmp_path)
-    write_json(tmp_path / "profile.json", {"profile": "dense-bf16", "gpu": "NVIDIA Unknown X", "tp_size": 2})
+    write_json(
+        tmp_path / "profile.json",
+        {"profile": "dense-bf16", "gpu": "NVIDIA Unknown X", "tp_size": 2},
+    )
     text = diagnosis_text(tmp_path)
     assert "Findings:" in text and "Decode roofline" not in text
-    assert text.splitlines()[-1].startswith("(no decode roofline: no spec for GPU 'NVIDIA Unknown X'")
+    assert text.splitlines()[-1].startswith(
+        "(no decode roofline: no spec for GPU 'NVIDIA Unknown X'"
+    )

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from pyinfra_sglang.cli import main
 from pyinfra_sglang.flash_attn_build_plan import (
     BuildPlanError,
     archs_from_compute_caps,
     flash_attn_default_jobs,
     plan_flash_attn_build,
 )
-from pyinfra_sglang.cli import main
 
 SIZES = [(2, 8), (16, 64), (32, 256), (128, 256), (128, 512), (128, 1024)]
 
@@ -31,9 +31,11 @@ def test_reference_host_gets_about_the_jobs_that_passed():
     plan = plan_flash_attn_build(128, 512, ["120"])
     assert (plan.max_jobs, plan.nvcc_threads) == (19, 4)
     assert plan.env() == {
-        "MAX_JOBS": "19", "NVCC_THREADS": "4", "FLASH_ATTN_CUDA_ARCHS": "120",
+        "MAX_JOBS": "19",
+        "NVCC_THREADS": "4",
+        "FLASH_ATTN_CUDA_ARCHS": "120",
         "FLASH_ATTENTION_FORCE_BUILD": "TRUE",
-    }  # fmt: skip
+    }
 
 
 def test_flash_attn_default_has_no_margin_where_ours_has():
@@ -60,7 +62,10 @@ def test_archs_from_compute_caps():
 def test_build_plan_command(capsys):
     assert main(["build-plan", "--cores", "32", "--mem-gb", "256", "--archs", "90,120"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == "MAX_JOBS=8 NVCC_THREADS=4 FLASH_ATTN_CUDA_ARCHS=90;120 FLASH_ATTENTION_FORCE_BUILD=TRUE"
+    assert (
+        out[0]
+        == "MAX_JOBS=8 NVCC_THREADS=4 FLASH_ATTN_CUDA_ARCHS=90;120 FLASH_ATTENTION_FORCE_BUILD=TRUE"
+    )
     assert out[1].startswith("estimated peak 160 GB of a 192 GB bound")
     assert main(["build-plan", "--cores", "2", "--mem-gb", "4"]) == 1
     assert "refused: not even one flash-attn compile job fits" in capsys.readouterr().err

@@ -1,6 +1,6 @@
-"""pyinfra_sglang/host_programs/decode_client.py: the decode sanity prompt. SSE parsing on literal byte streams, the
-degenerate-output rules, API key files, then the whole check against the stand-in SGLang
-server (tests/hosts/standins/sglang) on 127.0.0.1, every wait bounded."""
+"""pyinfra_sglang/host_programs/decode_client.py: the decode sanity prompt. SSE parsing on literal
+byte streams, the degenerate-output rules, API key files, then the whole check against the
+stand-in SGLang server (tests/hosts/standins/sglang) on 127.0.0.1, every wait bounded."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from pyinfra_sglang import cli
 from pyinfra_sglang.host_programs import api_key
 from pyinfra_sglang.host_programs import decode_client as decode
-from pyinfra_sglang import cli
 from pyinfra_sglang.render import render_config_yaml
 from tests.unit.test_sglang_standin import TIMEOUT, free_port, launch, tree  # noqa: F401
 
@@ -43,14 +43,17 @@ def test_stream_with_reasoning_usage_keep_alives_and_done():
     stream = (
         b": keep-alive\r\n\r\n"
         + chunk(role="assistant", reasoning_content="Think").replace(b"\n", b"\r\n")
-        + b"event: message\nid: 7\n" + chunk(reasoning_content=" hard.")
+        + b"event: message\nid: 7\n"
+        + chunk(reasoning_content=" hard.")
         + b"\n\n"  # stray blank lines between events
         + chunk(content="Par")
         + chunk(content="is")
         + b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\n\n'
-        + b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\n"
+        + b"data: "
+        + json.dumps({"choices": [], "usage": usage}).encode()
+        + b"\n\n"
         + b"data: [DONE]\n\n"
-    )  # fmt: skip
+    )
     # One clock reading per event: 4 token chunks at 1.5, 1.7, 1.9, 2.5, then 3 more events.
     got = decode.read_stream(io.BytesIO(stream), sent=1.0, clock=clock(1.5, 1.7, 1.9, 2.5, 3, 3, 3))
     assert got["content"] == "Paris" and got["reasoning"] == "Think hard."
@@ -66,7 +69,7 @@ def test_stream_without_usage_counts_chunks_and_joins_multi_line_data():
         + b'data: {"choices": [{"delta":\ndata: {"content": "!"}}]}\n\n'  # one event, two lines
         + chunk(content=None, reasoning_content=None)  # nothing: not a token
         + b"data:[DONE]"  # no space after the colon, no blank line at the end
-    )  # fmt: skip
+    )
     got = decode.read_stream(io.BytesIO(stream), sent=0.0, clock=clock(0.2, 0.6, 0.7, 0.8))
     assert got["content"] == "Paris!" and got["reasoning"] == ""
     assert got["completion_tokens"] == 2 and got["usage_reported"] is False
@@ -75,8 +78,9 @@ def test_stream_without_usage_counts_chunks_and_joins_multi_line_data():
 
 
 def test_stream_of_one_token_has_no_rate():
-    got = decode.read_stream(io.BytesIO(chunk(content="Paris") + b"data: [DONE]\n\n"), 0.0,
-                             clock(0.1, 0.2))  # fmt: skip
+    got = decode.read_stream(
+        io.BytesIO(chunk(content="Paris") + b"data: [DONE]\n\n"), 0.0, clock(0.1, 0.2)
+    )
     assert got["tokens_per_s"] is None and got["completion_tokens"] == 1
 
 
@@ -93,7 +97,7 @@ def test_stream_of_one_token_has_no_rate():
         (b'data: {"choices": [{"index": 0}]}\n\ndata: [DONE]\n\n', "no delta"),
         (b'data: {"choices": {}}\n\ndata: [DONE]\n\n', "choices is not a list"),
     ],
-)  # fmt: skip
+)
 def test_malformed_streams_are_protocol_errors(stream, detail):
     with pytest.raises(decode.ProtocolError) as raised:
         decode.read_stream(io.BytesIO(stream), 0.0, clock(*[1.0] * 10))
@@ -109,11 +113,18 @@ def test_an_error_event_is_an_http_error():
 
 
 def test_non_streamed_answer():
-    body = {"choices": [{"message": {"content": "Paris", "reasoning_content": "Hm."},
-                         "finish_reason": "stop"}], "usage": {"completion_tokens": 3}}  # fmt: skip
+    body = {
+        "choices": [
+            {"message": {"content": "Paris", "reasoning_content": "Hm."}, "finish_reason": "stop"}
+        ],
+        "usage": {"completion_tokens": 3},
+    }
     assert decode.read_completion(json.dumps(body).encode()) == {
-        "content": "Paris", "reasoning": "Hm.", "completion_tokens": 3, "finish_reason": "stop",
-    }  # fmt: skip
+        "content": "Paris",
+        "reasoning": "Hm.",
+        "completion_tokens": 3,
+        "finish_reason": "stop",
+    }
     for bad in (b"<html>", b'{"choices": []}', b'{"choices": [{"message": "Paris"}]}'):
         with pytest.raises(decode.ProtocolError):
             decode.read_completion(bad)
@@ -226,8 +237,10 @@ def test_runs_alone_with_a_bare_interpreter():
     # -I -S: no site-packages, no project on the path, as on a bare host.
     result = subprocess.run(
         [sys.executable, "-I", "-S", str(SOURCE), "--url", f"http://127.0.0.1:{port}", "--json"],
-        capture_output=True, text=True, timeout=TIMEOUT,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
     assert result.returncode == 1, result.stderr
     report = json.loads(result.stdout)
     assert report["reason"] == "connection-refused" and report["ok"] is False
@@ -258,8 +271,15 @@ def timed(**kwargs) -> tuple[dict, float]:
 
 
 def test_pass_with_reasoning(launch):  # noqa: F811
-    proc, url = ready(launch, "org/model", "--served-model-name", "glm-5", "--reasoning-parser",
-                      "glm45", SGLANG_STANDIN_TOKEN_DELAY_S="0.02")  # fmt: skip
+    proc, url = ready(
+        launch,
+        "org/model",
+        "--served-model-name",
+        "glm-5",
+        "--reasoning-parser",
+        "glm45",
+        SGLANG_STANDIN_TOKEN_DELAY_S="0.02",
+    )
     result, took = timed(url=url + "/v1")  # an OpenAI base URL works too
     assert result["ok"] is True and result["reason"] == "pass", result["message"]
     assert result["model"] == "glm-5"  # from GET /v1/models
@@ -384,8 +404,9 @@ class stub_server:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 
     def __enter__(self) -> str:
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
-                         daemon=True).start()  # fmt: skip
+        threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
         return f"http://127.0.0.1:{self.server.server_address[1]}"
 
     def __exit__(self, *exc):
@@ -396,14 +417,17 @@ class stub_server:
 @pytest.mark.parametrize(
     ("answer", "reason", "detail"),
     [
-        ((200, "text/event-stream", chunk(content="Paris")), "protocol-error",
-         "without data: [DONE]"),
+        (
+            (200, "text/event-stream", chunk(content="Paris")),
+            "protocol-error",
+            "without data: [DONE]",
+        ),
         ((200, "application/json", b'{"choices": []}'), "protocol-error", "not text/event-stream"),
         ((500, "application/json", b'{"message": "boom"}'), "http-error", "answered 500"),
         # /health is not SGLang's here (404: checked no further); the completions answer 503.
         ((503, "application/json", b"{}"), "loading", "answered 503"),
     ],
-)  # fmt: skip
+)
 def test_bad_answers_over_http(answer, reason, detail):
     with stub_server({"/v1/chat/completions": answer}) as url:
         result, _ = timed(url=url)
@@ -420,8 +444,22 @@ def test_cli_exit_codes(launch, tmp_path, capsys):  # noqa: F811
     assert capsys.readouterr().out.startswith("PASS pass (ttft ")
     assert cli.main(["decode-check", "--url", url, "--expect", "Berlin", "--json"]) == 1
     assert json.loads(capsys.readouterr().out)["reason"] == "wrong-answer"
-    assert cli.main(["decode-check", "--url", url, "--prompt", "Name a colour.",
-                     "--model", "org/model", "--expect", "canned"]) == 0  # fmt: skip
+    assert (
+        cli.main(
+            [
+                "decode-check",
+                "--url",
+                url,
+                "--prompt",
+                "Name a colour.",
+                "--model",
+                "org/model",
+                "--expect",
+                "canned",
+            ]
+        )
+        == 0
+    )
     assert cli.main(["decode-check", "--url", f"http://127.0.0.1:{free_port()}"]) == 1
     assert capsys.readouterr().out.splitlines()[-1].startswith("FAIL connection-refused (")
     missing = tmp_path / "none"

@@ -1,4 +1,5 @@
-"""Bottleneck rules (pyinfra_sglang/diagnosis/bottlenecks.py) and the diagnose command (pyinfra_sglang/diagnosis/diagnose.py).
+"""Bottleneck rules (pyinfra_sglang/diagnosis/bottlenecks.py) and the diagnose command
+(pyinfra_sglang/diagnosis/diagnose.py).
 
 Rules are checked on real samples: the shared 2x H200 capture (samples.json: idle, PCIe copies,
 an NVLink copy and a matmul, ~0.28 s apart) and the sampler's own run on that machine
@@ -8,7 +9,6 @@ for the reference deployment (8 GPUs at 0% over idle Gen5 links while 225 tok/s 
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import re
@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from pyinfra_sglang.diagnosis.bottlenecks import diagnose
 from pyinfra_sglang.cli import main
+from pyinfra_sglang.diagnosis.bottlenecks import diagnose
 from pyinfra_sglang.diagnosis.diagnose import stream_rate
-from pyinfra_sglang.diagnosis.samples import read_json_lines, load_samples, summarize_gpu
+from pyinfra_sglang.diagnosis.samples import load_samples, read_json_lines, summarize_gpu
 
 GPU_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gpu"
 CAPTURE = GPU_FIXTURES / "h200x2-nvlink-vm"
@@ -57,12 +57,14 @@ def _capture_facts() -> dict[int, dict]:
     return {
         g["index"]: {
             "pcie": {
-                "gen_current": g["pcie_gen_cur"], "gen_max": g["pcie_gen_max"],
-                "width_current": g["pcie_width_cur"], "width_max": g["pcie_width_max"],
+                "gen_current": g["pcie_gen_cur"],
+                "gen_max": g["pcie_gen_max"],
+                "width_current": g["pcie_width_cur"],
+                "width_max": g["pcie_width_max"],
             },
             "power_limit_w": limits[g["index"]]["power_limit_mw"] / 1000,
             "sm_clock_max_mhz": limits[g["index"]]["sm_clock_max"],
-        }  # fmt: skip
+        }
         for g in nvml
     }
 
@@ -80,9 +82,14 @@ def test_capture_is_read_into_the_sampler_shape(capture):
     assert len(capture) == 19 and capture[0]["t"] == 0
     gpu0 = capture[12]["gpus"][0]
     assert gpu0 == {
-        "index": 0, "gpu_util": 100, "mem_util": 2, "pcie_tx_kbps": 62130313,
-        "pcie_rx_kbps": 457, "sm_clock_mhz": 1980, "power_w": 124.166,
-    }  # fmt: skip
+        "index": 0,
+        "gpu_util": 100,
+        "mem_util": 2,
+        "pcie_tx_kbps": 62130313,
+        "pcie_rx_kbps": 457,
+        "sm_clock_mhz": 1980,
+        "power_w": 124.166,
+    }
     assert capture[-1]["t"] == pytest.approx(1796006040.7475557 - 1796006035.4354496)
 
 
@@ -175,30 +182,50 @@ def _reference_samples(busy_process_percent: float | None, n: int = 50) -> list[
     """The reference deployment as FACTS.md tells it: 8 GPUs reading 0% over Gen5 x16 links
     that carried 581/693 KB/s (TX/RX) while the benchmark ran."""
     gpu = {
-        "gpu_util": 0, "mem_util": 0, "pcie_tx_kbps": 581, "pcie_rx_kbps": 693,
-        "sm_clock_mhz": 2430, "sm_clock_max_mhz": 2430, "power_w": 90.0,
-        "power_limit_w": 600.0, "pcie_gen": 5, "pcie_width": 16, "pcie_gen_max": 5,
-        "pcie_width_max": 16, "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
-    }  # fmt: skip
+        "gpu_util": 0,
+        "mem_util": 0,
+        "pcie_tx_kbps": 581,
+        "pcie_rx_kbps": 693,
+        "sm_clock_mhz": 2430,
+        "sm_clock_max_mhz": 2430,
+        "power_w": 90.0,
+        "power_limit_w": 600.0,
+        "pcie_gen": 5,
+        "pcie_width": 16,
+        "pcie_gen_max": 5,
+        "pcie_width_max": 16,
+        "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+    }
     cpu = None
     if busy_process_percent is not None:
-        cpu = {"processes": 9, "percent": busy_process_percent + 20,
-               "max_process_percent": busy_process_percent}  # fmt: skip
+        cpu = {
+            "processes": 9,
+            "percent": busy_process_percent + 20,
+            "max_process_percent": busy_process_percent,
+        }
     return [
         {"t": 0.2 * (k + 1), "gpus": [{"index": i, **gpu} for i in range(8)], "cpu": cpu}
         for k in range(n)
     ]
 
 
-BENCH = [{"max_concurrency": 64, "completed": 256, "output_throughput": 225.0,
-          "total_throughput": 516.0, "median_tpot_ms": 270.0}]  # fmt: skip
+BENCH = [
+    {
+        "max_concurrency": 64,
+        "completed": 256,
+        "output_throughput": 225.0,
+        "total_throughput": 516.0,
+        "median_tpot_ms": 270.0,
+    }
+]
 
 
 def test_reference_case_is_host_bound_and_names_the_vm():
     findings = diagnose(
-        _reference_samples(busy_process_percent=None), bench=BENCH,
+        _reference_samples(busy_process_percent=None),
+        bench=BENCH,
         virtualization={"container": None, "vm": "kvm"},
-    )  # fmt: skip
+    )
     assert _codes(findings) == [("host-bound", None)]
     message = findings[0].message
     assert "225 output tok/s at concurrency 64" in message
@@ -306,14 +333,25 @@ def results_dir(tmp_path, sampler_run):
     folder.mkdir()
     window = sampler_run("d2h")
     folder.joinpath("samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in window))
-    links = {"gpus": [{"index": 0, "pcie": {"gen_max": 5, "width_current": 16}}],
-             "virtualization": {"container": None, "vm": "kvm"}}  # fmt: skip
+    links = {
+        "gpus": [{"index": 0, "pcie": {"gen_max": 5, "width_current": 16}}],
+        "virtualization": {"container": None, "vm": "kvm"},
+    }
     folder.joinpath("links.json").write_text(json.dumps(links))
-    bench = [{"max_concurrency": 1, "completed": 10, "output_throughput": 11.0,
-              "median_tpot_ms": 1000 / 11}]  # fmt: skip
+    bench = [
+        {
+            "max_concurrency": 1,
+            "completed": 10,
+            "output_throughput": 11.0,
+            "median_tpot_ms": 1000 / 11,
+        }
+    ]
     folder.joinpath("bench.jsonl").write_text(json.dumps(bench[0]) + "\n")
-    profile = {"profile": "glm-5-nvfp4", "gpu": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
-               "tp_size": 8}  # fmt: skip
+    profile = {
+        "profile": "glm-5-nvfp4",
+        "gpu": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+        "tp_size": 8,
+    }
     folder.joinpath("profile.json").write_text(json.dumps(profile))
     return folder
 

@@ -33,9 +33,15 @@ def test_virtualization_on_bare_metal():
 
 
 def test_virtualization_without_systemd_detect_virt():
-    assert Virtualization().process(["unknown", "unknown"]) == {"container": "unknown", "vm": "unknown"}
+    assert Virtualization().process(["unknown", "unknown"]) == {
+        "container": "unknown",
+        "vm": "unknown",
+    }
     # No systemd-detect-virt in the H200 Firecracker VM; its CPU flags name a hypervisor.
-    assert Virtualization().process(["unknown", "hypervisor"]) == {"container": "unknown", "vm": "hypervisor"}
+    assert Virtualization().process(["unknown", "hypervisor"]) == {
+        "container": "unknown",
+        "vm": "hypervisor",
+    }
 
 
 def test_kernel_headers_the_distro_does_not_ship():
@@ -83,10 +89,13 @@ def test_apt_sources_one_line_debian_12():
     output = lines("apt_sources_debian12_debootstrap.txt")
     assert AptSourceEntries().process(output) == [
         {
-            "file": "/etc/apt/sources.list", "line": 1, "format": "one-line",
-            "uris": ["http://deb.debian.org/debian"], "components": ["main"],
+            "file": "/etc/apt/sources.list",
+            "line": 1,
+            "format": "one-line",
+            "uris": ["http://deb.debian.org/debian"],
+            "components": ["main"],
         }
-    ]  # fmt: skip
+    ]
 
 
 def test_apt_sources_deb822_and_flat_repositories():
@@ -95,16 +104,21 @@ def test_apt_sources_deb822_and_flat_repositories():
         "/etc/apt/sources.list.d/debian.sources\t2\tURIs: http://deb.debian.org/debian",
         "/etc/apt/sources.list.d/debian.sources\t3\tSuites: bookworm bookworm-updates",
         "/etc/apt/sources.list.d/debian.sources\t4\tComponents: main non-free-firmware",
-        "/etc/apt/sources.list.d/debian.sources\t5\tSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg",
+        "/etc/apt/sources.list.d/debian.sources\t5\t"
+        "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg",
         "/etc/apt/sources.list.d/cuda-debian12-x86_64.list\t1\t# Managed by pyinfra-sglang",
-        "/etc/apt/sources.list.d/cuda-debian12-x86_64.list\t2\tdeb [signed-by=/k.gpg] https://x/debian12/x86_64/ /",
+        "/etc/apt/sources.list.d/cuda-debian12-x86_64.list\t2\t"
+        "deb [signed-by=/k.gpg] https://x/debian12/x86_64/ /",
     ]
     assert AptSourceEntries().process(output) == [
         {
-            "file": "/etc/apt/sources.list.d/debian.sources", "line": 4, "format": "deb822",
-            "uris": ["http://deb.debian.org/debian"], "components": ["main", "non-free-firmware"],
+            "file": "/etc/apt/sources.list.d/debian.sources",
+            "line": 4,
+            "format": "deb822",
+            "uris": ["http://deb.debian.org/debian"],
+            "components": ["main", "non-free-firmware"],
         }
-    ]  # fmt: skip
+    ]
 
 
 QUERY = (
@@ -153,7 +167,9 @@ def test_python_packages_from_dist_info_folders():
         "/opt/sglang/venv/lib/python3.11/site-packages/torch-2.14.1+cu130.dist-info",
     ]
     assert PythonPackages().process(output) == {
-        "flash-attn": "2.8.3", "sglang": "0.5.23", "torch": "2.14.1+cu130"
+        "flash-attn": "2.8.3",
+        "sglang": "0.5.23",
+        "torch": "2.14.1+cu130",
     }
 
 
@@ -166,13 +182,22 @@ def test_apt_sources_deb822_on_ubuntu_24_04():
     # Captured on the H200 VM: sources.list holds only comments, ubuntu.sources two stanzas.
     entries = AptSourceEntries().process(lines("apt_sources_ubuntu2404_h200_vm.txt"))
     assert [(e["line"], e["uris"], e["components"]) for e in entries] == [
-        (35, ["http://archive.ubuntu.com/ubuntu/"], ["main", "universe", "restricted", "multiverse"]),
-        (43, ["http://security.ubuntu.com/ubuntu/"], ["main", "universe", "restricted", "multiverse"]),
+        (
+            35,
+            ["http://archive.ubuntu.com/ubuntu/"],
+            ["main", "universe", "restricted", "multiverse"],
+        ),
+        (
+            43,
+            ["http://security.ubuntu.com/ubuntu/"],
+            ["main", "universe", "restricted", "multiverse"],
+        ),
     ]
     assert {e["file"] for e in entries} == {"/etc/apt/sources.list.d/ubuntu.sources"}
 
 
 def test_memory_info_on_the_h200_vm():
     assert MemoryInfo().process(lines("meminfo_h200_vm.txt")) == {
-        "total_kb": 131981020, "available_kb": 131488796,
+        "total_kb": 131981020,
+        "available_kb": 131488796,
     }

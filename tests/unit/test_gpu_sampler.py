@@ -32,9 +32,12 @@ def _env(**extra: str) -> dict[str, str]:
 def _run_sampler(*args: str, **env: str) -> tuple[list[dict], str, float]:
     start = time.monotonic()
     done = subprocess.run(
-        [sys.executable, str(SAMPLER), *args], env=_env(**env),
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [sys.executable, str(SAMPLER), *args],
+        env=_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     elapsed = time.monotonic() - start
     assert done.returncode == 0, done.stderr
     return [json.loads(line) for line in done.stdout.splitlines()], done.stderr, elapsed
@@ -97,8 +100,11 @@ def test_static_readings_come_from_the_real_capture(sampled):
     gpu = lines[0]["gpus"][0]
     assert gpu["name"] == "NVIDIA H200"
     assert (gpu["pcie_gen"], gpu["pcie_width"], gpu["pcie_gen_max"], gpu["pcie_width_max"]) == (
-        5, 16, 5, 16,
-    )  # fmt: skip
+        5,
+        16,
+        5,
+        16,
+    )
     assert (gpu["power_limit_w"], gpu["sm_clock_max_mhz"], gpu["memory_used_mib"]) == (700, 1980, 0)
 
 
@@ -126,9 +132,12 @@ def test_cpu_of_matching_processes_is_sampled(sampled):
 
 def test_failing_optional_readings_become_null_and_are_reported_once():
     lines, stderr, _ = _run_sampler(
-        "--duration", "0.5", "--interval", "0.1",
+        "--duration",
+        "0.5",
+        "--interval",
+        "0.1",
         PYNVML_DOUBLE_FAIL="nvmlDeviceGetPowerUsage,nvmlDeviceGetFieldValues:argerror",
-    )  # fmt: skip
+    )
     assert len(lines) >= 3
     for line in lines:
         for gpu in line["gpus"]:
@@ -142,8 +151,11 @@ def test_failing_optional_readings_become_null_and_are_reported_once():
 def test_sigterm_stops_sampling_cleanly():
     process = subprocess.Popen(
         [sys.executable, str(SAMPLER), "--duration", "60", "--interval", "0.1"],
-        env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     first = process.stdout.readline()
     process.send_signal(signal.SIGTERM)
     rest, _ = process.communicate(timeout=5)
@@ -154,9 +166,12 @@ def test_sigterm_stops_sampling_cleanly():
 
 def test_bad_interval_is_refused():
     done = subprocess.run(
-        [sys.executable, str(SAMPLER), "--interval", "0"], env=_env(),
-        capture_output=True, text=True, timeout=30,
-    )  # fmt: skip
+        [sys.executable, str(SAMPLER), "--interval", "0"],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert done.returncode == 2 and "must be positive" in done.stderr
 
 

@@ -18,7 +18,9 @@ from pyinfra_sglang.gpus import (
 )
 from pyinfra_sglang.parsers.nvidia_smi import parse_gpu_query_csv
 
-H200_CAPTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu" / "h200x2-nvlink-vm" / "smi.txt"
+H200_CAPTURE = (
+    Path(__file__).resolve().parents[1] / "fixtures" / "gpu" / "h200x2-nvlink-vm" / "smi.txt"
+)
 
 REQUIRED = {
     "NVIDIA H200": "sm_90",
@@ -49,7 +51,12 @@ def test_every_spec_is_complete_and_consistent(spec: GpuSpec):
 
 def test_reference_gpu_has_no_nvlink():
     spec = gpu_by_name("NVIDIA RTX PRO 6000 Blackwell Server Edition")
-    assert (spec.memory_gb, spec.pcie_gen, spec.nvlink, spec.nvlink_bandwidth_gbs) == (96, 5, False, 0)
+    assert (spec.memory_gb, spec.pcie_gen, spec.nvlink, spec.nvlink_bandwidth_gbs) == (
+        96,
+        5,
+        False,
+        0,
+    )
 
 
 def test_captured_h200_matches_its_spec():
@@ -91,7 +98,9 @@ def test_ambiguous_name_lists_the_candidates():
 
 
 def test_unknown_name_says_where_to_add_it():
-    with pytest.raises(UnknownGpuError, match=r"no spec for GPU 'NVIDIA H300'.*closest: .*gpus.toml"):
+    with pytest.raises(
+        UnknownGpuError, match=r"no spec for GPU 'NVIDIA H300'.*closest: .*gpus.toml"
+    ):
         gpu_by_name("NVIDIA H300")
     assert find_gpu("") is None
 

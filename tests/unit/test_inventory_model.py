@@ -63,10 +63,28 @@ def problems_for(values: dict, sources: dict | None = None):
         ({"sglang_port": 70000}, "sglang_port", "70000", "less than or equal to 65535", "1..65535"),
         ({"nvidia_driver_branch": 470}, "nvidia_driver_branch", "470", "590 or 595", "590, 595"),
         ({"cuda_version": "11.8"}, "cuda_version", "'11.8'", "'13.1'", "13.1"),
-        ({"nvidia_driver_install": "desktop"}, "nvidia_driver_install", "'desktop'", "'compute'", "compute, full"),
-        ({"nvidia_kernel_modules": "closed"}, "nvidia_kernel_modules", "'closed'", "'open'", "open, proprietary"),
+        (
+            {"nvidia_driver_install": "desktop"},
+            "nvidia_driver_install",
+            "'desktop'",
+            "'compute'",
+            "compute, full",
+        ),
+        (
+            {"nvidia_kernel_modules": "closed"},
+            "nvidia_kernel_modules",
+            "'closed'",
+            "'open'",
+            "open, proprietary",
+        ),
         ({"allow_reboot": "maybe"}, "allow_reboot", "'maybe'", "valid boolean", "true, false"),
-        ({"expected_gpu_count": 0}, "expected_gpu_count", "0", "greater than or equal to 1", "1..64"),
+        (
+            {"expected_gpu_count": 0},
+            "expected_gpu_count",
+            "0",
+            "greater than or equal to 1",
+            "1..64",
+        ),
         ({"nvidia_apt_mirror": "ftp:/x"}, "nvidia_apt_mirror", "'ftp:/x'", "URL", "http(s) URL"),
         ({"sglang_version": "latest"}, "sglang_version", "'latest'", "pattern", "0.5.23"),
     ],
@@ -112,7 +130,8 @@ def test_empty_key_file_means_unset():
 def test_cli_style_values_are_read_as_meant():
     # pyinfra's --data parses "13.1" to a float and "590" to an int.
     config, problems = validate_host_data(
-        "gpu1", {"cuda_version": 13.1, "nvidia_driver_branch": "590", "sglang_version": "0.5.9.post1"}
+        "gpu1",
+        {"cuda_version": 13.1, "nvidia_driver_branch": "590", "sglang_version": "0.5.9.post1"},
     )
     assert problems == [] and config.cuda_version == "13.1" and config.nvidia_driver_branch == 590
 
@@ -189,7 +208,8 @@ def test_profile_flags_missing_in_the_pinned_release_are_inventory_errors(tmp_pa
 def test_multinode_group_must_be_one_of_the_hosts_groups(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "inv.py").write_text(
-        "pair = [('a', {'sglang_multinode_group': 'pair'}), ('b', {'sglang_multinode_group': 'trio'})]\n"
+        "pair = [('a', {'sglang_multinode_group': 'pair'}), "
+        "('b', {'sglang_multinode_group': 'trio'})]\n"
     )
     with pytest.raises(InventoryError) as caught:
         validate_inventory(load_inventory_file("inv.py"))

@@ -10,8 +10,14 @@ from pyinfra.facts.files import File
 from pyinfra.facts.server import Which
 
 from checks.facts import AptSourceEntries, NvccRelease, NvidiaLoadedModule, Virtualization
-from roles.cuda_toolkit import nvcc_reports_release
 from pyinfra_sglang.inventory import HostConfig
+from pyinfra_sglang.nvidia import (
+    cuda_paths,
+    driver_packages,
+    kernel_module_package,
+    upstream_version,
+)
+from roles.cuda_toolkit import nvcc_reports_release
 from roles.nvidia_driver import (
     decide_driver_reboot,
     driver_branch_pin,
@@ -20,7 +26,6 @@ from roles.nvidia_driver import (
     rebuild_initramfs,
     stale_driver_packages,
 )
-from pyinfra_sglang.nvidia import cuda_paths, driver_packages, kernel_module_package, upstream_version
 from roles.nvidia_repo import apt_components
 from tests.unit.ophelper import run_operation
 
@@ -158,8 +163,13 @@ def test_initramfs_rebuild():
 
 
 def entry(file, line, components, fmt="one-line"):
-    return {"file": file, "line": line, "format": fmt, "uris": ["http://deb.debian.org/debian"],
-            "components": components}  # fmt: skip
+    return {
+        "file": file,
+        "line": line,
+        "format": fmt,
+        "uris": ["http://deb.debian.org/debian"],
+        "components": components,
+    }
 
 
 def test_contrib_is_added_where_main_is():
@@ -169,7 +179,9 @@ def test_contrib_is_added_where_main_is():
         entry("/etc/apt/sources.list.d/debian.sources", 4, ["main", "non-free-firmware"], "deb822"),
         entry("/etc/apt/sources.list.d/other.list", 1, ["stable"]),
     ]
-    commands, noops = run_operation(apt_components, {AptSourceEntries: entries}, components=["contrib"])
+    commands, noops = run_operation(
+        apt_components, {AptSourceEntries: entries}, components=["contrib"]
+    )
     assert noops == []
     assert commands == [
         "sed -i '1s/[[:space:]]*$/ contrib/' /etc/apt/sources.list",
@@ -179,7 +191,9 @@ def test_contrib_is_added_where_main_is():
 
 def test_contrib_present_is_a_noop():
     entries = [entry("/etc/apt/sources.list", 1, ["main", "contrib"])]
-    commands, noops = run_operation(apt_components, {AptSourceEntries: entries}, components=["contrib"])
+    commands, noops = run_operation(
+        apt_components, {AptSourceEntries: entries}, components=["contrib"]
+    )
     assert commands == [] and noops == ["apt sources already have contrib"]
 
 
@@ -195,28 +209,41 @@ def test_cuda_paths_come_from_the_version():
 def test_nvcc_check_from_facts_and_on_the_host():
     nvcc = "/usr/local/cuda-13.1/bin/nvcc"
     commands, noops = run_operation(
-        nvcc_reports_release, {NvccRelease: {"release": "13.1", "version": "13.1.80"}},
-        nvcc=nvcc, release="13.1",
-    )  # fmt: skip
+        nvcc_reports_release,
+        {NvccRelease: {"release": "13.1", "version": "13.1.80"}},
+        nvcc=nvcc,
+        release="13.1",
+    )
     assert commands == [] and noops == [f"{nvcc} reports release 13.1 (V13.1.80)"]
     # nvcc installed by this very run: checked on the host after the install.
-    commands, noops = run_operation(nvcc_reports_release, {NvccRelease: None}, nvcc=nvcc, release="13.1")
-    assert len(commands) == 1 and "grep -q 'release 13.1,'" in commands[0] and "exit 1" in commands[0]
+    commands, noops = run_operation(
+        nvcc_reports_release, {NvccRelease: None}, nvcc=nvcc, release="13.1"
+    )
+    assert (
+        len(commands) == 1 and "grep -q 'release 13.1,'" in commands[0] and "exit 1" in commands[0]
+    )
 
 
 def test_nvcc_reporting_another_release_fails_before_changes():
     with pytest.raises(OperationError, match="reports CUDA release 13.0 .* expected 13.1"):
         run_operation(
-            nvcc_reports_release, {NvccRelease: {"release": "13.0", "version": "13.0.88"}},
-            nvcc="/usr/local/cuda-13.1/bin/nvcc", release="13.1",
-        )  # fmt: skip
+            nvcc_reports_release,
+            {NvccRelease: {"release": "13.0", "version": "13.0.88"}},
+            nvcc="/usr/local/cuda-13.1/bin/nvcc",
+            release="13.1",
+        )
 
 
 @pytest.mark.parametrize(
     ("install", "modules", "packages", "module_package"),
     [
         ("compute", "open", COMPUTE_OPEN, "nvidia-dkms-open"),
-        ("compute", "proprietary", ["libnvidia-compute", "nvidia-dkms", "nvidia-utils", "nvidia-persistenced"], "nvidia-dkms"),
+        (
+            "compute",
+            "proprietary",
+            ["libnvidia-compute", "nvidia-dkms", "nvidia-utils", "nvidia-persistenced"],
+            "nvidia-dkms",
+        ),
         ("full", "open", ["nvidia-open", "nvidia-persistenced"], "nvidia-dkms-open"),
         ("full", "proprietary", ["cuda-drivers", "nvidia-persistenced"], "nvidia-dkms"),
     ],

@@ -31,8 +31,13 @@ def test_theoretical_rate_per_direction(gen, width, gbs):
 
 def test_encodings_by_generation():
     assert [pcie_generation(g).encoding for g in range(1, 7)] == [
-        "8b/10b", "8b/10b", "128b/130b", "128b/130b", "128b/130b", "1b/1b",
-    ]  # fmt: skip
+        "8b/10b",
+        "8b/10b",
+        "128b/130b",
+        "128b/130b",
+        "128b/130b",
+        "1b/1b",
+    ]
     assert pcie_generation(1).encoding_efficiency == 0.8
     assert pcie_generation(6).transfer_rate_gts == 64.0
 

@@ -16,7 +16,11 @@ from pyinfra_sglang.platform import UnsupportedPlatformError, resolve_platform
 )
 def test_supported_platforms(distro, version, machine, repo, arch, components):
     platform = resolve_platform("gpu1", {"ID": distro, "VERSION_ID": version}, machine)
-    assert (platform.nvidia_repo, platform.nvidia_arch, platform.components) == (repo, arch, components)
+    assert (platform.nvidia_repo, platform.nvidia_arch, platform.components) == (
+        repo,
+        arch,
+        components,
+    )
 
 
 def test_unsupported_distro_names_host_distro_and_what_is_supported():

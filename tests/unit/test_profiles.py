@@ -58,9 +58,11 @@ def test_dense_fallback_differs_from_the_reference_only_in_attention():
     dense = load_profile("glm-5-nvfp4-dense").model_dump(exclude={"name", "source", "description"})
     differ = {key for key in sparse if sparse[key] != dense[key]}
     assert differ == {
-        "attention_backend", "kv_cache_dtype",
-        "sparse_attention_prefill_backend", "sparse_attention_decode_backend",
-    }  # fmt: skip
+        "attention_backend",
+        "kv_cache_dtype",
+        "sparse_attention_prefill_backend",
+        "sparse_attention_decode_backend",
+    }
     assert (dense["attention_backend"], dense["kv_cache_dtype"]) == ("flashinfer", "bf16")
     assert dense["sparse_attention_prefill_backend"] is None
 
@@ -74,7 +76,9 @@ def test_generic_dense_profile_is_modest_and_takes_all_gpus():
 
 
 def test_unknown_key_names_the_file_and_suggests(tmp_path):
-    path = write(tmp_path, "mine", 'model = "a/b"\nmin_total_gpu_memory_gb = 10\ncuda_grap = true\n')
+    path = write(
+        tmp_path, "mine", 'model = "a/b"\nmin_total_gpu_memory_gb = 10\ncuda_grap = true\n'
+    )
     with pytest.raises(ProfileError) as error:
         load_profile("mine", [tmp_path])
     message = str(error.value)
@@ -84,10 +88,11 @@ def test_unknown_key_names_the_file_and_suggests(tmp_path):
 
 def test_bad_values_are_all_named_with_their_values(tmp_path):
     write(
-        tmp_path, "mine",
+        tmp_path,
+        "mine",
         'model = "a/b"\nmin_total_gpu_memory_gb = 10\nmem_fraction_static = 1.5\n'
         'cuda_graph_max_bs = "many"\nmin_sglang_version = "0.5"\n',
-    )  # fmt: skip
+    )
     with pytest.raises(ProfileError) as error:
         load_profile("mine", [tmp_path])
     message = str(error.value)
@@ -104,19 +109,23 @@ def test_missing_required_fields(tmp_path):
 
 def test_graph_size_without_graphs(tmp_path):
     write(
-        tmp_path, "mine",
+        tmp_path,
+        "mine",
         'model = "a/b"\nmin_total_gpu_memory_gb = 10\ncuda_graph = false\ncuda_graph_max_bs = 8\n',
-    )  # fmt: skip
+    )
     with pytest.raises(ProfileError, match="cuda_graph_max_bs is set but cuda_graph is false"):
         load_profile("mine", [tmp_path])
 
 
 def test_api_key_in_extra_args_is_refused(tmp_path):
     write(
-        tmp_path, "mine",
+        tmp_path,
+        "mine",
         'model = "a/b"\nmin_total_gpu_memory_gb = 10\nextra_args = ["--api-key=x"]\n',
-    )  # fmt: skip
-    with pytest.raises(ProfileError, match=r"extra_args = \[.*\]: --api-key must not be on the command"):
+    )
+    with pytest.raises(
+        ProfileError, match=r"extra_args = \[.*\]: --api-key must not be on the command"
+    ):
         load_profile("mine", [tmp_path])
 
 
@@ -147,7 +156,9 @@ def test_user_profile_folder_adds_and_shadows(tmp_path):
 
 
 def test_unknown_profile_lists_the_known_ones(tmp_path):
-    with pytest.raises(ProfileError, match=r"no profile 'glm-5-fp4' \(did you mean glm-5-nvfp4\?\)"):
+    with pytest.raises(
+        ProfileError, match=r"no profile 'glm-5-fp4' \(did you mean glm-5-nvfp4\?\)"
+    ):
         load_profile("glm-5-fp4", [tmp_path])
 
 

@@ -22,9 +22,17 @@ import pytest
 from tests.hosts import pyindex
 
 PYPI_PROJECTS = [
-    "flash-attn", "ninja", "nvidia-ml-py", "packaging", "psutil", "setuptools", "sglang", "sglang-router", "uv",
+    "flash-attn",
+    "ninja",
+    "nvidia-ml-py",
+    "packaging",
+    "psutil",
+    "setuptools",
+    "sglang",
+    "sglang-router",
+    "uv",
     "wheel",
-]  # fmt: skip
+]
 
 
 @pytest.fixture(scope="module")
@@ -69,9 +77,7 @@ def sdist_members(sdist: Path) -> dict[str, bytes]:
         return {m.name: archive.extractfile(m).read() for m in archive.getmembers() if m.isfile()}
 
 
-@pytest.mark.parametrize(
-    ("index", "projects"), [("pypi", PYPI_PROJECTS), ("torch", ["torch"])]
-)
+@pytest.mark.parametrize(("index", "projects"), [("pypi", PYPI_PROJECTS), ("torch", ["torch"])])
 def test_pages_link_every_file_by_relative_url_with_its_sha256(built, index, projects):
     simple = built.simple(index)
     assert links(simple / "index.html") == [(f"{p}/", p) for p in projects]
@@ -99,9 +105,13 @@ def test_real_wheels_are_the_pinned_files(built):
         if "test stand-in" not in metadata_["Summary"]
     }
     assert versions == {
-        "uv": "0.13.9", "setuptools": "84.2.1", "wheel": "0.48.0", "packaging": "26.4",
-        "psutil": "7.2.2", "ninja": "1.13.2",
-    }  # fmt: skip
+        "uv": "0.13.9",
+        "setuptools": "84.2.1",
+        "wheel": "0.48.0",
+        "packaging": "26.4",
+        "psutil": "7.2.2",
+        "ninja": "1.13.2",
+    }
     for filename, digest in pyindex.REAL_WHEELS.items():
         data = (built.files("pypi") / filename).read_bytes()
         assert hashlib.sha256(data).hexdigest() == digest
@@ -139,9 +149,11 @@ def test_stand_in_wheels(built, index, filename, name, version, requires):
 
 def test_stand_in_wheels_import(built, tmp_path):
     # Pure Python: importable straight from the wheels, in a fresh interpreter.
-    wheels = [built.files("pypi") / "sglang-0.5.23-py3-none-any.whl",
-              built.files("pypi") / "sglang_router-0.2.4-py3-none-any.whl",
-              built.files("torch") / "torch-2.14.1+cu130-py3-none-any.whl"]  # fmt: skip
+    wheels = [
+        built.files("pypi") / "sglang-0.5.23-py3-none-any.whl",
+        built.files("pypi") / "sglang_router-0.2.4-py3-none-any.whl",
+        built.files("torch") / "torch-2.14.1+cu130-py3-none-any.whl",
+    ]
     code = (
         f"import sys; sys.path[:0] = {list(map(str, wheels))!r}; "
         "import sglang, sglang_router, torch; import sglang.launch_server, "
@@ -175,8 +187,11 @@ def test_flash_attn_build_needs_torch(built, tmp_path):
     # -S: no site-packages, so no torch, as in an isolated build environment.
     result = subprocess.run(
         [sys.executable, "-S", "setup.py", "--version"],
-        cwd=tmp_path / "flash_attn-2.8.3", capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        cwd=tmp_path / "flash_attn-2.8.3",
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert result.returncode != 0
     assert "the build needs torch and cannot import it" in result.stderr
     assert "--no-build-isolation" in result.stderr

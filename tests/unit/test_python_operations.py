@@ -17,7 +17,9 @@ INDEX = "https://pypi.org/simple"
 
 
 def test_uv_is_installed_with_pip_from_the_index():
-    commands, noops = run_operation(uv_installed, {PythonPackages: {}}, version="0.13.9", index_url=INDEX)
+    commands, noops = run_operation(
+        uv_installed, {PythonPackages: {}}, version="0.13.9", index_url=INDEX
+    )
     assert commands == [
         "test -x /opt/sglang/uv/bin/pip || python3 -m venv /opt/sglang/uv",
         "/opt/sglang/uv/bin/pip install --quiet --disable-pip-version-check "
@@ -35,9 +37,7 @@ def test_index_credentials_are_masked():
     assert "s3cret" not in " ".join(commands) and "*MASKED*" in commands[1]
 
 
-@pytest.mark.parametrize(
-    ("found", "changes"), [(None, True), ("3.11.2", True), ("3.12.3", False)]
-)
+@pytest.mark.parametrize(("found", "changes"), [(None, True), ("3.11.2", True), ("3.12.3", False)])
 def test_venv_is_created_or_recreated_for_the_pinned_python(found, changes):
     commands, noops = run_operation(
         python_venv, {PythonVersion: found}, path=VENV, python_version="3.12"
@@ -57,18 +57,24 @@ def test_missing_requirements():
 def test_changing_a_pin_installs_exactly_that_package():
     installed = {"sglang": "0.5.22", "torch": "2.14.1+cu130"}
     commands, _ = run_operation(
-        venv_packages, {PythonPackages: installed}, venv=VENV,
-        requirements={"sglang": "0.5.23"}, index_url=INDEX,
+        venv_packages,
+        {PythonPackages: installed},
+        venv=VENV,
+        requirements={"sglang": "0.5.23"},
+        index_url=INDEX,
         extra_index_url="https://download.pytorch.org/whl/cu130",
-    )  # fmt: skip
+    )
     assert commands == [
         f"/opt/sglang/uv/bin/uv pip install --python {VENV}/bin/python --index-url {INDEX} "
         "--extra-index-url https://download.pytorch.org/whl/cu130 sglang==0.5.23"
     ]
     commands, noops = run_operation(
-        venv_packages, {PythonPackages: {"sglang": "0.5.23"}}, venv=VENV,
-        requirements={"sglang": "0.5.23"}, index_url=INDEX,
-    )  # fmt: skip
+        venv_packages,
+        {PythonPackages: {"sglang": "0.5.23"}},
+        venv=VENV,
+        requirements={"sglang": "0.5.23"},
+        index_url=INDEX,
+    )
     assert commands == [] and noops == [f"{VENV} has sglang"]
 
 
@@ -84,9 +90,13 @@ BUILD_FACTS = {
     MemoryInfo: {"total_kb": 70 * GB, "available_kb": 64 * GB},
 }
 BUILD_ARGS = dict(
-    venv=VENV, version="2.8.3", archs_override=None, memory_fraction=0.75,
-    cuda_home="/usr/local/cuda-13.1", index_url=INDEX,
-)  # fmt: skip
+    venv=VENV,
+    version="2.8.3",
+    archs_override=None,
+    memory_fraction=0.75,
+    cuda_home="/usr/local/cuda-13.1",
+    index_url=INDEX,
+)
 
 
 def test_flash_attn_build_command_carries_the_plan_and_keeps_the_log():
@@ -94,7 +104,10 @@ def test_flash_attn_build_command_carries_the_plan_and_keeps_the_log():
     assert noops == [] and len(commands) == 1
     command = commands[0]
     # 16 cores, 64 GB available: 48 GB bound -> 9 threads of 5 GB -> 3 jobs x 3 threads.
-    assert "env MAX_JOBS=3 NVCC_THREADS=3 FLASH_ATTN_CUDA_ARCHS=90 FLASH_ATTENTION_FORCE_BUILD=TRUE" in command
+    assert (
+        "env MAX_JOBS=3 NVCC_THREADS=3 FLASH_ATTN_CUDA_ARCHS=90 FLASH_ATTENTION_FORCE_BUILD=TRUE"
+        in command
+    )
     assert "CUDA_HOME=/usr/local/cuda-13.1" in command
     assert "--no-build-isolation" in command and "flash-attn==2.8.3" in command
     assert "> /var/log/pyinfra-sglang/flash-attn-2.8.3-build.log 2>&1" in command
@@ -102,7 +115,9 @@ def test_flash_attn_build_command_carries_the_plan_and_keeps_the_log():
 
 
 def test_flash_attn_archs_from_the_inventory_win():
-    commands, _ = run_operation(flash_attn_built, BUILD_FACTS, **{**BUILD_ARGS, "archs_override": ["90", "120"]})
+    commands, _ = run_operation(
+        flash_attn_built, BUILD_FACTS, **{**BUILD_ARGS, "archs_override": ["90", "120"]}
+    )
     assert "FLASH_ATTN_CUDA_ARCHS='90;120'" in commands[0]
 
 

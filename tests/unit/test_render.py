@@ -39,14 +39,21 @@ from pyinfra_sglang.versions import Version, parse_version
 
 VENV = "/opt/sglang/venv"
 CONFIG = "/etc/sglang/sglang.yaml"
-SPARSE = ["--nsa-prefill-backend", "--nsa-decode-backend", "--dsa-prefill-backend", "--dsa-decode-backend"]
+SPARSE = [
+    "--nsa-prefill-backend",
+    "--nsa-decode-backend",
+    "--dsa-prefill-backend",
+    "--dsa-decode-backend",
+]
 API_KEY = "sk-test-Abc123:#&\"'x"
 HF_TOKEN = "hf_TestTokenValue123"
 
 
 def argv_for(profile_name: str, version: str, gpus: int, **kwargs) -> list[str]:
     profile = load_profile(profile_name)
-    return server_args(profile, version, tp_size_for(profile, gpus), "127.0.0.1", 30000, CONFIG, **kwargs)
+    return server_args(
+        profile, version, tp_size_for(profile, gpus), "127.0.0.1", 30000, CONFIG, **kwargs
+    )
 
 
 def flags(argv: list[str]) -> dict[str, str | bool]:
@@ -113,7 +120,9 @@ def test_versions_compare_as_releases():
 )
 def test_spelling_per_release(version, prefill, graph):
     assert flag_for("sparse_attention_prefill_backend", version) == prefill
-    assert flag_for("sparse_attention_decode_backend", version) == prefill.replace("prefill", "decode")
+    assert flag_for("sparse_attention_decode_backend", version) == prefill.replace(
+        "prefill", "decode"
+    )
     assert flag_for("cuda_graph_max_bs", version) == graph
 
 
@@ -123,14 +132,20 @@ def test_flag_table_is_complete_and_stable():
     assert list(table)[-1] == "config"
     switches = {intent for intent, entry in table.items() if entry.kind == "switch"}
     assert switches == {
-        "trust_remote_code", "disable_cuda_graph", "disable_shared_experts_fusion", "enable_metrics",
-    }  # fmt: skip
+        "trust_remote_code",
+        "disable_cuda_graph",
+        "disable_shared_experts_fusion",
+        "enable_metrics",
+    }
     for entry in table.values():
         assert all(s.flag.startswith("--") for s in entry.spellings)
 
 
 def test_missing_spelling_names_intent_flag_and_release():
-    expected = r"SGLang 0.5.8 has no flag for sparse_attention_prefill_backend \(--nsa-prefill-backend from 0.5.9"
+    expected = (
+        r"SGLang 0.5.8 has no flag for sparse_attention_prefill_backend "
+        r"\(--nsa-prefill-backend from 0.5.9"
+    )
     with pytest.raises(FlagVersionError, match=expected):
         flag_for("sparse_attention_prefill_backend", "0.5.8")
 
@@ -139,31 +154,108 @@ def test_missing_spelling_names_intent_flag_and_release():
 
 ARGV_TABLE = [
     # profile, SGLang, GPUs, flags expected with values, flags that must be absent
-    ("glm-5-nvfp4", "0.5.9", 8,
-     {"--nsa-prefill-backend": "trtllm", "--nsa-decode-backend": "trtllm", "--cuda-graph-max-bs": "64", "--tp-size": "8"},
-     ["--dsa-prefill-backend", "--dsa-decode-backend", "--cuda-graph-max-bs-decode", "--disable-cuda-graph"]),
-    ("glm-5-nvfp4", "0.5.9.post1", 8,
-     {"--nsa-prefill-backend": "trtllm", "--cuda-graph-max-bs": "64"},
-     ["--dsa-prefill-backend", "--cuda-graph-max-bs-decode"]),
-    ("glm-5-nvfp4", "0.5.14", 8,
-     {"--dsa-prefill-backend": "trtllm", "--dsa-decode-backend": "trtllm", "--cuda-graph-max-bs-decode": "64"},
-     ["--nsa-prefill-backend", "--nsa-decode-backend", "--cuda-graph-max-bs"]),
-    ("glm-5-nvfp4", "0.5.23", 8,
-     {"--dsa-prefill-backend": "trtllm", "--dsa-decode-backend": "trtllm", "--cuda-graph-max-bs-decode": "64",
-      "--tp-size": "8", "--quantization": "modelopt_fp4", "--trust-remote-code": True,
-      "--mem-fraction-static": "0.92", "--chunked-prefill-size": "8192", "--reasoning-parser": "glm45",
-      "--tool-call-parser": "glm47", "--disable-shared-experts-fusion": True, "--watchdog-timeout": "1800",
-      "--enable-metrics": True, "--config": CONFIG},
-     ["--nsa-prefill-backend", "--cuda-graph-max-bs", "--attention-backend", "--kv-cache-dtype", "--api-key"]),
+    (
+        "glm-5-nvfp4",
+        "0.5.9",
+        8,
+        {
+            "--nsa-prefill-backend": "trtllm",
+            "--nsa-decode-backend": "trtllm",
+            "--cuda-graph-max-bs": "64",
+            "--tp-size": "8",
+        },
+        [
+            "--dsa-prefill-backend",
+            "--dsa-decode-backend",
+            "--cuda-graph-max-bs-decode",
+            "--disable-cuda-graph",
+        ],
+    ),
+    (
+        "glm-5-nvfp4",
+        "0.5.9.post1",
+        8,
+        {"--nsa-prefill-backend": "trtllm", "--cuda-graph-max-bs": "64"},
+        ["--dsa-prefill-backend", "--cuda-graph-max-bs-decode"],
+    ),
+    (
+        "glm-5-nvfp4",
+        "0.5.14",
+        8,
+        {
+            "--dsa-prefill-backend": "trtllm",
+            "--dsa-decode-backend": "trtllm",
+            "--cuda-graph-max-bs-decode": "64",
+        },
+        ["--nsa-prefill-backend", "--nsa-decode-backend", "--cuda-graph-max-bs"],
+    ),
+    (
+        "glm-5-nvfp4",
+        "0.5.23",
+        8,
+        {
+            "--dsa-prefill-backend": "trtllm",
+            "--dsa-decode-backend": "trtllm",
+            "--cuda-graph-max-bs-decode": "64",
+            "--tp-size": "8",
+            "--quantization": "modelopt_fp4",
+            "--trust-remote-code": True,
+            "--mem-fraction-static": "0.92",
+            "--chunked-prefill-size": "8192",
+            "--reasoning-parser": "glm45",
+            "--tool-call-parser": "glm47",
+            "--disable-shared-experts-fusion": True,
+            "--watchdog-timeout": "1800",
+            "--enable-metrics": True,
+            "--config": CONFIG,
+        },
+        [
+            "--nsa-prefill-backend",
+            "--cuda-graph-max-bs",
+            "--attention-backend",
+            "--kv-cache-dtype",
+            "--api-key",
+        ],
+    ),
     ("glm-5-nvfp4", "0.5.23", 4, {"--tp-size": "4"}, []),
-    ("glm-5-nvfp4-dense", "0.5.9", 8,
-     {"--attention-backend": "flashinfer", "--kv-cache-dtype": "bf16", "--cuda-graph-max-bs": "64"}, SPARSE),
-    ("glm-5-nvfp4-dense", "0.5.23", 8,
-     {"--attention-backend": "flashinfer", "--kv-cache-dtype": "bf16", "--cuda-graph-max-bs-decode": "64"}, SPARSE),
-    ("dense-bf16", "0.5.8", 1, {"--tp-size": "1", "--model-path": "Qwen/Qwen3-8B"},
-     SPARSE + ["--quantization", "--trust-remote-code", "--cuda-graph-max-bs", "--disable-cuda-graph"]),
-    ("dense-bf16", "0.5.23", 2, {"--tp-size": "2"}, SPARSE + ["--cuda-graph-max-bs-decode", "--nnodes"]),
-]  # fmt: skip
+    (
+        "glm-5-nvfp4-dense",
+        "0.5.9",
+        8,
+        {
+            "--attention-backend": "flashinfer",
+            "--kv-cache-dtype": "bf16",
+            "--cuda-graph-max-bs": "64",
+        },
+        SPARSE,
+    ),
+    (
+        "glm-5-nvfp4-dense",
+        "0.5.23",
+        8,
+        {
+            "--attention-backend": "flashinfer",
+            "--kv-cache-dtype": "bf16",
+            "--cuda-graph-max-bs-decode": "64",
+        },
+        SPARSE,
+    ),
+    (
+        "dense-bf16",
+        "0.5.8",
+        1,
+        {"--tp-size": "1", "--model-path": "Qwen/Qwen3-8B"},
+        SPARSE
+        + ["--quantization", "--trust-remote-code", "--cuda-graph-max-bs", "--disable-cuda-graph"],
+    ),
+    (
+        "dense-bf16",
+        "0.5.23",
+        2,
+        {"--tp-size": "2"},
+        SPARSE + ["--cuda-graph-max-bs-decode", "--nnodes"],
+    ),
+]
 
 
 @pytest.mark.parametrize(
@@ -183,29 +275,46 @@ def test_argv_table(profile, version, gpus, present, absent):
 
 def test_reference_argv_in_full():
     assert argv_for("glm-5-nvfp4", "0.5.23", 8) == [
-        "--model-path", "nvidia/GLM-5-NVFP4",
-        "--served-model-name", "glm-5",
-        "--tp-size", "8",
-        "--quantization", "modelopt_fp4",
+        "--model-path",
+        "nvidia/GLM-5-NVFP4",
+        "--served-model-name",
+        "glm-5",
+        "--tp-size",
+        "8",
+        "--quantization",
+        "modelopt_fp4",
         "--trust-remote-code",
-        "--dsa-prefill-backend", "trtllm",
-        "--dsa-decode-backend", "trtllm",
-        "--mem-fraction-static", "0.92",
-        "--chunked-prefill-size", "8192",
-        "--cuda-graph-max-bs-decode", "64",
+        "--dsa-prefill-backend",
+        "trtllm",
+        "--dsa-decode-backend",
+        "trtllm",
+        "--mem-fraction-static",
+        "0.92",
+        "--chunked-prefill-size",
+        "8192",
+        "--cuda-graph-max-bs-decode",
+        "64",
         "--disable-shared-experts-fusion",
-        "--reasoning-parser", "glm45",
-        "--tool-call-parser", "glm47",
-        "--watchdog-timeout", "1800",
+        "--reasoning-parser",
+        "glm45",
+        "--tool-call-parser",
+        "glm47",
+        "--watchdog-timeout",
+        "1800",
         "--enable-metrics",
-        "--host", "127.0.0.1",
-        "--port", "30000",
-        "--config", CONFIG,
-    ]  # fmt: skip
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "30000",
+        "--config",
+        CONFIG,
+    ]
 
 
 def test_cuda_graphs_off_renders_the_deprecated_switch_only():
-    profile = merge_overrides(load_profile("glm-5-nvfp4"), {"cuda_graph": False, "cuda_graph_max_bs": None})
+    profile = merge_overrides(
+        load_profile("glm-5-nvfp4"), {"cuda_graph": False, "cuda_graph_max_bs": None}
+    )
     found = flags(server_args(profile, "0.5.23", 8, "127.0.0.1", 30000, CONFIG))
     assert found["--disable-cuda-graph"] is True
     assert "--cuda-graph-max-bs" not in found and "--cuda-graph-max-bs-decode" not in found
@@ -223,17 +332,39 @@ def test_tp_size_from_gpus_or_profile():
 
 def test_multinode_flags():
     profile = load_profile("glm-5-nvfp4")
-    argv = server_args(profile, "0.5.23", 16, "0.0.0.0", 30000, CONFIG,
-                       nnodes=2, node_rank=1, dist_init_addr="10.0.0.1:5000")  # fmt: skip
+    argv = server_args(
+        profile,
+        "0.5.23",
+        16,
+        "0.0.0.0",
+        30000,
+        CONFIG,
+        nnodes=2,
+        node_rank=1,
+        dist_init_addr="10.0.0.1:5000",
+    )
     found = flags(argv)
-    assert (found["--nnodes"], found["--node-rank"], found["--dist-init-addr"]) == ("2", "1", "10.0.0.1:5000")
+    assert (found["--nnodes"], found["--node-rank"], found["--dist-init-addr"]) == (
+        "2",
+        "1",
+        "10.0.0.1:5000",
+    )
     assert found["--tp-size"] == "16"
     assert "--nnodes" not in flags(argv_for("glm-5-nvfp4", "0.5.23", 8))
     with pytest.raises(RenderError, match="need dist_init_addr"):
         server_args(profile, "0.5.23", 16, "0.0.0.0", 30000, CONFIG, nnodes=2, node_rank=1)
     with pytest.raises(RenderError, match="node_rank 2 is outside 0..1"):
-        server_args(profile, "0.5.23", 16, "0.0.0.0", 30000, CONFIG, nnodes=2, node_rank=2,
-                    dist_init_addr="10.0.0.1:5000")  # fmt: skip
+        server_args(
+            profile,
+            "0.5.23",
+            16,
+            "0.0.0.0",
+            30000,
+            CONFIG,
+            nnodes=2,
+            node_rank=2,
+            dist_init_addr="10.0.0.1:5000",
+        )
 
 
 def test_config_must_be_yaml_and_may_be_left_out():
@@ -259,7 +390,9 @@ def test_intent_the_release_lacks_is_an_error_naming_flags_and_release():
         server_args(profile, "0.5.8", 8, "127.0.0.1", 30000, CONFIG)
     message = str(error.value)
     assert message.startswith("profile glm-5-nvfp4: SGLang 0.5.8 has no flag for ")
-    assert "sparse_attention_prefill_backend = 'trtllm' (--nsa-prefill-backend from 0.5.9" in message
+    assert (
+        "sparse_attention_prefill_backend = 'trtllm' (--nsa-prefill-backend from 0.5.9" in message
+    )
     assert "sparse_attention_decode_backend = 'trtllm' (--nsa-decode-backend from 0.5.9" in message
     assert "--dsa-prefill-backend from 0.5.13" in message
 
@@ -299,7 +432,9 @@ def test_service_files_apply_the_checks():
     with pytest.raises(GpuFitError):
         service_files(arch="sm_90", memory_gb=141)
     # Multi-node: the fit counts the GPUs of every node.
-    files = service_files(gpus=4, node=NodePosition(nnodes=2, rank=0, dist_init_addr="10.0.0.1:5000"))
+    files = service_files(
+        gpus=4, node=NodePosition(nnodes=2, rank=0, dist_init_addr="10.0.0.1:5000")
+    )
     assert "--tp-size 8" in files[0].content
 
 
@@ -319,7 +454,9 @@ def test_api_key_only_in_the_config_file_and_hf_token_only_in_the_env_file():
 
 def read_config(text: str) -> dict[str, str]:
     # The values are JSON strings, which YAML reads as the same strings.
-    entries = [line.split(": ", 1) for line in text.splitlines() if line and not line.startswith("#")]
+    entries = [
+        line.split(": ", 1) for line in text.splitlines() if line and not line.startswith("#")
+    ]
     return {key: json.loads(value) for key, value in entries}
 
 
@@ -354,14 +491,22 @@ def test_unit_shape():
     unit = service_files()[0].content
     lines = unit.splitlines()
     for line in [
-        "Type=simple", "Restart=on-failure", "TimeoutStartSec=1200", "KillMode=control-group",
-        "LimitMEMLOCK=infinity", "StandardOutput=journal", "EnvironmentFile=/etc/sglang/sglang.env",
+        "Type=simple",
+        "Restart=on-failure",
+        "TimeoutStartSec=1200",
+        "KillMode=control-group",
+        "LimitMEMLOCK=infinity",
+        "StandardOutput=journal",
+        "EnvironmentFile=/etc/sglang/sglang.env",
         "WantedBy=multi-user.target",
-    ]:  # fmt: skip
+    ]:
         assert line in lines, line
     argv = argv_for("glm-5-nvfp4", "0.5.23", 8)
     assert unit_argv(unit) == [f"{VENV}/bin/python", "-m", "sglang.launch_server", *argv]
-    assert "ExecStart=/opt/sglang/venv/bin/python -m sglang.launch_server \\\n    --model-path " in unit
+    assert (
+        "ExecStart=/opt/sglang/venv/bin/python -m sglang.launch_server \\\n    --model-path "
+        in unit
+    )
 
 
 def test_exec_start_quoting():
@@ -371,7 +516,10 @@ def test_exec_start_quoting():
     assert systemd_quote("$HOME") == '"$$HOME"'
     assert systemd_quote('a"b\\c') == '"a\\"b\\\\c"'
     words = ["/v/bin/python", "-m", "m", "--model-path", "/models/a b", "--x", "%n$y"]
-    assert exec_start(words) == '/v/bin/python -m m \\\n    --model-path "/models/a b" \\\n    --x "%%n$$y"'
+    assert (
+        exec_start(words)
+        == '/v/bin/python -m m \\\n    --model-path "/models/a b" \\\n    --x "%%n$$y"'
+    )
     with pytest.raises(RenderError, match="newline"):
         systemd_quote("a\nb")
 
@@ -394,9 +542,18 @@ def test_env_file():
     assert values["PATH"].startswith(f"{VENV}/bin:/usr/local/cuda-13.1/bin:")
     for name, folder in cache_dirs().items():
         assert values[name] == folder and folder.startswith("/var/lib/sglang/")
-    assert {"HF_HOME", "FLASHINFER_WORKSPACE_BASE", "SGLANG_DG_CACHE_DIR", "TRITON_CACHE_DIR"} <= set(values)
+    assert {
+        "HF_HOME",
+        "FLASHINFER_WORKSPACE_BASE",
+        "SGLANG_DG_CACHE_DIR",
+        "TRITON_CACHE_DIR",
+    } <= set(values)
     nvlinked = render_env(None, VENV, pcie_only=False)
-    assert "\nNCCL_" not in nvlinked and "\nHF_TOKEN=" not in nvlinked and "\nCUDA_HOME=" not in nvlinked
+    assert (
+        "\nNCCL_" not in nvlinked
+        and "\nHF_TOKEN=" not in nvlinked
+        and "\nCUDA_HOME=" not in nvlinked
+    )
     assert cache_dirs("/data/sglang")["HF_HOME"] == "/data/sglang/huggingface"
 
 
@@ -410,19 +567,31 @@ def test_env_values_are_quoted_when_needed():
 
 
 def test_router_unit():
-    unit = render_router_unit(VENV, ["http://10.0.0.1:30000", "http://10.0.0.2:30000"], "0.0.0.0", 8000)
+    unit = render_router_unit(
+        VENV, ["http://10.0.0.1:30000", "http://10.0.0.2:30000"], "0.0.0.0", 8000
+    )
     assert unit_argv(unit) == [
-        f"{VENV}/bin/python", "-m", "sglang_router.launch_router",
-        "--worker-urls", "http://10.0.0.1:30000", "http://10.0.0.2:30000",
-        "--policy", "cache_aware", "--host", "0.0.0.0", "--port", "8000",
-    ]  # fmt: skip
+        f"{VENV}/bin/python",
+        "-m",
+        "sglang_router.launch_router",
+        "--worker-urls",
+        "http://10.0.0.1:30000",
+        "http://10.0.0.2:30000",
+        "--policy",
+        "cache_aware",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "8000",
+    ]
     assert "KillMode=control-group" in unit and "Restart=on-failure" in unit
     with pytest.raises(RenderError, match="at least one worker"):
         render_router_unit(VENV, [], "0.0.0.0", 8000)
 
 
 @pytest.mark.parametrize(
-    "name", ["sglang.service.j2", "sglang.env.j2", "sglang-config.yaml.j2", "sglang-router.service.j2"]
+    "name",
+    ["sglang.service.j2", "sglang.env.j2", "sglang-config.yaml.j2", "sglang-router.service.j2"],
 )
 def test_templates_are_found(name):
     assert Path(paths.template(name)).is_file()
@@ -441,8 +610,22 @@ def test_rendering_is_deterministic():
 
 
 def test_render_command_prints_the_three_files_masked(capsys):
-    assert main(["render", "--profile", "glm-5-nvfp4", "--gpus", "8", "--arch", "sm_120",
-                 "--sglang-version", "0.5.23"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "render",
+                "--profile",
+                "glm-5-nvfp4",
+                "--gpus",
+                "8",
+                "--arch",
+                "sm_120",
+                "--sglang-version",
+                "0.5.23",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert out.startswith("# profile glm-5-nvfp4, SGLang 0.5.23, 8 x 96 GB sm_120")
     assert "PCIe only: yes; secrets masked" in out
@@ -459,7 +642,17 @@ def test_render_command_prints_the_three_files_masked(capsys):
 
 
 def test_render_command_output_is_stable(capsys):
-    args = ["render", "--profile", "dense-bf16", "--gpus", "2", "--arch", "sm_90", "--sglang-version", "0.5.9"]
+    args = [
+        "render",
+        "--profile",
+        "dense-bf16",
+        "--gpus",
+        "2",
+        "--arch",
+        "sm_90",
+        "--sglang-version",
+        "0.5.9",
+    ]
     main(args)
     first = capsys.readouterr().out
     main(args)
@@ -469,8 +662,19 @@ def test_render_command_output_is_stable(capsys):
 
 
 def test_render_command_refuses_what_does_not_fit(capsys):
-    code = main(["render", "--profile", "glm-5-nvfp4", "--gpus", "4", "--arch", "sm_120",
-                 "--sglang-version", "0.5.23"])  # fmt: skip
+    code = main(
+        [
+            "render",
+            "--profile",
+            "glm-5-nvfp4",
+            "--gpus",
+            "4",
+            "--arch",
+            "sm_120",
+            "--sglang-version",
+            "0.5.23",
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 1 and captured.out == ""
     assert "refused: profile glm-5-nvfp4 needs at least 480 GB" in captured.err
@@ -478,30 +682,83 @@ def test_render_command_refuses_what_does_not_fit(capsys):
 
 
 def test_render_command_version_error(capsys):
-    code = main(["render", "--profile", "glm-5-nvfp4", "--gpus", "8", "--arch", "sm_120",
-                 "--sglang-version", "0.5.8"])  # fmt: skip
+    code = main(
+        [
+            "render",
+            "--profile",
+            "glm-5-nvfp4",
+            "--gpus",
+            "8",
+            "--arch",
+            "sm_120",
+            "--sglang-version",
+            "0.5.8",
+        ]
+    )
     assert code == 1
     assert "needs SGLang 0.5.9 or later" in capsys.readouterr().err
 
 
 def test_render_command_memory_host_port_and_user_profiles(tmp_path, capsys):
     (tmp_path / "tiny.toml").write_text('model = "org/tiny"\nmin_total_gpu_memory_gb = 40\n')
-    code = main(["render", "--profile", "tiny", "--profile-dir", str(tmp_path), "--gpus", "2",
-                 "--arch", "sm_89", "--gpu-mem-gb", "24", "--sglang-version", "0.5.23",
-                 "--host", "0.0.0.0", "--port", "8080", "--pcie-only"])  # fmt: skip
+    code = main(
+        [
+            "render",
+            "--profile",
+            "tiny",
+            "--profile-dir",
+            str(tmp_path),
+            "--gpus",
+            "2",
+            "--arch",
+            "sm_89",
+            "--gpu-mem-gb",
+            "24",
+            "--sglang-version",
+            "0.5.23",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "8080",
+            "--pcie-only",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "2 x 24 GB sm_89 (given)" in out
     assert "--model-path org/tiny" in out and "--host 0.0.0.0" in out and "--port 8080" in out
     assert "NCCL_IB_DISABLE=1" in out
-    assert main(["render", "--profile", "tiny", "--profile-dir", str(tmp_path), "--gpus", "1",
-                 "--arch", "sm_89", "--gpu-mem-gb", "24", "--sglang-version", "0.5.23"]) == 1  # fmt: skip
+    assert (
+        main(
+            [
+                "render",
+                "--profile",
+                "tiny",
+                "--profile-dir",
+                str(tmp_path),
+                "--gpus",
+                "1",
+                "--arch",
+                "sm_89",
+                "--gpu-mem-gb",
+                "24",
+                "--sglang-version",
+                "0.5.23",
+            ]
+        )
+        == 1
+    )
     assert "needs at least 40 GB" in capsys.readouterr().err
 
 
 def test_render_command_rejects_bad_arguments(capsys):
     for bad in (["--arch", "hopper"], ["--sglang-version", "0.5"], ["--gpus", "0"]):
-        args = {"--profile": "dense-bf16", "--gpus": "1", "--arch": "sm_90", "--sglang-version": "0.5.23"}
+        args = {
+            "--profile": "dense-bf16",
+            "--gpus": "1",
+            "--arch": "sm_90",
+            "--sglang-version": "0.5.23",
+        }
         args.update(dict([bad]))
         with pytest.raises(SystemExit) as exit_:
             main(["render", *[word for pair in args.items() for word in pair]])

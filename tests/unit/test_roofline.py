@@ -1,4 +1,5 @@
-"""Decode roofline (pyinfra_sglang/diagnosis/roofline.py) and the profiles' model numbers behind it."""
+"""Decode roofline (pyinfra_sglang/diagnosis/roofline.py) and the profiles' model numbers behind
+it."""
 
 from __future__ import annotations
 

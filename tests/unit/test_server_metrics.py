@@ -23,15 +23,24 @@ sglang:num_queue_reqs{{model_name="glm-5",tp_rank="1"}} 5.0
 
 def test_peaks_over_the_polls_that_answered():
     assert summarize_polls(POLLS) == {
-        "kv_cache_usage": 0.97, "queued_requests": 12,
-        "peak_kv_cache_usage": 0.97, "peak_queued_requests": 12, "polls": 2,
-    }  # fmt: skip
+        "kv_cache_usage": 0.97,
+        "queued_requests": 12,
+        "peak_kv_cache_usage": 0.97,
+        "peak_queued_requests": 12,
+        "polls": 2,
+    }
 
 
 def test_full_cache_and_queue_are_read_from_the_same_poll():
     # The cache was fullest when nothing waited; requests queued while it was half full.
-    lines = [POLL_MARK, 'sglang:token_usage{m="x"} 0.99', 'sglang:num_queue_reqs{m="x"} 0.0',
-             POLL_MARK, 'sglang:token_usage{m="x"} 0.50', 'sglang:num_queue_reqs{m="x"} 3.0']  # fmt: skip
+    lines = [
+        POLL_MARK,
+        'sglang:token_usage{m="x"} 0.99',
+        'sglang:num_queue_reqs{m="x"} 0.0',
+        POLL_MARK,
+        'sglang:token_usage{m="x"} 0.50',
+        'sglang:num_queue_reqs{m="x"} 3.0',
+    ]
     summary = summarize_polls(lines)
     assert (summary["kv_cache_usage"], summary["queued_requests"]) == (0.5, 3)
     assert (summary["peak_kv_cache_usage"], summary["peak_queued_requests"]) == (0.99, 3)
@@ -58,6 +67,12 @@ def test_poll_loop_keeps_only_the_two_gauges(tmp_path):
     subprocess.run(["timeout", "0.5", "bash", "-c", loop], check=False)
     lines = output.read_text().splitlines()
     assert lines.count(POLL_MARK) >= 2
-    assert set(lines) == {POLL_MARK, 'sglang:token_usage{model_name="m"} 0.25', 'sglang:num_queue_reqs{model_name="m"} 3.0'}
+    assert set(lines) == {
+        POLL_MARK,
+        'sglang:token_usage{model_name="m"} 0.25',
+        'sglang:num_queue_reqs{model_name="m"} 3.0',
+    }
     summary = summarize_polls(lines)
-    assert (summary["kv_cache_usage"], summary["queued_requests"]) == (0.25, 3) and summary["polls"] >= 1
+    assert (summary["kv_cache_usage"], summary["queued_requests"]) == (0.25, 3) and summary[
+        "polls"
+    ] >= 1

@@ -24,7 +24,9 @@ H200X2 = NvidiaGpus().process(captured_lines("h200x2-nvlink-vm", QUERY))
 RTX_X8 = NvidiaGpus().process(captured_lines("rtxpro6000x8-pcie-from-smiq", QUERY))
 
 
-def render_for(gpus, config: HostConfig, node: NodePosition = NodePosition()):
+def render_for(gpus, config: HostConfig, node: NodePosition | None = None):
+    if node is None:
+        node = NodePosition()
     secrets = read_secrets(config, "gpu-host")
     return service_files(config, "gpu-host", gpus, node, secrets)
 
@@ -78,7 +80,11 @@ def digests_of(service):
 def test_same_files_and_running_is_a_noop_else_one_guarded_apply():
     config = HostConfig(sglang_model_profile="dense-bf16")
     service = render_for(H200X2, config)
-    facts = {NvidiaGpus: H200X2, FileDigests: digests_of(service), SystemdStatus: {"sglang.service": True}}
+    facts = {
+        NvidiaGpus: H200X2,
+        FileDigests: digests_of(service),
+        SystemdStatus: {"sglang.service": True},
+    }
     commands, noops = run_operation(sglang_service, facts, config=config)
     assert commands == [] and noops == ["sglang.service runs the rendered configuration"]
 
@@ -89,7 +95,11 @@ def test_same_files_and_running_is_a_noop_else_one_guarded_apply():
     assert "keep_previous': True" in commands[0]
 
     # Unchanged files but a stopped service: started again, nothing to keep.
-    facts = {NvidiaGpus: H200X2, FileDigests: digests_of(service), SystemdStatus: {"sglang.service": False}}
+    facts = {
+        NvidiaGpus: H200X2,
+        FileDigests: digests_of(service),
+        SystemdStatus: {"sglang.service": False},
+    }
     commands, _ = run_operation(sglang_service, facts, config=config)
     assert "keep_previous': False" in commands[0]
 
@@ -97,8 +107,8 @@ def test_same_files_and_running_is_a_noop_else_one_guarded_apply():
 def test_multinode_ranks_follow_the_group_order(tmp_path, monkeypatch):
     from pyinfra.context import ctx_host
 
-    from pyinfra_sglang.inventory import load_inventory_file
     from checks.host_context import host_position
+    from pyinfra_sglang.inventory import load_inventory_file
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "inv.py").write_text(

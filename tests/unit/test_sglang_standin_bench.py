@@ -22,7 +22,9 @@ from tests.hosts import pyindex
 SGLANG = next(s for s in pyindex.STAND_INS if s.name == "sglang" and s.version == "0.5.23")
 TIMEOUT = 30.0
 API_KEY = "sk-standin-bench-KEY-42"
-SAMPLER = Path(__file__).resolve().parents[2] / "pyinfra_sglang" / "host_programs" / "gpu_sampler.py"
+SAMPLER = (
+    Path(__file__).resolve().parents[2] / "pyinfra_sglang" / "host_programs" / "gpu_sampler.py"
+)
 
 
 def source_tree(root: Path, spec: pyindex.StandIn) -> Path:
@@ -43,14 +45,30 @@ def server(tmp_path_factory):
     """A stand-in server (0.5.23, API key, 10 ms per token) on a free port: its base URL."""
     tree = source_tree(tmp_path_factory.mktemp("server"), SGLANG)
     port = free_port()
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(tree),
-           "SGLANG_STANDIN_RUN_DIR": str(tree / "run"), "SGLANG_STANDIN_WARMUP_S": "0.1",
-           "SGLANG_STANDIN_TOKEN_DELAY_S": "0.01"}  # fmt: skip
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": str(tree),
+        "SGLANG_STANDIN_RUN_DIR": str(tree / "run"),
+        "SGLANG_STANDIN_WARMUP_S": "0.1",
+        "SGLANG_STANDIN_TOKEN_DELAY_S": "0.01",
+    }
     proc = subprocess.Popen(
-        [sys.executable, "-S", "-m", "sglang.launch_server", "--model-path", "org/model",
-         "--port", str(port), "--api-key", API_KEY],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-S",
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            "org/model",
+            "--port",
+            str(port),
+            "--api-key",
+            API_KEY,
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + TIMEOUT
     while True:
@@ -60,7 +78,9 @@ def server(tmp_path_factory):
                     break
         except OSError:
             pass
-        assert proc.poll() is None and time.monotonic() < deadline, "the stand-in server never got ready"
+        assert proc.poll() is None and time.monotonic() < deadline, (
+            "the stand-in server never got ready"
+        )
         time.sleep(0.05)
     yield url
     proc.terminate()
@@ -75,36 +95,92 @@ def bench(tree: Path, module: str, url: str, *args: str, key: str | None = API_K
     env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(tree)}
     if key is not None:
         env["OPENAI_API_KEY"] = key
-    return subprocess.run([sys.executable, "-S", "-m", module, "--base-url", url, *args],
-                          env=env, capture_output=True, text=True, timeout=TIMEOUT)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-S", "-m", module, "--base-url", url, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
 
 
-ARGS = ("--backend", "sglang-oai-chat", "--dataset-name", "random-ids", "--random-input-len", "64",
-        "--random-output-len", "12", "--random-range-ratio", "1.0", "--num-prompts", "12",
-        "--max-concurrency", "3")  # fmt: skip
+ARGS = (
+    "--backend",
+    "sglang-oai-chat",
+    "--dataset-name",
+    "random-ids",
+    "--random-input-len",
+    "64",
+    "--random-output-len",
+    "12",
+    "--random-range-ratio",
+    "1.0",
+    "--num-prompts",
+    "12",
+    "--max-concurrency",
+    "3",
+)
 
 
 def test_benchmark_sends_every_request_and_writes_sglangs_fields(server, tmp_path):
     out = tmp_path / "bench.jsonl"
-    result = bench(client(tmp_path, "0.5.23"), "sglang.benchmark.serving", server, *ARGS, "--output-file", str(out))
+    result = bench(
+        client(tmp_path, "0.5.23"),
+        "sglang.benchmark.serving",
+        server,
+        *ARGS,
+        "--output-file",
+        str(out),
+    )
     assert result.returncode == 0, result.stderr
     [row] = [json.loads(x) for x in out.read_text().splitlines()]
-    assert (row["backend"], row["dataset_name"], row["max_concurrency"]) == ("sglang-oai-chat", "random-ids", 3)
+    assert (row["backend"], row["dataset_name"], row["max_concurrency"]) == (
+        "sglang-oai-chat",
+        "random-ids",
+        3,
+    )
     assert row["request_rate"] == float("inf")
-    assert (row["completed"], row["total_input_tokens"], row["total_output_tokens"]) == (12, 12 * 64, 12 * 12)
-    for name in ("duration", "request_throughput", "input_throughput", "output_throughput", "total_throughput",
-                 "concurrency", *(f"{s}_{m}_ms" for s in ("mean", "median", "p99")
-                                  for m in ("ttft", "tpot", "itl", "e2e_latency"))):  # fmt: skip
+    assert (row["completed"], row["total_input_tokens"], row["total_output_tokens"]) == (
+        12,
+        12 * 64,
+        12 * 12,
+    )
+    for name in (
+        "duration",
+        "request_throughput",
+        "input_throughput",
+        "output_throughput",
+        "total_throughput",
+        "concurrency",
+        *(
+            f"{s}_{m}_ms"
+            for s in ("mean", "median", "p99")
+            for m in ("ttft", "tpot", "itl", "e2e_latency")
+        ),
+    ):
         assert isinstance(row[name], float) and row[name] > 0, name
     assert row["output_throughput"] == pytest.approx(row["total_output_tokens"] / row["duration"])
-    assert row["total_throughput"] == pytest.approx(row["input_throughput"] + row["output_throughput"])
+    assert row["total_throughput"] == pytest.approx(
+        row["input_throughput"] + row["output_throughput"]
+    )
     # The server spends 10 ms per token; at most 3 requests were in flight at once.
     assert 9 <= row["median_itl_ms"] < 200 and row["median_tpot_ms"] >= 9
     assert 1.5 < row["concurrency"] <= 3.05
-    assert "Serving Benchmark Result" in result.stdout and API_KEY not in result.stdout + result.stderr
+    assert (
+        "Serving Benchmark Result" in result.stdout and API_KEY not in result.stdout + result.stderr
+    )
     # --output-file appends, as SGLang's does.
-    assert bench(client(tmp_path, "0.5.23"), "sglang.benchmark.serving", server, *ARGS,
-                 "--output-file", str(out)).returncode == 0  # fmt: skip
+    assert (
+        bench(
+            client(tmp_path, "0.5.23"),
+            "sglang.benchmark.serving",
+            server,
+            *ARGS,
+            "--output-file",
+            str(out),
+        ).returncode
+        == 0
+    )
     assert len(out.read_text().splitlines()) == 2
 
 
@@ -122,11 +198,17 @@ def test_benchmark_module_moved_in_0_5_18(server, tmp_path):
 
 def test_benchmark_without_the_key_or_with_unknown_flags_fails(server, tmp_path):
     tree, out = client(tmp_path, "0.5.23"), tmp_path / "b.jsonl"
-    refused = bench(tree, "sglang.benchmark.serving", server, *ARGS, "--output-file", str(out), key=None)
+    refused = bench(
+        tree, "sglang.benchmark.serving", server, *ARGS, "--output-file", str(out), key=None
+    )
     assert refused.returncode == 1 and "401" in refused.stdout
-    wrong_flag = bench(tree, "sglang.benchmark.serving", server, *ARGS, "--random-input", "5", "--bogus")
+    wrong_flag = bench(
+        tree, "sglang.benchmark.serving", server, *ARGS, "--random-input", "5", "--bogus"
+    )
     assert wrong_flag.returncode == 2 and "unrecognized arguments: --bogus" in wrong_flag.stderr
-    unsupported = bench(tree, "sglang.benchmark.serving", server, "--backend", "sglang", "--num-prompts", "1")
+    unsupported = bench(
+        tree, "sglang.benchmark.serving", server, "--backend", "sglang", "--num-prompts", "1"
+    )
     assert unsupported.returncode == 2 and "only --backend" in unsupported.stderr
     assert not out.exists()
 
@@ -143,8 +225,14 @@ def nvml_site(tmp_path_factory) -> Path:
 
 def test_nvidia_ml_py_stand_in_is_the_double_with_its_capture(nvml_site):
     doubles = Path(__file__).resolve().parents[1] / "doubles"
-    assert (nvml_site / "pynvml" / "_double.py").read_bytes() == (doubles / "pynvml.py").read_bytes()
-    assert sorted(p.name for p in (nvml_site / "pynvml" / "capture").iterdir()) == ["nvml.json", "samples.json", "smi_q.txt"]
+    assert (nvml_site / "pynvml" / "_double.py").read_bytes() == (
+        doubles / "pynvml.py"
+    ).read_bytes()
+    assert sorted(p.name for p in (nvml_site / "pynvml" / "capture").iterdir()) == [
+        "nvml.json",
+        "samples.json",
+        "smi_q.txt",
+    ]
     dist_info = nvml_site / "nvidia_ml_py-13.615.71.dist-info"
     assert "Name: nvidia-ml-py\n" in (dist_info / "METADATA").read_text()
 
@@ -153,14 +241,31 @@ def test_gpu_sampler_runs_on_the_stand_in_nvidia_ml_py(nvml_site, tmp_path):
     # -S: only the standard library and the installed stand-in, as in a host's venv.
     out = tmp_path / "samples.jsonl"
     result = subprocess.run(
-        [sys.executable, "-S", str(SAMPLER), "--duration", "0.6", "--interval", "0.2", "--output", str(out)],
+        [
+            sys.executable,
+            "-S",
+            str(SAMPLER),
+            "--duration",
+            "0.6",
+            "--interval",
+            "0.2",
+            "--output",
+            str(out),
+        ],
         env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(nvml_site)},
-        capture_output=True, text=True, timeout=TIMEOUT,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
     assert result.returncode == 0, result.stderr
     samples = [json.loads(x) for x in out.read_text().splitlines()]
     assert len(samples) == 3
     # The capture's first rows, GPU 0: idle at 345 MHz, 77.184 W.
     first = samples[0]["gpus"][0]
-    assert (first["name"], first["sm_clock_mhz"], first["power_w"], first["pcie_gen_max"]) == ("NVIDIA H200", 345, 77.184, 5)
+    assert (first["name"], first["sm_clock_mhz"], first["power_w"], first["pcie_gen_max"]) == (
+        "NVIDIA H200",
+        345,
+        77.184,
+        5,
+    )
     assert [g["index"] for g in samples[0]["gpus"]] == [0, 1]

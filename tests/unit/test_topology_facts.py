@@ -58,7 +58,9 @@ def test_asus_server_pix_node_sys_with_ansi_and_affinity():
 
 
 def test_wrx90_two_switches_pix_node():
-    matrix = parse_topo_matrix(public_lines("topo_8x_rtxpro6000_wrx90_2switch_pix_node_trimmed.txt"))
+    matrix = parse_topo_matrix(
+        public_lines("topo_8x_rtxpro6000_wrx90_2switch_pix_node_trimmed.txt")
+    )
     assert_square_8(matrix)
     assert matrix["GPU0"]["GPU3"] == "PIX"
     assert matrix["GPU4"]["GPU7"] == "PIX"
@@ -68,7 +70,9 @@ def test_wrx90_two_switches_pix_node():
 
 
 def test_wrx90_three_switches_pix_pxb_node():
-    matrix = parse_topo_matrix(public_lines("topo_8x_rtxpro6000_wrx90_3switch_pix_pxb_node_trimmed.txt"))
+    matrix = parse_topo_matrix(
+        public_lines("topo_8x_rtxpro6000_wrx90_3switch_pix_pxb_node_trimmed.txt")
+    )
     assert_square_8(matrix)
     assert matrix["GPU0"]["GPU1"] == "PIX"
     assert matrix["GPU2"]["GPU3"] == "PIX"

@@ -26,8 +26,11 @@ def pkg_info(field: str) -> list[str]:
 class BuildPy(build_py):
     def run(self) -> None:
         for number in range(1, KERNELS + 1):
-            print(f"compiling kernel {number} of {KERNELS} (test stand-in)", file=sys.stderr,
-                  flush=True)  # fmt: skip
+            print(
+                f"compiling kernel {number} of {KERNELS} (test stand-in)",
+                file=sys.stderr,
+                flush=True,
+            )
         sys.exit("error: nvcc died with signal 9 (test double)")
 
 

@@ -22,8 +22,13 @@ except ImportError as error:
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-BUILD_ENV = ("MAX_JOBS", "NVCC_THREADS", "FLASH_ATTN_CUDA_ARCHS", "FLASH_ATTENTION_FORCE_BUILD",
-             "CUDA_HOME")  # fmt: skip
+BUILD_ENV = (
+    "MAX_JOBS",
+    "NVCC_THREADS",
+    "FLASH_ATTN_CUDA_ARCHS",
+    "FLASH_ATTENTION_FORCE_BUILD",
+    "CUDA_HOME",
+)
 PKG_INFO = Path(__file__).resolve().with_name("PKG-INFO").read_text()
 
 

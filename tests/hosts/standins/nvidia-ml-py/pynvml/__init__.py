@@ -11,4 +11,4 @@ from pynvml import _double
 # the package. Its functions read CAPTURE when called, so this takes effect for all of them.
 _double.CAPTURE = _Path(__file__).resolve().parent / "capture"
 
-from pynvml._double import *  # noqa: E402,F401,F403  (the real module's names)
+from pynvml._double import *  # noqa: E402, F403  (the real module's names)

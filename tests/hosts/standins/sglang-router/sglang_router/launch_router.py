@@ -145,7 +145,7 @@ class Handler(BaseHTTPRequestHandler):
     sys_version = ""
     router: Router
 
-    def log_message(self, format, *args):  # noqa: A002
+    def log_message(self, format, *args):
         pass
 
     def send_json(self, status: int, value) -> None:
@@ -163,26 +163,30 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(200, {"status": "alive"})
         health = router.health()
         if path == "/workers":
-            workers = [{"url": w.url, "healthy": ok, "requests_total": w.requests_total}
-                       for w, ok in zip(router.workers, health)]  # fmt: skip
-            return self.send_json(200, {"workers": workers, "total": len(workers),
-                                        "healthy": sum(health)})  # fmt: skip
+            workers = [
+                {"url": w.url, "healthy": ok, "requests_total": w.requests_total}
+                for w, ok in zip(router.workers, health)
+            ]
+            return self.send_json(
+                200, {"workers": workers, "total": len(workers), "healthy": sum(health)}
+            )
         counts = {"healthy_workers": sum(health), "total_workers": len(health)}
         if any(health):
             return self.send_json(200, {"status": "ready", **counts})
-        return self.send_json(503, {"status": "not_ready", **counts,
-                                    "reason": "No healthy workers available"})  # fmt: skip
+        return self.send_json(
+            503, {"status": "not_ready", **counts, "reason": "No healthy workers available"}
+        )
 
-    def do_GET(self):  # noqa: N802
+    def do_GET(self):
         path = urlsplit(self.path).path
         if path in OWN_PATHS:
             return self.own(path)
         self.proxy(b"")
 
-    def do_HEAD(self):  # noqa: N802
+    def do_HEAD(self):
         self.do_GET()
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         length = int(self.headers.get("Content-Length") or 0)
         if length > self.router.args.max_payload_size:
             self.close_connection = True
@@ -191,15 +195,17 @@ class Handler(BaseHTTPRequestHandler):
 
     def proxy(self, body: bytes) -> None:
         router = self.router
-        headers = {name: self.headers[name] for name in FORWARDED_REQUEST_HEADERS
-                   if self.headers.get(name)}  # fmt: skip
+        headers = {
+            name: self.headers[name] for name in FORWARDED_REQUEST_HEADERS if self.headers.get(name)
+        }
         for worker in router.in_turn():
             conn = worker.connection(5.0)  # to connect; the answer may take much longer
             try:
                 conn.connect()
                 conn.sock.settimeout(float(router.args.request_timeout_secs))
-                conn.request(self.command, worker.prefix + self.path, body=body or None,
-                             headers=headers)  # fmt: skip
+                conn.request(
+                    self.command, worker.prefix + self.path, body=body or None, headers=headers
+                )
                 response = conn.getresponse()
             except (OSError, http.client.HTTPException):
                 conn.close()
@@ -214,8 +220,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def relay(self, response: http.client.HTTPResponse) -> None:
         content_type = response.getheader("Content-Type", "application/json")
-        streamed = (response.getheader("Transfer-Encoding", "").lower() == "chunked"
-                    or content_type.startswith("text/event-stream"))  # fmt: skip
+        streamed = response.getheader(
+            "Transfer-Encoding", ""
+        ).lower() == "chunked" or content_type.startswith("text/event-stream")
         self.send_response(response.status)
         self.send_header("Content-Type", content_type)
         if not streamed:
@@ -279,12 +286,21 @@ def main(argv: list[str] | None = None) -> int:
     record_path = Path(os.environ.get("SGLANG_STANDIN_RUN_DIR") or DEFAULT_RUN_DIR)
     record_path = record_path / f"router-{args.port}.json"
     record = {
-        "standin": "sglang-router", "version": __version__, "pid": os.getpid(),
-        "executable": sys.executable, "argv": mask_argv(argv),
-        "worker_urls": [w.url for w in router.workers], "policy": args.policy,
-        "host": args.host, "port": args.port, "api_key_set": bool(args.api_key),
-        "state": "starting", "started_at": time.time(), "stopped_at": None, "exit_code": None,
-    }  # fmt: skip
+        "standin": "sglang-router",
+        "version": __version__,
+        "pid": os.getpid(),
+        "executable": sys.executable,
+        "argv": mask_argv(argv),
+        "worker_urls": [w.url for w in router.workers],
+        "policy": args.policy,
+        "host": args.host,
+        "port": args.port,
+        "api_key_set": bool(args.api_key),
+        "state": "starting",
+        "started_at": time.time(),
+        "stopped_at": None,
+        "exit_code": None,
+    }
     write_record(record_path, record)
 
     handler = type("RouterHandler", (Handler,), {"router": router})
@@ -295,11 +311,14 @@ def main(argv: list[str] | None = None) -> int:
         log(f"failed to bind {args.host}:{args.port}: {error.strerror}", sys.stderr)
         write_record(record_path, {**record, "state": "failed", "exit_code": 1})
         return 1
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
-                     name="http", daemon=True).start()  # fmt: skip
-    log(f"Starting router on {args.host}:{args.port} | policy: {args.policy} | "
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="http", daemon=True
+    ).start()
+    log(
+        f"Starting router on {args.host}:{args.port} | policy: {args.policy} | "
         f"workers: {[w.url for w in router.workers]} (sglang-router {__version__}, "
-        "test stand-in: round robin)")  # fmt: skip
+        "test stand-in: round robin)"
+    )
     record["state"] = "serving"
     write_record(record_path, record)
     while not stop.wait(0.2):
@@ -308,8 +327,9 @@ def main(argv: list[str] | None = None) -> int:
     server.shutdown()
     server.server_close()
     router.pool.shutdown(wait=False)
-    write_record(record_path, {**record, "state": "stopped", "exit_code": 0,
-                               "stopped_at": time.time()})  # fmt: skip
+    write_record(
+        record_path, {**record, "state": "stopped", "exit_code": 0, "stopped_at": time.time()}
+    )
     return 0
 
 

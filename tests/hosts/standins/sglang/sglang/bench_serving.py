@@ -9,6 +9,9 @@ from sglang.version import __version__
 
 if __name__ == "__main__":
     if at_least(__version__, BENCH_MOVED):
-        print("DeprecationWarning: sglang.bench_serving is deprecated, use "
-              "`python -m sglang.benchmark.serving`", file=sys.stderr)  # fmt: skip
+        print(
+            "DeprecationWarning: sglang.bench_serving is deprecated, use "
+            "`python -m sglang.benchmark.serving`",
+            file=sys.stderr,
+        )
     sys.exit(main("python -m sglang.bench_serving"))

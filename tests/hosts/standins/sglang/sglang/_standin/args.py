@@ -85,8 +85,14 @@ FLAGS = (
     ("--skip-server-warmup", "switch", None, None, None),
 )
 
-DEFAULTS = {"host": "127.0.0.1", "port": 30000, "tp_size": 1, "nnodes": 1, "node_rank": 0,
-            "watchdog_timeout": 300.0}  # fmt: skip
+DEFAULTS = {
+    "host": "127.0.0.1",
+    "port": 30000,
+    "tp_size": 1,
+    "nnodes": 1,
+    "node_rank": 0,
+    "watchdog_timeout": 300.0,
+}
 
 
 class ConfigError(ValueError):
@@ -119,8 +125,13 @@ def build_parser(version: str = __version__) -> argparse.ArgumentParser:
         if kind == "switch":
             parser.add_argument(flag, dest=dest, action="store_true")
         else:
-            parser.add_argument(flag, dest=dest, type=type_, default=DEFAULTS.get(dest),
-                                required=flag == "--model-path")  # fmt: skip
+            parser.add_argument(
+                flag,
+                dest=dest,
+                type=type_,
+                default=DEFAULTS.get(dest),
+                required=flag == "--model-path",
+            )
     return parser
 
 
@@ -239,8 +250,13 @@ def config_argv(settings: dict[str, object], version: str = __version__) -> list
 class Parsed:
     """The parsed arguments and where the settings came from."""
 
-    def __init__(self, args: argparse.Namespace, config_path: str | None,
-                 config_keys: list[str], api_key_from: str | None):  # fmt: skip
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        config_path: str | None,
+        config_keys: list[str],
+        api_key_from: str | None,
+    ):
         self.args = args
         self.config_path = config_path
         self.config_keys = config_keys

@@ -31,8 +31,17 @@ from urllib.parse import urlsplit
 
 CHAT_BACKENDS = ("sglang-oai-chat", "vllm-chat", "lmdeploy-chat")
 # Every backend name of the real parser; the stand-in speaks the chat ones.
-BACKENDS = ("sglang", "sglang-native", "sglang-oai", *CHAT_BACKENDS, "vllm", "lmdeploy", "trt",
-            "gserver", "truss")  # fmt: skip
+BACKENDS = (
+    "sglang",
+    "sglang-native",
+    "sglang-oai",
+    *CHAT_BACKENDS,
+    "vllm",
+    "lmdeploy",
+    "trt",
+    "gserver",
+    "truss",
+)
 DATASETS = ("sharegpt", "random", "random-ids", "generated-shared-prefix", "mmmu")
 GENERATED = ("random", "random-ids")  # what the stand-in makes up without a download
 REQUEST_TIMEOUT_S = 600.0  # one request, sent to last byte
@@ -40,8 +49,9 @@ REQUEST_TIMEOUT_S = 600.0  # one request, sent to last byte
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
     """SGLang's bench_serving flags (python/sglang/bench_serving.py's parser)."""
-    parser = argparse.ArgumentParser(prog=prog, description="Benchmark the online serving "
-                                     "throughput (test stand-in).")  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog=prog, description="Benchmark the online serving throughput (test stand-in)."
+    )
     add = parser.add_argument
     add("--backend", choices=BACKENDS, default="sglang")
     add("--base-url", default=None)
@@ -117,21 +127,31 @@ class Server:
         finally:
             conn.close()
 
-    def chat(self, model: str, prompt: str, prompt_len: int, output_len: int,
-             args: argparse.Namespace) -> Output:  # fmt: skip
+    def chat(
+        self, model: str, prompt: str, prompt_len: int, output_len: int, args: argparse.Namespace
+    ) -> Output:
         """One streamed chat completion, timed as SGLang's async_request_openai_chat_completions
         times it: TTFT to the first token chunk, then the gap before each later one."""
-        payload = {"model": model, "messages": [{"role": "user", "content": prompt}],
-                   "temperature": 0.0, "max_tokens": output_len,
-                   "stream": not args.disable_stream, "ignore_eos": not args.disable_ignore_eos}  # fmt: skip
+        payload = {
+            "model": model,
+            "messages": [{"role": "user", "content": prompt}],
+            "temperature": 0.0,
+            "max_tokens": output_len,
+            "stream": not args.disable_stream,
+            "ignore_eos": not args.disable_ignore_eos,
+        }
         if args.extra_request_body:
             payload.update(json.loads(args.extra_request_body))
         output = Output(prompt_len=prompt_len, output_len=output_len)
         conn = self.connect()
         start = last = time.perf_counter()
         try:
-            conn.request("POST", self.prefix + "/v1/chat/completions", body=json.dumps(payload),
-                         headers={"Content-Type": "application/json", **auth_headers()})  # fmt: skip
+            conn.request(
+                "POST",
+                self.prefix + "/v1/chat/completions",
+                body=json.dumps(payload),
+                headers={"Content-Type": "application/json", **auth_headers()},
+            )
             response = conn.getresponse()
             if response.status != 200:
                 output.error = f"{response.status} {response.reason}: {response.read()[:200]!r}"
@@ -149,7 +169,7 @@ class Server:
                 text = line.decode().strip()
                 if not text.startswith("data:") or text == "data: [DONE]":
                     continue
-                chunk = json.loads(text[len("data:"):])
+                chunk = json.loads(text[len("data:") :])
                 delta = (chunk.get("choices") or [{}])[0].get("delta") or {}
                 if delta.get("content") or delta.get("reasoning_content"):
                     now = time.perf_counter()
@@ -158,7 +178,9 @@ class Server:
                     else:
                         output.itl.append(now - last)
                     last = now
-                output.output_len = (chunk.get("usage") or {}).get("completion_tokens", output.output_len)
+                output.output_len = (chunk.get("usage") or {}).get(
+                    "completion_tokens", output.output_len
+                )
             output.latency = time.perf_counter() - start
             output.success = True
         except (OSError, ValueError, http.client.HTTPException) as error:
@@ -177,7 +199,7 @@ def requests_of(args: argparse.Namespace) -> list:
         return rng.randint(max(int(full * args.random_range_ratio), 1), full)
 
     made = []
-    for index in range(args.num_prompts):
+    for _index in range(args.num_prompts):
         prompt_len, output_len = length(args.random_input_len), length(args.random_output_len)
         words = [f"w{rng.randrange(32000)}" for _ in range(prompt_len)]
         made.append((" ".join(words) + args.prompt_suffix, prompt_len, output_len))
@@ -254,8 +276,11 @@ def run(server: Server, model: str, requests: list, args: argparse.Namespace) ->
 def main(prog: str, argv: list | None = None) -> int:
     args = build_parser(prog).parse_args(argv)
     if args.backend not in CHAT_BACKENDS or args.dataset_name not in GENERATED:
-        print(f"{prog} (test stand-in): only --backend {'/'.join(CHAT_BACKENDS)} with "
-              f"--dataset-name {'/'.join(GENERATED)} is supported", file=sys.stderr)  # fmt: skip
+        print(
+            f"{prog} (test stand-in): only --backend {'/'.join(CHAT_BACKENDS)} with "
+            f"--dataset-name {'/'.join(GENERATED)} is supported",
+            file=sys.stderr,
+        )
         return 2
     base_url = args.base_url or f"http://{args.host}:{args.port or 30000}"
     server = Server(base_url)
@@ -267,25 +292,39 @@ def main(prog: str, argv: list | None = None) -> int:
         return 1
     requests = requests_of(args)
     print(f"Starting warmup with {args.warmup_requests} sequences...")
-    warm = [server.chat(model, requests[0][0], requests[0][1], min(requests[0][2], 32), args)
-            for _ in range(args.warmup_requests)] if requests else []  # fmt: skip
+    warm = (
+        [
+            server.chat(model, requests[0][0], requests[0][1], min(requests[0][2], 32), args)
+            for _ in range(args.warmup_requests)
+        ]
+        if requests
+        else []
+    )
     if warm and not any(o.success for o in warm):
-        raise ValueError(f"Warmup failed - Please make sure benchmark arguments are correctly "
-                         f"specified. Error: {warm[0].error}")  # fmt: skip
+        raise ValueError(
+            f"Warmup failed - Please make sure benchmark arguments are correctly "
+            f"specified. Error: {warm[0].error}"
+        )
     outputs, duration = run(server, model, requests, args)
     result = {
-        "backend": args.backend, "dataset_name": args.dataset_name,
-        "request_rate": args.request_rate, "max_concurrency": args.max_concurrency,
+        "backend": args.backend,
+        "dataset_name": args.dataset_name,
+        "request_rate": args.request_rate,
+        "max_concurrency": args.max_concurrency,
         "sharegpt_output_len": args.sharegpt_output_len,
-        "random_input_len": args.random_input_len, "random_output_len": args.random_output_len,
-        "random_range_ratio": args.random_range_ratio, "duration": duration,
+        "random_input_len": args.random_input_len,
+        "random_output_len": args.random_output_len,
+        "random_range_ratio": args.random_range_ratio,
+        "duration": duration,
         **metrics(outputs, duration),
-    }  # fmt: skip
+    }
     print_table(result)
     for error in sorted({o.error for o in outputs if o.error}):
         print(f"request failed: {error}")
-    default_name = f"{args.backend}_{datetime.now().strftime('%m%d')}_{args.num_prompts}_" \
-                   f"{args.random_input_len}_{args.random_output_len}.jsonl"
+    default_name = (
+        f"{args.backend}_{datetime.now().strftime('%m%d')}_{args.num_prompts}_"
+        f"{args.random_input_len}_{args.random_output_len}.jsonl"
+    )
     with open(args.output_file or default_name, "a") as out:
         out.write(json.dumps(result) + "\n")
     return 0
@@ -293,14 +332,19 @@ def main(prog: str, argv: list | None = None) -> int:
 
 def print_table(result: dict) -> None:
     print("\n{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="="))
-    rows = (("Backend:", "backend"), ("Max request concurrency:", "max_concurrency"),
-            ("Successful requests:", "completed"), ("Benchmark duration (s):", "duration"),
-            ("Total input tokens:", "total_input_tokens"),
-            ("Total generated tokens:", "total_output_tokens"),
-            ("Request throughput (req/s):", "request_throughput"),
-            ("Output token throughput (tok/s):", "output_throughput"),
-            ("Total token throughput (tok/s):", "total_throughput"),
-            ("Median TTFT (ms):", "median_ttft_ms"), ("Median ITL (ms):", "median_itl_ms"))  # fmt: skip
+    rows = (
+        ("Backend:", "backend"),
+        ("Max request concurrency:", "max_concurrency"),
+        ("Successful requests:", "completed"),
+        ("Benchmark duration (s):", "duration"),
+        ("Total input tokens:", "total_input_tokens"),
+        ("Total generated tokens:", "total_output_tokens"),
+        ("Request throughput (req/s):", "request_throughput"),
+        ("Output token throughput (tok/s):", "output_throughput"),
+        ("Total token throughput (tok/s):", "total_throughput"),
+        ("Median TTFT (ms):", "median_ttft_ms"),
+        ("Median ITL (ms):", "median_itl_ms"),
+    )
     for label, key in rows:
         value = result[key]
         print(f"{label:<40} {value:<10.2f}" if isinstance(value, float) else f"{label:<40} {value}")

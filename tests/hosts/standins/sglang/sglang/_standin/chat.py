@@ -25,9 +25,10 @@ def text_of(content) -> str:
         return content
     if isinstance(content, list):
         return " ".join(
-            part.get("text", "") for part in content
+            part.get("text", "")
+            for part in content
             if isinstance(part, dict) and part.get("type") == "text"
-        )  # fmt: skip
+        )
     raise BadRequest("message content must be a string or a list of parts")
 
 
@@ -103,11 +104,16 @@ class Completion:
             "created": self.created,
             "model": self.model,
             "choices": [
-                {"index": 0, "message": message, "logprobs": None,
-                 "finish_reason": self.finish_reason, "matched_stop": None},
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": self.finish_reason,
+                    "matched_stop": None,
+                },
             ],
             "usage": self.usage(),
-        }  # fmt: skip
+        }
 
     def chunk(self, delta: dict, finish_reason=None, usage=None) -> dict:
         chunk = {
