@@ -1,0 +1,160 @@
+"""The audit's record and judge: facts read from the real 2x H200 machine, judged without a
+host; the report's shape (``facts.driver.loaded`` is the loaded kernel module); a report's
+record judged again gives the same report; and the audit operation's reading, run against
+fact outputs, fills the record."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from checks.facts import NvidiaGpus, NvidiaLoadedModule, NvidiaP2P, NvidiaTopology
+from pyinfra_sglang.audit.judge import audit_report, facts_summary, judge
+from pyinfra_sglang.audit.record import (
+    AuditExpectations,
+    AuditFacts,
+    GpuLoadReading,
+    UnitFiles,
+    record_from_document,
+)
+from pyinfra_sglang.inventory import HostConfig
+from pyinfra_sglang.parsers.nvidia_smi import GPU_QUERY_FIELDS
+from tests.unit.captures import captured_lines
+
+AUDIT_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "audit"
+CAPTURE = "h200x2-nvlink-vm"
+QUERY = f"nvidia-smi --query-gpu={GPU_QUERY_FIELDS} --format=csv"
+
+
+def h200_facts(**changes) -> AuditFacts:
+    """The 2x H200 VM as the audit read it: driver 580 loaded, no CUDA 13.1, no SGLang."""
+    gpus = NvidiaGpus().process(captured_lines(CAPTURE, QUERY))
+    values = dict(
+        gpus=gpus,
+        loaded_module=NvidiaLoadedModule().process(
+            captured_lines(CAPTURE, "cat /proc/driver/nvidia/version")
+        ),
+        installed_module=None,
+        reboot_required=False,
+        nvcc=None,
+        virtualization={"container": "unknown", "vm": "hypervisor"},
+        topology=NvidiaTopology().process(captured_lines(CAPTURE, "nvidia-smi topo -m")),
+        p2p=NvidiaP2P().process(captured_lines(CAPTURE, "nvidia-smi topo -p2p r")),
+        iommu={"cmdline": {}, "active": False},
+        persistenced={"LoadState": "loaded", "ActiveState": "active", "SubState": "running"},
+        service={"LoadState": "not-found", "ActiveState": "inactive", "SubState": "dead"},
+        router_service=None,
+        sglang_version=None,
+        unit_files=None,
+        load=GpuLoadReading(kind="copy", samples=[gpus], probe={"gpus": []}),
+    )
+    values.update(changes)
+    return AuditFacts(**values)
+
+
+def expectations(**changes) -> AuditExpectations:
+    config = HostConfig(**changes)
+    return AuditExpectations.from_config(config, "sglang.service", node_rank=0)
+
+
+def codes(findings, level=None) -> list[str]:
+    return sorted({f.code for f in findings if level is None or f.level == level})
+
+
+def test_the_h200_vm_against_the_default_inventory():
+    findings = judge(expectations(), h200_facts())
+    assert codes(findings, "fail") == [
+        "cuda-drift",
+        "driver-drift",
+        "service-down",
+        "sglang-version-drift",
+    ]
+    assert {"pcie-links", "topology", "p2p", "persistence-mode"} <= set(codes(findings, "ok"))
+
+
+def test_report_facts_driver_loaded_is_the_kernel_module():
+    facts = h200_facts()
+    driver = facts_summary(facts)["driver"]
+    assert driver == {
+        "loaded": {"version": "580.159.04", "flavor": "open"},
+        "installed": None,
+        "userspace": "580.159.04",
+    }
+
+
+def test_report_shape():
+    facts = h200_facts()
+    expected = expectations()
+    document = audit_report("gpu-1", expected, facts, judge(expected, facts))
+    assert sorted(document) == ["facts", "findings", "host", "record", "result", "summary"]
+    assert sorted(document["facts"]) == [
+        "cuda",
+        "decode",
+        "driver",
+        "gpus",
+        "iommu",
+        "load",
+        "p2p",
+        "service",
+        "sglang_version",
+        "topology",
+        "virtualization",
+    ]
+    assert document["facts"]["load"] == {"kind": "copy", "samples": 1, "result": {"gpus": []}}
+    assert sorted(document["record"]) == ["expectations", "facts"]
+    assert document["result"] == "fail" and document["host"] == "gpu-1"
+
+
+def test_a_record_judged_again_gives_the_same_report():
+    facts = h200_facts(
+        unit_files=UnitFiles(expected={"/etc/a": "1", "/etc/b": "2"}, current={"/etc/a": "1"}),
+        service={"LoadState": "loaded", "ActiveState": "active", "SubState": "running"},
+    )
+    expected = expectations(sglang_router_worker_urls=["http://10.0.0.2:30000"])
+    document = audit_report("gpu-1", expected, facts, judge(expected, facts))
+    stored = json.loads(json.dumps(document))
+    again_expected, again_facts = record_from_document(stored["record"])
+    assert (again_expected, again_facts) == (expected, facts)
+    again = audit_report("gpu-1", again_expected, again_facts, judge(again_expected, again_facts))
+    assert json.loads(json.dumps(again)) == stored
+    # The router is judged (not found here) and the missing file named.
+    assert "unit-drift" in codes(judge(expected, facts), "fail")
+    assert any(f.message.startswith("sglang-router.service") for f in judge(expected, facts))
+
+
+def test_a_failed_link_probe_is_reported():
+    facts = h200_facts(load=GpuLoadReading(probe_failure="exit 1: CUDA out of memory"))
+    found = [f for f in judge(expectations(), facts) if f.code == "link-probe-failed"]
+    assert len(found) == 1 and "CUDA out of memory" in found[0].message
+
+
+def test_a_stopped_service_skips_the_decode_prompt_with_the_reason():
+    facts = h200_facts(
+        service={"LoadState": "loaded", "ActiveState": "failed", "SubState": "failed"}
+    )
+    [decode] = [f for f in judge(expectations(), facts) if f.code == "decode-sanity"]
+    assert decode.level == "warn" and "sglang.service is not running" in decode.message
+
+
+def test_no_gpu_judges_no_links_and_no_decode():
+    facts = h200_facts(gpus=[], loaded_module=None, topology={}, p2p={})
+    found = codes(judge(expectations(), facts))
+    assert "driver-missing" in found
+    assert not {"pcie-links", "decode-sanity", "pcie-gen-below-max"} & set(found)
+
+
+RECORDED = sorted((AUDIT_FIXTURES).glob("*/report-*.json"))
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_recorded_real_reports_judge_again_to_the_same_report(path):
+    """Reports written by the audit on real hardware, with the record they were judged
+    from: today's judge must give the whole report again (findings, facts, summary)."""
+    stored = json.loads(path.read_text())
+    if "record" not in stored:
+        pytest.skip(f"{path.name} predates the audit record (its facts cannot be judged again)")
+    expected, facts = record_from_document(stored["record"])
+    again = audit_report(stored["host"], expected, facts, judge(expected, facts))
+    assert json.loads(json.dumps(again)) == stored
