@@ -73,7 +73,7 @@ class _Link:
     name: str  # "PCIe Gen5 x16", "NVLink"
     capacity: float | None  # GB/s per direction
     series: tuple[float, ...]  # the busier direction, per sample
-    t: dict
+    limits: dict
 
     @property
     def p90(self) -> float:
@@ -83,12 +83,12 @@ class _Link:
     def saturated_share(self) -> float:
         if not self.capacity or not self.series:
             return 0.0
-        floor = self.t["link"]["saturated_fraction"] * self.capacity
+        floor = self.limits["link"]["saturated_fraction"] * self.capacity
         return sum(v >= floor for v in self.series) / len(self.series)
 
     @property
     def idle(self) -> bool:
-        link = self.t["link"]
+        link = self.limits["link"]
         if self.capacity:
             return self.p90 < link["idle_fraction"] * self.capacity
         return self.p90 < link["idle_gbs"]
@@ -108,22 +108,22 @@ class _Link:
 class _GpuView:
     """One GPU's summary with its links and limits, and the facts the rules ask about."""
 
-    def __init__(self, summary: GpuSummary, facts: Mapping, t: dict):
-        self.s, self.t = summary, t
+    def __init__(self, summary: GpuSummary, facts: Mapping, limits: dict):
+        self.summary, self.limits = summary, limits
         pcie_capacity, pcie_name = link_capacity(summary, facts.get("pcie"))
-        self.links = [_Link(pcie_name, pcie_capacity, summary.pcie_busier_series, t)]
+        self.links = [_Link(pcie_name, pcie_capacity, summary.pcie_busier_series, limits)]
         if summary.nvlink_busier_series:
             capacity = nvlink_capacity(summary, facts)
-            self.links.append(_Link("NVLink", capacity, summary.nvlink_busier_series, t))
+            self.links.append(_Link("NVLink", capacity, summary.nvlink_busier_series, limits))
         self.power_limit = facts.get("power_limit_w") or summary.power_limit_w
         self.clock_max = facts.get("sm_clock_max_mhz") or summary.sm_clock_max_mhz
-        self.busy = summary.busy_share >= t["busy"]["share"]
+        self.busy = summary.busy_share >= limits["busy"]["share"]
 
     @property
     def saturated_link(self) -> _Link | None:
         shares = [(link.saturated_share, link) for link in self.links]
         share, link = max(shares, key=lambda pair: pair[0])
-        return link if share >= self.t["link"]["share"] else None
+        return link if share >= self.limits["link"]["share"] else None
 
     @property
     def quiet(self) -> bool:
@@ -131,58 +131,58 @@ class _GpuView:
 
     def compute_evidence(self) -> list[str]:
         """Why the GPU's own work, not a copy, keeps it busy (empty: no such evidence)."""
-        c, s = self.t["compute"], self.s
-        if (s.busy_mem_util or 0) < c["min_mem_util_pct"]:
+        compute, summary = self.limits["compute"], self.summary
+        if (summary.busy_mem_util or 0) < compute["min_mem_util_pct"]:
             return []
         why = []
-        if s.busy_power_w and self.power_limit:
-            fraction = s.busy_power_w / self.power_limit
-            if fraction >= c["min_power_fraction"]:
+        if summary.busy_power_w and self.power_limit:
+            fraction = summary.busy_power_w / self.power_limit
+            if fraction >= compute["min_power_fraction"]:
                 why.append(
-                    f"power {s.busy_power_w:.0f} W = {fraction:.0%} of the "
+                    f"power {summary.busy_power_w:.0f} W = {fraction:.0%} of the "
                     f"{self.power_limit:.0f} W limit"
                 )
-        if s.busy_sm_clock_mhz and self.clock_max:
-            fraction = s.busy_sm_clock_mhz / self.clock_max
-            if fraction <= c["max_clock_fraction"]:
+        if summary.busy_sm_clock_mhz and self.clock_max:
+            fraction = summary.busy_sm_clock_mhz / self.clock_max
+            if fraction <= compute["max_clock_fraction"]:
                 why.append(
-                    f"SM clock pulled down to {s.busy_sm_clock_mhz:.0f} MHz = {fraction:.0%} "
+                    f"SM clock pulled down to {summary.busy_sm_clock_mhz:.0f} MHz = {fraction:.0%} "
                     f"of its {self.clock_max:.0f} MHz max"
                 )
-        if s.busy_mem_util >= c["hbm_mem_util_pct"]:
-            why.append(f"memory utilization {s.busy_mem_util:.0f}%: streaming GPU memory")
+        if summary.busy_mem_util >= compute["hbm_mem_util_pct"]:
+            why.append(f"memory utilization {summary.busy_mem_util:.0f}%: streaming GPU memory")
         return why
 
     def load_text(self) -> str:
-        s = self.s
+        summary = self.summary
         text = (
-            f"busy in {s.busy_share:.0%} of {s.samples} samples "
-            f"(GPU util median {_num(s.gpu_util.median, '%')})"
+            f"busy in {summary.busy_share:.0%} of {summary.samples} samples "
+            f"(GPU util median {_num(summary.gpu_util.median, '%')})"
         )
-        if s.busy_share == 0:
+        if summary.busy_share == 0:
             return text
         return (
-            f"{text}; while busy: memory util {_num(s.busy_mem_util, '%')}, SM clock "
-            f"{_num(s.busy_sm_clock_mhz, ' MHz')} of {_num(self.clock_max, ' MHz')} max, "
-            f"power {_num(s.busy_power_w, ' W')} of {_num(self.power_limit, ' W')}"
+            f"{text}; while busy: memory util {_num(summary.busy_mem_util, '%')}, SM clock "
+            f"{_num(summary.busy_sm_clock_mhz, ' MHz')} of {_num(self.clock_max, ' MHz')} max, "
+            f"power {_num(summary.busy_power_w, ' W')} of {_num(self.power_limit, ' W')}"
         )
 
     def links_text(self) -> str:
         return "; ".join(link.text() for link in self.links)
 
     def evidence(self) -> dict:
-        s = self.s
+        summary = self.summary
         return {
-            "samples": s.samples,
-            "busy_share": round(s.busy_share, 3),
-            "gpu_util_median": s.gpu_util.median,
-            "mem_util_busy_median": s.busy_mem_util,
-            "sm_clock_busy_median_mhz": s.busy_sm_clock_mhz,
+            "samples": summary.samples,
+            "busy_share": round(summary.busy_share, 3),
+            "gpu_util_median": summary.gpu_util.median,
+            "mem_util_busy_median": summary.busy_mem_util,
+            "sm_clock_busy_median_mhz": summary.busy_sm_clock_mhz,
             "sm_clock_max_mhz": self.clock_max,
-            "power_busy_median_w": s.busy_power_w,
+            "power_busy_median_w": summary.busy_power_w,
             "power_limit_w": self.power_limit,
-            "pcie_tx_median_gbs": s.pcie_tx_gbs.median,
-            "pcie_rx_median_gbs": s.pcie_rx_gbs.median,
+            "pcie_tx_median_gbs": summary.pcie_tx_gbs.median,
+            "pcie_rx_median_gbs": summary.pcie_rx_gbs.median,
             "links": {
                 link.name: {
                     "busier_p90_gbs": round(link.p90, 4),
@@ -209,18 +209,18 @@ NEXT_STEPS_BY_LINK = {
 
 def _gpu_finding(view: _GpuView) -> Finding | None:
     """The per-GPU rules, first match wins; None for a quiet GPU (judged host-wide)."""
-    i = view.s.index
+    index = view.summary.index
     link = view.saturated_link
     if link is not None:
-        floor = view.t["link"]["saturated_fraction"]
+        floor = view.limits["link"]["saturated_fraction"]
         return Finding(
             "warn",
             "interconnect-bound",
-            f"GPU {i}: {link.name} ran at >= {floor:.0%} of its capacity in "
+            f"GPU {index}: {link.name} ran at >= {floor:.0%} of its capacity in "
             f"{link.saturated_share:.0%} of samples ({view.links_text()}); {view.load_text()}. "
             f"The link limits this load (GPU utilization counts copies as busy). Try next: "
             f"{NEXT_STEPS_BY_LINK['NVLink' if link.name == 'NVLink' else 'PCIe']}",
-            gpu=i,
+            gpu=index,
             evidence=view.evidence(),
         )
     why = view.compute_evidence()
@@ -228,12 +228,12 @@ def _gpu_finding(view: _GpuView) -> Finding | None:
         return Finding(
             "ok",
             "compute-bound",
-            f"GPU {i}: {'; '.join(why)}; {view.load_text()}; links not saturated "
+            f"GPU {index}: {'; '.join(why)}; {view.load_text()}; links not saturated "
             f"({view.links_text()}). The GPU's own work limits this load: the hardware is used. "
             "Try next: faster kernels (FP8/FP4 weights and KV cache, another attention "
             "backend), speculative decoding (MTP) for more tokens per weight read, or more GPUs "
             "(TP/DP).",
-            gpu=i,
+            gpu=index,
             evidence=view.evidence(),
         )
     if view.quiet:
@@ -242,17 +242,17 @@ def _gpu_finding(view: _GpuView) -> Finding | None:
     return Finding(
         "warn",
         "undetermined",
-        f"GPU {i}: {what}, but neither compute evidence nor a saturated link explains it "
+        f"GPU {index}: {what}, but neither compute evidence nor a saturated link explains it "
         f"({view.load_text()}; {view.links_text()}). Likely a transfer no counter here sees, "
         "or short kernels; if the samples mix phases, diagnose a window of steady load. Try "
         "next: read NVLink throughput (`nvidia-smi nvlink -gt d`), profile with nsys.",
-        gpu=i,
+        gpu=index,
         evidence=view.evidence(),
     )
 
 
 def _load_evidence(
-    views: list[_GpuView], cpu: CpuSummary | None, bench: list[dict], t: dict
+    views: list[_GpuView], cpu: CpuSummary | None, bench: list[dict], limits: dict
 ) -> list[str]:
     """Why we believe load ran while sampling (empty: no sign of it)."""
     why = []
@@ -263,10 +263,10 @@ def _load_evidence(
             f"the benchmark delivered {best.get('output_throughput') or 0:.0f} output tok/s at "
             f"concurrency {best.get('max_concurrency', '?')}"
         )
-    if cpu and (cpu.max_process_percent.p90 or 0) >= t["host"]["busy_process_cpu_pct"]:
+    if cpu and (cpu.max_process_percent.p90 or 0) >= limits["host"]["busy_process_cpu_pct"]:
         why.append(f"a server process kept {cpu.max_process_percent.p90:.0f}% of a core busy (p90)")
-    floor = t["busy"]["active_gpu_util_pct"]
-    active = [str(v.s.index) for v in views if (v.s.gpu_util.median or 0) >= floor]
+    floor = limits["busy"]["active_gpu_util_pct"]
+    active = [str(v.summary.index) for v in views if (v.summary.gpu_util.median or 0) >= floor]
     if active:
         why.append(f"GPUs {', '.join(active)} showed some activity (util median >= {floor}%)")
     return why
@@ -286,21 +286,21 @@ def _quiet_host_finding(
     cpu: CpuSummary | None,
     bench: list[dict],
     virtualization: Mapping | None,
-    t: dict,
+    limits: dict,
 ) -> Finding:
-    utils = [v.s.gpu_util.median for v in views if v.s.gpu_util.median is not None]
+    utils = [v.summary.gpu_util.median for v in views if v.summary.gpu_util.median is not None]
     busiest = max(views, key=lambda v: max(link.p90 for link in v.links))
     summary = (
-        f"GPUs {', '.join(str(v.s.index) for v in views)} busy in at most "
-        f"{max(v.s.busy_share for v in views):.0%} of samples (GPU util median "
+        f"GPUs {', '.join(str(v.summary.index) for v in views)} busy in at most "
+        f"{max(v.summary.busy_share for v in views):.0%} of samples (GPU util median "
         f"{_num(statistics.median(utils) if utils else None, '%')}); busiest links: GPU "
-        f"{busiest.s.index} {busiest.links_text()}; {_cpu_text(cpu)}"
+        f"{busiest.summary.index} {busiest.links_text()}; {_cpu_text(cpu)}"
     )
     evidence = {
-        "gpus": {v.s.index: v.evidence() for v in views},
+        "gpus": {v.summary.index: v.evidence() for v in views},
         "cpu": asdict(cpu) if cpu else None,
     }
-    why = _load_evidence(views, cpu, bench, t)
+    why = _load_evidence(views, cpu, bench, limits)
     if not why:
         return Finding(
             "warn",
@@ -310,7 +310,7 @@ def _quiet_host_finding(
             evidence=evidence,
         )
     busy_process = cpu is not None and (
-        (cpu.max_process_percent.p90 or 0) >= t["host"]["busy_process_cpu_pct"]
+        (cpu.max_process_percent.p90 or 0) >= limits["host"]["busy_process_cpu_pct"]
     )
     if busy_process:
         cause = (
@@ -341,13 +341,13 @@ def _quiet_host_finding(
     )
 
 
-def _memory_capacity_finding(server: Mapping | None, t: dict) -> Finding | None:
+def _memory_capacity_finding(server: Mapping | None, limits: dict) -> Finding | None:
     usage = (server or {}).get("kv_cache_usage")
     queued = (server or {}).get("queued_requests")
-    m = t["memory_capacity"]
+    memory = limits["memory_capacity"]
     if usage is None or queued is None:
         return None
-    if usage < m["kv_cache_usage"] or queued <= m["queued_requests"]:
+    if usage < memory["kv_cache_usage"] or queued <= memory["queued_requests"]:
         return None
     return Finding(
         "warn",
@@ -375,30 +375,31 @@ def diagnose(
     ``virtualization``: ``{"container", "vm"}``; ``bench``: bench_serving rows; ``server``:
     ``{"kv_cache_usage": 0..1, "queued_requests": n}``.
     """
-    t = thresholds()
+    limits = thresholds()
     gpu_facts = gpu_facts or {}
+    busy_util = limits["busy"]["gpu_util_pct"]
     views = [
-        _GpuView(summarize_gpu(samples, i, t["busy"]["gpu_util_pct"]), gpu_facts.get(i, {}), t)
-        for i in gpu_indexes(samples)
+        _GpuView(summarize_gpu(samples, index, busy_util), gpu_facts.get(index, {}), limits)
+        for index in gpu_indexes(samples)
     ]
     findings = [f for f in map(_gpu_finding, views) if f is not None]
     quiet = [v for v in views if v.quiet]
     if views and len(quiet) == len(views):
         cpu = summarize_cpu(samples)
-        findings.append(_quiet_host_finding(views, cpu, bench or [], virtualization, t))
+        findings.append(_quiet_host_finding(views, cpu, bench or [], virtualization, limits))
     elif quiet:
-        working = [str(v.s.index) for v in views if not v.quiet]
+        working = [str(v.summary.index) for v in views if not v.quiet]
         working_text = f"GPU{'s' if len(working) > 1 else ''} {', '.join(working)}"
         findings += [
             Finding(
                 "warn",
                 "idle",
-                f"GPU {v.s.index}: idle while {working_text} worked ({v.load_text()}; "
+                f"GPU {v.summary.index}: idle while {working_text} worked ({v.load_text()}; "
                 f"{v.links_text()}): is the tensor-parallel size smaller than the GPU count?",
-                gpu=v.s.index,
+                gpu=v.summary.index,
                 evidence=v.evidence(),
             )
             for v in quiet
         ]
-    capacity = _memory_capacity_finding(server, t)
+    capacity = _memory_capacity_finding(server, limits)
     return findings + ([capacity] if capacity else [])

@@ -67,12 +67,12 @@ def load_samples(path: str | Path) -> list[dict]:
     return read_json_lines(path)
 
 
-def percentile(values: list[float], q: float) -> float | None:
-    """The q-th percentile (0..100), interpolated between ranks; None without values."""
+def percentile(values: list[float], percent: float) -> float | None:
+    """The ``percent``-th percentile (0..100), interpolated between ranks; None without values."""
     if not values:
         return None
     ordered = sorted(values)
-    rank = (len(ordered) - 1) * q / 100
+    rank = (len(ordered) - 1) * percent / 100
     low, high = math.floor(rank), math.ceil(rank)
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 

@@ -57,11 +57,11 @@ class Comparison:
     verdict: str  # "noise", "real", "not enough runs to tell"
 
 
-def compare(a: dict[int, list[float]], b: dict[int, list[float]]) -> list[Comparison]:
+def compare(side_a: dict[int, list[float]], side_b: dict[int, list[float]]) -> list[Comparison]:
     """One comparison per concurrency both sides measured."""
     comparisons = []
-    for concurrency in sorted(a.keys() & b.keys()):
-        runs_a, runs_b = a[concurrency], b[concurrency]
+    for concurrency in sorted(side_a.keys() & side_b.keys()):
+        runs_a, runs_b = side_a[concurrency], side_b[concurrency]
         mean_a, mean_b = statistics.fmean(runs_a), statistics.fmean(runs_b)
         difference = (mean_b - mean_a) / mean_a * 100 if mean_a else float("inf")
         spread_a, spread_b = spread_pct(runs_a), spread_pct(runs_b)
