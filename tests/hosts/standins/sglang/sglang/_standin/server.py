@@ -546,9 +546,10 @@ def main(argv: list[str] | None = None) -> int:
         held = ready_file is not None and not os.path.exists(ready_file)
         if hang or held or time.time() < deadline or len(state.peers) < args.nnodes - 1:
             continue
-        state.ready.set()
-        record.update(state="ready", ready_at=time.time(), peers_joined=sorted(state.peers))
+        # The line first: whoever sees /health answer 200 finds it in the log already.
         log(READY_LINE)
+        record.update(state="ready", ready_at=time.time(), peers_joined=sorted(state.peers))
+        state.ready.set()
         break
     state.stop.wait()
 
