@@ -4,7 +4,7 @@ GLM-5 NVFP4 with tensor parallelism over all eight GPUs (the reference deploymen
     uv run pyinfra inventories/example.py deploy/site.py
 
 Replace the host name and the key file path with yours; every field not set here takes
-the default listed in README.md ("Inventory reference").
+the default listed in docs/inventory.md.
 """
 
 gpu_servers = [

@@ -39,7 +39,11 @@ def _inventory_reference_arguments(parser: argparse.ArgumentParser) -> None:
 def _inventory_reference(args: argparse.Namespace) -> int:
     if args.write:
         path = Path(args.write)
-        path.write_text(inventory.with_reference(path.read_text()))
+        try:
+            path.write_text(inventory.with_reference(path.read_text()))
+        except (OSError, UnicodeDecodeError, ValueError) as error:
+            print(f"inventory-reference: cannot update {path}: {error}", file=sys.stderr)
+            return 2
         return 0
     sys.stdout.write(inventory.reference_markdown())
     return 0

@@ -427,8 +427,9 @@ def _unknown_key_problem(host: str, key: str, source: str) -> Problem:
         source=source,
         message="unknown key",
         allowed=(
-            f"a field of README's inventory reference{hint}, pyinfra's own connector data "
-            f"or global arguments, or a key of your own prefixed '{USER_KEY_PREFIX}'"
+            f"a field of the inventory reference (docs/inventory.md){hint}, pyinfra's own "
+            "connector data or global arguments, or a key of your own prefixed "
+            f"'{USER_KEY_PREFIX}'"
         ),
     )
 
@@ -597,19 +598,16 @@ def _format_default(value: Any) -> str:
     return f"`{value}`"
 
 
-REFERENCE_START = "<!-- inventory-reference:start -->\n"
-REFERENCE_END = "<!-- inventory-reference:end -->"
+def with_reference(text: str) -> str:
+    """``text`` (docs/inventory.md) with its generated inventory reference block, between its
+    ``inventory-reference`` markers, brought up to date."""
+    from pyinfra_sglang.reference_docs import replace_block
 
-
-def with_reference(readme: str) -> str:
-    """``readme`` with its generated inventory reference block brought up to date."""
-    head, rest = readme.split(REFERENCE_START, 1)
-    _, tail = rest.split(REFERENCE_END, 1)
-    return head + REFERENCE_START + reference_markdown() + REFERENCE_END + tail
+    return replace_block(text, "inventory-reference", reference_markdown())
 
 
 def reference_markdown() -> str:
-    """The inventory reference table in README.md, generated from the model."""
+    """The inventory reference table in docs/inventory.md, generated from the model."""
     rows = [
         "| field | default | allowed | what it sets |",
         "| --- | --- | --- | --- |",

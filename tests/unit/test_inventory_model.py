@@ -170,15 +170,17 @@ def test_group_data_source_is_named(tmp_path, monkeypatch):
     assert (problem.host, problem.field, problem.source) == ("a", "sglang_port", "group gpus")
 
 
-def test_readme_inventory_reference_matches_the_model():
-    readme = (REPO / "README.md").read_text()
+def test_docs_inventory_reference_matches_the_model():
+    reference = (REPO / "docs" / "inventory.md").read_text()
     block = re.search(
-        r"<!-- inventory-reference:start -->\n(.*?)<!-- inventory-reference:end -->", readme, re.S
+        r"<!-- inventory-reference:start -->\n(.*?)<!-- inventory-reference:end -->",
+        reference,
+        re.S,
     )
-    assert block, "README.md lacks the generated inventory reference block"
-    assert with_reference(readme) == readme, (
-        "README's inventory reference is stale: run "
-        "`uv run pyinfra-sglang inventory-reference --write README.md`"
+    assert block, "docs/inventory.md lacks the generated inventory reference block"
+    assert with_reference(reference) == reference, (
+        "docs/inventory.md's inventory reference is stale: run "
+        "`uv run pyinfra-sglang inventory-reference --write docs/inventory.md`"
     )
     for field in HostConfig.model_fields:
         assert f"`{field}`" in block.group(1)

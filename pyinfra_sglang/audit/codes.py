@@ -1,0 +1,161 @@
+"""Every finding code pyinfra-sglang emits, the levels it is emitted at and what it means: the
+audit (deploy/audit.py), ``pyinfra-sglang analyze`` (a subset of the audit's checks) and the
+bottleneck diagnosis (deploy/bench.py, ``pyinfra-sglang diagnose``).
+
+Codes are stable kebab-case strings that users grep and alert on; renaming one is a breaking
+change. docs/audit.md holds ``codes_markdown()`` between its ``finding-codes`` markers, and
+tests/unit/test_reference_docs.py fails when a code is emitted but not listed here, listed but
+never emitted, or the table in the docs differs.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from pyinfra_sglang import data
+from pyinfra_sglang.audit.findings import LEVELS, Level
+
+
+class Code(NamedTuple):
+    levels: tuple[Level, ...]
+    # May name thresholds of data/diagnosis.toml as {placeholders}: see _thresholds().
+    meaning: str
+
+
+CODES: dict[str, Code] = {
+    # --- audit: the NVIDIA driver ----------------------------------------------------------
+    "driver": Code(
+        ("ok",), "the loaded kernel module is on the inventory's driver branch and flavor"
+    ),
+    "driver-missing": Code(("fail",), "no NVIDIA kernel module loaded and no GPU visible"),
+    "driver-drift": Code(
+        ("fail",),
+        "the loaded module is not on the inventory's branch, is the wrong flavor, or does not "
+        "match the userspace driver; or a module is loaded but nvidia-smi finds no GPU, or "
+        "GPUs are seen but `/proc/driver/nvidia/version` is missing",
+    ),
+    "driver-reboot-required": Code(
+        ("warn",),
+        "the installed kernel module package is not the loaded one, or `/run/reboot-required` "
+        "exists",
+    ),
+    # --- audit: CUDA, GPUs, links ------------------------------------------------------------
+    "cuda": Code(("ok",), "nvcc of the inventory's CUDA release at its path"),
+    "cuda-drift": Code(
+        ("fail",), "no nvcc at the inventory's CUDA path, or it reports another release"
+    ),
+    "gpu-count": Code(("ok",), "nvidia-smi's GPU count (as `expected_gpu_count`, when set)"),
+    "gpu-count-mismatch": Code(
+        ("fail",), "nvidia-smi's GPU count differs from `expected_gpu_count`"
+    ),
+    "persistence-mode": Code(("ok",), "persistence mode on for every GPU"),
+    "persistence-mode-off": Code(("warn",), "a GPU without persistence mode"),
+    "pcie-links": Code(
+        ("ok",), "every GPU's PCIe link at its maximum width and generation (says how read)"
+    ),
+    "pcie-width-degraded": Code(("fail",), "a PCIe link narrower than its maximum (x8 of x16)"),
+    "pcie-gen-below-max": Code(
+        ("fail", "warn"),
+        "a PCIe link below its maximum generation: fail when read under load, warn when read "
+        "idle (idle links drop their speed)",
+    ),
+    "topology": Code(("ok",), "every GPU pair joined by NVLink, or a single GPU"),
+    "topology-pcie-only": Code(
+        ("warn",), "tensor parallelism over GPUs some of which share no NVLink"
+    ),
+    "topology-cross-numa": Code(("warn",), "GPU pairs across NUMA nodes (`SYS`)"),
+    "topology-unknown": Code(("warn",), "several GPUs but no `nvidia-smi topo -m` matrix"),
+    "p2p": Code(("ok",), "P2P reads `OK` between every GPU pair"),
+    "p2p-unavailable": Code(
+        ("warn",),
+        "a GPU pair without P2P reads (`nvidia-smi topo -p2p r` not `OK`), or no such matrix",
+    ),
+    "iommu-translation": Code(("warn",), "IOMMU on without `iommu=pt`, several GPUs, bare metal"),
+    # --- audit: SGLang -----------------------------------------------------------------------
+    "sglang-version": Code(("ok",), "the venv's SGLang is the pinned release"),
+    "sglang-version-drift": Code(("fail",), "the venv's SGLang is not the pinned release"),
+    "service": Code(("ok",), "the unit is active/running"),
+    "service-down": Code(
+        ("fail",),
+        "`sglang.service` (and `sglang-router.service` when `sglang_router_worker_urls` is "
+        "set) missing or not active/running",
+    ),
+    "unit": Code(("ok",), "the service files on the host are what the inventory renders"),
+    "unit-drift": Code(
+        ("fail", "warn"),
+        "fail: the service files on the host are not what the inventory renders (digests; "
+        "contents never shown); warn: the expected files cannot be rendered (e.g. a secret "
+        "file missing on the controller)",
+    ),
+    "decode-sanity": Code(
+        ("ok", "warn", "fail"),
+        "the decode prompt: ok with TTFT and tokens/s; warn when not run (the unit is "
+        "installed but not running); fail when it failed (refused, loading, timeout, wrong, "
+        "empty or degenerate answer)",
+    ),
+    # --- audit: measured bandwidth (audit_link_probe: true) ---------------------------------
+    "pcie-bandwidth": Code(
+        ("ok",), "host<->GPU copies at or above {low_fraction} of the link's rate"
+    ),
+    "pcie-bandwidth-low": Code(
+        ("warn",), "host<->GPU copies under {low_fraction} of the link's rate"
+    ),
+    "peer-bandwidth": Code(("ok",), "GPU->GPU copy bandwidth per pair, against NVLink's rate"),
+    "allreduce-bandwidth": Code(("ok",), "NCCL all-reduce bus bandwidth at 1, 16 and 256 MiB"),
+    "link-probe-failed": Code(
+        ("warn",),
+        "the link probe failed (often GPU memory held by the service); links were not measured",
+    ),
+    # --- diagnosis of a benchmark ------------------------------------------------------------
+    "interconnect-bound": Code(
+        ("warn",),
+        "diagnosis: a PCIe or NVLink direction at >= {saturated_fraction} of the link's rate in "
+        "at least {saturated_share} of the samples",
+    ),
+    "compute-bound": Code(
+        ("ok",),
+        "diagnosis: the GPU is busy with power near its limit, the SM clock pulled down, or "
+        "memory utilization a copy does not reach",
+    ),
+    "host-bound": Code(
+        ("warn",),
+        "diagnosis: load ran but the GPUs and links were mostly idle; the server's CPU use "
+        "tells launch-bound from waiting",
+    ),
+    "memory-capacity-bound": Code(
+        ("warn",), "diagnosis: the KV cache near full with requests queued"
+    ),
+    "idle": Code(
+        ("warn",),
+        "diagnosis: nothing ran while sampling, or a GPU idled while others worked",
+    ),
+    "undetermined": Code(
+        ("warn",), "diagnosis: busy or moving data, without evidence for either limit"
+    ),
+}
+
+
+def _thresholds() -> dict[str, str]:
+    """The thresholds meanings name, as data/diagnosis.toml sets them."""
+    t = data.load("diagnosis")
+    return {
+        "low_fraction": f"{t['bandwidth']['low_fraction']:.0%}",
+        "saturated_fraction": f"{t['link']['saturated_fraction']:.0%}",
+        "saturated_share": f"{t['link']['share']:.0%}",
+    }
+
+
+def _levels_text(levels: tuple[Level, ...]) -> str:
+    # Most severe first, as the audit's table orders findings.
+    return ", ".join(sorted(levels, key=LEVELS.index, reverse=True))
+
+
+def codes_markdown() -> str:
+    """The finding code table in docs/audit.md, sorted by code."""
+    thresholds = _thresholds()
+    rows = ["| code | level | meaning |", "| --- | --- | --- |"]
+    for name in sorted(CODES):
+        code = CODES[name]
+        meaning = code.meaning.format(**thresholds)
+        rows.append(f"| `{name}` | {_levels_text(code.levels)} | {meaning} |")
+    return "\n".join(rows) + "\n"

@@ -1,0 +1,177 @@
+"""Reference tables in docs/, generated from code: the inventory fields (docs/inventory.md),
+the finding codes (docs/audit.md) and the `pyinfra-sglang` subcommands (docs/cli.md).
+
+Each table sits between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->`` lines; the text
+around it is written by hand. tests/unit/test_reference_docs.py fails when a block differs
+from what the code generates. Regenerate them all from the checkout's root with
+``uv run python -m pyinfra_sglang.reference_docs`` (``--check``: write nothing, exit 1 on
+drift).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from pyinfra_sglang import cli, inventory
+from pyinfra_sglang.audit.codes import codes_markdown
+
+DOCS_DIR = Path(__file__).resolve().parents[1] / "docs"
+
+
+def _start(name: str) -> str:
+    return f"<!-- {name}:start -->\n"
+
+
+def _end(name: str) -> str:
+    return f"<!-- {name}:end -->"
+
+
+def replace_block(text: str, name: str, body: str) -> str:
+    """``text`` with what lies between its ``NAME`` markers replaced by ``body``."""
+    start, end = _start(name), _end(name)
+    if text.count(start) != 1 or text.count(end) != 1:
+        raise ValueError(f"expected one {start.strip()} line and one {end} marker")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    if body and not body.endswith("\n"):
+        body += "\n"
+    return head + start + body + end + tail
+
+
+def block(text: str, name: str) -> str | None:
+    """What lies between ``text``'s ``NAME`` markers; None without them."""
+    start, end = _start(name), _end(name)
+    if start not in text or end not in text.split(start, 1)[1]:
+        return None
+    return text.split(start, 1)[1].split(end, 1)[0]
+
+
+# --- the CLI subcommand table -------------------------------------------------------------
+
+
+def _cell(text: str) -> str:
+    """Text fit for a Markdown table cell."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _invocation(action: argparse.Action) -> str:
+    """How an argument is written: ``RESULTS_DIR``, ``--json``, ``--data KEY=VALUE``."""
+    metavar = action.metavar or (action.dest if not action.option_strings else action.dest.upper())
+    if isinstance(metavar, tuple):
+        metavar = " ".join(metavar)
+    if not action.option_strings:
+        return metavar
+    if action.nargs == 0:
+        value = ""
+    elif action.nargs == "+":
+        value = f" {metavar} [{metavar} ...]"
+    elif action.nargs == "*":
+        value = f" [{metavar} ...]"
+    elif action.nargs == "?":
+        value = f" [{metavar}]"
+    elif isinstance(action.nargs, int):
+        value = "".join(f" {metavar}" for _ in range(action.nargs))
+    else:
+        value = f" {metavar}"
+    return " / ".join(f"{option}{value}" for option in action.option_strings)
+
+
+def _argument(action: argparse.Action) -> str:
+    notes = []
+    if action.option_strings and action.required:
+        notes.append("required")
+    if isinstance(action, argparse._AppendAction) and "repeatable" not in (action.help or ""):
+        notes.append("repeatable")
+    text = f"`{_invocation(action)}`"
+    if notes:
+        text += f" ({', '.join(notes)})"
+    if action.help and action.help != argparse.SUPPRESS:
+        text += f": {_cell(action.help)}"
+    return text
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def cli_markdown() -> str:
+    """The table of `pyinfra-sglang` subcommands in docs/cli.md: each one's help and the
+    arguments its argparse subparser takes, in the CLI's own order."""
+    subparsers = _subparsers(cli.build_parser())
+    rows = ["| subcommand | what it does | arguments |", "| --- | --- | --- |"]
+    for command in cli.COMMANDS:
+        parser = subparsers[command.name]
+        arguments = [
+            _argument(action)
+            for action in parser._actions
+            if not isinstance(action, argparse._HelpAction)
+        ]
+        rows.append(
+            f"| `{command.name}` | {_cell(command.help)} | {'<br>'.join(arguments) or 'none'} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+# --- all blocks ----------------------------------------------------------------------------
+
+# Marker name -> (file under docs/, what generates its block).
+BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
+    "inventory-reference": ("inventory.md", inventory.reference_markdown),
+    "finding-codes": ("audit.md", codes_markdown),
+    "cli": ("cli.md", cli_markdown),
+}
+
+
+def _updated(docs_dir: Path) -> dict[Path, tuple[str, str]]:
+    """Per docs file holding a block: (its text, its text with every block regenerated)."""
+    files: dict[Path, tuple[str, str]] = {}
+    for name, (file_name, generate) in BLOCKS.items():
+        path = Path(docs_dir) / file_name
+        current, updated = files.get(path, (path.read_text(), path.read_text()))
+        files[path] = (current, replace_block(updated, name, generate()))
+    return files
+
+
+def stale_reference_docs(docs_dir: Path = DOCS_DIR) -> list[Path]:
+    """The docs files whose generated blocks differ from the code."""
+    return [path for path, (old, new) in _updated(docs_dir).items() if old != new]
+
+
+def write_reference_docs(docs_dir: Path = DOCS_DIR) -> list[Path]:
+    """Regenerate every block under ``docs_dir``; returns the files that changed."""
+    changed = []
+    for path, (old, new) in _updated(docs_dir).items():
+        if old != new:
+            path.write_text(new)
+            changed.append(path)
+    return changed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m pyinfra_sglang.reference_docs",
+        description="Regenerate the reference tables in docs/ from the code.",
+    )
+    parser.add_argument("--docs-dir", type=Path, default=DOCS_DIR, help=f"default: {DOCS_DIR}")
+    parser.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 when a table is stale"
+    )
+    args = parser.parse_args(argv)
+    if args.check:
+        stale = stale_reference_docs(args.docs_dir)
+        for path in stale:
+            print(f"stale: {path} (run `uv run python -m pyinfra_sglang.reference_docs`)")
+        return 1 if stale else 0
+    for path in write_reference_docs(args.docs_dir):
+        print(f"updated {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
