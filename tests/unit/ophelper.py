@@ -1,13 +1,23 @@
 """Run a pyinfra operation's generator against given fact values, as pyinfra's own
-operation tests do: facts in, commands and noop reasons out, no host touched."""
+operation tests do: facts in, commands and noop reasons out, no host touched.
+
+Cases are data, like the case files of pyinfra's own operation tests (args, facts, commands,
+noop_description): ``op_case`` makes one, and a test file's one runner checks each of them
+for the whole list of commands and noop reasons the operation yields.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 from unittest.mock import patch
 
+import pytest
 from pyinfra.api import Config, Inventory, State
 from pyinfra.context import ctx_host, ctx_state
+
+# The parameter names of a runner that takes ``op_case`` cases.
+OP_CASE_FIELDS = ("op", "facts", "args", "commands", "noops", "executing")
 
 
 def run_operation(
@@ -39,3 +49,21 @@ def run_operation(
         ):
             commands = [str(command) for command in op._inner(**kwargs)]
     return commands, noops
+
+
+def op_case(
+    op,
+    id: str,
+    facts: dict[type, Any],
+    args: dict[str, Any] | None = None,
+    *,
+    commands: Sequence[str] = (),
+    noops: Sequence[str] = (),
+    executing: bool = True,
+):
+    """One case for a runner parametrized with ``OP_CASE_FIELDS``: ``op`` called with
+    ``args`` on a host with ``facts`` yields exactly ``commands`` (each in its string form,
+    a FunctionCommand included) and exactly ``noops``. Its id is ``<operation>-<id>``."""
+    return pytest.param(
+        op, facts, args or {}, list(commands), list(noops), executing, id=f"{op.__name__}-{id}"
+    )

@@ -2,11 +2,12 @@
 
 from pathlib import Path
 
+import pytest
 from pyinfra.facts.deb import DebPackages
 
 from checks.facts import KernelHeaders, Virtualization
 from roles.base import kernel_headers
-from tests.unit.ophelper import run_operation
+from tests.unit.ophelper import OP_CASE_FIELDS, op_case, run_operation
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
 
@@ -24,24 +25,55 @@ def headers(installed=False, candidate=None, lists=True):
     }
 
 
-def run(headers_fact, container=None):
-    return run_operation(
+def facts(headers_fact, container=None):
+    return {
+        KernelHeaders: headers_fact,
+        Virtualization: {"container": container, "vm": None},
+        DebPackages: {},
+    }
+
+
+CASES = [
+    op_case(
         kernel_headers,
-        {
-            KernelHeaders: headers_fact,
-            Virtualization: {"container": container, "vm": None},
-            DebPackages: {},
-        },
-    )
+        "installs-headers-the-distro-ships",
+        facts(headers(candidate="6.1.115-1")),
+        commands=[
+            "DEBIAN_FRONTEND=noninteractive apt-get -y "
+            '-o Dpkg::Options::="--force-confdef" -o Dpkg::Options::="--force-confold" '
+            f"install --no-install-recommends {PACKAGE}"
+        ],
+    ),
+    op_case(
+        kernel_headers,
+        "installed-headers-are-a-noop",
+        facts(headers(installed=True, candidate="6.1.115-1")),
+        noops=[f"{PACKAGE} is installed"],
+    ),
+    op_case(
+        kernel_headers,
+        "headers-the-distro-does-not-ship-are-a-noop-with-the-reason",
+        facts(headers(candidate=None, lists=True)),
+        noops=[
+            f"{PACKAGE} is not shipped by the distro for kernel {RELEASE}; the driver's "
+            "DKMS build needs headers from wherever this kernel came from"
+        ],
+    ),
+    op_case(
+        kernel_headers,
+        "container-is-a-noop-naming-the-container",
+        facts(headers(candidate="6.1.115-1"), container="systemd-nspawn"),
+        noops=[
+            f"{PACKAGE} not installed: in a container (systemd-nspawn) kernel {RELEASE} "
+            "and its modules belong to the outer host"
+        ],
+    ),
+]
 
 
-def test_installs_headers_the_distro_ships():
-    commands, noops = run(headers(candidate="6.1.115-1"))
-    assert noops == []
-    assert len(commands) == 1
-    assert "apt-get" in commands[0] and "install" in commands[0]
-    assert "--no-install-recommends" in commands[0]
-    assert commands[0].endswith(PACKAGE)
+@pytest.mark.parametrize(OP_CASE_FIELDS, CASES)
+def test_operation_yields_exactly(op, facts, args, commands, noops, executing):
+    assert run_operation(op, facts, executing, **args) == (commands, noops)
 
 
 def test_without_apt_lists_updates_then_installs_only_what_the_distro_ships():
@@ -50,32 +82,15 @@ def test_without_apt_lists_updates_then_installs_only_what_the_distro_ships():
         (FIXTURES / "kernel_headers_ubuntu2404_h200_vm.txt").read_text().splitlines()
     )
     assert fact["apt_lists_present"] is False and fact["candidate"] is None
-    commands, noops = run(fact)
-    assert noops == [] and len(commands) == 1
-    assert commands[0].startswith(
-        "apt-get update -q && if apt-cache show linux-headers-6.18.44-fc-v657-gpu"
+    package = "linux-headers-6.18.44-fc-v657-gpu"
+    assert run_operation(kernel_headers, facts(fact)) == (
+        [
+            f"apt-get update -q && if apt-cache show {package} >/dev/null 2>&1; then "
+            f"DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends {package}; "
+            f"else echo '{package} is not shipped by the distro'; fi"
+        ],
+        [],
     )
-    assert "is not shipped by the distro" in commands[0]
-
-
-def test_installed_headers_are_a_noop():
-    commands, noops = run(headers(installed=True, candidate="6.1.115-1"))
-    assert commands == []
-    assert noops == [f"{PACKAGE} is installed"]
-
-
-def test_headers_the_distro_does_not_ship_are_a_noop_with_the_reason():
-    commands, noops = run(headers(candidate=None, lists=True))
-    assert commands == []
-    assert len(noops) == 1
-    assert "not shipped by the distro" in noops[0] and RELEASE in noops[0]
-
-
-def test_container_is_a_noop_naming_the_container():
-    commands, noops = run(headers(candidate="6.1.115-1"), container="systemd-nspawn")
-    assert commands == []
-    assert len(noops) == 1
-    assert "systemd-nspawn" in noops[0] and "outer host" in noops[0]
 
 
 def test_connector_arguments_are_the_running_operations_connector_ones():

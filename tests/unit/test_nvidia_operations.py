@@ -27,54 +27,217 @@ from roles.nvidia_driver import (
     stale_driver_packages,
 )
 from roles.nvidia_repo import apt_components
-from tests.unit.ophelper import run_operation
+from tests.unit.ophelper import OP_CASE_FIELDS, op_case, run_operation
 
 COMPUTE_OPEN = ["libnvidia-compute", "nvidia-dkms-open", "nvidia-utils", "nvidia-persistenced"]
 ON_590 = {p: ["590.48.01-1"] for p in COMPUTE_OPEN}
 ON_595 = {p: ["595.58.03-1"] for p in COMPUTE_OPEN}
 NO_CONTAINER = {"container": None, "vm": None}
 
-
-# -- the branch pin ---------------------------------------------------------------------------
-
-
-def test_pin_is_installed_first_time():
-    commands, noops = run_operation(driver_branch_pin, {DebPackages: {}}, branch=590)
-    assert noops == [] and len(commands) == 1
-    assert commands[0].endswith("install nvidia-driver-pinning-590")
-
-
-def test_pin_swap_replaces_the_other_branch_in_one_transaction():
-    installed = {"nvidia-driver-pinning-590": ["590.48.01-1"], **ON_590}
-    commands, _ = run_operation(driver_branch_pin, {DebPackages: installed}, branch=595)
-    assert len(commands) == 1
-    assert commands[0].endswith("install nvidia-driver-pinning-595 nvidia-driver-pinning-590-")
-
-
-def test_pin_in_place_is_a_noop():
-    installed = {"nvidia-driver-pinning-590": ["590.48.01-1"]}
-    commands, noops = run_operation(driver_branch_pin, {DebPackages: installed}, branch=590)
-    assert commands == [] and noops == ["nvidia-driver-pinning-590 is installed"]
-
-
-# -- the driver packages ----------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("installed", "branch", "changes"),
-    [({}, 590, True), (ON_590, 590, False), (ON_595, 590, True), (ON_590, 595, True)],
-    ids=["fresh", "in-place", "down-to-590", "up-to-595"],
+# pyinfra's non-interactive apt-get, which the driver operations yield.
+APT_GET = (
+    "DEBIAN_FRONTEND=noninteractive apt-get -y "
+    '-o Dpkg::Options::="--force-confdef" -o Dpkg::Options::="--force-confold"'
 )
-def test_driver_packages_follow_the_branch(installed, branch, changes):
-    commands, noops = run_operation(
-        driver_packages_on_branch, {DebPackages: installed}, packages=COMPUTE_OPEN, branch=branch
-    )
-    if changes:
-        assert len(commands) == 1 and noops == []
-        assert "install --no-install-recommends --allow-downgrades" in commands[0]
-        assert commands[0].endswith(" ".join(COMPUTE_OPEN))
-    else:
-        assert commands == [] and noops == [f"{', '.join(COMPUTE_OPEN)} are on branch {branch}"]
+INSTALL_COMPUTE_OPEN = (
+    f"{APT_GET} install --no-install-recommends --allow-downgrades "
+    "libnvidia-compute nvidia-dkms-open nvidia-utils nvidia-persistenced"
+)
+NVCC = "/usr/local/cuda-13.1/bin/nvcc"
+
+
+def reboot_facts(loaded, installed, container=None, marked=False):
+    return {
+        NvidiaLoadedModule: {"version": loaded, "flavor": "open"} if loaded else None,
+        DebPackages: {"nvidia-dkms-open": [installed]} if installed else {},
+        Virtualization: {"container": container, "vm": None},
+        File: {"mode": 644} if marked else None,
+    }
+
+
+REBOOT_ARGS = {"module_package": "nvidia-dkms-open", "allow_reboot": False, "changing": False}
+
+
+def entry(file, line, components, fmt="one-line"):
+    return {
+        "file": file,
+        "line": line,
+        "format": fmt,
+        "uris": ["http://deb.debian.org/debian"],
+        "components": components,
+    }
+
+
+CASES = [
+    # -- the branch pin -----------------------------------------------------------------------
+    op_case(
+        driver_branch_pin,
+        "installed-first-time",
+        {DebPackages: {}},
+        {"branch": 590},
+        commands=[f"{APT_GET} install nvidia-driver-pinning-590"],
+    ),
+    op_case(
+        driver_branch_pin,
+        "swap-replaces-the-other-branch-in-one-transaction",
+        {DebPackages: {"nvidia-driver-pinning-590": ["590.48.01-1"], **ON_590}},
+        {"branch": 595},
+        commands=[f"{APT_GET} install nvidia-driver-pinning-595 nvidia-driver-pinning-590-"],
+    ),
+    op_case(
+        driver_branch_pin,
+        "in-place-is-a-noop",
+        {DebPackages: {"nvidia-driver-pinning-590": ["590.48.01-1"]}},
+        {"branch": 590},
+        noops=["nvidia-driver-pinning-590 is installed"],
+    ),
+    # -- the driver packages follow the branch ------------------------------------------------
+    op_case(
+        driver_packages_on_branch,
+        "fresh",
+        {DebPackages: {}},
+        {"packages": COMPUTE_OPEN, "branch": 590},
+        commands=[INSTALL_COMPUTE_OPEN],
+    ),
+    op_case(
+        driver_packages_on_branch,
+        "in-place",
+        {DebPackages: ON_590},
+        {"packages": COMPUTE_OPEN, "branch": 590},
+        noops=[
+            "libnvidia-compute, nvidia-dkms-open, nvidia-utils, nvidia-persistenced "
+            "are on branch 590"
+        ],
+    ),
+    op_case(
+        driver_packages_on_branch,
+        "down-to-590",
+        {DebPackages: ON_595},
+        {"packages": COMPUTE_OPEN, "branch": 590},
+        commands=[INSTALL_COMPUTE_OPEN],
+    ),
+    op_case(
+        driver_packages_on_branch,
+        "up-to-595",
+        {DebPackages: ON_590},
+        {"packages": COMPUTE_OPEN, "branch": 595},
+        commands=[INSTALL_COMPUTE_OPEN],
+    ),
+    # -- the reboot: "reboot required" marks the host once; an allowed reboot reboots and waits
+    op_case(
+        driver_reboot,
+        "reboot-required-marks-the-host",
+        reboot_facts("580.159.04", "590.48.01-1"),
+        REBOOT_ARGS,
+        commands=[
+            "touch /run/reboot-required && echo nvidia-dkms-open >> /run/reboot-required.pkgs"
+        ],
+    ),
+    op_case(
+        driver_reboot,
+        "reboot-required-marked-already",
+        reboot_facts("580.159.04", "590.48.01-1", marked=True),
+        REBOOT_ARGS,
+        noops=[
+            "already marked reboot-required: "
+            "the kernel has 580.159.04 loaded, 590.48.01 is installed"
+        ],
+    ),
+    op_case(
+        driver_reboot,
+        "allowed-reboot-reboots-and-waits",
+        reboot_facts("580.159.04", "590.48.01-1"),
+        {**REBOOT_ARGS, "allow_reboot": True},
+        commands=[
+            "touch /run/pyinfra-sglang-reboot-pending && "
+            "( sleep 1 && systemctl reboot ) </dev/null >/dev/null 2>&1 &",
+            "FunctionCommand(_wait_for_reboot, (), {'timeout': 600, 'interval': 2})",
+        ],
+    ),
+    op_case(
+        driver_reboot,
+        "container-never-reboots-for-the-driver",
+        reboot_facts(None, "590.48.01-1", container="systemd-nspawn"),
+        {**REBOOT_ARGS, "allow_reboot": True, "changing": True},
+        noops=["in a container (systemd-nspawn) the outer host loads the kernel module"],
+    ),
+    # -- initramfs ----------------------------------------------------------------------------
+    op_case(
+        rebuild_initramfs,
+        "rebuilt",
+        {Virtualization: NO_CONTAINER, Which: "/usr/sbin/update-initramfs"},
+        commands=["update-initramfs -u"],
+    ),
+    op_case(
+        rebuild_initramfs,
+        "not-installed",
+        {Virtualization: NO_CONTAINER, Which: None},
+        noops=["update-initramfs is not installed: no initramfs to rebuild"],
+    ),
+    op_case(
+        rebuild_initramfs,
+        "container",
+        {Virtualization: {"container": "lxc", "vm": None}, Which: "/usr/sbin/update-initramfs"},
+        noops=["in a container (lxc) the outer host boots the kernel"],
+    ),
+    # -- apt components -----------------------------------------------------------------------
+    op_case(
+        apt_components,
+        "contrib-is-added-where-main-is",
+        {
+            AptSourceEntries: [
+                entry("/etc/apt/sources.list", 1, ["main"]),
+                entry("/etc/apt/sources.list", 2, ["main", "contrib"]),
+                entry(
+                    "/etc/apt/sources.list.d/debian.sources",
+                    4,
+                    ["main", "non-free-firmware"],
+                    "deb822",
+                ),
+                entry("/etc/apt/sources.list.d/other.list", 1, ["stable"]),
+            ]
+        },
+        {"components": ["contrib"]},
+        commands=[
+            "sed -i '1s/[[:space:]]*$/ contrib/' /etc/apt/sources.list",
+            "sed -i '4s/[[:space:]]*$/ contrib/' /etc/apt/sources.list.d/debian.sources",
+        ],
+    ),
+    op_case(
+        apt_components,
+        "contrib-present-is-a-noop",
+        {AptSourceEntries: [entry("/etc/apt/sources.list", 1, ["main", "contrib"])]},
+        {"components": ["contrib"]},
+        noops=["apt sources already have contrib"],
+    ),
+    # -- nvcc: checked from facts, or on the host when this very run installed it ------------
+    op_case(
+        nvcc_reports_release,
+        "from-facts",
+        {NvccRelease: {"release": "13.1", "version": "13.1.80"}},
+        {"nvcc": NVCC, "release": "13.1"},
+        noops=[f"{NVCC} reports release 13.1 (V13.1.80)"],
+    ),
+    op_case(
+        nvcc_reports_release,
+        "on-the-host-after-the-install",
+        {NvccRelease: None},
+        {"nvcc": NVCC, "release": "13.1"},
+        commands=[
+            f"{NVCC} --version | grep -q 'release 13.1,' || "
+            f"{{ echo '{NVCC} does not report CUDA release 13.1:' >&2; "
+            f"{NVCC} --version >&2; exit 1; }}"
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(OP_CASE_FIELDS, CASES)
+def test_operation_yields_exactly(op, facts, args, commands, noops, executing):
+    assert run_operation(op, facts, executing, **args) == (commands, noops)
+
+
+# -- which driver packages are stale --------------------------------------------------------
 
 
 def test_stale_packages_and_upstream_versions():
@@ -107,96 +270,6 @@ def test_reboot_decision(loaded, installed, changing, container, allow, action):
         assert (loaded or "no NVIDIA module") in decision.reason
 
 
-def reboot_facts(loaded, installed, container=None, marked=False):
-    return {
-        NvidiaLoadedModule: {"version": loaded, "flavor": "open"} if loaded else None,
-        DebPackages: {"nvidia-dkms-open": [installed]} if installed else {},
-        Virtualization: {"container": container, "vm": None},
-        File: {"mode": 644} if marked else None,
-    }
-
-
-def test_reboot_required_marks_the_host_once():
-    facts = reboot_facts("580.159.04", "590.48.01-1")
-    args = {"module_package": "nvidia-dkms-open", "allow_reboot": False, "changing": False}
-    commands, noops = run_operation(driver_reboot, facts, **args)
-    assert commands == [
-        "touch /run/reboot-required && echo nvidia-dkms-open >> /run/reboot-required.pkgs"
-    ]
-    commands, noops = run_operation(
-        driver_reboot, reboot_facts("580.159.04", "590.48.01-1", marked=True), **args
-    )
-    assert commands == [] and noops[0].startswith("already marked reboot-required")
-
-
-def test_allowed_reboot_reboots_and_waits():
-    facts = reboot_facts("580.159.04", "590.48.01-1")
-    commands, noops = run_operation(
-        driver_reboot, facts, module_package="nvidia-dkms-open", allow_reboot=True, changing=False
-    )
-    assert noops == [] and len(commands) == 2
-    assert "touch /run/pyinfra-sglang-reboot-pending" in commands[0]
-    assert "systemctl reboot" in commands[0]
-    assert "_wait_for_reboot" in commands[1]
-
-
-def test_container_never_reboots_for_the_driver():
-    facts = reboot_facts(None, "590.48.01-1", container="systemd-nspawn")
-    commands, noops = run_operation(
-        driver_reboot, facts, module_package="nvidia-dkms-open", allow_reboot=True, changing=True
-    )
-    assert commands == [] and "systemd-nspawn" in noops[0]
-
-
-# -- initramfs, apt components ----------------------------------------------------------------
-
-
-def test_initramfs_rebuild():
-    facts = {Virtualization: NO_CONTAINER, Which: "/usr/sbin/update-initramfs"}
-    assert run_operation(rebuild_initramfs, facts) == (["update-initramfs -u"], [])
-    facts = {Virtualization: NO_CONTAINER, Which: None}
-    commands, noops = run_operation(rebuild_initramfs, facts)
-    assert commands == [] and "not installed" in noops[0]
-    facts = {Virtualization: {"container": "lxc", "vm": None}, Which: "/usr/sbin/update-initramfs"}
-    commands, noops = run_operation(rebuild_initramfs, facts)
-    assert commands == [] and "lxc" in noops[0]
-
-
-def entry(file, line, components, fmt="one-line"):
-    return {
-        "file": file,
-        "line": line,
-        "format": fmt,
-        "uris": ["http://deb.debian.org/debian"],
-        "components": components,
-    }
-
-
-def test_contrib_is_added_where_main_is():
-    entries = [
-        entry("/etc/apt/sources.list", 1, ["main"]),
-        entry("/etc/apt/sources.list", 2, ["main", "contrib"]),
-        entry("/etc/apt/sources.list.d/debian.sources", 4, ["main", "non-free-firmware"], "deb822"),
-        entry("/etc/apt/sources.list.d/other.list", 1, ["stable"]),
-    ]
-    commands, noops = run_operation(
-        apt_components, {AptSourceEntries: entries}, components=["contrib"]
-    )
-    assert noops == []
-    assert commands == [
-        "sed -i '1s/[[:space:]]*$/ contrib/' /etc/apt/sources.list",
-        "sed -i '4s/[[:space:]]*$/ contrib/' /etc/apt/sources.list.d/debian.sources",
-    ]
-
-
-def test_contrib_present_is_a_noop():
-    entries = [entry("/etc/apt/sources.list", 1, ["main", "contrib"])]
-    commands, noops = run_operation(
-        apt_components, {AptSourceEntries: entries}, components=["contrib"]
-    )
-    assert commands == [] and noops == ["apt sources already have contrib"]
-
-
 # -- CUDA -------------------------------------------------------------------------------------
 
 
@@ -206,30 +279,12 @@ def test_cuda_paths_come_from_the_version():
     assert paths["nvcc"] == "/usr/local/cuda-13.1/bin/nvcc"
 
 
-def test_nvcc_check_from_facts_and_on_the_host():
-    nvcc = "/usr/local/cuda-13.1/bin/nvcc"
-    commands, noops = run_operation(
-        nvcc_reports_release,
-        {NvccRelease: {"release": "13.1", "version": "13.1.80"}},
-        nvcc=nvcc,
-        release="13.1",
-    )
-    assert commands == [] and noops == [f"{nvcc} reports release 13.1 (V13.1.80)"]
-    # nvcc installed by this very run: checked on the host after the install.
-    commands, noops = run_operation(
-        nvcc_reports_release, {NvccRelease: None}, nvcc=nvcc, release="13.1"
-    )
-    assert (
-        len(commands) == 1 and "grep -q 'release 13.1,'" in commands[0] and "exit 1" in commands[0]
-    )
-
-
 def test_nvcc_reporting_another_release_fails_before_changes():
     with pytest.raises(OperationError, match="reports CUDA release 13.0 .* expected 13.1"):
         run_operation(
             nvcc_reports_release,
             {NvccRelease: {"release": "13.0", "version": "13.0.88"}},
-            nvcc="/usr/local/cuda-13.1/bin/nvcc",
+            nvcc=NVCC,
             release="13.1",
         )
 

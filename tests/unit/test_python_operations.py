@@ -10,72 +10,13 @@ from checks.facts import MemoryInfo, NvidiaGpus, PythonPackages, PythonVersion
 from pyinfra_sglang.flash_attn_build_plan import BuildPlanError
 from roles.flash_attn import flash_attn_built
 from roles.python_env import missing_requirements, python_venv, uv_installed, venv_packages
-from tests.unit.ophelper import run_operation
+from tests.unit.ophelper import OP_CASE_FIELDS, op_case, run_operation
 
 VENV = "/opt/sglang/venv"
 INDEX = "https://pypi.org/simple"
-
-
-def test_uv_is_installed_with_pip_from_the_index():
-    commands, noops = run_operation(
-        uv_installed, {PythonPackages: {}}, version="0.13.9", index_url=INDEX
-    )
-    assert commands == [
-        "test -x /opt/sglang/uv/bin/pip || python3 -m venv /opt/sglang/uv",
-        "/opt/sglang/uv/bin/pip install --quiet --disable-pip-version-check "
-        f"--index-url {INDEX} uv==0.13.9",
-    ]
-    commands, noops = run_operation(
-        uv_installed, {PythonPackages: {"uv": "0.13.9"}}, version="0.13.9", index_url=INDEX
-    )
-    assert commands == [] and noops == ["uv 0.13.9 is installed in /opt/sglang/uv"]
-
-
-def test_index_credentials_are_masked():
-    url = "https://deploy:s3cret@mirror.internal/simple"
-    commands, _ = run_operation(uv_installed, {PythonPackages: {}}, version="0.13.9", index_url=url)
-    assert "s3cret" not in " ".join(commands) and "*MASKED*" in commands[1]
-
-
-@pytest.mark.parametrize(("found", "changes"), [(None, True), ("3.11.2", True), ("3.12.3", False)])
-def test_venv_is_created_or_recreated_for_the_pinned_python(found, changes):
-    commands, noops = run_operation(
-        python_venv, {PythonVersion: found}, path=VENV, python_version="3.12"
-    )
-    if changes:
-        assert commands == [f"/opt/sglang/uv/bin/uv venv --clear --python 3.12 {VENV}"]
-    else:
-        assert commands == [] and noops == [f"{VENV} runs Python 3.12.3"]
-
-
-def test_missing_requirements():
-    installed = {"sglang": "0.5.22", "flash-attn": "2.8.3", "ninja": "1.13.0"}
-    requirements = {"sglang": "0.5.23", "flash_attn": "2.8.3", "ninja": None, "psutil": None}
-    assert missing_requirements(installed, requirements) == ["sglang==0.5.23", "psutil"]
-
-
-def test_changing_a_pin_installs_exactly_that_package():
-    installed = {"sglang": "0.5.22", "torch": "2.14.1+cu130"}
-    commands, _ = run_operation(
-        venv_packages,
-        {PythonPackages: installed},
-        venv=VENV,
-        requirements={"sglang": "0.5.23"},
-        index_url=INDEX,
-        extra_index_url="https://download.pytorch.org/whl/cu130",
-    )
-    assert commands == [
-        f"/opt/sglang/uv/bin/uv pip install --python {VENV}/bin/python --index-url {INDEX} "
-        "--extra-index-url https://download.pytorch.org/whl/cu130 sglang==0.5.23"
-    ]
-    commands, noops = run_operation(
-        venv_packages,
-        {PythonPackages: {"sglang": "0.5.23"}},
-        venv=VENV,
-        requirements={"sglang": "0.5.23"},
-        index_url=INDEX,
-    )
-    assert commands == [] and noops == [f"{VENV} has sglang"]
+CREDENTIALS_INDEX = "https://deploy:s3cret@mirror.internal/simple"
+UV_ARGS = {"version": "0.13.9", "index_url": INDEX}
+VENV_ARGS = {"path": VENV, "python_version": "3.12"}
 
 
 def gpu(compute_cap):
@@ -97,41 +38,153 @@ BUILD_ARGS = dict(
     cuda_home="/usr/local/cuda-13.1",
     index_url=INDEX,
 )
+BUILD_LOG = "/var/log/pyinfra-sglang/flash-attn-2.8.3-build.log"
 
 
-def test_flash_attn_build_command_carries_the_plan_and_keeps_the_log():
-    commands, noops = run_operation(flash_attn_built, BUILD_FACTS, **BUILD_ARGS)
-    assert noops == [] and len(commands) == 1
-    command = commands[0]
-    # 16 cores, 64 GB available: 48 GB bound -> 9 threads of 5 GB -> 3 jobs x 3 threads.
-    assert (
-        "env MAX_JOBS=3 NVCC_THREADS=3 FLASH_ATTN_CUDA_ARCHS=90 FLASH_ATTENTION_FORCE_BUILD=TRUE"
-        in command
+def flash_attn_build(archs_export: str, archs: str) -> str:
+    """The build command for flash-attn 2.8.3 on BUILD_FACTS' host: 16 cores, 64 GB
+    available: 48 GB bound -> 9 threads of 5 GB -> 3 jobs x 3 threads. It keeps the log,
+    records the build, and shows the log's tail when the build fails."""
+    return (
+        "mkdir -p /var/log/pyinfra-sglang && start=$(date +%s) && "
+        "if env MAX_JOBS=3 NVCC_THREADS=3 "
+        f"FLASH_ATTN_CUDA_ARCHS={archs_export} FLASH_ATTENTION_FORCE_BUILD=TRUE "
+        "CUDA_HOME=/usr/local/cuda-13.1 PATH=/usr/local/cuda-13.1/bin:$PATH "
+        f"/opt/sglang/uv/bin/uv pip install --python {VENV}/bin/python "
+        f"--no-build-isolation --index-url {INDEX} "
+        f"flash-attn==2.8.3 > {BUILD_LOG} 2>&1; "
+        "then printf "
+        f'\'{{"version": "2.8.3", "seconds": %d, "log": "{BUILD_LOG}", "env": %s}}\\n\' '
+        "$(( $(date +%s) - start )) "
+        '\'{"CUDA_HOME": "/usr/local/cuda-13.1", "FLASH_ATTENTION_FORCE_BUILD": "TRUE", '
+        f'"FLASH_ATTN_CUDA_ARCHS": "{archs}", "MAX_JOBS": "3", "NVCC_THREADS": "3"}}\' '
+        "> /var/log/pyinfra-sglang/flash-attn-2.8.3-build.json; "
+        "else rc=$?; "
+        'echo "flash-attn 2.8.3 build failed after $(( $(date +%s) - start )) s; '
+        f'log: {BUILD_LOG}; its last lines:" >&2; '
+        f"tail -n 40 {BUILD_LOG} >&2; exit $rc; fi"
     )
-    assert "CUDA_HOME=/usr/local/cuda-13.1" in command
-    assert "--no-build-isolation" in command and "flash-attn==2.8.3" in command
-    assert "> /var/log/pyinfra-sglang/flash-attn-2.8.3-build.log 2>&1" in command
-    assert "tail -n 40 /var/log/pyinfra-sglang/flash-attn-2.8.3-build.log >&2; exit $rc" in command
 
 
-def test_flash_attn_archs_from_the_inventory_win():
-    commands, _ = run_operation(
-        flash_attn_built, BUILD_FACTS, **{**BUILD_ARGS, "archs_override": ["90", "120"]}
-    )
-    assert "FLASH_ATTN_CUDA_ARCHS='90;120'" in commands[0]
+CASES = [
+    # -- uv, installed with pip from the index ------------------------------------------------
+    op_case(
+        uv_installed,
+        "installed-with-pip-from-the-index",
+        {PythonPackages: {}},
+        UV_ARGS,
+        commands=[
+            "test -x /opt/sglang/uv/bin/pip || python3 -m venv /opt/sglang/uv",
+            "/opt/sglang/uv/bin/pip install --quiet --disable-pip-version-check "
+            f"--index-url {INDEX} uv==0.13.9",
+        ],
+    ),
+    op_case(
+        uv_installed,
+        "at-the-pin-is-a-noop",
+        {PythonPackages: {"uv": "0.13.9"}},
+        UV_ARGS,
+        noops=["uv 0.13.9 is installed in /opt/sglang/uv"],
+    ),
+    op_case(
+        uv_installed,
+        "index-credentials-are-masked",
+        {PythonPackages: {}},
+        {**UV_ARGS, "index_url": CREDENTIALS_INDEX},
+        commands=[
+            "test -x /opt/sglang/uv/bin/pip || python3 -m venv /opt/sglang/uv",
+            "/opt/sglang/uv/bin/pip install --quiet --disable-pip-version-check "
+            "--index-url *MASKED* uv==0.13.9",
+        ],
+    ),
+    # -- the venv is created or recreated for the pinned Python -------------------------------
+    op_case(
+        python_venv,
+        "created",
+        {PythonVersion: None},
+        VENV_ARGS,
+        commands=[f"/opt/sglang/uv/bin/uv venv --clear --python 3.12 {VENV}"],
+    ),
+    op_case(
+        python_venv,
+        "recreated-for-another-python",
+        {PythonVersion: "3.11.2"},
+        VENV_ARGS,
+        commands=[f"/opt/sglang/uv/bin/uv venv --clear --python 3.12 {VENV}"],
+    ),
+    op_case(
+        python_venv,
+        "on-the-pinned-python-is-a-noop",
+        {PythonVersion: "3.12.3"},
+        VENV_ARGS,
+        noops=[f"{VENV} runs Python 3.12.3"],
+    ),
+    # -- changing a pin installs exactly that package -----------------------------------------
+    op_case(
+        venv_packages,
+        "changed-pin-installs-exactly-that-package",
+        {PythonPackages: {"sglang": "0.5.22", "torch": "2.14.1+cu130"}},
+        {
+            "venv": VENV,
+            "requirements": {"sglang": "0.5.23"},
+            "index_url": INDEX,
+            "extra_index_url": "https://download.pytorch.org/whl/cu130",
+        },
+        commands=[
+            f"/opt/sglang/uv/bin/uv pip install --python {VENV}/bin/python --index-url {INDEX} "
+            "--extra-index-url https://download.pytorch.org/whl/cu130 sglang==0.5.23"
+        ],
+    ),
+    op_case(
+        venv_packages,
+        "at-the-pin-is-a-noop",
+        {PythonPackages: {"sglang": "0.5.23"}},
+        {"venv": VENV, "requirements": {"sglang": "0.5.23"}, "index_url": INDEX},
+        noops=[f"{VENV} has sglang"],
+    ),
+    # -- flash-attn ---------------------------------------------------------------------------
+    op_case(
+        flash_attn_built,
+        "build-carries-the-plan-and-keeps-the-log",
+        BUILD_FACTS,
+        BUILD_ARGS,
+        commands=[flash_attn_build(archs_export="90", archs="90")],
+    ),
+    op_case(
+        flash_attn_built,
+        "archs-from-the-inventory-win",
+        BUILD_FACTS,
+        {**BUILD_ARGS, "archs_override": ["90", "120"]},
+        commands=[flash_attn_build(archs_export="'90;120'", archs="90;120")],
+    ),
+    op_case(
+        flash_attn_built,
+        "at-the-pin-is-a-noop",
+        {**BUILD_FACTS, PythonPackages: {"flash-attn": "2.8.3"}},
+        BUILD_ARGS,
+        noops=["flash-attn 2.8.3 is installed"],
+    ),
+]
 
 
-def test_flash_attn_at_the_pin_is_a_noop():
-    facts = {**BUILD_FACTS, PythonPackages: {"flash-attn": "2.8.3"}}
-    commands, noops = run_operation(flash_attn_built, facts, **BUILD_ARGS)
-    assert commands == [] and noops == ["flash-attn 2.8.3 is installed"]
+@pytest.mark.parametrize(OP_CASE_FIELDS, CASES)
+def test_operation_yields_exactly(op, facts, args, commands, noops, executing):
+    assert run_operation(op, facts, executing, **args) == (commands, noops)
+
+
+def test_missing_requirements():
+    installed = {"sglang": "0.5.22", "flash-attn": "2.8.3", "ninja": "1.13.0"}
+    requirements = {"sglang": "0.5.23", "flash_attn": "2.8.3", "ninja": None, "psutil": None}
+    assert missing_requirements(installed, requirements) == ["sglang==0.5.23", "psutil"]
 
 
 def test_no_gpus_yet_is_a_pending_change_then_a_clear_error():
     facts = {**BUILD_FACTS, NvidiaGpus: []}
     # Change detection runs before this deploy installs the driver: a change is pending.
-    commands, _ = run_operation(flash_attn_built, facts, executing=False, **BUILD_ARGS)
-    assert len(commands) == 1 and commands[0].startswith("true")
+    assert run_operation(flash_attn_built, facts, executing=False, **BUILD_ARGS) == (
+        ["true  # build flash-attn 2.8.3 for the GPUs nvidia-smi will report"],
+        [],
+    )
     with pytest.raises(OperationError, match="set flash_attn_cuda_archs"):
         run_operation(flash_attn_built, facts, **BUILD_ARGS)
 

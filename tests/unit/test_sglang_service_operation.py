@@ -17,7 +17,7 @@ from pyinfra_sglang.render import NodePosition
 from pyinfra_sglang.service_files import read_secrets, service_files
 from roles.sglang_service import sglang_service
 from tests.unit.captures import captured_lines
-from tests.unit.ophelper import run_operation
+from tests.unit.ophelper import OP_CASE_FIELDS, op_case, run_operation
 
 QUERY = f"nvidia-smi --query-gpu={GPU_QUERY_FIELDS} --format=csv"
 H200X2 = NvidiaGpus().process(captured_lines("h200x2-nvlink-vm", QUERY))
@@ -77,31 +77,50 @@ def digests_of(service):
     return {f.path: hashlib.sha256(f.content.encode()).hexdigest() for f in service.files}
 
 
-def test_same_files_and_running_is_a_noop_else_one_guarded_apply():
-    config = HostConfig(sglang_model_profile="dense-bf16")
-    service = render_for(H200X2, config)
-    facts = {
-        NvidiaGpus: H200X2,
-        FileDigests: digests_of(service),
-        SystemdStatus: {"sglang.service": True},
-    }
-    commands, noops = run_operation(sglang_service, facts, config=config)
-    assert commands == [] and noops == ["sglang.service runs the rendered configuration"]
+DENSE = HostConfig(sglang_model_profile="dense-bf16")
+H200X8 = [dict(g, name="NVIDIA H200") for g in (H200X2 * 4)]
+ON_HOST = digests_of(render_for(H200X2, DENSE))  # the host has the files for its 2 H200s
 
-    # A GPU upgrade (2 -> 8 GPUs) changes the unit: one guarded apply, keeping the old one.
-    facts[NvidiaGpus] = [dict(g, name="NVIDIA H200") for g in (H200X2 * 4)]
-    commands, noops = run_operation(sglang_service, facts, config=config)
-    assert len(commands) == 1 and "_apply_with_rollback" in commands[0]
-    assert "keep_previous': True" in commands[0]
 
-    # Unchanged files but a stopped service: started again, nothing to keep.
-    facts = {
-        NvidiaGpus: H200X2,
-        FileDigests: digests_of(service),
-        SystemdStatus: {"sglang.service": False},
-    }
-    commands, _ = run_operation(sglang_service, facts, config=config)
-    assert "keep_previous': False" in commands[0]
+def apply_with_rollback(gpus, keep_previous: bool) -> str:
+    """The guarded apply of the files rendered for ``gpus``, in its string form."""
+    service = render_for(gpus, DENSE)
+    return (
+        f"FunctionCommand(_apply_with_rollback, ({service!r},), "
+        f"{{'keep_previous': {keep_previous}}})"
+    )
+
+
+@pytest.mark.parametrize(
+    OP_CASE_FIELDS,
+    [
+        op_case(
+            sglang_service,
+            "same-files-and-running-is-a-noop",
+            {NvidiaGpus: H200X2, FileDigests: ON_HOST, SystemdStatus: {"sglang.service": True}},
+            {"config": DENSE},
+            noops=["sglang.service runs the rendered configuration"],
+        ),
+        # A GPU upgrade (2 -> 8 GPUs) changes the unit: one guarded apply, keeping the old one.
+        op_case(
+            sglang_service,
+            "gpu-upgrade-is-one-guarded-apply-keeping-the-old-files",
+            {NvidiaGpus: H200X8, FileDigests: ON_HOST, SystemdStatus: {"sglang.service": True}},
+            {"config": DENSE},
+            commands=[apply_with_rollback(H200X8, keep_previous=True)],
+        ),
+        # Unchanged files but a stopped service: started again, nothing to keep.
+        op_case(
+            sglang_service,
+            "same-files-but-stopped-is-applied-keeping-nothing",
+            {NvidiaGpus: H200X2, FileDigests: ON_HOST, SystemdStatus: {"sglang.service": False}},
+            {"config": DENSE},
+            commands=[apply_with_rollback(H200X2, keep_previous=False)],
+        ),
+    ],
+)
+def test_operation_yields_exactly(op, facts, args, commands, noops, executing):
+    assert run_operation(op, facts, executing, **args) == (commands, noops)
 
 
 def test_multinode_ranks_follow_the_group_order(tmp_path, monkeypatch):
