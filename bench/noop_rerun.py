@@ -1,25 +1,27 @@
-"""Wall time of a no-change re-apply of deploy/site.py on 1 and on 4 test hosts.
+"""Wall time of a no-change re-apply of deploy/site.py on 1, 4 and 16 test hosts.
 
-pyinfra runs hosts in parallel, so four hosts should cost little more than one
-(goal: ratio <= 1.5). Boots real test hosts (needs root), applies once to converge them
-(stand-in NVIDIA repository, PyPI and SGLang served locally), then times REPEAT no-change
-runs for each size and prints medians and their ratio.
+pyinfra runs hosts in parallel, so sixteen hosts should cost at most twice one (goal:
+ratio <= 2.0). Boots real test hosts (needs root), applies once to converge them (stand-in
+NVIDIA repository, PyPI and SGLang served locally), then times REPEAT no-change runs for
+each size, prints each median and its runs, the curve and the goal line, and traces one
+more run at the largest size: connect, prepare (facts), operations and disconnect seconds.
 
-    uv run python bench/noop_rerun.py [--repeat 5]
+    uv run python bench/noop_rerun.py [--repeat 5] [--sizes 1,4,16] [--no-trace]
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import scale
-from tests.hosts.apply import apply
+from tests.hosts.apply import ApplyResult, apply
 
 
-def noop_run(size: int, inventory: Path) -> None:
+def noop_run(size: int, inventory: Path, apply: Callable[..., ApplyResult] = apply) -> None:
     result = apply(inventory)
     if result.returncode != 0 or result.changed():
         raise SystemExit(f"re-apply was not a clean no-change run:\n{result.describe()}")

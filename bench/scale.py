@@ -1,23 +1,203 @@
 """Shared by the scale benchmarks: boot test hosts converged by deploy/site.py (the tests'
 stand-ins for NVIDIA's repository, PyPI and SGLang, served locally), time one run of a
-deploy REPEAT times per host count, print the medians and the ratio of the largest count to
-one host."""
+deploy REPEAT times per host count (default 1, 4 and 16), print the median and the runs of
+each count, the curve (hosts, median, ratio to one host) and the goal line, then trace one
+more run at the largest count to show where its time goes (start-up, connect, prepare with
+its facts, operations, disconnect), from pyinfra's own phase headers and --debug lines."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import resource
 import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.hosts import aptrepo, pyindex
-from tests.hosts.apply import apply, write_inventory
+from tests.hosts.apply import PYINFRA, REPO, ApplyResult, apply, write_inventory
 from tests.hosts.testhosts import TestHostPool, why_unavailable
 
-SIZES = (1, 4)
+SIZES = (1, 4, 16)
+GOAL_RATIO = 2.0  # the largest count may take at most this many times one host's median
+
+# The benchmark's run of one size: ``run(size, inventory, apply)``, where ``apply`` has
+# tests.hosts.apply.apply's signature and result; raises SystemExit on a bad run.
+Run = Callable[[int, Path, Callable[..., ApplyResult]], None]
+
+# pyinfra's CLI logs these headers (pyinfra_cli/cli.py) as it enters each phase. "--> Loading
+# config/inventory" come before connecting and count as start-up (with Python's imports);
+# "--> Preparing operation files..." runs the deploy files, which gathers the facts.
+PHASE_HEADERS = (
+    ("connect", "--> Connecting to hosts"),
+    ("prepare", "--> Preparing "),
+    ("operations", "--> Beginning operation run"),
+    ("results", "--> Results"),
+    ("disconnect", "--> Disconnecting from hosts"),
+)
+PHASES = ("start-up", *(phase for phase, _ in PHASE_HEADERS))
+# What --debug logs once per event (pyinfra/api/facts.py, connectors/ssh.py,
+# api/operations.py), counted per phase.
+COUNTED = (
+    ("facts", "Getting fact: "),
+    ("connects", "Connecting to: "),
+    ("commands", "Running command on "),
+    ("operations", "Starting operation "),
+)
+
+
+@dataclass
+class Trace:
+    """One pyinfra run's wall time split by phase, with what --debug logged in each."""
+
+    total: float
+    seconds: dict[str, float] = field(default_factory=dict)
+    counts: dict[str, Counter] = field(default_factory=dict)
+    cpu: float = 0.0  # user + system seconds of the pyinfra process (one process, gevent)
+    machine_busy: float = 0.0  # share of all this machine's cores busy during the run
+
+    def count(self, what: str) -> int:
+        return sum(counter[what] for counter in self.counts.values())
+
+    def describe(self, hosts: int) -> str:
+        s = {phase: self.seconds.get(phase, 0.0) for phase in PHASES}
+        facts = {phase: self.counts.get(phase, Counter())["facts"] for phase in PHASES}
+        lines = [
+            f"where the time goes at {hosts} hosts: connect {s['connect']:.2f} s, "
+            f"prepare (facts) {s['prepare']:.2f} s, operations {s['operations']:.2f} s, "
+            f"disconnect {s['disconnect']:.2f} s (and exit)",
+            f"  (traced run {self.total:.2f} s with --debug; also start-up {s['start-up']:.2f} s "
+            f"[interpreter, config, inventory], results {s['results']:.2f} s [JSON])",
+            f"  facts gathered: {self.count('facts')} ({facts['prepare']} while preparing, "
+            f"{facts['operations']} while executing) = {self.count('facts') / hosts:.1f} a host; "
+            f"SSH connects {self.count('connects')}; "
+            f"operations executed {self.count('operations')} "
+            f"({self.count('operations') / hosts:.1f} a host); "
+            f"remote commands {self.count('commands')}",
+        ]
+        lines.append(
+            f"  CPU: pyinfra {self.cpu:.2f} s of {self.total:.2f} s wall "
+            f"({self.cpu / self.total:.0%} of one core); this machine's {os.cpu_count()} cores "
+            f"{self.machine_busy:.0%} busy (the test hosts' sshd and commands run on them too)"
+        )
+        missing = [phase for phase in PHASES if phase not in self.seconds]
+        if missing:
+            lines.append(f"  (no header seen for: {', '.join(missing)})")
+        return "\n".join(lines)
+
+
+def traced_apply(
+    inventory: Path | str,
+    *operations: str,
+    options: tuple[str, ...] = (),
+    dry: bool = False,
+    timeout: float = 1200,
+) -> tuple[ApplyResult, Trace]:
+    """tests.hosts.apply.apply with ``--debug`` added, run through Popen: stderr is read
+    line by line as pyinfra writes it, each line stamped with time.monotonic(), so the time
+    between pyinfra's phase headers is each phase's wall time. pyinfra is not changed."""
+    operations = operations or ("deploy/site.py",)
+    args = [
+        str(PYINFRA),
+        "-y",
+        "--json",
+        "--debug",
+        *(["--dry"] if dry else []),
+        *options,
+        str(inventory),
+        *operations,
+    ]
+    env = {**os.environ, "PYINFRA_PROGRESS": "off", "PYTHONUNBUFFERED": "1"}
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    busy = _cpu_busy_idle()
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        args,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    # stdout carries only the JSON report, at the end: read it alongside so a large report
+    # cannot fill its pipe while stderr is being read here.
+    stdout: list[str] = []
+    reader = threading.Thread(target=lambda: stdout.append(proc.stdout.read()), daemon=True)
+    reader.start()
+    killer = threading.Timer(timeout, proc.kill)
+    killer.start()
+    marks = [("start-up", start)]
+    counts: dict[str, Counter] = {"start-up": Counter()}
+    stderr = []
+    try:
+        for line in proc.stderr:
+            now = time.monotonic()
+            stderr.append(line)
+            phase = next((name for name, header in PHASE_HEADERS if header in line), None)
+            if phase is not None:
+                marks.append((phase, now))
+                counts[phase] = Counter()
+                continue
+            for what, marker in COUNTED:
+                if marker in line:
+                    counts[marks[-1][0]][what] += 1
+        proc.wait()
+    finally:
+        killer.cancel()
+    end = time.monotonic()
+    busy_end = _cpu_busy_idle()
+    children_end = resource.getrusage(resource.RUSAGE_CHILDREN)
+    reader.join()
+    ends = [at for _, at in marks[1:]] + [end]
+    seconds = {phase: stop - at for (phase, at), stop in zip(marks, ends)}
+    out = "".join(stdout)
+    try:
+        report = json.loads(out) if out.strip() else None
+    except json.JSONDecodeError:
+        report = None
+    result = ApplyResult(args, proc.returncode, out, "".join(stderr), report)
+    # Only pyinfra was reaped meanwhile (its SSH is paramiko, in process): the children's
+    # CPU time grew by pyinfra's.
+    cpu = (children_end.ru_utime - children.ru_utime) + (children_end.ru_stime - children.ru_stime)
+    busy_ticks, idle_ticks = (b - a for a, b in zip(busy, busy_end))
+    return result, Trace(
+        total=end - start,
+        seconds=seconds,
+        counts=counts,
+        cpu=cpu,
+        machine_busy=busy_ticks / max(1, busy_ticks + idle_ticks),
+    )
+
+
+def _cpu_busy_idle() -> tuple[int, int]:
+    """All cores' busy and idle clock ticks so far, from /proc/stat."""
+    ticks = [int(n) for n in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    return sum(ticks[:8]) - idle, idle
+
+
+def trace_run(run: Run, size: int, inventory: Path) -> Trace:
+    """Run the benchmark's ``run`` once with traced_apply in place of apply (its checks of
+    the result still apply) and return the trace of its one pyinfra run."""
+    traces: list[Trace] = []
+
+    def traced(*args, **kwargs) -> ApplyResult:
+        result, trace = traced_apply(*args, **kwargs)
+        traces.append(trace)
+        return result
+
+    run(size, inventory, traced)
+    if len(traces) != 1:
+        raise SystemExit(f"expected one pyinfra run to trace, got {len(traces)}")
+    return traces[0]
 
 
 def timed(run: Callable[[], None], repeat: int) -> list[float]:
@@ -30,26 +210,52 @@ def timed(run: Callable[[], None], repeat: int) -> list[float]:
     return times
 
 
-def print_scale(
-    inventories: dict[int, Path], run: Callable[[int, Path], None], repeat: int
-) -> None:
-    """Time ``run(size, inventory)`` for each host count and print medians and the ratio."""
+def print_scale(inventories: dict[int, Path], run: Run, repeat: int) -> dict[int, float]:
+    """Time ``run(size, inventory, apply)`` for each host count; print each count's median
+    and runs as it finishes, then the curve and the goal line. Returns the medians."""
     medians = {}
     for size, inventory in inventories.items():
-        runs = timed(lambda size=size, inventory=inventory: run(size, inventory), repeat)
+        runs = timed(lambda size=size, inventory=inventory: run(size, inventory, apply), repeat)
         medians[size] = statistics.median(runs)
         run_times = ", ".join(f"{t:.2f}" for t in runs)
-        print(f"{size} host(s): median {medians[size]:.2f} s  (runs: {run_times})")
-    largest = max(medians)
-    print(f"ratio {largest} hosts / 1 host: {medians[largest] / medians[1]:.2f}  (goal <= 1.5)")
+        print(f"{size} host(s): median {medians[size]:.2f} s  (runs: {run_times})", flush=True)
+    base, largest = min(medians), max(medians)
+    print()
+    print(f"{'hosts':>5}  {'median s':>8}  ratio to {base} host{'s' if base > 1 else ''}")
+    for size, median in medians.items():
+        print(f"{size:>5}  {median:>8.2f}  {median / medians[base]:>5.2f}")
+    ratio = medians[largest] / medians[base]
+    print(f"{largest} hosts / {base} host = {ratio:.2f} (goal <= {GOAL_RATIO})", flush=True)
+    return medians
 
 
-def main(description: str, run: Callable[[int, Path], None]) -> int:
-    """A scale benchmark's command line: ``[--repeat N]``; boots max(SIZES) hosts, converges
-    them, writes one inventory per size, times ``run`` on each."""
+def parse_sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of counts: {text!r}") from err
+    if not sizes or sizes[0] < 1:
+        raise argparse.ArgumentTypeError(f"host counts must be >= 1: {text!r}")
+    return tuple(sizes)
+
+
+def main(description: str, run: Run, argv: Sequence[str] | None = None) -> int:
+    """A scale benchmark's command line: ``[--repeat N] [--sizes 1,4,16]``; boots the
+    largest count of hosts, converges them, writes one inventory per count, times ``run`` on
+    each, then traces one more run at the largest count."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--repeat", type=int, default=5)
-    args = parser.parse_args()
+    parser.add_argument(
+        "--sizes",
+        type=parse_sizes,
+        default=SIZES,
+        help="comma-separated host counts (default: 1,4,16)",
+    )
+    parser.add_argument(
+        "--no-trace", action="store_true", help="skip the traced run at the largest count"
+    )
+    args = parser.parse_args(argv)
+    sizes: tuple[int, ...] = args.sizes
     reason = why_unavailable()
     if reason:
         print(f"cannot boot test hosts: {reason}", file=sys.stderr)
@@ -69,20 +275,32 @@ def main(description: str, run: Callable[[int, Path], None]) -> int:
                 "python_version": "3.11",  # Debian 12's own: uv downloads no interpreter
                 "sglang_model_profile": "dense-bf16",
             }
+            largest = max(sizes)
             try:
-                hosts = pool.boot(max(SIZES))
+                start = time.monotonic()
+                hosts = pool.boot(largest)
+                print(f"booted {largest} test hosts in {time.monotonic() - start:.1f} s")
                 # Test hosts share this machine's network: each serves SGLang on its own address.
                 entries = [(h.address, {**data, "sglang_host": h.address}) for h in hosts]
                 inventories = {
                     size: write_inventory(
                         workdir / f"hosts{size}.py", {"gpu_hosts": entries[:size]}
                     )
-                    for size in SIZES
+                    for size in sizes
                 }
-                converge = apply(inventories[max(SIZES)])
+                start = time.monotonic()
+                converge = apply(inventories[largest], timeout=max(1200, 120 * largest))
                 if converge.returncode != 0:
                     raise SystemExit(f"deploy/site.py failed:\n{converge.describe()}")
+                print(
+                    f"converged {largest} hosts with deploy/site.py in "
+                    f"{time.monotonic() - start:.1f} s",
+                    flush=True,
+                )
                 print_scale(inventories, run, args.repeat)
+                if not args.no_trace:
+                    trace = trace_run(run, largest, inventories[largest])
+                    print(trace.describe(largest))
             finally:
                 pool.stop_all()
     return 0
