@@ -51,15 +51,16 @@ from pyinfra_sglang.service_files import (
 
 EXPECTED_ANSWER = "Paris"  # the decode check's default question is the capital of France
 COPY_LOAD_SECONDS = 2
-# decode_client.py makes up to four requests (health, models, streamed, plain); the load
-# they run under is cut at LOAD_TIMEOUT_S, so each gets a quarter of it, minus a margin.
+# The load the decode check runs under is cut at LOAD_TIMEOUT_S; the check's own --timeout is
+# a deadline for all its requests together, set inside that with a margin so it reports
+# "timeout" itself rather than being killed.
 LOAD_TIMEOUT_S = 180
-DECODE_REQUEST_TIMEOUT_S = 40
+DECODE_TIMEOUT_S = LOAD_TIMEOUT_S - 20
 
 
 def decode_load(config: HostConfig) -> str:
     args = ["--url", server_url(config), "--expect", EXPECTED_ANSWER, "--json"]
-    args += ["--timeout", str(DECODE_REQUEST_TIMEOUT_S)]
+    args += ["--timeout", str(DECODE_TIMEOUT_S)]
     if not config.sglang_api_key_file:
         return ship_and_run("decode_client.py", "python3", args)
     # The key is read on the host from the service's own 0600 config into the environment of

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 from collections.abc import Callable
@@ -25,6 +26,68 @@ class Command:
     help: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
+
+
+# --- argument types: each refuses a bad value with argparse's message and exit status 2 ---
+
+
+def _positive(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"not a positive whole number: {text!r}")
+    return int(text)
+
+
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
+    return value
+
+
+def _gigabytes(text: str) -> float:
+    value = _number(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"not a number of GB above 0: {text!r}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = _number(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"not a fraction above 0 and at most 1: {text!r}")
+    return value
+
+
+def _port(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"not a TCP port (1 to 65535): {text!r}")
+    return int(text)
+
+
+def _profile_name(text: str) -> str:
+    if not diagnose.is_plain_profile_name(text):
+        raise argparse.ArgumentTypeError(
+            f"not a profile name (letters, digits, '.', '_', '-'; no '/'): {text!r}"
+        )
+    return text
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, equals, value = text.partition("=")
+    if not equals or not key.strip():
+        raise argparse.ArgumentTypeError(f"not KEY=VALUE: {text!r}")
+    return key, value
+
+
+def _cuda_archs(text: str) -> list[str]:
+    archs = [arch for arch in text.replace(";", ",").split(",") if arch]
+    bad = [arch for arch in archs if not re.fullmatch(r"\d{2,3}a?", arch)]
+    if not archs or bad:
+        raise argparse.ArgumentTypeError(f"not CUDA architectures (e.g. 90 or 90,120): {text!r}")
+    return archs
 
 
 # --- inventory-reference ----------------------------------------------------------------
@@ -58,19 +121,39 @@ def _validate_arguments(parser: argparse.ArgumentParser) -> None:
         "--data",
         action="append",
         default=[],
+        type=_key_value,
         metavar="KEY=VALUE",
         help="override data, as pyinfra's --data",
     )
 
 
 def _validate(args: argparse.Namespace) -> int:
+    from pyinfra.api.exceptions import PyinfraError
     from pyinfra_cli.util import parse_cli_arg
 
     # Parse --data exactly as the pyinfra CLI does, so both see the same values.
-    pairs = (item.split("=", 1) for item in args.data)
-    override = {key: parse_cli_arg(value) for key, value in pairs}
+    override = {key: parse_cli_arg(value) for key, value in args.data}
+    source = Path(args.inventory)
+    # A path (pyinfra would take anything else for a host name and look it up in DNS).
+    looks_like_a_file = "/" in args.inventory or args.inventory.endswith(".py")
+    if source.is_dir() or (looks_like_a_file and not source.is_file()):
+        what = "a folder" if source.is_dir() else "no such file"
+        print(f"validate: {args.inventory}: {what}, not an inventory file", file=sys.stderr)
+        return 2
     try:
         loaded = inventory.load_inventory_file(args.inventory, override_data=override)
+    except Exception as error:  # the inventory is the user's Python: anything may go wrong
+        why = str(error) if isinstance(error, PyinfraError) else f"{type(error).__name__}: {error}"
+        print(f"validate: cannot load the inventory {args.inventory}: {why}", file=sys.stderr)
+        return 2
+    if not len(loaded):
+        print(
+            f"validate: {args.inventory}: no hosts (not an inventory file, a host list or a "
+            "module pyinfra can load)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
         configs = inventory.validate_inventory(loaded)
     except inventory.InventoryError as error:
         print(error, file=sys.stderr)
@@ -84,21 +167,30 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _build_plan_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cores", type=int, required=True, help="CPU cores of the build host")
-    parser.add_argument("--mem-gb", type=float, required=True, help="available memory, GB")
-    parser.add_argument("--archs", help="CUDA architectures, e.g. 90 or 90,120 (default: 90)")
+    parser.add_argument(
+        "--cores", type=_positive, required=True, help="CPU cores of the build host (1 or more)"
+    )
+    parser.add_argument(
+        "--mem-gb", type=_gigabytes, required=True, help="available memory, GB (above 0)"
+    )
+    parser.add_argument(
+        "--archs",
+        type=_cuda_archs,
+        help="CUDA architectures, e.g. 90 or 90,120 (default: 90)",
+    )
     parser.add_argument(
         "--memory-fraction",
-        type=float,
+        type=_fraction,
         default=None,
-        help="share of available memory the build may use (default from data/python.toml)",
+        help="share of available memory the build may use, above 0 and at most 1 (default "
+        "from data/python.toml)",
     )
 
 
 def _build_plan(args: argparse.Namespace) -> int:
     from pyinfra_sglang.flash_attn_build_plan import BuildPlanError, plan_flash_attn_build
 
-    archs = [a for a in args.archs.replace(";", ",").split(",") if a] if args.archs else ["90"]
+    archs = args.archs or ["90"]
     try:
         plan = plan_flash_attn_build(args.cores, args.mem_gb, archs, args.memory_fraction)
     except BuildPlanError as error:
@@ -121,12 +213,6 @@ def _arch(text: str) -> str:
     return text
 
 
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"not a positive whole number: {text!r}")
-    return int(text)
-
-
 def _release(text: str) -> str:
     from pyinfra_sglang.versions import parse_version
 
@@ -137,7 +223,9 @@ def _release(text: str) -> str:
 
 
 def _render_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--profile", required=True, help="model profile, e.g. glm-5-nvfp4")
+    parser.add_argument(
+        "--profile", type=_profile_name, required=True, help="model profile, e.g. glm-5-nvfp4"
+    )
     parser.add_argument("--gpus", type=_positive, required=True, help="GPUs per host")
     parser.add_argument("--arch", type=_arch, required=True, help="GPU architecture, e.g. sm_120")
     parser.add_argument(
@@ -145,12 +233,12 @@ def _render_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--gpu-mem-gb",
-        type=float,
+        type=_gigabytes,
         default=None,
         help="memory per GPU, GB (default: the largest GPU of --arch in data/gpus.toml)",
     )
     parser.add_argument("--host", default=None, help="bind address (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=None, help="port (default 30000)")
+    parser.add_argument("--port", type=_port, default=None, help="port (default 30000)")
     parser.add_argument("--venv", default=None, help="virtualenv on the host")
     parser.add_argument(
         "--profile-dir",

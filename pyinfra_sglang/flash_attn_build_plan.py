@@ -9,6 +9,7 @@ both call ``plan_flash_attn_build``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from pyinfra.api.exceptions import PyinfraError
@@ -17,7 +18,8 @@ from pyinfra_sglang import data
 
 
 class BuildPlanError(PyinfraError):
-    """Not even one compile job fits in the host's memory."""
+    """Not even one compile job fits in the host's memory, or the host's numbers make no
+    plan (no cores, memory that is not a finite number, a memory fraction outside (0, 1])."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,12 @@ def plan_flash_attn_build(
     settings = data.load("python")["flash_attn"]
     fraction = memory_fraction if memory_fraction is not None else settings["memory_fraction"]
     per_thread = float(settings["gb_per_nvcc_thread"])
+    if cores < 1:
+        raise BuildPlanError(f"a build needs at least 1 CPU core, not {cores}")
+    if not math.isfinite(available_gb) or available_gb < 0:
+        raise BuildPlanError(f"available memory must be a number of GB, not {available_gb}")
+    if not 0 < fraction <= 1:
+        raise BuildPlanError(f"the memory fraction must be above 0 and at most 1, not {fraction}")
     if not archs:
         raise BuildPlanError("no CUDA architectures to build for: no GPUs found and none given")
     threads_that_fit = int(available_gb * fraction // per_thread)

@@ -22,8 +22,17 @@ from pyinfra_sglang.parsers.nvidia_smi import (
 )
 
 
+class AnalyzeError(ValueError):
+    """A file that cannot be read or parsed."""
+
+
 def _lines(path: Path | None) -> list[str] | None:
-    return path.read_text(errors="replace").splitlines() if path else None
+    if path is None:
+        return None
+    try:
+        return path.read_text(errors="replace").splitlines()
+    except OSError as error:
+        raise AnalyzeError(f"cannot read {path}: {error.strerror or error}") from None
 
 
 def analyze(
@@ -54,19 +63,28 @@ def analyze(
 
 
 def run(args: argparse.Namespace) -> int:
-    if not any((args.topo, args.p2p, args.query_csv, args.smi_q)):
+    paths = (args.topo, args.p2p, args.query_csv, args.smi_q)
+    given = [path for path in paths if path]
+    if not given:
         print("analyze: give at least one of --topo, --p2p, --query-csv, --smi-q", file=sys.stderr)
         return 2
-    result = analyze(
-        _lines(args.topo), _lines(args.p2p), _lines(args.query_csv), _lines(args.smi_q)
-    )
+    try:
+        texts = [_lines(path) for path in paths]
+    except AnalyzeError as error:
+        print(f"analyze: {error}", file=sys.stderr)
+        return 2
+    label = ", ".join(str(path) for path in given)
+    try:
+        result = analyze(*texts)
+    except (ValueError, KeyError, IndexError) as error:
+        print(f"analyze: {label}: not the nvidia-smi output expected ({error})", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps(result, indent=2, sort_keys=True))
     else:
         from pyinfra_sglang.audit.findings import Finding
 
         findings = [Finding(**f) for f in result["findings"]]
-        label = ", ".join(str(p) for p in (args.topo, args.p2p, args.query_csv, args.smi_q) if p)
         print(format_table(label, findings, what="analysis"))
     return 1 if result["result"] == "fail" else 0
 

@@ -22,7 +22,11 @@ RESULTS_DIR holds:
     ``{"profile": "glm-5-nvfp4", "gpu": "NVIDIA H200", "tp_size": 8}`` (optional
     ``"profile_dirs": [...]`` for your own profiles), or the numbers themselves:
     ``{"active_params_b": 40, "bytes_per_param": 0.5625, "memory_bandwidth_gbs": 4800,
-    "tp_size": 8}``.
+    "tp_size": 8}``. A profile is named as in data/profiles: letters, digits, ``.``, ``_``,
+    ``-``, nothing else (no path).
+
+Each file is checked for the types it must hold (numbers where numbers are read, a JSON object
+where one is); a file that fails is named with what is wrong in it.
 
 The rules are in diagnosis/bottlenecks.py. The report lists each GPU's summary, the findings with
 their evidence and what to try next, and the roofline with each benchmark row's single-stream
@@ -34,6 +38,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import re
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -45,21 +51,94 @@ from pyinfra_sglang.diagnosis.bottlenecks import diagnose, format_gbs, link_capa
 from pyinfra_sglang.diagnosis.roofline import DecodeRoofline, roofline_for
 from pyinfra_sglang.diagnosis.samples import (
     gpu_indexes,
-    load_samples,
     read_json_lines,
+    samples_from_capture,
     summarize_gpu,
 )
 
 __all__ = ["diagnose", "diagnose_results", "format_report", "load_results"]
+
+PROFILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+# What the rules read, per file: these must be numbers (or null) where present.
+SAMPLE_GPU_NUMBERS = (
+    "gpu_util",
+    "mem_util",
+    "pcie_tx_kbps",
+    "pcie_rx_kbps",
+    "sm_clock_mhz",
+    "power_w",
+    "sm_clock_max_mhz",
+    "power_limit_w",
+    "pcie_gen_max",
+    "pcie_width",
+)
+SAMPLE_CPU_NUMBERS = ("percent", "max_process_percent")
+LINK_GPU_NUMBERS = ("power_limit_w", "sm_clock_max_mhz", "nvlink_gbs")
+PCIE_NUMBERS = ("gen_current", "gen_max", "width_current", "width_max")
+BENCH_NUMBERS = ("completed", "output_throughput", "max_concurrency", "median_tpot_ms")
+SERVER_NUMBERS = ("kv_cache_usage", "queued_requests")
+ROOFLINE_NUMBERS = ("memory_bandwidth_gbs", "active_params_b", "bytes_per_param")
+CAPTURE_VALUES = 6  # gpu_util, mem_util, pcie_tx_kbps, pcie_rx_kbps, sm_clock_mhz, power_mw
 
 
 class ResultsError(ValueError):
     """A results folder that cannot be read."""
 
 
+def is_plain_profile_name(name: object) -> bool:
+    """A profile name as data/profiles has them: letters, digits, ``.``, ``_``, ``-`` (not
+    first: no hidden file, no ``..``), so never a path."""
+    return isinstance(name, str) and PROFILE_NAME.fullmatch(name) is not None
+
+
+# --- reading, with the types each file must hold ---------------------------------------------
+
+
+def _shown(value: object) -> str:
+    text = json.dumps(value) if not isinstance(value, float) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _object(where: str, value: object) -> dict:
+    if not isinstance(value, dict):
+        raise ResultsError(f"{where} is {_shown(value)}, not a JSON object")
+    return value
+
+
+def _list(where: str, value: object) -> list:
+    if not isinstance(value, list):
+        raise ResultsError(f"{where} is {_shown(value)}, not a list")
+    return value
+
+
+def _numbers(where: str, mapping: dict, keys: tuple[str, ...], null: bool = True) -> None:
+    for key in keys:
+        if key not in mapping or (null and mapping[key] is None):
+            continue
+        if not _is_number(mapping[key]):
+            raise ResultsError(f"{where}: {key} is {_shown(mapping[key])}, not a number")
+
+
+def _index(where: str, value: object) -> None:
+    if not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        raise ResultsError(f"{where}: index is {_shown(value)}, not a GPU index (0, 1, ...)")
+
+
+def _text_of(path: Path) -> str:
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        reason = getattr(error, "strerror", None) or "not UTF-8 text"
+        raise ResultsError(f"{path}: cannot be read: {reason}") from None
+
+
 def _json(path: Path):
     try:
-        return json.loads(path.read_text())
+        return json.loads(_text_of(path))
     except json.JSONDecodeError as error:
         raise ResultsError(f"{path}: not valid JSON: {error}") from None
 
@@ -68,33 +147,136 @@ def _optional_json(path: Path):
     return _json(path) if path.is_file() else None
 
 
+def _json_lines(path: Path) -> list:
+    try:
+        return read_json_lines(path)
+    except (OSError, ValueError) as error:
+        raise ResultsError(f"{path}: {error}") from None
+
+
+def _checked_samples(path: Path) -> list[dict]:
+    """The samples in ``path`` (either format; see diagnosis/samples.py), in the sampler's
+    shape, each checked for the types the rules read."""
+    text = _text_of(path)
+    if text.lstrip().startswith("["):
+        try:
+            rows = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ResultsError(f"{path}: not valid JSON: {error}") from None
+        for number, row in enumerate(_list(str(path), rows), 1):
+            where = f"{path}: row {number}"
+            _object(where, row)
+            if not _is_number(row.get("t")):
+                raise ResultsError(f"{where}: t is {_shown(row.get('t'))}, not a number")
+            for key, values in row.items():
+                if key.isdigit() and not (
+                    isinstance(values, list)
+                    and len(values) >= CAPTURE_VALUES
+                    and all(_is_number(v) for v in values[:CAPTURE_VALUES])
+                ):
+                    raise ResultsError(
+                        f"{where}: GPU {key} is {_shown(values)}, not a list of "
+                        f"{CAPTURE_VALUES} numbers"
+                    )
+        samples = samples_from_capture(rows)
+    else:
+        samples = _json_lines(path)
+    for number, sample in enumerate(samples, 1):
+        where = f"{path}: sample {number}"
+        _object(where, sample)
+        if not _is_number(sample.get("t")):
+            raise ResultsError(f"{where}: t is {_shown(sample.get('t'))}, not a number")
+        for position, gpu in enumerate(_list(f"{where}: gpus", sample.get("gpus"))):
+            at = f"{where}: gpus[{position}]"
+            _object(at, gpu)
+            _index(at, gpu.get("index"))
+            _numbers(at, gpu, SAMPLE_GPU_NUMBERS)
+            if gpu.get("name") is not None and not isinstance(gpu["name"], str):
+                raise ResultsError(f"{at}: name is {_shown(gpu['name'])}, not text")
+            if gpu.get("nvlink_raw") is not None:
+                raw = _object(f"{at}: nvlink_raw", gpu["nvlink_raw"])
+                _numbers(f"{at}: nvlink_raw", raw, tuple(raw))
+        if sample.get("cpu"):
+            cpu = _object(f"{where}: cpu", sample["cpu"])
+            _numbers(f"{where}: cpu", cpu, ("processes",), null=False)
+            _numbers(f"{where}: cpu", cpu, SAMPLE_CPU_NUMBERS)
+    return samples
+
+
+def _checked_links(path: Path) -> dict:
+    links = _optional_json(path)
+    if links is None:
+        return {}
+    _object(str(path), links)
+    for position, gpu in enumerate(_list(f"{path}: gpus", links.get("gpus", []))):
+        where = f"{path}: gpus[{position}]"
+        _object(where, gpu)
+        _index(where, gpu.get("index"))
+        _numbers(where, gpu, LINK_GPU_NUMBERS)
+        if gpu.get("pcie") is not None:
+            _numbers(f"{where}: pcie", _object(f"{where}: pcie", gpu["pcie"]), PCIE_NUMBERS)
+    virtualization = links.get("virtualization")
+    if virtualization is not None:
+        _object(f"{path}: virtualization", virtualization)
+        for key in ("vm", "container"):
+            value = virtualization.get(key)
+            if value is not None and not isinstance(value, str):
+                raise ResultsError(f"{path}: virtualization: {key} is {_shown(value)}, not text")
+    return links
+
+
+def _checked_bench(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    rows = _json_lines(path)
+    for number, row in enumerate(rows, 1):
+        _numbers(f"{path}: line {number}", _object(f"{path}: line {number}", row), BENCH_NUMBERS)
+    return rows
+
+
+def _checked_server(path: Path) -> dict | None:
+    server = _optional_json(path)
+    if server is not None:
+        _numbers(str(path), _object(str(path), server), SERVER_NUMBERS)
+    return server
+
+
 def load_results(folder: str | Path) -> dict:
-    """Everything a results folder holds, parsed: samples, gpu_facts, virtualization, bench,
-    server, profile (each None or empty where its file is absent)."""
+    """Everything a results folder holds, parsed and checked: samples, gpu_facts,
+    virtualization, bench, server, profile (each None or empty where its file is absent).
+    ResultsError naming the file and what is wrong in it."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise ResultsError(f"{folder}: no such folder")
+        raise ResultsError(f"{folder}: {'not a folder' if folder.exists() else 'no such folder'}")
     found = [folder / n for n in ("samples.jsonl", "samples.json") if (folder / n).is_file()]
     if not found:
         raise ResultsError(f"{folder}: no samples.jsonl (the GPU sampler's output)")
-    try:
-        samples = load_samples(found[0])
-    except (ValueError, KeyError) as error:
-        raise ResultsError(f"{found[0]}: {error}") from None
-    links = _optional_json(folder / "links.json") or {}
-    bench_file = folder / "bench.jsonl"
+    samples = _checked_samples(found[0])
+    links = _checked_links(folder / "links.json")
+    profile = _optional_json(folder / "profile.json")
+    if profile is not None:
+        _object(str(folder / "profile.json"), profile)
     return {
         "samples": samples,
-        "gpu_facts": {int(g["index"]): g for g in links.get("gpus", [])},
+        "gpu_facts": {g["index"]: g for g in links.get("gpus", [])},
         "virtualization": links.get("virtualization"),
-        "bench": read_json_lines(bench_file) if bench_file.is_file() else [],
-        "server": _optional_json(folder / "server_metrics.json"),
-        "profile": _optional_json(folder / "profile.json"),
+        "bench": _checked_bench(folder / "bench.jsonl"),
+        "server": _checked_server(folder / "server_metrics.json"),
+        "profile": profile,
     }
 
 
+def _tp_size(value: object) -> int:
+    if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        raise ResultsError(f"profile.json: tp_size is {_shown(value)}, not a GPU count (1 or more)")
+    return value
+
+
 def roofline_from(spec: dict) -> DecodeRoofline:
-    """The roofline a profile.json describes: by profile and GPU name, or by its numbers."""
+    """The roofline a profile.json describes: by profile and GPU name, or by its numbers.
+    ResultsError for a spec that lacks them or holds the wrong types, or names a profile with
+    anything but a plain name (a path would read any .toml file)."""
+    _object("profile.json", spec)
     by_name = "profile" in spec
     needed = (
         ("gpu", "tp_size")
@@ -104,17 +286,35 @@ def roofline_from(spec: dict) -> DecodeRoofline:
     missing = [key for key in needed if key not in spec]
     if missing:
         raise ResultsError(f"profile.json lacks {', '.join(missing)}")
+    tp_size = _tp_size(spec["tp_size"])
     if by_name:
         from pyinfra_sglang.profiles import load_profile
 
-        profile = load_profile(spec["profile"], spec.get("profile_dirs", []))
-        return roofline_for(profile, spec["gpu"], int(spec["tp_size"]))
-    return DecodeRoofline(
-        tp_size=int(spec["tp_size"]),
+        name, gpu, dirs = spec["profile"], spec["gpu"], spec.get("profile_dirs", [])
+        if not is_plain_profile_name(name):
+            raise ResultsError(
+                f"profile.json: profile is {_shown(name)}, not a profile name (letters, digits, "
+                "'.', '_', '-'; no path)"
+            )
+        if not isinstance(gpu, str):
+            raise ResultsError(f"profile.json: gpu is {_shown(gpu)}, not a GPU name")
+        if not (isinstance(dirs, list) and all(isinstance(d, str) for d in dirs)):
+            raise ResultsError(
+                f"profile.json: profile_dirs is {_shown(dirs)}, not a list of folders"
+            )
+        return roofline_for(load_profile(name, dirs), gpu, tp_size)
+    for key in ROOFLINE_NUMBERS:
+        if not (_is_number(spec[key]) and spec[key] > 0):
+            raise ResultsError(f"profile.json: {key} is {_shown(spec[key])}, not a number above 0")
+    roof = DecodeRoofline(
+        tp_size=tp_size,
         memory_bandwidth_gbs=float(spec["memory_bandwidth_gbs"]),
         active_params_b=float(spec["active_params_b"]),
         bytes_per_param=float(spec["bytes_per_param"]),
     )
+    if not 0 < roof.tokens_per_s < math.inf or not math.isfinite(roof.gb_per_token):
+        raise ResultsError("profile.json: its numbers are too large to give a roofline")
+    return roof
 
 
 def stream_rate(row: dict) -> float | None:

@@ -10,25 +10,35 @@ file to a temporary folder on a host and runs it there with the system python3
 environment variable SGLANG_API_KEY (the audit sets it from the server's 0600 config file
 with api_key.py), never from its command line; ``pyinfra-sglang decode-check`` reads it from
 ``--api-key-file``.
+
+``--timeout`` bounds the whole check: every connection, send and read waits only for the time
+left, so a server that trickles its bytes cannot stretch it. A line of a streamed answer is read
+up to 1 MiB, an answer up to 8 MiB (beyond: protocol-error). Whatever a server sends has the API
+key masked before any of it is cut short for a message, and a URL's user and password
+(``http://user:pass@host``) are neither sent nor printed.
 """
 
 from __future__ import annotations
 
 import argparse
 import http.client
+import io
 import json
+import math
 import os
 import re
 import socket
 import ssl
 import sys
+import threading
 import time
 from typing import Callable, Iterable, Iterator
 from urllib.parse import urlsplit
 
 DEFAULT_PROMPT = "What is the capital of France? Answer in one word."
 DEFAULT_EXPECT = "Paris"
-DEFAULT_TIMEOUT_S = 120.0
+# For the whole check: the health probe, the model listing and both answers.
+DEFAULT_TIMEOUT_S = 300.0
 # Room for a reasoning model to think before it answers.
 DEFAULT_MAX_TOKENS = 1024
 REASONS = (
@@ -44,6 +54,12 @@ REASONS = (
     "wrong-answer",
 )
 ANSWER_CHARS = 200
+ERROR_CHARS = 200  # of an error body, quoted in the message (after the key is masked)
+MIB = 1 << 20
+MAX_LINE_BYTES = MIB  # one line of a streamed answer
+MAX_BODY_BYTES = 8 * MIB  # one answer, streamed or not
+READ_BYTES = 64 * 1024  # a body is read in pieces of this size
+MASK = "********"
 # Failures of the streamed call that the non-streamed one would only repeat.
 UNREACHED = ("connection-refused", "loading", "timeout", "unauthorized")
 SSE_FIELDS = ("data", "event", "id", "retry")
@@ -266,14 +282,202 @@ def _short(text: str, limit: int) -> str:
 # --- HTTP ----------------------------------------------------------------------------------
 
 
-class _Client:
-    """Requests to one server; each, from sending it to its last byte, takes at most
-    ``timeout`` seconds."""
+class _Deadline:
+    """The moment the whole check must be over; every wait is cut at it."""
 
-    def __init__(self, url: str, api_key: str | None, timeout: float):
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.at = time.monotonic() + seconds
+
+    def left(self) -> float:
+        """Seconds left; socket.timeout once there are none."""
+        left = self.at - time.monotonic()
+        if left <= 0:
+            raise socket.timeout(f"the check's {self.seconds:g} s ran out")
+        return left
+
+
+def _resolve(host: str, port: int, deadline: _Deadline) -> list:
+    """getaddrinfo, waited for until the deadline only (a lookup cannot be told to stop: it
+    runs on in a daemon thread)."""
+    found: list = []
+
+    def look_up() -> None:
+        try:
+            found.append(socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM))
+        except BaseException as error:  # handed to the waiting thread
+            found.append(error)
+
+    worker = threading.Thread(target=look_up, name="decode-check-lookup", daemon=True)
+    worker.start()
+    worker.join(deadline.left())
+    if not found:
+        raise socket.timeout(f"looking up {host} did not finish")
+    if isinstance(found[0], BaseException):
+        raise found[0]
+    return found[0]
+
+
+def _dial(host: str, port: int, deadline: _Deadline) -> socket.socket:
+    """A TCP connection to the first address of ``host`` that takes one, before the deadline."""
+    failure: OSError | None = None
+    for family, kind, proto, _, address in _resolve(host, port, deadline):
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(deadline.left())
+            sock.connect(address)
+            return sock
+        except OSError as error:
+            sock.close()
+            failure = error
+    raise failure or OSError(f"{host} has no address")
+
+
+class _DeadlineSocket:
+    """A connected socket whose every send and receive waits only for the time the check has
+    left: a server trickling a byte at a time cannot stretch the check past its deadline. As
+    with socket.makefile(), the socket stays open until it and its readers are all closed
+    (http.client closes the connection of a Connection: close answer before reading it)."""
+
+    def __init__(self, sock: socket.socket, deadline: _Deadline):
+        self._sock, self._deadline = sock, deadline
+        self._readers = 0
+        self._closed = False
+
+    def sendall(self, data: bytes) -> None:
+        self._sock.settimeout(self._deadline.left())
+        self._sock.sendall(data)
+
+    def recv_into(self, buffer) -> int:
+        self._sock.settimeout(self._deadline.left())
+        return self._sock.recv_into(buffer)
+
+    def makefile(self, mode: str = "rb", *args, **kwargs) -> io.BufferedReader:
+        if mode != "rb":
+            raise ValueError(f"only binary reading, not {mode!r}")
+        self._readers += 1
+        return io.BufferedReader(_SocketReader(self))
+
+    def reader_closed(self) -> None:
+        self._readers -= 1
+        if self._closed and self._readers <= 0:
+            self._sock.close()
+
+    def close(self) -> None:
+        self._closed = True
+        if self._readers <= 0:
+            self._sock.close()
+
+    def __getattr__(self, name: str):
+        return getattr(self._sock, name)
+
+
+class _SocketReader(io.RawIOBase):
+    def __init__(self, sock: _DeadlineSocket):
+        super().__init__()
+        self._sock = sock
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        return self._sock.recv_into(buffer)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._sock.reader_closed()
+        super().close()
+
+
+class _Connection(http.client.HTTPConnection):
+    """An HTTP or HTTPS connection whose every wait, from the name lookup and the TLS handshake
+    to the last byte of the answer, ends at the check's deadline."""
+
+    def __init__(self, parts, deadline: _Deadline):
+        https = parts.scheme == "https"
+        self.default_port = 443 if https else 80  # the Host header leaves the default out
+        self.tls = ssl.create_default_context() if https else None
+        self.deadline = deadline
+        port = parts.port or self.default_port
+        super().__init__(parts.hostname, port, timeout=deadline.seconds)
+
+    def connect(self) -> None:
+        sock = _dial(self.host, self.port, self.deadline)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.tls is not None:
+                sock.settimeout(self.deadline.left())  # the whole handshake waits at most this
+                sock = self.tls.wrap_socket(sock, server_hostname=self.host)
+        except BaseException:
+            sock.close()
+            raise
+        self.sock = _DeadlineSocket(sock, self.deadline)
+
+
+def _size(limit: int) -> str:
+    return f"{limit // MIB} MiB" if limit % MIB == 0 else f"{limit} bytes"
+
+
+def _masker(secrets: Iterable[str]) -> Callable[[bytes], bytes]:
+    """A function masking each secret in bytes a server sent, as it is and as a JSON string
+    holds it (a server may echo the key in a JSON error)."""
+    forms: set[bytes] = set()
+    for secret in secrets:
+        forms.add(secret.encode("utf-8"))
+        forms.add(json.dumps(secret)[1:-1].encode("utf-8"))
+        forms.add(json.dumps(secret, ensure_ascii=False)[1:-1].encode("utf-8"))
+    ordered = sorted((form for form in forms if form), key=len, reverse=True)
+
+    def mask(data: bytes) -> bytes:
+        for form in ordered:
+            data = data.replace(form, MASK.encode())
+        return data
+
+    return mask
+
+
+def shown_url(url: str) -> str:
+    """``url`` as it may be printed: without the user and password of
+    ``http://user:pass@host``."""
+    scheme, separator, rest = url.partition("://")
+    if not separator:
+        return url if "@" not in url else "(a URL holding an @, not shown)"
+    ends = [index for index in (rest.find(c) for c in "/?#") if index >= 0]
+    end = min(ends) if ends else len(rest)
+    authority = rest[:end]
+    if "@" not in authority:
+        return url
+    return f"{scheme}://{authority.rpartition('@')[2]}{rest[end:]}"
+
+
+def _userinfo(url: str) -> list[str]:
+    """The user:password of an http://user:pass@host URL and its parts (secrets to mask)."""
+    authority = re.split(r"[/?#]", url.partition("://")[2], maxsplit=1)[0]
+    if "@" not in authority:
+        return []
+    userinfo = authority.rpartition("@")[0]
+    return [part for part in (userinfo, *userinfo.split(":", 1)) if len(part) >= 3]
+
+
+def _http_url(url: str):
+    """urlsplit(url) for an http(s) URL with a host and a valid port; ValueError otherwise
+    (its text without the URL's user and password)."""
+    try:
         parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"not an http(s) URL: {url!r}")
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname)
+        parts.port  # noqa: B018 - raises ValueError for a bad port
+    except ValueError:
+        valid = False
+    if not valid:
+        raise ValueError(f"not an http(s) URL with a host and a valid port: {shown_url(url)!r}")
+    return parts
+
+
+class _Client:
+    """Requests to one server, all of them done before one deadline."""
+
+    def __init__(self, url: str, api_key: str | None, deadline: _Deadline):
+        parts = _http_url(url)
         self.parts = parts
         # An OpenAI-style base URL ends in /v1; the paths below carry it themselves.
         self.prefix = re.sub(r"/v1/?$", "", parts.path.rstrip("/"))
@@ -283,47 +487,47 @@ class _Client:
             if not api_key.isprintable():
                 raise ValueError("the API key holds characters an HTTP header cannot carry")
             self.headers["Authorization"] = f"Bearer {api_key}"
-        self.timeout = timeout
+        self.deadline = deadline
+        self.mask = _masker([api_key or "", *_userinfo(url)])
 
     def open(self, method: str, path: str, body: dict | None = None) -> _Reply:
-        """The 200 answer to a request; CheckFailed for a refused or timed-out connection,
+        """The 200 answer to a request; CheckFailed for a refused connection, the deadline,
         401/403, 503 and any other status."""
         where = f"{method} {path}"
-        deadline = time.monotonic() + self.timeout
-        host, port = self.parts.hostname, self.parts.port
-        if self.parts.scheme == "https":
-            conn = http.client.HTTPSConnection(
-                host, port, timeout=self.timeout, context=ssl.create_default_context()
-            )
-        else:
-            conn = http.client.HTTPConnection(host, port, timeout=self.timeout)
         headers, data = dict(self.headers), None
         if body is not None:
             data = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
+        conn = None
         try:
+            conn = _Connection(self.parts, self.deadline)
             conn.request(method, self.prefix + path, body=data, headers=headers)
             response = conn.getresponse()
         except BaseException as error:
-            conn.close()
-            raise _transport_failure(error, where, self.timeout) from None
-        reply = _Reply(conn, response, deadline, where, self.timeout)
+            if conn is not None:
+                conn.close()
+            raise _transport_failure(error, where, self.deadline, self.mask) from None
+        reply = _Reply(conn, response, where, self.deadline, self.mask)
         if response.status == 200:
             return reply
-        try:
-            text = reply.read()[:200].decode("utf-8", "replace")
-        except CheckFailed:
-            text = ""
-        finally:
-            reply.close()
-        if response.status == 503:
-            raise CheckFailed("loading", f"{where} answered 503: the server is not ready")
-        if response.status in (401, 403):
+        if response.status in (401, 403, 503):
+            reply.close()  # its body is not shown
+            if response.status == 503:
+                raise CheckFailed("loading", f"{where} answered 503: the server is not ready")
             raise CheckFailed(
                 "unauthorized",
                 f"{where} answered {response.status}: the API key is missing or wrong",
             )
-        raise CheckFailed("http-error", f"{where} answered {response.status}: {text!r}")
+        try:
+            # Masked before it is cut: a cut key would not be found to mask.
+            text = reply.read(cut=True).decode("utf-8", "replace")
+        except CheckFailed:
+            text = ""
+        finally:
+            reply.close()
+        raise CheckFailed(
+            "http-error", f"{where} answered {response.status}: {text[:ERROR_CHARS]!r}"
+        )
 
     def get_json(self, path: str) -> object:
         reply = self.open("GET", path)
@@ -347,44 +551,83 @@ class _Client:
 
 
 class _Reply:
-    """An open answer, read line by line before its request's deadline."""
+    """An open answer, read in bounded lines or a bounded body before the check's deadline;
+    what it gives has the secrets masked."""
 
-    def __init__(self, conn, response, deadline: float, where: str, timeout: float):
-        self.conn, self.response, self.deadline = conn, response, deadline
-        self.where, self.timeout = where, timeout
+    def __init__(self, conn, response, where: str, deadline: _Deadline, mask):
+        self.conn, self.response, self.where = conn, response, where
+        self.deadline, self.mask = deadline, mask
+
+    def _failure(self, error: BaseException) -> BaseException:
+        return _transport_failure(error, self.where, self.deadline, self.mask)
 
     def lines(self) -> Iterator[bytes]:
+        """The answer's lines, each at most MAX_LINE_BYTES, all of them MAX_BODY_BYTES."""
+        total = 0
         while True:
-            left = self.deadline - time.monotonic()
-            if left <= 0:
-                raise CheckFailed(
-                    "timeout", f"{self.where} did not finish within {self.timeout:g} s"
-                )
-            if self.conn.sock is not None:
-                self.conn.sock.settimeout(left)  # bounds the wait for the next bytes
             try:
-                line = self.response.readline()
+                line = self.response.readline(MAX_LINE_BYTES + 1)
             except BaseException as error:
-                raise _transport_failure(error, self.where, self.timeout) from None
+                raise self._failure(error) from None
             if not line:
                 return
-            yield line
+            if len(line) > MAX_LINE_BYTES:
+                raise ProtocolError(
+                    f"{self.where} sent a line longer than {_size(MAX_LINE_BYTES)}, the most "
+                    "this check reads"
+                )
+            total += len(line)
+            if total > MAX_BODY_BYTES:
+                raise ProtocolError(
+                    f"{self.where} sent more than {_size(MAX_BODY_BYTES)}, the most this "
+                    "check reads"
+                )
+            yield self.mask(line)
 
-    def read(self) -> bytes:
-        return b"".join(self.lines())
+    def read(self, cut: bool = False) -> bytes:
+        """The body, at most MAX_BODY_BYTES (ProtocolError beyond, or the first ones when
+        ``cut``)."""
+        pieces, total = [], 0
+        while total <= MAX_BODY_BYTES:
+            try:
+                piece = self.response.read(READ_BYTES)
+            except BaseException as error:
+                raise self._failure(error) from None
+            if not piece:
+                break
+            pieces.append(piece)
+            total += len(piece)
+        if total > MAX_BODY_BYTES:
+            if not cut:
+                raise ProtocolError(
+                    f"{self.where} answered more than {_size(MAX_BODY_BYTES)}, the most this "
+                    "check reads"
+                )
+            pieces[-1] = pieces[-1][: len(pieces[-1]) - (total - MAX_BODY_BYTES)]
+        return self.mask(b"".join(pieces))
 
     def close(self) -> None:
+        # The answer holds the socket of a Connection: close answer, the connection not.
+        self.response.close()
         self.conn.close()
 
 
-def _transport_failure(error: BaseException, where: str, timeout: float) -> BaseException:
+def _transport_failure(
+    error: BaseException, where: str, deadline: _Deadline, mask: Callable[[bytes], bytes]
+) -> BaseException:
     """The CheckFailed for a socket or http.client error; other errors as they are."""
     if isinstance(error, (socket.timeout, TimeoutError)):
-        return CheckFailed("timeout", f"{where} did not finish within {timeout:g} s")
+        return CheckFailed(
+            "timeout",
+            f"{where} did not finish within {deadline.seconds:g} s (the time the whole check "
+            "may take)",
+        )
     if isinstance(error, ConnectionRefusedError):
         return CheckFailed("connection-refused", f"{where} was refused: nothing listens there")
     if isinstance(error, http.client.HTTPException):  # before OSError: some are both
-        return ProtocolError(f"{where} broke off ({type(error).__name__}: {error})")
+        # Their text may quote what the server sent (a status line, a header).
+        text = mask(str(error).encode("utf-8", "replace")).decode("utf-8", "replace")
+        return ProtocolError(f"{where} broke off ({type(error).__name__}: {text[:ERROR_CHARS]})")
     if isinstance(error, OSError):
         return CheckFailed("connection-refused", f"{where} could not connect ({error})")
     return error
@@ -422,20 +665,24 @@ def decode_check(
     max_tokens: int = DEFAULT_MAX_TOKENS,
 ) -> dict:
     """Ask the server at ``url`` ``prompt``, streamed then not, and check that both answers
-    contain ``expect``. ``timeout`` bounds each request, from sending it to its last byte.
+    contain ``expect``. ``timeout`` (seconds, finite, above 0; ValueError otherwise) bounds the
+    whole check: when it runs out, the check stops with reason timeout.
 
     Returns a JSON-serializable dict: ok, reason (one of REASONS), message (what was
     expected, what was found, what to do), url, model, expect, prompt, answer (truncated),
     reasoning_chars, ttft_s, tokens_per_s, completion_tokens (of the streamed answer), and
     stream / non_stream sub-results (ok, reason, detail, answer and numbers; None when not
     made: non_stream is skipped when the server could not be reached). The API key appears
-    nowhere in it.
+    nowhere in it, nor does the URL's user and password.
     """
+    if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
+        raise ValueError(f"the timeout must be a number of seconds above 0, not {timeout!r}")
+    deadline = _Deadline(timeout)
     result = {
         "ok": False,
         "reason": None,
         "message": None,
-        "url": url,
+        "url": shown_url(url),
         "model": model,
         "expect": expect,
         "prompt": prompt,
@@ -449,7 +696,7 @@ def decode_check(
     }
     advice = None
     try:
-        client = _Client(url, api_key, timeout)
+        client = _Client(url, api_key, deadline)
         client.probe_health()
         if model is None:
             model = _first_model(client.get_json("/v1/models"))
@@ -481,7 +728,7 @@ def decode_check(
     result["ok"] = reason == "pass"
     result["reason"] = reason
     result["message"] = _message(result, reason, detail, advice)
-    return _redacted(result, api_key)
+    return _redacted(result, [api_key or "", *_userinfo(url)])
 
 
 def _first_model(listing: object) -> str:
@@ -556,16 +803,20 @@ def _message(result: dict, reason: str, detail: str, advice: str | None = None) 
     )
 
 
-def _redacted(value, secret: str | None):
-    """``value`` with every string's copy of the secret masked (a server may echo it)."""
-    if not secret:
+def _redacted(value, secrets: list[str]):
+    """``value`` with every string's copy of a secret masked, as it is or as repr() shows it.
+    What the server sent is masked as it arrives; this is the last guard."""
+    forms = sorted({f for s in secrets if s for f in (s, repr(s)[1:-1])}, key=len, reverse=True)
+    if not forms:
         return value
     if isinstance(value, str):
-        return value.replace(secret, "********")
+        for form in forms:
+            value = value.replace(form, MASK)
+        return value
     if isinstance(value, dict):
-        return {key: _redacted(item, secret) for key, item in value.items()}
+        return {key: _redacted(item, secrets) for key, item in value.items()}
     if isinstance(value, list):
-        return [_redacted(item, secret) for item in value]
+        return [_redacted(item, secrets) for item in value]
     return value
 
 
@@ -574,7 +825,10 @@ def _redacted(value, secret: str | None):
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--url", required=True, help="the server's base URL, e.g. http://127.0.0.1:30000"
+        "--url",
+        type=_url_argument,
+        required=True,
+        help="the server's base URL, e.g. http://127.0.0.1:30000",
     )
     parser.add_argument(
         "--expect",
@@ -596,12 +850,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=_seconds,
         default=DEFAULT_TIMEOUT_S,
         metavar="S",
-        help=f"seconds each request may take (default {DEFAULT_TIMEOUT_S:g})",
+        help="seconds the whole check may take, all its requests together, above 0 "
+        f"(default {DEFAULT_TIMEOUT_S:g})",
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def _url_argument(text: str) -> str:
+    """A --url: an http(s) URL (argparse's own message would quote it, user and password)."""
+    try:
+        _http_url(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
+def _seconds(text: str) -> float:
+    """A --timeout: a finite number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, not {text!r}")
+    return value
 
 
 def run(args: argparse.Namespace, api_key: str | None = None) -> int:

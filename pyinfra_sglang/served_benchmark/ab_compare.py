@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from dataclasses import asdict, dataclass
@@ -25,15 +26,46 @@ from pyinfra_sglang.served_benchmark.settings import BENCH_FILE
 MIN_RUNS = 2
 
 
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _checked_lines(path: Path) -> list[dict]:
+    """bench_serving's lines in ``path``; ValueError naming the file and line for one that
+    cannot be read or holds the wrong types where this reads it."""
+    try:
+        lines = read_json_lines(path)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{path}: cannot be read: {error}") from None
+    for number, line in enumerate(lines, 1):
+        where = f"{path}: line {number}"
+        if not isinstance(line, dict):
+            raise ValueError(f"{where} is not a JSON object")
+        concurrency, throughput = line.get("max_concurrency"), line.get("output_throughput")
+        if concurrency is not None and not (
+            isinstance(concurrency, int) and not isinstance(concurrency, bool) and concurrency >= 1
+        ):
+            raise ValueError(f"{where}: max_concurrency is {_shown(concurrency)}, not 1 or more")
+        if throughput is not None and not (
+            isinstance(throughput, (int, float))
+            and not isinstance(throughput, bool)
+            and math.isfinite(throughput)
+            and throughput >= 0
+        ):
+            raise ValueError(f"{where}: output_throughput is {_shown(throughput)}, not tok/s")
+    return lines
+
+
 def runs_by_concurrency(folders: list[str | Path]) -> dict[int, list[float]]:
     """Every run's ``output_throughput`` per ``max_concurrency``, over the folders' bench.jsonl;
-    ValueError for a folder without one."""
+    ValueError for a folder without one, or one that cannot be read or holds the wrong types."""
     found: dict[int, list[float]] = {}
     for folder in folders:
         path = Path(folder) / BENCH_FILE
         if not path.is_file():
             raise ValueError(f"{folder}: no {BENCH_FILE} (a deploy/bench.py run folder holds one)")
-        for concurrency, runs in throughputs_by_concurrency(read_json_lines(path)).items():
+        for concurrency, runs in throughputs_by_concurrency(_checked_lines(path)).items():
             found.setdefault(concurrency, []).extend(runs)
     return found
 

@@ -220,6 +220,37 @@ def test_ab_compare_command_reads_run_folders(tmp_path, capsys):
     assert "no bench.jsonl" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"max_concurrency": 1, "output_throughput": "fast"}\n', "output_throughput is 'fast'"),
+        ('{"max_concurrency": [1], "output_throughput": 1.0}\n', "max_concurrency is [1]"),
+        ('{"max_concurrency": 0, "output_throughput": 1.0}\n', "max_concurrency is 0"),
+        ('{"max_concurrency": 1, "output_throughput": NaN}\n', "output_throughput is nan"),
+        ("[1, 2]\n", "line 1 is not a JSON object"),
+        ('{"a": 1}\n{broken\n{"a": 1}\n', "line 2 is not JSON"),
+    ],
+)
+def test_ab_compare_names_a_bad_line_and_exits_2(tmp_path, capsys, text, message):
+    good = run(tmp_path / "good", "x", [line(1, 100), line(1, 101)])
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "bench.jsonl").write_text(text)
+    assert cli("ab-compare", "--a", str(good), "--b", str(bad)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"ab-compare: {bad / 'bench.jsonl'}") and message in err, err
+    assert "Traceback" not in err
+
+
+def test_ab_compare_on_a_file_that_is_not_text_exits_2(tmp_path, capsys):
+    good = run(tmp_path / "good", "x", [line(1, 100)])
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "bench.jsonl").write_bytes(b"\xff\xfe\x00")
+    assert cli("ab-compare", "--a", str(bad), "--b", str(good)) == 2
+    assert "cannot be read" in capsys.readouterr().err
+
+
 def test_diagnosis_without_a_roofline_when_the_gpu_has_no_spec(tmp_path):
     from checks.served_benchmark import diagnosis_text
 

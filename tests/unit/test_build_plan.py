@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from pyinfra_sglang.cli import main
@@ -69,3 +71,51 @@ def test_build_plan_command(capsys):
     assert out[1].startswith("estimated peak 160 GB of a 192 GB bound")
     assert main(["build-plan", "--cores", "2", "--mem-gb", "4"]) == 1
     assert "refused: not even one flash-attn compile job fits" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("cores", "mem_gb", "fraction", "message"),
+    [
+        (0, 64, None, "at least 1 CPU core, not 0"),
+        (-8, 64, None, "at least 1 CPU core, not -8"),
+        (8, float("nan"), None, "available memory must be a number of GB, not nan"),
+        (8, float("inf"), None, "available memory must be a number of GB, not inf"),
+        (8, 64, 5, "above 0 and at most 1, not 5"),
+        (8, 64, 0, "above 0 and at most 1, not 0"),
+        (8, 64, float("nan"), "above 0 and at most 1, not nan"),
+    ],
+)
+def test_numbers_that_make_no_plan_are_refused(cores, mem_gb, fraction, message):
+    with pytest.raises(BuildPlanError, match=re.escape(message)):
+        plan_flash_attn_build(cores, mem_gb, ["90"], fraction)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--cores", "0", "--mem-gb", "64"], "argument --cores: not a positive whole number"),
+        (["--cores", "-2", "--mem-gb", "64"], "argument --cores: not a positive whole number"),
+        (["--cores", "8", "--mem-gb", "nan"], "argument --mem-gb: not a finite number: 'nan'"),
+        (["--cores", "8", "--mem-gb", "0"], "argument --mem-gb: not a number of GB above 0"),
+        (
+            ["--cores", "8", "--mem-gb", "64", "--memory-fraction", "5"],
+            "argument --memory-fraction: not a fraction above 0 and at most 1: '5'",
+        ),
+        (
+            ["--cores", "8", "--mem-gb", "64", "--archs", "sm_90"],
+            "argument --archs: not CUDA architectures",
+        ),
+    ],
+)
+def test_build_plan_command_refuses_bad_numbers_with_exit_2(args, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["build-plan", *args])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_build_plan_command_takes_archs_with_semicolons_and_a_fraction_of_1(capsys):
+    args = ["--cores", "32", "--mem-gb", "256", "--archs", "90;120a", "--memory-fraction", "1"]
+    assert main(["build-plan", *args]) == 0
+    assert "FLASH_ATTN_CUDA_ARCHS=90;120a" in capsys.readouterr().out

@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 import io
 import json
+import re
+import socket
 import subprocess
 import sys
 import threading
@@ -466,3 +468,272 @@ def test_cli_exit_codes(launch, tmp_path, capsys):  # noqa: F811
     assert cli.main(["decode-check", "--url", url, "--api-key-file", str(missing)]) == 2
     assert "cannot read --api-key-file" in capsys.readouterr().err
     assert decode.main(["--url", url, "--timeout", "5"]) == 0  # the script's own entry point
+
+
+# --- the deadline, bounded reads and secrets, against raw loopback servers -----------------------
+
+
+def _read_request(conn: socket.socket) -> tuple[str, bytes]:
+    """The path and body (by Content-Length) of the request on ``conn``."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        got = conn.recv(65536)
+        if not got:
+            return "", b""
+        data += got
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+    needed = int(length.group(1)) if length else 0
+    while len(body) < needed:
+        got = conn.recv(65536)
+        if not got:
+            break
+        body += got
+    return head.split(b" ")[1].decode(), body
+
+
+def _response(status: str, kind: str, body: bytes) -> bytes:
+    return (
+        f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\n"
+        "Connection: close\r\n\r\n"
+    ).encode() + body
+
+
+MODELS = _response("200 OK", "application/json", b'{"data": [{"id": "m"}]}')
+HEALTH = _response("200 OK", "text/plain", b"")
+SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+SERVER_LIMIT_S = 20.0  # no handler below runs longer, whatever the client does
+
+
+class raw_server:
+    """A loopback TCP server calling ``handler(conn, path, body, stop)`` for each request, each in a
+    thread of its own; handlers end when ``stop`` is set (on leaving), or after
+    SERVER_LIMIT_S."""
+
+    def __init__(self, handler):
+        self.handler, self.stop = handler, threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(0.05)
+        self.threads: list[threading.Thread] = []
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            try:
+                conn.settimeout(SERVER_LIMIT_S)
+                path, body = _read_request(conn)
+                if path:
+                    self.handler(conn, path, body, self.stop)
+            except OSError:  # the client went away: done
+                pass
+
+    def _accept(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            thread = threading.Thread(target=self._serve, args=(conn,), daemon=True)
+            thread.start()
+            self.threads.append(thread)
+
+    def __enter__(self) -> str:
+        thread = threading.Thread(target=self._accept, daemon=True)
+        thread.start()
+        self.threads.append(thread)
+        return f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(TIMEOUT)
+        self.listener.close()
+
+
+def trickle(conn: socket.socket, data: bytes, stop: threading.Event, every_s: float = 0.5):
+    """Send ``data`` one byte every ``every_s`` seconds, for SERVER_LIMIT_S at most."""
+    ends = time.monotonic() + SERVER_LIMIT_S
+    for byte in data:
+        if stop.wait(every_s) or time.monotonic() > ends:
+            return
+        conn.sendall(bytes([byte]))
+
+
+def _trickle_everything(conn, path, body, stop):
+    trickle(conn, HEALTH if path == "/health" else MODELS, stop)
+
+
+def _trickle_a_stream_line(conn, path, body, stop):
+    if path != "/v1/chat/completions":
+        conn.sendall(HEALTH if path == "/health" else MODELS)
+        return
+    conn.sendall(SSE_HEAD)
+    trickle(conn, b"data: " + b"x" * 100, stop)
+
+
+@pytest.mark.parametrize(
+    "handler", [_trickle_everything, _trickle_a_stream_line], ids=["status-line", "sse-line"]
+)
+def test_a_trickling_server_cannot_stretch_the_timeout(handler, capsys):
+    with raw_server(handler) as url:
+        started = time.monotonic()
+        code = cli.main(["decode-check", "--url", url, "--timeout", "3", "--json"])
+        took = time.monotonic() - started
+    result = json.loads(capsys.readouterr().out)
+    assert code == 1 and result["reason"] == "timeout", result["message"]
+    assert "within 3 s" in result["message"]
+    assert took < 4, took
+
+
+def _answers(conn, path, body):
+    """Right answers: /health, /v1/models, and Paris, streamed or not."""
+    if path == "/health":
+        conn.sendall(HEALTH)
+    elif path == "/v1/models":
+        conn.sendall(MODELS)
+    elif json.loads(body).get("stream"):
+        conn.sendall(SSE_HEAD + chunk(content="Paris") + b"data: [DONE]\n\n")
+    else:
+        answer = json.dumps({"choices": [{"message": {"content": "Paris"}}]}).encode()
+        conn.sendall(_response("200 OK", "application/json", answer))
+
+
+def _slow_but_complete(conn, path, body, stop):
+    """Every answer whole and right, each after 1 s."""
+    if not stop.wait(1.0):
+        _answers(conn, path, body)
+
+
+def test_the_timeout_is_for_the_whole_check_not_each_request():
+    # Each request takes 1 s, well under 2.5 s; the four of them together do not.
+    with raw_server(_slow_but_complete) as url:
+        result, took = timed(url=url, timeout=2.5)
+    assert result["reason"] == "timeout" and "within 2.5 s" in result["message"]
+    assert took < 3.2, took
+
+
+def _endless_line(conn, path, body, stop):
+    if path != "/v1/chat/completions":
+        conn.sendall(HEALTH if path == "/health" else MODELS)
+        return
+    conn.sendall(SSE_HEAD + b"data: ")
+    block = b"x" * 65536
+    for _ in range(1024):  # 64 MiB at most, no line end in it
+        if stop.is_set():
+            return
+        conn.sendall(block)
+
+
+def test_an_endless_stream_line_is_cut_at_its_bound_and_memory_stays_small():
+    import tracemalloc
+
+    with raw_server(_endless_line) as url:
+        tracemalloc.start()
+        try:
+            result, took = timed(url=url, timeout=10)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert result["reason"] == "protocol-error", result["message"]
+    assert "a line longer than 1 MiB" in result["message"]
+    # The non-streamed call gets the endless answer too: cut at the 8 MiB of a body.
+    assert "answered more than 8 MiB" in result["non_stream"]["detail"]
+    assert peak < 12 * decode.MIB, peak
+    assert took < 5
+
+
+def _huge_models_body(conn, path, body, stop):
+    if path == "/health":
+        conn.sendall(HEALTH)
+        return
+    body = b'{"data": [{"id": "' + b"m" * (9 * decode.MIB) + b'"}]}'
+    conn.sendall(_response("200 OK", "application/json", body))
+
+
+def test_a_body_beyond_its_bound_is_a_protocol_error():
+    with raw_server(_huge_models_body) as url:
+        result, _ = timed(url=url)
+    assert result["reason"] == "protocol-error"
+    assert "GET /v1/models answered more than 8 MiB" in result["message"]
+
+
+ECHOED_KEY = 'sk-"echo"\\' + "0123456789abcdef" * 4  # a quote and a backslash: JSON escapes them
+
+
+def _echo(kind: str):
+    """A server echoing the API key at position ~150 of an error longer than 200 characters:
+    raw in a 500 body, JSON-escaped in a 500 body, or in a streamed error event."""
+    filler = "x" * 150
+    text = filler + ECHOED_KEY + "y" * 200
+
+    def handler(conn, path, body, stop):
+        if path == "/health":
+            conn.sendall(HEALTH)
+        elif path == "/v1/models":
+            conn.sendall(MODELS)
+        elif kind == "raw":
+            conn.sendall(_response("500 Oops", "text/plain", text.encode()))
+        elif kind == "json":
+            body = json.dumps({"message": text}).encode()
+            conn.sendall(_response("500 Oops", "application/json", body))
+        else:
+            event = json.dumps({"error": {"message": text}}).encode()
+            conn.sendall(SSE_HEAD + b"data: " + event + b"\n\n")
+
+    return handler
+
+
+@pytest.mark.parametrize("kind", ["raw", "json", "stream-event"])
+def test_a_key_echoed_in_a_long_error_shows_no_part_of_it(kind, tmp_path, capsys):
+    key_file = tmp_path / "key"
+    key_file.write_text(ECHOED_KEY)
+    with raw_server(_echo(kind)) as url:
+        codes = [
+            cli.main(["decode-check", "--url", url, "--api-key-file", str(key_file), *json_])
+            for json_ in ([], ["--json"])
+        ]
+    out, err = capsys.readouterr()
+    assert codes == [1, 1]
+    assert "xxxxxxxx" in out and "http-error" in out  # the error body was quoted
+    shown = out + err + out.encode().decode("unicode_escape", "replace")
+    secret_part = ECHOED_KEY[10:]  # the part without quotes or backslashes
+    windows = {secret_part[i : i + 6] for i in range(len(secret_part) - 5)}
+    assert not [w for w in windows if w in shown], shown
+
+
+def test_url_userinfo_is_never_shown(capsys):
+    port = free_port()
+    with raw_server(lambda conn, path, body, stop: _answers(conn, path, body)) as served:
+        live = served.replace("http://", "http://alice:s3cr3t-pw@")
+        checked = [live, f"http://alice:s3cr3t-pw@127.0.0.1:{port}/v1"]  # passes; refused
+        refused = [  # by the argument parser
+            "ftp://alice:s3cr3t-pw@127.0.0.1/",
+            "http://alice:s3cr3t-pw@127.0.0.1:99999",
+            "http://alice:s3cr3t-pw@[::1",
+            "alice:s3cr3t-pw@127.0.0.1:30000",
+        ]
+        codes = []
+        for url in checked + refused:
+            for json_ in ([], ["--json"]):
+                try:
+                    codes.append(cli.main(["decode-check", "--url", url, "--timeout", "5", *json_]))
+                except SystemExit as exit_:
+                    codes.append(exit_.code)
+    out, err = capsys.readouterr()
+    assert codes == [0, 0, 1, 1] + [2] * 8
+    assert out.count("PASS pass") == 1 and "http://127.0.0.1:" in out
+    assert err.count("argument --url: not an http(s) URL") == 8
+    assert "s3cr3t" not in out + err and "alice" not in out + err
+    for url in checked + refused[:3]:  # the library's own result
+        result = decode.decode_check(url, timeout=5)
+        assert "s3cr3t" not in json.dumps(result) and "alice" not in json.dumps(result)
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "nan", "inf", "soon"])
+def test_timeout_must_be_a_finite_number_above_zero(bad, capsys):
+    for entry in (cli.main, lambda argv: decode.main(argv[1:])):
+        with pytest.raises(SystemExit) as exit_:
+            entry(["decode-check", "--url", "http://127.0.0.1:1", "--timeout", bad])
+        assert exit_.value.code == 2
+        assert "argument --timeout" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="above 0"):
+        decode.decode_check("http://127.0.0.1:1", timeout=float(bad) if bad != "soon" else 0)

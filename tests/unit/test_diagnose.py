@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import tomllib
 from importlib.resources import files
@@ -393,3 +394,54 @@ def test_incomplete_profile_json_is_named(results_dir, capsys):
     results_dir.joinpath("profile.json").write_text('{"profile": "glm-5-nvfp4"}')
     code, _, err = _command(["diagnose", str(results_dir)], capsys)
     assert code == 2 and "profile.json lacks gpu, tp_size" in err
+
+
+def test_a_profile_named_by_a_path_is_refused_not_read(results_dir, tmp_path, capsys):
+    # A profile file outside the profile folders, reachable by a relative path from them.
+    from pyinfra_sglang.profiles import builtin_profile_dir
+
+    builtin = Path(str(builtin_profile_dir()))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    outside.joinpath("stolen.toml").write_text((builtin / "dense-bf16.toml").read_text())
+    relative = os.path.relpath(outside / "stolen", builtin)
+    for name in (relative, str(outside / "stolen"), "..", ".hidden"):
+        profile = {"profile": name, "gpu": "NVIDIA H200", "tp_size": 1}
+        results_dir.joinpath("profile.json").write_text(json.dumps(profile))
+        code, out, err = _command(["diagnose", str(results_dir)], capsys)
+        assert code == 2 and out == "", name
+        assert "profile.json: profile is" in err and "not a profile name" in err, err
+    # Your own folder of profiles is what profile_dirs is for.
+    profile = {"profile": "stolen", "gpu": "NVIDIA H200", "tp_size": 1}
+    profile["profile_dirs"] = [str(outside)]
+    results_dir.joinpath("profile.json").write_text(json.dumps(profile))
+    code, out, _ = _command(["diagnose", str(results_dir)], capsys)
+    assert code == 0 and "Decode roofline (batch 1)" in out
+
+
+@pytest.mark.parametrize(
+    ("file", "content", "message"),
+    [
+        ("profile.json", [1, 2], "profile.json is [1, 2], not a JSON object"),
+        (
+            "samples.jsonl",
+            '{"t": 0, "gpus": [{"index": 0, "gpu_util": "busy"}]}\n',
+            'sample 1: gpus[0]: gpu_util is "busy", not a number',
+        ),
+        ("samples.jsonl", '{"t": "0", "gpus": []}\n', 't is "0", not a number'),
+        ("links.json", {"gpus": [{"index": "zero"}]}, 'index is "zero", not a GPU index'),
+        ("bench.jsonl", '{"max_concurrency": [1]}\n', "line 1: max_concurrency is [1], not a"),
+        ("server_metrics.json", {"queued_requests": "12"}, 'queued_requests is "12", not a'),
+        (
+            "profile.json",
+            {"profile": "dense-bf16", "gpu": "NVIDIA H200", "tp_size": 1.5},
+            "tp_size is 1.5, not a GPU count",
+        ),
+    ],
+)
+def test_wrong_json_types_are_named_not_a_traceback(results_dir, capsys, file, content, message):
+    text = content if isinstance(content, str) else json.dumps(content)
+    results_dir.joinpath(file).write_text(text)
+    code, out, err = _command(["diagnose", str(results_dir)], capsys)
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert err.startswith("diagnose: ") and message in err, err

@@ -1,0 +1,358 @@
+"""Every `pyinfra-sglang` subcommand (pyinfra_sglang/cli.py COMMANDS), given bad input: a clear
+message on stderr and exit status 2, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pyinfra_sglang.cli import COMMANDS, main
+from tests.unit.test_sglang_standin import TIMEOUT, free_port
+
+GOOD_SAMPLE = {"t": 0.1, "gpus": [{"index": 0, "gpu_util": 5}], "cpu": None}
+
+
+def _folder(root: Path, name: str, files: dict[str, object]) -> str:
+    """A folder holding ``files``: text as it is, anything else as JSON (a list of dicts
+    written to a .jsonl file: one per line)."""
+    folder = root / name
+    folder.mkdir()
+    for file, content in files.items():
+        if isinstance(content, bytes):
+            folder.joinpath(file).write_bytes(content)
+        elif isinstance(content, str):
+            folder.joinpath(file).write_text(content)
+        elif file.endswith(".jsonl"):
+            folder.joinpath(file).write_text("".join(json.dumps(c) + "\n" for c in content))
+        else:
+            folder.joinpath(file).write_text(json.dumps(content))
+    return str(folder)
+
+
+def bad_inputs(tmp: Path) -> dict[str, list[list[str]]]:
+    """Per subcommand, argument lists each of which it must refuse with exit status 2."""
+    binary = tmp / "binary"
+    binary.write_bytes(b"\xff\xfe\x00\x81 not text")
+    folder = tmp / "a-folder"
+    folder.mkdir()
+    missing = str(tmp / "missing")
+    good_inventory = tmp / "good_inventory.py"
+    good_inventory.write_text("gpu_hosts = [('gpu-1', {'sglang_model_profile': 'dense-bf16'})]\n")
+    broken = tmp / "broken_inventory.py"
+    broken.write_text("gpu_hosts = [('gpu-1', {\n")
+    raising = tmp / "raising_inventory.py"
+    raising.write_text("raise RuntimeError('the inventory failed')\n")
+    empty = tmp / "empty_inventory.py"
+    empty.write_text("# no hosts\n")
+    no_markers = tmp / "no_markers.md"
+    no_markers.write_text("# no reference block here\n")
+    csv = tmp / "query.csv"
+    csv.write_text("index, name, pcie.link.gen.current\nabc, NVIDIA H200, 5\n")
+
+    def results(name: str, **files: object) -> str:
+        return _folder(tmp, name, {"samples.jsonl": [GOOD_SAMPLE], **files})
+
+    def bench(name: str, lines: object) -> str:
+        return _folder(tmp, name, {"bench.jsonl": lines})
+
+    good_bench = bench("good-bench", [{"max_concurrency": 1, "output_throughput": 10.0}] * 2)
+    render = ["--profile", "dense-bf16", "--gpus", "1", "--arch", "sm_90"]
+    render += ["--sglang-version", "0.5.23"]
+    url = f"http://127.0.0.1:{free_port()}"
+    return {
+        "inventory-reference": [
+            ["--write", missing],
+            ["--write", str(folder)],
+            ["--write", str(binary)],
+            ["--write", str(no_markers)],
+            ["--no-such-option"],
+        ],
+        "validate": [
+            [],
+            [missing + ".py"],
+            [str(folder)],
+            [str(binary)],
+            [str(broken)],
+            [str(raising)],
+            [str(empty)],
+            [str(good_inventory), "--data", "no-equals-sign"],
+            [str(good_inventory), "--data", "=value"],
+        ],
+        "build-plan": [
+            [],
+            ["--cores", "8"],
+            ["--cores", "0", "--mem-gb", "64"],
+            ["--cores", "-4", "--mem-gb", "64"],
+            ["--cores", "many", "--mem-gb", "64"],
+            ["--cores", "8", "--mem-gb", "nan"],
+            ["--cores", "8", "--mem-gb", "inf"],
+            ["--cores", "8", "--mem-gb", "0"],
+            ["--cores", "8", "--mem-gb", "-64"],
+            ["--cores", "8", "--mem-gb", "64", "--memory-fraction", "5"],
+            ["--cores", "8", "--mem-gb", "64", "--memory-fraction", "0"],
+            ["--cores", "8", "--mem-gb", "64", "--memory-fraction", "nan"],
+            ["--cores", "8", "--mem-gb", "64", "--archs", "hopper"],
+            ["--cores", "8", "--mem-gb", "64", "--archs", ","],
+        ],
+        "render": [
+            render[:2],
+            [*render, "--gpus", "0"],
+            [*render, "--profile", "../../etc/x"],
+            [*render, "--profile", "a/b"],
+            [*render, "--gpu-mem-gb", "nan"],
+            [*render, "--gpu-mem-gb", "-80"],
+            [*render, "--port", "0"],
+            [*render, "--port", "70000"],
+            [*render, "--arch", "hopper"],
+            [*render, "--sglang-version", "latest"],
+        ],
+        "decode-check": [
+            [],
+            ["--url", url, "--timeout", "0"],
+            ["--url", url, "--timeout", "-1"],
+            ["--url", url, "--timeout", "nan"],
+            ["--url", url, "--timeout", "inf"],
+            ["--url", "ftp://127.0.0.1/"],
+            ["--url", "http://127.0.0.1:99999"],
+            ["--url", "127.0.0.1:30000"],
+            ["--url", url, "--api-key-file", missing],
+            ["--url", url, "--api-key-file", str(folder)],
+            ["--url", url, "--api-key-file", str(binary)],
+        ],
+        "analyze": [
+            [],
+            ["--topo", missing],
+            ["--topo", str(folder)],
+            ["--smi-q", str(folder)],
+            ["--query-csv", str(csv)],
+        ],
+        "diagnose": [
+            [],
+            [missing],
+            [str(binary)],  # a file, not a folder
+            [str(folder)],  # no samples
+            [_folder(tmp, "binary-samples", {"samples.jsonl": b"\xff\xfe\x00"})],
+            [_folder(tmp, "samples-list", {"samples.json": [1, 2]})],
+            [_folder(tmp, "capture-strings", {"samples.json": [{"t": 0, "0": ["a"] * 6}]})],
+            [_folder(tmp, "sample-list", {"samples.jsonl": [[1, 2]]})],
+            [_folder(tmp, "sample-t", {"samples.jsonl": [{**GOOD_SAMPLE, "t": "now"}]})],
+            [_folder(tmp, "gpus-text", {"samples.jsonl": [{**GOOD_SAMPLE, "gpus": "0"}]})],
+            [
+                _folder(
+                    tmp,
+                    "util-text",
+                    {"samples.jsonl": [{"t": 0, "gpus": [{"index": 0, "gpu_util": "high"}]}]},
+                )
+            ],
+            [_folder(tmp, "index-text", {"samples.jsonl": [{"t": 0, "gpus": [{"index": "0"}]}]})],
+            [results("profile-list", **{"profile.json": [1, 2]})],
+            [
+                results(
+                    "profile-path",
+                    **{"profile.json": {"profile": "../../x", "gpu": "H200", "tp_size": 1}},
+                )
+            ],
+            [
+                results(
+                    "profile-tp",
+                    **{
+                        "profile.json": {
+                            "profile": "dense-bf16",
+                            "gpu": "NVIDIA H200",
+                            "tp_size": "8",
+                        }
+                    },
+                )
+            ],
+            [
+                results(
+                    "profile-gpu",
+                    **{"profile.json": {"profile": "dense-bf16", "gpu": 7, "tp_size": 8}},
+                )
+            ],
+            [
+                results(
+                    "profile-dirs",
+                    **{
+                        "profile.json": {
+                            "profile": "dense-bf16",
+                            "gpu": "NVIDIA H200",
+                            "tp_size": 8,
+                            "profile_dirs": "x",
+                        }
+                    },
+                )
+            ],
+            [
+                results(
+                    "profile-zero",
+                    **{
+                        "profile.json": {
+                            "tp_size": 1,
+                            "memory_bandwidth_gbs": 0,
+                            "active_params_b": 1,
+                            "bytes_per_param": 1,
+                        }
+                    },
+                )
+            ],
+            [
+                results(
+                    "profile-huge",
+                    **{
+                        "profile.json": {
+                            "tp_size": 1,
+                            "memory_bandwidth_gbs": 1,
+                            "active_params_b": 1,
+                            "bytes_per_param": 1e308 * 10,
+                        }
+                    },
+                )
+            ],
+            [results("links-list", **{"links.json": [1]})],
+            [results("links-index", **{"links.json": {"gpus": [{"index": None}]}})],
+            [
+                results(
+                    "links-pcie",
+                    **{"links.json": {"gpus": [{"index": 0, "pcie": {"gen_max": "5"}}]}},
+                )
+            ],
+            [results("links-vm", **{"links.json": {"virtualization": {"vm": 1}}})],
+            [results("bench-list", **{"bench.jsonl": [[1]]})],
+            [
+                results(
+                    "bench-text",
+                    **{"bench.jsonl": [{"max_concurrency": 1, "output_throughput": "fast"}]},
+                )
+            ],
+            [results("server-list", **{"server_metrics.json": [0.9]})],
+            [
+                results(
+                    "server-text",
+                    **{"server_metrics.json": {"kv_cache_usage": "full", "queued_requests": 3}},
+                )
+            ],
+            [
+                results(
+                    "cpu-text", **{"samples.jsonl": [{**GOOD_SAMPLE, "cpu": {"processes": None}}]}
+                )
+            ],
+        ],
+        "ab-compare": [
+            [],
+            ["--a", good_bench],
+            ["--a", missing, "--b", good_bench],
+            ["--a", str(folder), "--b", good_bench],
+            ["--a", bench("bench-binary", b"\xff\xfe\x00\n"), "--b", good_bench],
+            ["--a", bench("bench-rows", [[1, 2]]), "--b", good_bench],
+            [
+                "--a",
+                bench("bench-strings", [{"max_concurrency": 1, "output_throughput": "x"}]),
+                "--b",
+                good_bench,
+            ],
+            [
+                "--a",
+                bench("bench-concurrency", [{"max_concurrency": "one", "output_throughput": 1.0}]),
+                "--b",
+                good_bench,
+            ],
+            [
+                "--a",
+                bench("bench-nan", [{"max_concurrency": 1, "output_throughput": float("nan")}]),
+                "--b",
+                good_bench,
+            ],
+            [
+                "--a",
+                bench("bench-other", [{"max_concurrency": 8, "output_throughput": 1.0}]),
+                "--b",
+                good_bench,
+            ],
+        ],
+    }
+
+
+def _run(argv: list[str]) -> int | str:
+    try:
+        return main(argv)
+    except SystemExit as exit_:
+        return exit_.code
+    except Exception as error:  # what would reach the user as a traceback
+        return f"raised {type(error).__name__}: {error}"
+
+
+def test_every_subcommand_refuses_bad_input_with_exit_2_and_no_traceback(tmp_path, capsys):
+    cases = bad_inputs(tmp_path)
+    assert set(cases) == {command.name for command in COMMANDS}
+    problems = []
+    for name, argvs in cases.items():
+        for argv in argvs:
+            code = _run([name, *argv])
+            out, err = capsys.readouterr()
+            if code != 2 or "Traceback" in err or not err.strip():
+                problems.append(f"{name} {argv}: exit {code}, stderr {err[-300:]!r}")
+    assert problems == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["build-plan", "--cores", "1", "--mem-gb", "nan"],
+        ["analyze", "--topo", "."],
+        ["diagnose", "."],
+    ],
+)
+def test_the_installed_entry_point_shows_no_traceback(tmp_path, argv):
+    tmp_path.joinpath("samples.json").write_text("[1, 2]")  # for diagnose
+    done = subprocess.run(
+        [sys.executable, "-m", "pyinfra_sglang.cli", *argv],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr and done.stderr.strip()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["build-plan", "--cores", "0", "--mem-gb", "64"], "not a positive whole number: '0'"),
+        (["build-plan", "--cores", "8", "--mem-gb", "nan"], "not a finite number: 'nan'"),
+        (["build-plan", "--cores", "8", "--mem-gb", "-1"], "not a number of GB above 0"),
+        (
+            ["build-plan", "--cores", "8", "--mem-gb", "64", "--memory-fraction", "5"],
+            "not a fraction above 0 and at most 1: '5'",
+        ),
+        (
+            ["render", "--profile", "../../x", "--gpus", "1", "--arch", "sm_90"],
+            "not a profile name",
+        ),
+    ],
+)
+def test_refusals_name_the_argument_and_what_is_wrong(argv, message, capsys):
+    assert _run(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_analyze_names_a_missing_file_or_folder(tmp_path, capsys):
+    assert _run(["analyze", "--topo", str(tmp_path / "nope.txt")]) == 2
+    assert f"analyze: cannot read {tmp_path / 'nope.txt'}: No such file" in capsys.readouterr().err
+    assert _run(["analyze", "--p2p", str(tmp_path)]) == 2
+    assert "Is a directory" in capsys.readouterr().err
+
+
+def test_validate_refuses_what_it_cannot_load(tmp_path, capsys):
+    (tmp_path / "inv.py").write_text("gpu_hosts = [\n")
+    assert _run(["validate", str(tmp_path / "inv.py")]) == 2
+    assert "validate: cannot load the inventory" in capsys.readouterr().err
+    assert _run(["validate", str(tmp_path / "none.py")]) == 2
+    assert "no such file, not an inventory file" in capsys.readouterr().err
+    (tmp_path / "inv.py").write_text("# nothing\n")
+    assert _run(["validate", str(tmp_path / "inv.py")]) == 2
+    assert ": no hosts" in capsys.readouterr().err
