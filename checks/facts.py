@@ -60,9 +60,12 @@ class KernelHeaders(FactBase[KernelHeadersDict]):
     """
 
     def command(self, package_template: str = "linux-headers-{kernel_release}") -> str:
-        package = package_template.replace("{kernel_release}", "$(uname -r)")
+        # The template's own text quoted, the running kernel's release put in by the shell.
+        package = '"$release"'.join(
+            shlex.quote(part) if part else "" for part in package_template.split("{kernel_release}")
+        )
         return (
-            f'release=$(uname -r); pkg="{package}"; echo "$release"; echo "$pkg"; '
+            f'release=$(uname -r); pkg={package}; echo "$release"; echo "$pkg"; '
             "dpkg-query -W -f='${Status}\\n' \"$pkg\" 2>/dev/null | grep -q ' installed$' "
             "&& echo installed || echo absent; "
             "apt-cache policy \"$pkg\" 2>/dev/null | awk '/Candidate:/ {print $2}' | "
@@ -228,9 +231,9 @@ class GpuQueryUnderLoad(FactBase[dict]):
         query = f"nvidia-smi --query-gpu={GPU_QUERY_FIELDS} --format=csv"
         return (
             "tmp=$(mktemp -d); "
-            f'( while [ ! -e "$tmp/done" ]; do {query} 2>/dev/null; sleep {interval_s}; done ) '
-            '> "$tmp/samples" & sampler=$!; '
-            f'timeout {timeout_s} sh -c {shlex.quote(load)} > "$tmp/load" 2>&1; rc=$?; '
+            f'( while [ ! -e "$tmp/done" ]; do {query} 2>/dev/null; sleep {float(interval_s)}; '
+            'done ) > "$tmp/samples" & sampler=$!; '
+            f'timeout {int(timeout_s)} sh -c {shlex.quote(load)} > "$tmp/load" 2>&1; rc=$?; '
             'touch "$tmp/done"; wait $sampler; '
             'echo "### load rc=$rc"; cat "$tmp/load"; echo "### samples"; cat "$tmp/samples"; '
             'rm -rf "$tmp"'

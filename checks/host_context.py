@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shlex
 
+from pyinfra.api import StringCommand
 from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
 
 from pyinfra_sglang.host_programs import program_path
@@ -21,8 +22,10 @@ def connector_arguments(host) -> dict:
     return {key: current[key] for key in CONNECTOR_ARGUMENT_KEYS if key in current}
 
 
-def run_on_host(host, command: str) -> tuple[bool, str]:
-    """Run a command from inside an operation with its connector arguments: (ok, output)."""
+def run_on_host(host, command: str | StringCommand) -> tuple[bool, str]:
+    """Run a command from inside an operation with its connector arguments: (ok, output).
+    Quote every value in ``command`` that is not a constant (StringCommand + QuoteString, or
+    shlex.quote)."""
     ok, output = host.run_shell_command(command, **connector_arguments(host))
     return ok, "\n".join(line.line for line in output)
 
@@ -48,12 +51,15 @@ def ship_and_run(
     that spawns processes needs a real file), removed after. ``setup``: shell run in that
     folder's presence before the program (it may use ``$probe``)."""
     writes = "".join(
-        f"cat > $probe/{name} <<'PYINFRA_SGLANG_EOF'\n{program_path(name).read_text()}\n"
-        "PYINFRA_SGLANG_EOF\n"
+        f"cat > \"$probe\"/{shlex.quote(name)} <<'PYINFRA_SGLANG_EOF'\n"
+        f"{program_path(name).read_text()}\nPYINFRA_SGLANG_EOF\n"
         for name in (program, *beside)
     )
     quoted = " ".join(shlex.quote(arg) for arg in args)
     return (
-        f"probe=$(mktemp -d) && {writes}{setup}"
-        f"{shlex.quote(interpreter)} $probe/{program} {quoted}; rc=$?; rm -rf $probe; exit $rc"
+        # No folder, no run: the writes below would otherwise land in /.
+        "probe=$(mktemp -d) || exit 1\n"
+        f"{writes}{setup}"
+        f'{shlex.quote(interpreter)} "$probe"/{shlex.quote(program)} {quoted}; rc=$?; '
+        'rm -rf "$probe"; exit $rc'
     )

@@ -3,14 +3,16 @@ unattended-upgrades blacklist that keeps the NVIDIA driver and CUDA where we put
 
 from __future__ import annotations
 
+import shlex
+
 from pyinfra import host
-from pyinfra.api import deploy, operation
-from pyinfra.operations import apt, files
+from pyinfra.api import StringCommand, deploy, operation
+from pyinfra.operations import files
 
 from checks.facts import KernelHeaders, Virtualization
 from pyinfra_sglang import data
 from pyinfra_sglang.paths import template
-from roles.common import ensure_packages, host_platform
+from roles.common import apt_install, apt_update, ensure_packages, host_platform
 
 UNATTENDED_UPGRADES_BLACKLIST = "/etc/apt/apt.conf.d/51pyinfra-sglang-nvidia"
 
@@ -39,13 +41,15 @@ def kernel_headers(package_template: str = "linux-headers-{kernel_release}"):
     if not headers["apt_lists_present"]:
         # apt's lists were cleaned (cloud images do): only after an update can apt say
         # whether the distro ships these headers; a kernel it does not ship is no error.
-        yield (
-            f"apt-get update -q && if apt-cache show {package} >/dev/null 2>&1; then "
-            f"DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends {package}; "
-            f"else echo '{package} is not shipped by the distro'; fi"
+        quoted = shlex.quote(package)
+        yield StringCommand(
+            apt_update(),
+            f"&& if apt-cache show {quoted} >/dev/null 2>&1; then",
+            apt_install([package], "--no-install-recommends"),
+            f"; else echo {shlex.quote(f'{package} is not shipped by the distro')}; fi",
         )
         return
-    yield from apt.packages._inner(packages=[package], no_recommends=True)
+    yield apt_install([package], "--no-install-recommends")
 
 
 @deploy("Base")

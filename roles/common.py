@@ -1,12 +1,15 @@
-"""Helpers every role uses: the host's platform and installing apt packages."""
+"""Helpers every role uses: the host's platform, and apt-get run so that a busy apt (data/apt.toml:
+unattended-upgrades on a fresh image) is waited for rather than failed on."""
 
 from __future__ import annotations
 
 from pyinfra import host
+from pyinfra.api import QuoteString, StringCommand, operation
+from pyinfra.facts.apt import noninteractive_apt
 from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.server import Arch, LinuxDistribution
-from pyinfra.operations import apt
 
+from pyinfra_sglang import data
 from pyinfra_sglang.platform import Platform, resolve_platform
 
 
@@ -16,9 +19,58 @@ def host_platform() -> Platform:
     return resolve_platform(host.name, release, host.get_fact(Arch))
 
 
+def apt_lock_wait() -> str:
+    """apt-get's option that waits up to data/apt.toml's ``lock_timeout_s`` for dpkg's locks."""
+    return f"-o DPkg::Lock::Timeout={int(data.load('apt')['lock_timeout_s'])}"
+
+
+def apt_get(*args: str | QuoteString) -> StringCommand:
+    """Every apt-get the roles run that installs or removes: non-interactive, keeping changed
+    config files (--force-confdef/--force-confold, as pyinfra's own apt operations), waiting
+    for dpkg's locks. Pass package names and paths as QuoteString."""
+    return StringCommand(noninteractive_apt(apt_lock_wait()), *args)
+
+
+def apt_install(packages: list[str], *options: str) -> StringCommand:
+    """apt-get install ``options`` ``packages`` (each quoted)."""
+    return apt_get("install", *options, *(QuoteString(package) for package in packages))
+
+
+def apt_update() -> StringCommand:
+    """apt-get update, tried up to data/apt.toml's ``update_attempts`` times: it never waits
+    for the lists lock, and mirrors fail it now and then."""
+    settings = data.load("apt")
+    attempts, delay = int(settings["update_attempts"]), int(settings["update_retry_delay_s"])
+    return StringCommand(
+        f"attempt=1; until apt-get update -q; do "
+        f'if [ "$attempt" -ge {attempts} ]; then '
+        f'echo "apt-get update failed {attempts} times" >&2; exit 100; fi; '
+        f'echo "apt-get update failed (attempt $attempt of {attempts}); '
+        f'retrying in {delay} s" >&2; '
+        f"attempt=$((attempt + 1)); sleep {delay}; done"
+    )
+
+
+@operation(is_idempotent=False)
+def apt_lists_updated():
+    """Refresh apt's lists (retried; see apt_update)."""
+    yield apt_update()
+
+
+@operation()
+def packages_installed(packages: list[str]):
+    """Install those of ``packages`` the host lacks, without recommends, after refreshing
+    apt's lists; a host that has them all is not touched."""
+    installed = host.get_fact(DebPackages)
+    missing = [package for package in packages if package not in installed]
+    if not missing:
+        host.noop(f"{', '.join(packages)} installed")
+        return
+    yield apt_update()
+    yield apt_install(missing, "--no-install-recommends")
+
+
 def ensure_packages(name: str, packages: list[str]) -> None:
     """Install missing packages without recommends; refresh apt's lists only when installing,
     so a host that has everything is not touched."""
-    installed = host.get_fact(DebPackages)
-    missing = [package for package in packages if package not in installed]
-    apt.packages(name=name, packages=packages, no_recommends=True, update=bool(missing))
+    packages_installed(name=name, packages=packages)

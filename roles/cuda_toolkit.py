@@ -3,8 +3,10 @@ check that nvcc reports the release the inventory asked for."""
 
 from __future__ import annotations
 
+import shlex
+
 from pyinfra import host
-from pyinfra.api import deploy, operation
+from pyinfra.api import StringCommand, deploy, operation
 from pyinfra.api.exceptions import OperationError
 from pyinfra.operations import files, server
 
@@ -22,10 +24,11 @@ def nvcc_reports_release(nvcc: str, release: str):
     found = host.get_fact(NvccRelease, path=nvcc)
     if found is None:
         # Installed by this run: the facts predate it, so check on the host now.
-        yield (
-            f"{nvcc} --version | grep -q 'release {release},' || "
-            f"{{ echo '{nvcc} does not report CUDA release {release}:' >&2; "
-            f"{nvcc} --version >&2; exit 1; }}"
+        quoted = shlex.quote(nvcc)
+        yield StringCommand(
+            f"{quoted} --version | grep -qF {shlex.quote(f'release {release},')} || "
+            f"{{ echo {shlex.quote(f'{nvcc} does not report CUDA release {release}:')} >&2; "
+            f"{quoted} --version >&2; exit 1; }}"
         )
         return
     if found["release"] != release:

@@ -13,7 +13,7 @@ import json
 import shlex
 
 from pyinfra import host, logger, state
-from pyinfra.api import StringCommand, deploy, operation
+from pyinfra.api import QuoteString, StringCommand, deploy, operation
 from pyinfra.api.exceptions import OperationError
 from pyinfra.facts.hardware import Cpus
 
@@ -26,7 +26,7 @@ from pyinfra_sglang.flash_attn_build_plan import (
 )
 from pyinfra_sglang.inventory import host_config
 from pyinfra_sglang.nvidia import cuda_paths
-from roles.python_env import url_arg, uv_path, venv_packages
+from roles.python_env import index_options, uv_path, venv_packages
 
 
 def build_log_paths(version: str) -> tuple[str, str]:
@@ -68,7 +68,10 @@ def flash_attn_built(
     if not archs:
         if not state.is_executing:
             # Change detection before the driver is in: the GPUs are read when this runs.
-            yield f"true  # build flash-attn {version} for the GPUs nvidia-smi will report"
+            yield StringCommand(
+                "true",
+                QuoteString(f"build flash-attn {version} for the GPUs nvidia-smi will report"),
+            )
             return
         raise OperationError(
             "nvidia-smi reports no GPUs, so the CUDA architectures to build flash-attn for "
@@ -83,18 +86,28 @@ def flash_attn_built(
         )
     env = {**plan.env(), "CUDA_HOME": cuda_home}
     exports = " ".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
-    env_json = shlex.quote(json.dumps(env, sort_keys=True))
-    yield StringCommand(
-        f"mkdir -p {log.rsplit('/', 1)[0]} && start=$(date +%s) && "
-        f"if env {exports} PATH={cuda_home}/bin:$PATH {uv_path()} pip install "
-        f"--python {venv}/bin/python --no-build-isolation --index-url",
-        url_arg(index_url),
-        f"flash-attn=={version} > {log} 2>&1; then "
-        f'printf \'{{"version": "{version}", "seconds": %d, "log": "{log}", '
-        f'"env": %s}}\\n\' $(( $(date +%s) - start )) {env_json} > {record}; '
-        f'else rc=$?; echo "flash-attn {version} build failed after '
-        f'$(( $(date +%s) - start )) s; log: {log}; its last lines:" >&2; '
-        f"tail -n 40 {log} >&2; exit $rc; fi",
+    q_log, q_record = shlex.quote(log), shlex.quote(record)
+    # The record is JSON: the values go in as printf's arguments, quoted for the shell.
+    record_format = '{"version": %s, "seconds": %d, "log": %s, "env": %s}\\n'
+    seconds = "$(( $(date +%s) - start ))"
+    indexes = index_options("uv", index_url)
+    yield from indexes.uploads
+    yield indexes.command(
+        f"mkdir -p {shlex.quote(log.rsplit('/', 1)[0])} && start=$(date +%s) && "
+        f"if env {exports} PATH={shlex.quote(cuda_home + '/bin')}:$PATH",
+        QuoteString(uv_path()),
+        "pip install --python",
+        QuoteString(f"{venv}/bin/python"),
+        "--no-build-isolation",
+        *indexes.args,
+        QuoteString(f"flash-attn=={version}"),
+        f"> {q_log} 2>&1; then "
+        f"printf {shlex.quote(record_format)} {shlex.quote(json.dumps(version))} {seconds} "
+        f"{shlex.quote(json.dumps(log))} {shlex.quote(json.dumps(env, sort_keys=True))} "
+        f"> {q_record}; "
+        f"else rc=$?; echo {shlex.quote(f'flash-attn {version} build failed after')} "
+        f'"{seconds}" {shlex.quote(f"s; log: {log}; its last lines:")} >&2; '
+        f"tail -n 40 {q_log} >&2; exit $rc; fi",
     )
 
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyinfra import host, logger
-from pyinfra.api import deploy, operation
-from pyinfra.facts.apt import noninteractive_apt
+from pyinfra.api import QuoteString, StringCommand, deploy, operation
 from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import File
 from pyinfra.facts.server import Which
@@ -26,6 +25,7 @@ from pyinfra_sglang.nvidia import (
     upstream_version,
 )
 from pyinfra_sglang.paths import template
+from roles.common import apt_install
 from roles.reboot import reboot_and_wait
 
 
@@ -87,9 +87,8 @@ def driver_branch_pin(branch: int):
     if wanted in installed and not others:
         host.noop(f"{wanted} is installed")
         return
-    # The pins conflict with each other: swap them in one apt transaction.
-    removals = " ".join(f"{p}-" for p in others)
-    yield noninteractive_apt(f"install {wanted} {removals}".strip())
+    # The pins conflict with each other: swap them in one apt transaction ("pkg-" removes).
+    yield apt_install([wanted, *(f"{p}-" for p in others)])
 
 
 @operation()
@@ -100,9 +99,7 @@ def driver_packages_on_branch(packages: list[str], branch: int):
     if not stale:
         host.noop(f"{', '.join(packages)} are on branch {branch}")
         return
-    yield noninteractive_apt(
-        f"install --no-install-recommends --allow-downgrades {' '.join(packages)}"
-    )
+    yield apt_install(packages, "--no-install-recommends", "--allow-downgrades")
 
 
 @operation()
@@ -145,7 +142,14 @@ def driver_reboot(module_package: str, allow_reboot: bool, changing: bool):
     if host.get_fact(File, path=REBOOT_REQUIRED):
         host.noop(f"already marked reboot-required: {decision.reason}")
         return
-    yield f"touch {REBOOT_REQUIRED} && echo {module_package} >> {REBOOT_REQUIRED_PKGS}"
+    yield StringCommand(
+        "touch",
+        QuoteString(REBOOT_REQUIRED),
+        "&& echo",
+        QuoteString(module_package),
+        ">>",
+        QuoteString(REBOOT_REQUIRED_PKGS),
+    )
 
 
 @deploy("NVIDIA driver")

@@ -4,9 +4,9 @@ package; a mirror from the inventory replaces NVIDIA's URL (air-gapped sites).""
 from __future__ import annotations
 
 from pyinfra import host
-from pyinfra.api import deploy, operation
+from pyinfra.api import QuoteString, StringCommand, deploy, operation
 from pyinfra.facts.deb import DebPackages
-from pyinfra.operations import apt, files
+from pyinfra.operations import files
 from pyinfra.operations.util import any_changed
 
 from checks.facts import AptSourceEntries
@@ -14,7 +14,7 @@ from pyinfra_sglang import data
 from pyinfra_sglang.inventory import HostConfig, host_config
 from pyinfra_sglang.paths import template
 from pyinfra_sglang.platform import Platform
-from roles.common import host_platform
+from roles.common import apt_get, apt_lists_updated, host_platform
 
 
 def nvidia_repo_url(config: HostConfig, platform: Platform) -> str:
@@ -33,12 +33,28 @@ def apt_components(components: list[str]):
         if "main" in entry["components"] and missing:
             # Append at the end of that line: one-line entries end with their components,
             # deb822 entries have them on their own Components: line.
+            expression = f"{int(entry['line'])}s/[[:space:]]*$/ {' '.join(missing)}/"
             commands.append(
-                f"sed -i '{entry['line']}s/[[:space:]]*$/ {' '.join(missing)}/' {entry['file']}"
+                StringCommand("sed", "-i", QuoteString(expression), QuoteString(entry["file"]))
             )
     if not commands:
         host.noop(f"apt sources already have {', '.join(components)}")
     yield from commands
+
+
+@operation()
+def deb_installed(package: str, src: str):
+    """Install ``package`` from the .deb at the URL ``src`` unless dpkg has it (asked first:
+    pyinfra's apt.deb downloads the file before it can compare). apt-get installs the file,
+    so it waits for dpkg's locks and pulls the package's dependencies."""
+    if package in host.get_fact(DebPackages):
+        host.noop(f"{package} is installed")
+        return
+    # apt-get takes a local file for a package only by a path ending in .deb.
+    deb = f"{host.get_temp_filename(src)}.deb"
+    yield from files.download._inner(src=src, dest=deb)
+    yield apt_get("install", QuoteString(deb))
+    yield StringCommand("rm", "-f", QuoteString(deb))
 
 
 @deploy("NVIDIA repository")
@@ -55,13 +71,11 @@ def nvidia_repo() -> None:
             components=list(platform.components),
         )
 
-    # apt.deb downloads the file before it can compare: ask dpkg first.
-    keyring = None
-    if repo["keyring_package"] not in host.get_fact(DebPackages):
-        keyring = apt.deb(
-            name="Install NVIDIA's repository signing key (cuda-keyring)",
-            src=url + repo["keyring_deb"],
-        )
+    keyring = deb_installed(
+        name="Install NVIDIA's repository signing key (cuda-keyring)",
+        package=repo["keyring_package"],
+        src=url + repo["keyring_deb"],
+    )
     source = files.template(
         name="Point apt at NVIDIA's repository",
         src=template("cuda-repo.list.j2"),
@@ -73,4 +87,4 @@ def nvidia_repo() -> None:
         mode="644",
     )
     changed = [op for op in (components, keyring, source) if op is not None]
-    apt.update(name="Refresh apt after a repository change", _if=any_changed(*changed))
+    apt_lists_updated(name="Refresh apt after a repository change", _if=any_changed(*changed))

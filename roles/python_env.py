@@ -4,33 +4,101 @@ from the PyTorch index that matches the CUDA release."""
 
 from __future__ import annotations
 
+import io
 import re
 import shlex
+from collections.abc import Iterator
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from pyinfra import host
-from pyinfra.api import StringCommand, deploy, operation
-from pyinfra.api.hiddenvalue import HiddenValue
+from pyinfra.api import FileUploadCommand, QuoteString, StringCommand, deploy, operation
 
 from checks.facts import PythonPackages, PythonVersion
 from pyinfra_sglang import data
 from pyinfra_sglang.inventory import HostConfig, host_config
 from roles.common import ensure_packages
 
+# Index URLs with credentials wait here for the one command that reads them: root's alone
+# (0700), on a tmpfs, each file removed by the command as soon as it has read it.
+CREDENTIALS_DIR = "/run/pyinfra-sglang"
+# The variables a tool reads its index and extra index from, as it reads --index-url and
+# --extra-index-url (uv 0.13 still reads these, beside its newer UV_DEFAULT_INDEX/UV_INDEX).
+INDEX_VARIABLES = {
+    "uv": ("UV_INDEX_URL", "UV_EXTRA_INDEX_URL"),
+    "pip": ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL"),
+}
+
 
 def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def url_arg(url: str) -> str | HiddenValue:
-    """An index URL for a command line, hidden from pyinfra's output when it carries
-    credentials (https://user:token@mirror/simple)."""
+def has_credentials(url: str) -> bool:
+    """Does ``url`` carry credentials (https://user:token@mirror/simple)?"""
     parts = urlsplit(url)
-    return HiddenValue(url) if parts.username or parts.password else url
+    return bool(parts.username or parts.password)
+
+
+class SecretText(io.StringIO):
+    """Content uploaded to a host that never shows in pyinfra's output (nor in a repr)."""
+
+    def __repr__(self) -> str:
+        return "<secret>"
+
+
+@dataclass(frozen=True)
+class IndexOptions:
+    """How one command gets its package indexes. A URL without credentials is an option on
+    its command line. One with credentials never is (``ps`` shows every process's argv, and
+    pyinfra runs commands as ``sh -c '...'``): it is uploaded to a 0600 file first
+    (``uploads``), and ``prefix`` has the shell read it into an exported variable the tool
+    reads (``VAR="$(cat FILE)"``: the expansion happens inside the shell) and remove it."""
+
+    uploads: tuple
+    prefix: str
+    args: tuple
+
+    def command(self, *bits) -> StringCommand:
+        """``bits`` (a command taking these indexes) after the prefix."""
+        return StringCommand(self.prefix, *bits) if self.prefix else StringCommand(*bits)
+
+
+def index_options(tool: str, index_url: str, extra_index_url: str | None = None) -> IndexOptions:
+    """The indexes for ``tool`` ("uv" or "pip"); see IndexOptions."""
+    uploads: list = []
+    prefix: list[str] = []
+    args: list = []
+    urls = (
+        ("--index-url", "index-url", index_url),
+        ("--extra-index-url", "extra-index-url", extra_index_url),
+    )
+    for (option, file_name, url), variable in zip(urls, INDEX_VARIABLES[tool], strict=True):
+        if not url:
+            continue
+        if not has_credentials(url):
+            args += [option, QuoteString(url)]
+            continue
+        path = shlex.quote(f"{CREDENTIALS_DIR}/{file_name}")
+        if not uploads:
+            uploads.append(
+                StringCommand("install", "-d", "-m", "700", QuoteString(CREDENTIALS_DIR))
+            )
+        uploads += [
+            FileUploadCommand(SecretText(url), f"{CREDENTIALS_DIR}/{file_name}"),
+            StringCommand("chmod", "600", path),
+        ]
+        prefix.append(f'{variable}="$(cat {path})" && rm -f {path} && export {variable} &&')
+    return IndexOptions(tuple(uploads), " ".join(prefix), tuple(args))
+
+
+def uv_prefix() -> str:
+    """The venv uv is installed in (with pip)."""
+    return data.load("python")["uv"]["prefix"]
 
 
 def uv_path() -> str:
-    return f"{data.load('python')['uv']['prefix']}/bin/uv"
+    return f"{uv_prefix()}/bin/uv"
 
 
 def torch_index_url(config: HostConfig) -> str:
@@ -55,20 +123,22 @@ def missing_requirements(
 @operation()
 def uv_installed(version: str, index_url: str):
     """uv ``version`` in its own small venv, installed by pip from ``index_url``."""
-    prefix = data.load("python")["uv"]["prefix"]
+    prefix = uv_prefix()
     found = host.get_fact(PythonPackages, venv=prefix).get("uv")
     if found == version:
         host.noop(f"uv {version} is installed in {prefix}")
         return
-    yield f"test -x {prefix}/bin/pip || python3 -m venv {prefix}"
-    yield StringCommand(
-        f"{prefix}/bin/pip",
+    quoted = shlex.quote(prefix)
+    yield StringCommand(f"test -x {quoted}/bin/pip || python3 -m venv {quoted}")
+    indexes = index_options("pip", index_url)
+    yield from indexes.uploads
+    yield indexes.command(
+        QuoteString(f"{prefix}/bin/pip"),
         "install",
         "--quiet",
         "--disable-pip-version-check",
-        "--index-url",
-        url_arg(index_url),
-        f"uv=={version}",
+        *indexes.args,
+        QuoteString(f"uv=={version}"),
     )
 
 
@@ -80,7 +150,32 @@ def python_venv(path: str, python_version: str):
     if found and found.startswith(f"{python_version}."):
         host.noop(f"{path} runs Python {found}")
         return
-    yield f"{uv_path()} venv --clear --python {python_version} {shlex.quote(path)}"
+    yield StringCommand(
+        QuoteString(uv_path()),
+        "venv",
+        "--clear",
+        "--python",
+        QuoteString(python_version),
+        QuoteString(path),
+    )
+
+
+def uv_pip_install(
+    venv: str, requirements: list[str], indexes: IndexOptions, *options: str
+) -> Iterator:
+    """The commands that install ``requirements`` into ``venv`` with uv: the index
+    credentials' uploads, then ``uv pip install``."""
+    yield from indexes.uploads
+    yield indexes.command(
+        QuoteString(uv_path()),
+        "pip",
+        "install",
+        "--python",
+        QuoteString(f"{venv}/bin/python"),
+        *options,
+        *indexes.args,
+        *(QuoteString(requirement) for requirement in requirements),
+    )
 
 
 @operation()
@@ -96,18 +191,7 @@ def venv_packages(
     if not needed:
         host.noop(f"{venv} has {', '.join(requirements)}")
         return
-    extra = ["--extra-index-url", url_arg(extra_index_url)] if extra_index_url else []
-    yield StringCommand(
-        uv_path(),
-        "pip",
-        "install",
-        "--python",
-        f"{venv}/bin/python",
-        "--index-url",
-        url_arg(index_url),
-        *extra,
-        *needed,
-    )
+    yield from uv_pip_install(venv, needed, index_options("uv", index_url, extra_index_url))
 
 
 @deploy("Python environment")

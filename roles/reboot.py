@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from pyinfra import logger
-from pyinfra.api import FunctionCommand, StringCommand, operation
+from pyinfra.api import FunctionCommand, QuoteString, StringCommand, operation
 
 REBOOT_MARKER = "/run/pyinfra-sglang-reboot-pending"
 
@@ -23,7 +23,9 @@ def _wait_for_reboot(state, host, timeout: float, interval: float) -> bool:
         host.connect(show_errors=False)
         if not host.connected:
             continue
-        still_up, _ = host.run_shell_command(f"test -e {REBOOT_MARKER}")
+        still_up, _ = host.run_shell_command(
+            StringCommand("test", "-e", QuoteString(REBOOT_MARKER))
+        )
         if not still_up:  # the marker is gone: this is a new boot
             logger.info(f"{host.print_prefix}back after reboot")
             return True
@@ -36,6 +38,8 @@ def reboot_and_wait(timeout: int = 600, interval: float = 2):
     """Reboot now and wait (up to ``timeout`` seconds) until the host is back."""
     # Detached, so the SSH channel closes before the host goes down.
     yield StringCommand(
-        f"touch {REBOOT_MARKER} && ( sleep 1 && systemctl reboot ) </dev/null >/dev/null 2>&1 &"
+        "touch",
+        QuoteString(REBOOT_MARKER),
+        "&& ( sleep 1 && systemctl reboot ) </dev/null >/dev/null 2>&1 &",
     )
     yield FunctionCommand(_wait_for_reboot, (), {"timeout": timeout, "interval": interval})

@@ -26,7 +26,7 @@ def poll_loop(metrics_url: str, output: str, interval_s: float = 1.0) -> str:
     wanted = "|".join(re.escape(g).replace("sglang", "sglan[g]") for g in GAUGES)
     return (
         f"while :; do echo '{POLL_MARK}'; curl -s -m 2 {shlex.quote(metrics_url)} "
-        f"| grep -E {shlex.quote(f'^({wanted})[{{ ]')}; sleep {interval_s}; "
+        f"| grep -E {shlex.quote(f'^({wanted})[{{ ]')}; sleep {float(interval_s)}; "
         f"done > {shlex.quote(output)} 2>/dev/null"
     )
 

@@ -103,7 +103,8 @@ def _key_export(config_file: str) -> str:
     # command line (ps shows those) nor into any output.
     return (
         f'OPENAI_API_KEY="$(python3 {KEY_READER_PROGRAM} {shlex.quote(config_file)})" || '
-        f"{{ echo 'cannot read the API key from {config_file}' >&2; exit {KEY_UNREADABLE}; }}\n"
+        f"{{ echo {shlex.quote(f'cannot read the API key from {config_file}')} >&2; "
+        f"exit {KEY_UNREADABLE}; }}\n"
         "export OPENAI_API_KEY"
     )
 
@@ -116,7 +117,7 @@ def bench_script(
     each bounded; stops at the first failing benchmark and shows its log's tail."""
     fixed = run_settings()
     python = shlex.quote(f"{config.venv_path}/bin/python")
-    module = bench_module(settings.sglang_version)
+    module = shlex.quote(bench_module(settings.sglang_version))
     calls = [(r, c) for r in range(1, settings.repeat + 1) for c in settings.concurrencies]
     # Bounded even if nobody stops it: every call's timeout, and a minute to spare.
     sampler_s = len(calls) * fixed["timeout_s"] + 60
@@ -124,8 +125,8 @@ def bench_script(
     if api_key_file:
         lines.append(_key_export(api_key_file))
     lines += [
-        f"{python} {SAMPLER_PROGRAM} --duration {sampler_s} "
-        f"--interval {fixed['sample_interval_s']} "
+        f"{python} {SAMPLER_PROGRAM} --duration {int(sampler_s)} "
+        f"--interval {float(fixed['sample_interval_s'])} "
         f"--output {SAMPLES_FILE} 2>{SAMPLER_LOG_FILE} &",
         "sampler=$!",
         # SGLang's KV-cache use and queue, from its /metrics, for the memory-capacity rule.
@@ -143,7 +144,7 @@ def bench_script(
         what = f"repeat {repeat}/{settings.repeat}, concurrency {concurrency}"
         lines += [
             f"echo 'benchmark: {what}, {settings.num_prompts(concurrency)} prompts'",
-            f"timeout {fixed['timeout_s']} {python} -m {module} {args} >>{LOG_FILE} 2>&1 || "
+            f"timeout {int(fixed['timeout_s'])} {python} -m {module} {args} >>{LOG_FILE} 2>&1 || "
             f"{{ rc=$?; echo 'benchmark failed ({what}), exit '$rc', its log ends:' >&2; "
             f"tail -n 25 {LOG_FILE} >&2; exit $rc; }}",
         ]

@@ -13,6 +13,7 @@ Release, Release.gpg and InRelease, used with ``deb [signed-by=...] <url>/<distr
 
 from __future__ import annotations
 
+import base64
 import email.utils
 import functools
 import gzip
@@ -537,14 +538,35 @@ def build_repo(
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    # "user:password" a client must send (HTTP basic auth), as a private mirror asks; None:
+    # anyone may read.
+    credentials: str | None = None
+
     def log_message(self, format: str, *args: object) -> None:
         pass  # apt fetches a lot; the test output is not the place for an access log
 
+    def send_head(self):  # GET and HEAD
+        if self.credentials is not None:
+            expected = "Basic " + base64.b64encode(self.credentials.encode()).decode()
+            if self.headers.get("Authorization") != expected:
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", 'Basic realm="pyinfra-sglang tests"')
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return None
+        return super().send_head()
+
 
 @contextmanager
-def serve(root: Path) -> Iterator[str]:
-    """Serve root over HTTP on 127.0.0.1, on a free port; yields the base URL (no trailing /)."""
-    handler = functools.partial(QuietHandler, directory=os.fspath(root))
+def serve(root: Path, credentials: tuple[str, str] | None = None) -> Iterator[str]:
+    """Serve root over HTTP on 127.0.0.1, on a free port; yields the base URL (no trailing /).
+    ``credentials`` (user, password): every request must carry them (HTTP basic auth)."""
+    handler_class = QuietHandler
+    if credentials is not None:
+        handler_class = type(
+            "PrivateHandler", (QuietHandler,), {"credentials": ":".join(credentials)}
+        )
+    handler = functools.partial(handler_class, directory=os.fspath(root))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, name="nvidia-mirror", daemon=True)
     thread.start()

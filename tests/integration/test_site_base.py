@@ -8,6 +8,8 @@ changes nothing.
 from __future__ import annotations
 
 import json
+import shlex
+import time
 
 import pytest
 
@@ -82,7 +84,11 @@ def test_bad_inventory_stops_before_any_change(
         else:
             assert file_value.strip("'") in line
     if via == "inventory-file":
-        assert f"host {hosts[0].address}:" not in result.stderr
+        # The good host has no problem (a warning, e.g. about a secret file's mode, is none).
+        about_good_host = [
+            ln for ln in result.stderr.splitlines() if f"host {hosts[0].address}:" in ln
+        ]
+        assert all(ln.lstrip().startswith("warning:") for ln in about_good_host), about_good_host
     assert snapshots(host_pool, hosts) == before
 
 
@@ -142,3 +148,51 @@ def test_site_applies_base_then_changes_nothing(host_pool, hosts, inventory, sit
     assert second.returncode == 0 and not second.errors(), second.describe()
     assert second.changed() == [], second.describe()
     assert len(second.operations) >= 3
+
+
+# How unattended-upgrades keeps apt busy on a fresh image: apt's lists lock for a while (its
+# update), dpkg's frontend lock for longer (its upgrade). apt takes both with fcntl locks.
+LISTS_HELD_S, DPKG_HELD_S = 5, 30
+LOCK_HOLDER = f"""
+import fcntl, time
+lists = open("/var/lib/apt/lists/lock", "w")
+fcntl.lockf(lists, fcntl.LOCK_EX)
+frontend = open("/var/lib/dpkg/lock-frontend", "w")
+fcntl.lockf(frontend, fcntl.LOCK_EX)
+open("/run/apt-locks-held", "w").close()
+time.sleep({LISTS_HELD_S})
+lists.close()
+time.sleep({DPKG_HELD_S - LISTS_HELD_S})
+frontend.close()
+"""
+
+
+def test_base_waits_for_a_busy_apt_then_installs(host_pool, tmp_path):
+    [fresh] = host_pool.boot(1)
+    inventory = write_inventory(
+        tmp_path / "one.py", {"hosts": [(fresh.address, host_pool.inventory_data())]}
+    )
+    deploy = tmp_path / "base_only.py"
+    deploy.write_text("from roles.base import base\n\nbase()\n")
+    host_pool.run(
+        fresh,
+        "systemd-run --unit=hold-apt-locks --collect /usr/bin/python3 -c "
+        f"{shlex.quote(LOCK_HOLDER)} && "
+        "for i in $(seq 100); do [ -e /run/apt-locks-held ] && break; sleep 0.1; done",
+    )
+    assert host_pool.run(fresh, "test -e /run/apt-locks-held", check=False).returncode == 0
+    started = time.monotonic()
+    result = apply(inventory, str(deploy), options=("-vvv",))
+    waited = time.monotonic() - started
+    assert result.returncode == 0 and not result.errors(), result.describe()
+    assert "Base | Install build prerequisites" in result.changed(fresh.address)
+    # apt-get update was retried while the lists were locked; the install waited for dpkg.
+    assert "apt-get update failed (attempt 1 of" in result.stderr, result.describe()
+    assert waited >= DPKG_HELD_S
+    status = host_pool.run(fresh, f"dpkg-query -W -f '${{Status}}\\n' {' '.join(BASE_PACKAGES)}")
+    assert status.stdout.split("\n")[: len(BASE_PACKAGES)] == ["install ok installed"] * len(
+        BASE_PACKAGES
+    )
+    again = apply(inventory, str(deploy))
+    assert again.returncode == 0 and again.changed() == [], again.describe()
+    host_pool.stop(fresh)

@@ -5,9 +5,12 @@ stand-in sglang, torch and flash-attn, whose build records the environment it sa
 from __future__ import annotations
 
 import json
+import shlex
 
 import pytest
 
+from roles.python_env import CREDENTIALS_DIR
+from tests.hosts import aptrepo
 from tests.hosts.apply import apply
 
 pytestmark = pytest.mark.hosts
@@ -110,3 +113,105 @@ def test_failed_build_shows_the_log_tail_and_keeps_the_old_build(host_pool, host
         assert venv_versions(host_pool, h)["flash_attn"] == "2.8.3"
         log = host_pool.run(h, "cat /var/log/pyinfra-sglang/flash-attn-2.7.4-build.log").stdout
         assert "compiling kernel 30 of 30" in log
+
+
+# The private index's credentials; the password is what must never show on a command line.
+INDEX_USER, INDEX_PASSWORD = "deploy", "pr1vate-Index-Pa55"
+# Watches every process on the host until /root/sampler.stop appears: any command line that
+# holds the password, and each pip/uv install it saw with the variables holding it.
+SAMPLER = """
+import json, os, time
+needle = open("/root/needle").read()
+me, leaks, installs = os.getpid(), set(), {}
+while not os.path.exists("/root/sampler.stop"):
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        if int(pid) == me:
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                line = " ".join(a.decode(errors="replace") for a in f.read().split(b"\\0") if a)
+            if needle in line:
+                leaks.add(line)
+            if " install " in line and line not in installs:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    env = [e.decode(errors="replace") for e in f.read().split(b"\\0")]
+                installs[line] = sorted(e.split("=", 1)[0] for e in env if needle in e)
+        except OSError:
+            continue
+    time.sleep(0.002)
+with open("/root/sampler.json", "w") as f:
+    json.dump({"leaks": sorted(leaks), "installs": installs}, f)
+"""
+
+
+@pytest.fixture(scope="module")
+def private_index(python_index):
+    """The same package indexes, served as a private mirror: basic auth on every request."""
+    with aptrepo.serve(python_index.root, credentials=(INDEX_USER, INDEX_PASSWORD)) as url:
+        yield url.replace("http://", f"http://{INDEX_USER}:{INDEX_PASSWORD}@")
+
+
+def test_index_credentials_reach_pip_and_uv_but_never_a_command_line(
+    host_pool, hosts, inventory, private_index
+):
+    for h in hosts:
+        # uv reinstalled by pip, new pins: every install of the Python roles runs.
+        host_pool.run(h, "rm -rf /opt/sglang/uv/lib/python3*/site-packages/uv-*.dist-info")
+        host_pool.run(h, f"printf %s {INDEX_PASSWORD} > /root/needle; rm -f /root/sampler.*")
+        host_pool.run(
+            h,
+            "systemd-run --unit=cmdline-sampler --collect /usr/bin/python3 -c "
+            f"{shlex.quote(SAMPLER)}",
+        )
+    try:
+        result = apply(
+            inventory,
+            options=(
+                "--data",
+                f"pypi_index_url={private_index}/pypi/simple",
+                "--data",
+                f"torch_index_url={private_index}/torch/simple",
+                "--data",
+                "sglang_version=0.5.22",
+                "--data",
+                "flash_attn_version=2.8.2",
+            ),
+        )
+        for h in hosts:
+            host_pool.run(
+                h, "touch /root/sampler.stop; while [ ! -s /root/sampler.json ]; do sleep 0.1; done"
+            )
+        assert result.returncode == 0 and not result.errors(), result.describe()
+        assert INDEX_PASSWORD not in result.stdout + result.stderr
+        for h in hosts:
+            assert "Python environment | Install uv 0.13.9" in result.changed(h.address)
+            versions = venv_versions(host_pool, h)
+            assert (versions["sglang"], versions["flash_attn"]) == ("0.5.22", "2.8.2")
+            seen = json.loads(host_pool.run(h, "cat /root/sampler.json").stdout)
+            assert seen["leaks"] == []
+            installs = seen["installs"]
+            # pip read the index from PIP_INDEX_URL, uv from UV_INDEX_URL/UV_EXTRA_INDEX_URL.
+            assert any(
+                "/opt/sglang/uv/bin/pip install" in line and keys == ["PIP_INDEX_URL"]
+                for line, keys in installs.items()
+            ), installs
+            assert any(
+                line.startswith("/opt/sglang/uv/bin/uv pip install")
+                and "sglang==0.5.22" in line
+                and keys == ["UV_EXTRA_INDEX_URL", "UV_INDEX_URL"]
+                for line, keys in installs.items()
+            ), installs
+            assert any(
+                line.startswith("/opt/sglang/uv/bin/uv pip install")
+                and "flash-attn==2.8.2" in line
+                and keys == ["UV_INDEX_URL"]
+                for line, keys in installs.items()
+            ), installs
+            # The files the shell read them from are gone; their folder is root's alone.
+            listing = host_pool.run(h, f"stat -c %a {CREDENTIALS_DIR}; ls -A {CREDENTIALS_DIR}")
+            assert listing.stdout.split() == ["700"]
+    finally:
+        for h in hosts:
+            host_pool.run(h, "systemctl stop cmdline-sampler; rm -f /root/needle", check=False)
+        back = apply(inventory)
+        assert back.returncode == 0 and not back.errors(), back.describe()

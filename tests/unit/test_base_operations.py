@@ -6,13 +6,31 @@ import pytest
 from pyinfra.facts.deb import DebPackages
 
 from checks.facts import KernelHeaders, Virtualization
+from pyinfra_sglang import data
 from roles.base import kernel_headers
+from roles.common import packages_installed
 from tests.unit.ophelper import OP_CASE_FIELDS, op_case, run_operation
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
 
 RELEASE = "6.1.0-27-amd64"
 PACKAGE = f"linux-headers-{RELEASE}"
+APT = data.load("apt")
+# Every apt-get that installs: non-interactive, keeping changed config files, waiting for
+# dpkg's locks (unattended-upgrades holds them on a fresh image).
+APT_GET = (
+    "DEBIAN_FRONTEND=noninteractive apt-get -y "
+    '-o Dpkg::Options::="--force-confdef" -o Dpkg::Options::="--force-confold" '
+    f"-o DPkg::Lock::Timeout={APT['lock_timeout_s']}"
+)
+# apt-get update, retried: it never waits for the lists lock.
+ATTEMPTS, DELAY = APT["update_attempts"], APT["update_retry_delay_s"]
+APT_UPDATE = (
+    'attempt=1; until apt-get update -q; do if [ "$attempt" -ge '
+    f'{ATTEMPTS} ]; then echo "apt-get update failed {ATTEMPTS} times" >&2; exit 100; fi; '
+    f'echo "apt-get update failed (attempt $attempt of {ATTEMPTS}); retrying in {DELAY} s" '
+    f">&2; attempt=$((attempt + 1)); sleep {DELAY}; done"
+)
 
 
 def headers(installed=False, candidate=None, lists=True):
@@ -38,11 +56,7 @@ CASES = [
         kernel_headers,
         "installs-headers-the-distro-ships",
         facts(headers(candidate="6.1.115-1")),
-        commands=[
-            "DEBIAN_FRONTEND=noninteractive apt-get -y "
-            '-o Dpkg::Options::="--force-confdef" -o Dpkg::Options::="--force-confold" '
-            f"install --no-install-recommends {PACKAGE}"
-        ],
+        commands=[f"{APT_GET} install --no-install-recommends {PACKAGE}"],
     ),
     op_case(
         kernel_headers,
@@ -68,6 +82,20 @@ CASES = [
             "and its modules belong to the outer host"
         ],
     ),
+    op_case(
+        packages_installed,
+        "missing-ones-installed-after-an-update",
+        {DebPackages: {"curl": ["7.88.1-10"]}},
+        {"packages": ["curl", "dkms", "gnupg"]},
+        commands=[APT_UPDATE, f"{APT_GET} install --no-install-recommends dkms gnupg"],
+    ),
+    op_case(
+        packages_installed,
+        "all-installed-is-a-noop-without-an-update",
+        {DebPackages: {"curl": ["7.88.1-10"], "dkms": ["3.0.10-8"]}},
+        {"packages": ["curl", "dkms"]},
+        noops=["curl, dkms installed"],
+    ),
 ]
 
 
@@ -83,10 +111,11 @@ def test_without_apt_lists_updates_then_installs_only_what_the_distro_ships():
     )
     assert fact["apt_lists_present"] is False and fact["candidate"] is None
     package = "linux-headers-6.18.44-fc-v657-gpu"
+    # The install the update makes possible takes the same options as the other branch's.
     assert run_operation(kernel_headers, facts(fact)) == (
         [
-            f"apt-get update -q && if apt-cache show {package} >/dev/null 2>&1; then "
-            f"DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends {package}; "
+            f"{APT_UPDATE} && if apt-cache show {package} >/dev/null 2>&1; then "
+            f"{APT_GET} install --no-install-recommends {package} ; "
             f"else echo '{package} is not shipped by the distro'; fi"
         ],
         [],

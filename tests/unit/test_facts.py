@@ -2,8 +2,11 @@
 
 from pathlib import Path
 
+import pytest
+
 from checks.facts import (
     AptSourceEntries,
+    GpuQueryUnderLoad,
     KernelHeaders,
     MemoryInfo,
     NvccRelease,
@@ -56,8 +59,17 @@ def test_kernel_headers_the_distro_does_not_ship():
 
 
 def test_kernel_headers_command_uses_the_running_kernel():
+    # The template's text quoted, the release the shell read from uname put in.
     command = KernelHeaders().command("linux-headers-{kernel_release}")
-    assert 'pkg="linux-headers-$(uname -r)"' in command
+    assert command.startswith('release=$(uname -r); pkg=linux-headers-"$release"; ')
+
+
+def test_gpu_query_under_load_takes_only_numbers_for_its_timing():
+    # The load itself is one quoted word; the interval and the timeout must be numbers.
+    command = GpuQueryUnderLoad().command("sleep 1; echo done", interval_s=0.5, timeout_s=30)
+    assert "sleep 0.5; done" in command and "timeout 30 sh -c 'sleep 1; echo done'" in command
+    with pytest.raises(ValueError):
+        GpuQueryUnderLoad().command("true", interval_s="0.2; injected")
 
 
 def test_loaded_open_module_on_the_h200_vm():

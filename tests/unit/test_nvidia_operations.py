@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import pytest
 from pyinfra.api.exceptions import OperationError
+from pyinfra.api.util import sha1_hash
 from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import File
-from pyinfra.facts.server import Which
+from pyinfra.facts.server import TmpDir, Which
 
 from checks.facts import AptSourceEntries, NvccRelease, NvidiaLoadedModule, Virtualization
+from pyinfra_sglang import data
 from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.nvidia import (
     cuda_paths,
@@ -26,7 +28,7 @@ from roles.nvidia_driver import (
     rebuild_initramfs,
     stale_driver_packages,
 )
-from roles.nvidia_repo import apt_components
+from roles.nvidia_repo import apt_components, deb_installed
 from tests.unit.ophelper import OP_CASE_FIELDS, op_case, run_operation
 
 COMPUTE_OPEN = ["libnvidia-compute", "nvidia-dkms-open", "nvidia-utils", "nvidia-persistenced"]
@@ -34,16 +36,22 @@ ON_590 = {p: ["590.48.01-1"] for p in COMPUTE_OPEN}
 ON_595 = {p: ["595.58.03-1"] for p in COMPUTE_OPEN}
 NO_CONTAINER = {"container": None, "vm": None}
 
-# pyinfra's non-interactive apt-get, which the driver operations yield.
+# pyinfra's non-interactive apt-get, waiting for dpkg's locks, which the driver operations
+# yield.
 APT_GET = (
     "DEBIAN_FRONTEND=noninteractive apt-get -y "
-    '-o Dpkg::Options::="--force-confdef" -o Dpkg::Options::="--force-confold"'
+    '-o Dpkg::Options::="--force-confdef" -o Dpkg::Options::="--force-confold" '
+    f"-o DPkg::Lock::Timeout={data.load('apt')['lock_timeout_s']}"
 )
 INSTALL_COMPUTE_OPEN = (
     f"{APT_GET} install --no-install-recommends --allow-downgrades "
     "libnvidia-compute nvidia-dkms-open nvidia-utils nvidia-persistenced"
 )
 NVCC = "/usr/local/cuda-13.1/bin/nvcc"
+KEYRING_URL = "http://127.0.0.1:8080/debian12/x86_64/cuda-keyring_1.1-1_all.deb"
+# pyinfra's temporary names: the .deb apt-get installs, and where curl writes it first.
+KEYRING_DEB = f"/tmp/pyinfra-{sha1_hash(KEYRING_URL)}.deb"
+KEYRING_DOWNLOAD = f"/tmp/pyinfra-{sha1_hash(KEYRING_DEB)}"
 
 
 def reboot_facts(loaded, installed, container=None, marked=False):
@@ -205,10 +213,37 @@ CASES = [
     ),
     op_case(
         apt_components,
+        "a-source-file-read-from-the-host-is-quoted",
+        {AptSourceEntries: [entry("/etc/apt/sources.list.d/a b;touch x.list", 3, ["main"])]},
+        {"components": ["contrib"]},
+        commands=["sed -i '3s/[[:space:]]*$/ contrib/' '/etc/apt/sources.list.d/a b;touch x.list'"],
+    ),
+    op_case(
+        apt_components,
         "contrib-present-is-a-noop",
         {AptSourceEntries: [entry("/etc/apt/sources.list", 1, ["main", "contrib"])]},
         {"components": ["contrib"]},
         noops=["apt sources already have contrib"],
+    ),
+    # -- cuda-keyring: apt-get installs the downloaded .deb (it waits for dpkg's locks) ------
+    op_case(
+        deb_installed,
+        "downloaded-then-installed-with-apt-get",
+        {DebPackages: {}, TmpDir: "/tmp", File: None, Which: "/usr/bin/curl"},
+        {"package": "cuda-keyring", "src": KEYRING_URL},
+        commands=[
+            f"curl -sSLf {KEYRING_URL} -o {KEYRING_DOWNLOAD}",
+            f"mv {KEYRING_DOWNLOAD} {KEYRING_DEB}",
+            f"{APT_GET} install {KEYRING_DEB}",
+            f"rm -f {KEYRING_DEB}",
+        ],
+    ),
+    op_case(
+        deb_installed,
+        "installed-is-a-noop-without-a-download",
+        {DebPackages: {"cuda-keyring": ["1.1-1"]}},
+        {"package": "cuda-keyring", "src": KEYRING_URL},
+        noops=["cuda-keyring is installed"],
     ),
     # -- nvcc: checked from facts, or on the host when this very run installed it ------------
     op_case(
@@ -224,7 +259,7 @@ CASES = [
         {NvccRelease: None},
         {"nvcc": NVCC, "release": "13.1"},
         commands=[
-            f"{NVCC} --version | grep -q 'release 13.1,' || "
+            f"{NVCC} --version | grep -qF 'release 13.1,' || "
             f"{{ echo '{NVCC} does not report CUDA release 13.1:' >&2; "
             f"{NVCC} --version >&2; exit 1; }}"
         ],

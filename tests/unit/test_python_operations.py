@@ -15,6 +15,25 @@ from tests.unit.ophelper import OP_CASE_FIELDS, op_case, run_operation
 VENV = "/opt/sglang/venv"
 INDEX = "https://pypi.org/simple"
 CREDENTIALS_INDEX = "https://deploy:s3cret@mirror.internal/simple"
+CREDENTIALS_TORCH_INDEX = "https://deploy:t0ken@mirror.internal/torch/cu130"
+CREDENTIALS_DIR = "/run/pyinfra-sglang"
+
+
+def credentials_uploads(*names: str) -> list[str]:
+    """Root's 0700 folder, then each index URL with credentials uploaded to a 0600 file."""
+    uploads = [f"install -d -m 700 {CREDENTIALS_DIR}"]
+    for name in names:
+        path = f"{CREDENTIALS_DIR}/{name}"
+        uploads += [f"FileUploadCommand(<secret>, {path})", f"chmod 600 {path}"]
+    return uploads
+
+
+def from_file(variable: str, name: str) -> str:
+    """The shell reads the file into the tool's variable, then removes it."""
+    path = f"{CREDENTIALS_DIR}/{name}"
+    return f'{variable}="$(cat {path})" && rm -f {path} && export {variable} &&'
+
+
 UV_ARGS = {"version": "0.13.9", "index_url": INDEX}
 VENV_ARGS = {"path": VENV, "python_version": "3.12"}
 
@@ -41,27 +60,30 @@ BUILD_ARGS = dict(
 BUILD_LOG = "/var/log/pyinfra-sglang/flash-attn-2.8.3-build.log"
 
 
-def flash_attn_build(archs_export: str, archs: str) -> str:
+def flash_attn_build(
+    archs_export: str, archs: str, index_args: str = f"--index-url {INDEX}"
+) -> str:
     """The build command for flash-attn 2.8.3 on BUILD_FACTS' host: 16 cores, 64 GB
     available: 48 GB bound -> 9 threads of 5 GB -> 3 jobs x 3 threads. It keeps the log,
     records the build, and shows the log's tail when the build fails."""
+    index_args = f"{index_args} " if index_args else ""
     return (
         "mkdir -p /var/log/pyinfra-sglang && start=$(date +%s) && "
         "if env MAX_JOBS=3 NVCC_THREADS=3 "
         f"FLASH_ATTN_CUDA_ARCHS={archs_export} FLASH_ATTENTION_FORCE_BUILD=TRUE "
         "CUDA_HOME=/usr/local/cuda-13.1 PATH=/usr/local/cuda-13.1/bin:$PATH "
         f"/opt/sglang/uv/bin/uv pip install --python {VENV}/bin/python "
-        f"--no-build-isolation --index-url {INDEX} "
+        f"--no-build-isolation {index_args}"
         f"flash-attn==2.8.3 > {BUILD_LOG} 2>&1; "
         "then printf "
-        f'\'{{"version": "2.8.3", "seconds": %d, "log": "{BUILD_LOG}", "env": %s}}\\n\' '
-        "$(( $(date +%s) - start )) "
+        '\'{"version": %s, "seconds": %d, "log": %s, "env": %s}\\n\' '
+        f"'\"2.8.3\"' $(( $(date +%s) - start )) '\"{BUILD_LOG}\"' "
         '\'{"CUDA_HOME": "/usr/local/cuda-13.1", "FLASH_ATTENTION_FORCE_BUILD": "TRUE", '
         f'"FLASH_ATTN_CUDA_ARCHS": "{archs}", "MAX_JOBS": "3", "NVCC_THREADS": "3"}}\' '
         "> /var/log/pyinfra-sglang/flash-attn-2.8.3-build.json; "
         "else rc=$?; "
-        'echo "flash-attn 2.8.3 build failed after $(( $(date +%s) - start )) s; '
-        f'log: {BUILD_LOG}; its last lines:" >&2; '
+        "echo 'flash-attn 2.8.3 build failed after' \"$(( $(date +%s) - start ))\" "
+        f"'s; log: {BUILD_LOG}; its last lines:' >&2; "
         f"tail -n 40 {BUILD_LOG} >&2; exit $rc; fi"
     )
 
@@ -88,13 +110,14 @@ CASES = [
     ),
     op_case(
         uv_installed,
-        "index-credentials-are-masked",
+        "index-credentials-reach-pip-through-a-0600-file-not-its-command-line",
         {PythonPackages: {}},
         {**UV_ARGS, "index_url": CREDENTIALS_INDEX},
         commands=[
             "test -x /opt/sglang/uv/bin/pip || python3 -m venv /opt/sglang/uv",
-            "/opt/sglang/uv/bin/pip install --quiet --disable-pip-version-check "
-            "--index-url *MASKED* uv==0.13.9",
+            *credentials_uploads("index-url"),
+            f"{from_file('PIP_INDEX_URL', 'index-url')} /opt/sglang/uv/bin/pip install --quiet "
+            "--disable-pip-version-check uv==0.13.9",
         ],
     ),
     # -- the venv is created or recreated for the pinned Python -------------------------------
@@ -137,6 +160,40 @@ CASES = [
     ),
     op_case(
         venv_packages,
+        "index-credentials-reach-uv-through-0600-files-not-its-command-line",
+        {PythonPackages: {}},
+        {
+            "venv": VENV,
+            "requirements": {"sglang": "0.5.23"},
+            "index_url": CREDENTIALS_INDEX,
+            "extra_index_url": CREDENTIALS_TORCH_INDEX,
+        },
+        commands=[
+            *credentials_uploads("index-url", "extra-index-url"),
+            f"{from_file('UV_INDEX_URL', 'index-url')} "
+            f"{from_file('UV_EXTRA_INDEX_URL', 'extra-index-url')} "
+            f"/opt/sglang/uv/bin/uv pip install --python {VENV}/bin/python sglang==0.5.23",
+        ],
+    ),
+    op_case(
+        venv_packages,
+        "only-the-index-with-credentials-leaves-the-command-line",
+        {PythonPackages: {}},
+        {
+            "venv": VENV,
+            "requirements": {"sglang": "0.5.23"},
+            "index_url": INDEX,
+            "extra_index_url": CREDENTIALS_TORCH_INDEX,
+        },
+        commands=[
+            *credentials_uploads("extra-index-url"),
+            f"{from_file('UV_EXTRA_INDEX_URL', 'extra-index-url')} "
+            f"/opt/sglang/uv/bin/uv pip install --python {VENV}/bin/python --index-url {INDEX} "
+            "sglang==0.5.23",
+        ],
+    ),
+    op_case(
+        venv_packages,
         "at-the-pin-is-a-noop",
         {PythonPackages: {"sglang": "0.5.23"}},
         {"venv": VENV, "requirements": {"sglang": "0.5.23"}, "index_url": INDEX},
@@ -156,6 +213,17 @@ CASES = [
         BUILD_FACTS,
         {**BUILD_ARGS, "archs_override": ["90", "120"]},
         commands=[flash_attn_build(archs_export="'90;120'", archs="90;120")],
+    ),
+    op_case(
+        flash_attn_built,
+        "index-credentials-reach-the-build-through-a-0600-file",
+        BUILD_FACTS,
+        {**BUILD_ARGS, "index_url": CREDENTIALS_INDEX},
+        commands=[
+            *credentials_uploads("index-url"),
+            f"{from_file('UV_INDEX_URL', 'index-url')} "
+            + flash_attn_build(archs_export="90", archs="90", index_args=""),
+        ],
     ),
     op_case(
         flash_attn_built,
@@ -182,7 +250,7 @@ def test_no_gpus_yet_is_a_pending_change_then_a_clear_error():
     facts = {**BUILD_FACTS, NvidiaGpus: []}
     # Change detection runs before this deploy installs the driver: a change is pending.
     assert run_operation(flash_attn_built, facts, executing=False, **BUILD_ARGS) == (
-        ["true  # build flash-attn 2.8.3 for the GPUs nvidia-smi will report"],
+        ["true 'build flash-attn 2.8.3 for the GPUs nvidia-smi will report'"],
         [],
     )
     with pytest.raises(OperationError, match="set flash_attn_cuda_archs"):
