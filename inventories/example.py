@@ -4,7 +4,9 @@ GLM-5 NVFP4 with tensor parallelism over all eight GPUs (the reference deploymen
     uv run pyinfra inventories/example.py deploy/site.py
 
 Replace the host name and the key file path with yours; every field not set here takes
-the default listed in docs/inventory.md.
+the default listed in docs/inventory.md. Before the first run, put the host's SSH key in
+known_hosts and check its fingerprint out of band (docs/security.md): pyinfra then refuses a
+host whose key it does not know, instead of trusting it on first sight.
 """
 
 gpu_servers = [
@@ -12,6 +14,11 @@ gpu_servers = [
         "gpu-pcie-01.example.internal",
         {
             "ssh_user": "root",
+            # Connect only to a host whose key is already in known_hosts (pre-seeded and
+            # checked: docs/security.md). pyinfra's default, accept-new, would trust any key
+            # on first contact and override StrictHostKeyChecking in ~/.ssh/config.
+            "ssh_strict_host_key_checking": "yes",
+            "ssh_known_hosts_file": "known_hosts",
             "expected_gpu_count": 8,
             "nvidia_driver_branch": 590,
             "cuda_version": "13.1",

@@ -3,7 +3,8 @@
 
     uv run pyinfra inventories/multinode.py deploy/site.py
 
-The group's shared settings live in group_data/glm5_pair.py beside this file.
+The group's shared settings live in group_data/glm5_pair.py beside this file, SSH host key
+checking included: put both hosts' keys in known_hosts first (docs/security.md).
 """
 
 glm5_pair = [

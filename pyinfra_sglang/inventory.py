@@ -6,11 +6,18 @@ one problem per bad value, naming the host, the field, the value, where the valu
 and what is allowed. Keys that belong to pyinfra itself (connector data such as ``ssh_user``,
 global arguments such as ``_sudo``) pass through; keys starting with ``x_`` are the user's own
 and are not checked; any other key is an error, so a typo cannot pass silently.
+
+Beyond the values themselves, validation renders every host's service files with the GPUs the
+inventory plans for (secrets read, then masked) and refuses what the renderer would refuse, so
+a value that cannot work stops the run before the driver, CUDA or the virtualenv change. It
+also refuses SSH settings that trust unknown host keys, and warns about weaker ones.
 """
 
 from __future__ import annotations
 
 import difflib
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from ipaddress import IPv4Address, IPv6Address, ip_address
@@ -24,8 +31,11 @@ from pydantic import (
     Field,
     HttpUrl,
     ValidationError,
+    ValidationInfo,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
+from pyinfra import logger
 from pyinfra.api.exceptions import PyinfraError
 
 from pyinfra_sglang import data
@@ -42,9 +52,27 @@ def _int_from_digits(value: Any) -> Any:
     return int(value) if isinstance(value, str) and value.strip().isdigit() else value
 
 
-def _str_from_number(value: Any) -> Any:
-    # pyinfra's --data turns "13.1" into the float 13.1: a version number is still meant.
-    return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+def _version_text(value: Any, info: ValidationInfo) -> Any:
+    # pyinfra's --data turns "3.10" into the float 3.1 and "13.10" into 13.1: a version read
+    # as a number has lost its trailing zeros, so a number is refused, never guessed at.
+    field = info.field_name
+    if isinstance(value, bool):
+        raise ValueError("a version is text, not true/false")
+    if isinstance(value, float):
+        example = HostConfig.model_fields[field].default if field else "3.12"
+        raise ValueError(
+            f"a version must be text, not the number {value!r} (a number loses trailing "
+            f"zeros: 3.10 reads as 3.1); quote the value: --data '{field}=\"{example}\"' on "
+            f'the command line, {field} = "{example}" in an inventory file'
+        )
+    return str(value) if isinstance(value, int) else value
+
+
+def _no_bool(value: Any) -> Any:
+    # true/false would pass as 1/0 (--data sglang_port=true is port 1): refuse them.
+    if isinstance(value, bool):
+        raise ValueError("a number is expected, not true/false")
+    return value
 
 
 def _none_if_empty(value: Any) -> Any:
@@ -53,6 +81,13 @@ def _none_if_empty(value: Any) -> Any:
 
 
 OptionalPath = Annotated[Path | None, BeforeValidator(_none_if_empty)]
+Port = Annotated[int, BeforeValidator(_no_bool), Field(ge=1, le=65535)]
+VersionText = BeforeValidator(_version_text)
+
+# Paths on the host that go into units and env files as they are: no quoting needed anywhere.
+SAFE_HOST_PATH = r"^/[A-Za-z0-9._/-]+$"
+RELEASE_PATTERN = r"^\d+\.\d+\.\d+(\.post\d+)?$"
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 _nvidia = data.load("nvidia")
 _python = data.load("python")
@@ -62,7 +97,7 @@ DriverBranch = Annotated[
 ]
 CudaVersion = Annotated[
     Literal[tuple(_nvidia["cuda_versions"])],  # type: ignore[valid-type]
-    BeforeValidator(_str_from_number),
+    VersionText,
 ]
 
 
@@ -72,6 +107,21 @@ def _allowed(text: str) -> dict[str, str]:
 
 def _one_of(values) -> str:
     return ", ".join(str(v) for v in values)
+
+
+def _field_error(field: str, message: str) -> PydanticCustomError:
+    """A model-level error reported on ``field`` (see _validation_problem)."""
+    return PydanticCustomError("host_config", "{message}", {"field": field, "message": message})
+
+
+def _control_characters(value: Any) -> bool:
+    if isinstance(value, str):
+        return bool(CONTROL_CHARACTERS.search(value))
+    if isinstance(value, (list, tuple)):
+        return any(_control_characters(item) for item in value)
+    if isinstance(value, dict):
+        return any(_control_characters(k) or _control_characters(v) for k, v in value.items())
+    return False
 
 
 class HostConfig(BaseModel):
@@ -110,9 +160,7 @@ class HostConfig(BaseModel):
         description="CUDA Toolkit release (installs `cuda-toolkit-<major>-<minor>`, no driver).",
         json_schema_extra=_allowed(_one_of(_nvidia["cuda_versions"])),
     )
-    sglang_version: Annotated[
-        str, BeforeValidator(_str_from_number), Field(pattern=r"^\d+\.\d+\.\d+(\.post\d+)?$")
-    ] = Field(
+    sglang_version: Annotated[str, VersionText, Field(pattern=RELEASE_PATTERN)] = Field(
         "0.5.23",
         description="SGLang release pinned in the virtualenv.",
         json_schema_extra=_allowed("a release number such as 0.5.23 or 0.5.9.post1"),
@@ -127,10 +175,8 @@ class HostConfig(BaseModel):
         description="Address the SGLang server binds to.",
         json_schema_extra=_allowed("an IP address; a non-loopback one needs sglang_api_key_file"),
     )
-    sglang_port: int = Field(
+    sglang_port: Port = Field(
         30000,
-        ge=1,
-        le=65535,
         description="TCP port of the SGLang server.",
         json_schema_extra=_allowed("1..65535"),
     )
@@ -149,16 +195,12 @@ class HostConfig(BaseModel):
         description="Python package index (or a mirror of it) for uv, SGLang and flash-attn.",
         json_schema_extra=_allowed("an http(s) URL of a PEP 503 simple index"),
     )
-    uv_version: Annotated[
-        str, BeforeValidator(_str_from_number), Field(pattern=r"^\d+(\.\d+)+$")
-    ] = Field(
+    uv_version: Annotated[str, VersionText, Field(pattern=r"^\d+(\.\d+)+$")] = Field(
         _python["uv"]["version"],
         description="uv release installed on the host (with pip, from `pypi_index_url`).",
         json_schema_extra=_allowed("a release number such as 0.13.9"),
     )
-    python_version: Annotated[
-        str, BeforeValidator(_str_from_number), Field(pattern=r"^3\.\d+$")
-    ] = Field(
+    python_version: Annotated[str, VersionText, Field(pattern=r"^3\.\d+$")] = Field(
         _python["venv"]["python"],
         description=(
             "Python of the SGLang virtualenv; the host's own when it has that version, "
@@ -166,10 +208,10 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("3.N, such as 3.12"),
     )
-    venv_path: Annotated[str, Field(pattern=r"^/[^\s]*$")] = Field(
+    venv_path: Annotated[str, Field(pattern=SAFE_HOST_PATH)] = Field(
         _python["venv"]["path"],
         description="Where the SGLang virtualenv lives on the host.",
-        json_schema_extra=_allowed("an absolute path"),
+        json_schema_extra=_allowed("an absolute path of letters, digits, '.', '_', '-', '/'"),
     )
     torch_index_url: HttpUrl | None = Field(
         None,
@@ -179,9 +221,7 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("an http(s) URL of a PEP 503 simple index, or unset"),
     )
-    flash_attn_version: Annotated[
-        str, BeforeValidator(_str_from_number), Field(pattern=r"^\d+\.\d+\.\d+(\.post\d+)?$")
-    ] = Field(
+    flash_attn_version: Annotated[str, VersionText, Field(pattern=RELEASE_PATTERN)] = Field(
         _python["flash_attn"]["version"],
         description="flash-attn release built from source into the virtualenv.",
         json_schema_extra=_allowed("a release number such as 2.8.3"),
@@ -194,7 +234,7 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed('a list such as ["90"] or ["120"], or unset'),
     )
-    flash_attn_memory_fraction: float = Field(
+    flash_attn_memory_fraction: Annotated[float, BeforeValidator(_no_bool)] = Field(
         _python["flash_attn"]["memory_fraction"],
         gt=0,
         le=0.95,
@@ -225,10 +265,8 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("the name of a group this host is in, or unset"),
     )
-    sglang_dist_init_port: int = Field(
+    sglang_dist_init_port: Port = Field(
         50000,
-        ge=1,
-        le=65535,
         description="Port of the multi-node rendezvous on the group's first host.",
         json_schema_extra=_allowed("1..65535"),
     )
@@ -240,14 +278,39 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("a list of http(s) URLs of SGLang servers"),
     )
-    sglang_router_port: int = Field(
+    sglang_router_host: IPv4Address | IPv6Address | None = Field(
+        None,
+        description=(
+            "Address the router binds to; unset: 127.0.0.1, or `sglang_host` when that is a "
+            "loopback address itself. Its Prometheus metrics listen on loopback only."
+        ),
+        json_schema_extra=_allowed(
+            "an IP address, or unset; a non-loopback one needs sglang_router_api_key_file"
+        ),
+    )
+    sglang_router_port: Port = Field(
         30080,
-        ge=1,
-        le=65535,
-        description="TCP port of the router, on `sglang_host`.",
+        description="TCP port of the router, on `sglang_router_host`.",
         json_schema_extra=_allowed("1..65535"),
     )
-    expected_gpu_count: int | None = Field(
+    sglang_router_api_key_file: OptionalPath = Field(
+        None,
+        description=(
+            "File on the controller holding the router's API key: clients must present it, and "
+            "the router presents it to the workers (give them the same key). Written 0600 on "
+            "the host, never on a command line."
+        ),
+        json_schema_extra=_allowed("a path on the controller, or unset"),
+    )
+    sglang_router_metrics_port: Port = Field(
+        29000,
+        description=(
+            "Port of the router's Prometheus metrics, on loopback (the router's own address "
+            "when that is loopback, else 127.0.0.1)."
+        ),
+        json_schema_extra=_allowed("1..65535"),
+    )
+    expected_gpu_count: Annotated[int | None, BeforeValidator(_no_bool)] = Field(
         None,
         ge=1,
         le=64,
@@ -276,7 +339,8 @@ class HostConfig(BaseModel):
         json_schema_extra=_allowed("true, false"),
     )
     bench_concurrencies: Annotated[
-        list[Annotated[int, Field(ge=1, le=4096)]], Field(min_length=1)
+        list[Annotated[int, BeforeValidator(_no_bool), Field(ge=1, le=4096)]],
+        Field(min_length=1),
     ] = Field(
         default_factory=lambda: [1, 8, 32],
         description=(
@@ -285,21 +349,21 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("a non-empty list of 1..4096, such as [1, 8, 32]"),
     )
-    bench_input_len: int = Field(
+    bench_input_len: Annotated[int, BeforeValidator(_no_bool)] = Field(
         256,
         ge=1,
         le=1_000_000,
         description="Prompt tokens of every benchmark request (`--random-input-len`).",
         json_schema_extra=_allowed("1..1000000"),
     )
-    bench_output_len: int = Field(
+    bench_output_len: Annotated[int, BeforeValidator(_no_bool)] = Field(
         256,
         ge=1,
         le=1_000_000,
         description="Generated tokens of every benchmark request (`--random-output-len`).",
         json_schema_extra=_allowed("1..1000000"),
     )
-    bench_prompts_per_concurrency: int = Field(
+    bench_prompts_per_concurrency: Annotated[int, BeforeValidator(_no_bool)] = Field(
         4,
         ge=1,
         le=1000,
@@ -309,14 +373,14 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("1..1000"),
     )
-    bench_repeat: int = Field(
+    bench_repeat: Annotated[int, BeforeValidator(_no_bool)] = Field(
         1,
         ge=1,
         le=100,
         description="Times each concurrency is measured in one run (for the spread A/B compares).",
         json_schema_extra=_allowed("1..100"),
     )
-    bench_regression_pct: float = Field(
+    bench_regression_pct: Annotated[float, BeforeValidator(_no_bool)] = Field(
         10.0,
         gt=0,
         le=100,
@@ -339,13 +403,75 @@ class HostConfig(BaseModel):
         json_schema_extra=_allowed("true, false"),
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_control_characters(cls, values: Any) -> Any:
+        # Values end up in unit, env and YAML files: a newline would start a new setting, NUL
+        # and CR make systemd refuse the unit. Checked before any field turns them into
+        # something else (a URL parser drops tabs and newlines without a word).
+        if isinstance(values, dict):
+            for name, value in values.items():
+                if _control_characters(value):
+                    raise _field_error(
+                        str(name),
+                        "control characters (newline, tab, NUL, ...) cannot go into a unit, "
+                        "env or config file",
+                    )
+        return values
+
+    def routed(self) -> bool:
+        """Does this host run SGLang's router?"""
+        return bool(self.sglang_router_worker_urls)
+
+    def router_bind(self) -> IPv4Address | IPv6Address:
+        """The router's address: sglang_router_host; unset, the server's own address when
+        that is a loopback address, else 127.0.0.1."""
+        if self.sglang_router_host is not None:
+            return self.sglang_router_host
+        return self.sglang_host if self.sglang_host.is_loopback else ip_address("127.0.0.1")
+
+    def router_metrics_bind(self) -> IPv4Address | IPv6Address:
+        """The router's Prometheus listener: the router's address when that is loopback, else
+        127.0.0.1; never reachable from another host."""
+        bind = self.router_bind()
+        return bind if bind.is_loopback else ip_address("127.0.0.1")
+
     @model_validator(mode="after")
     def _public_bind_needs_api_key(self) -> HostConfig:
         if not self.sglang_host.is_loopback and self.sglang_api_key_file is None:
-            raise ValueError(
+            raise _field_error(
+                "sglang_host",
                 f"binding to {self.sglang_host} (not loopback) without an API key; "
-                "set sglang_api_key_file or bind to 127.0.0.1"
+                "set sglang_api_key_file or bind to 127.0.0.1",
             )
+        router = self.router_bind()
+        if self.routed() and not router.is_loopback and self.sglang_router_api_key_file is None:
+            raise _field_error(
+                "sglang_router_host",
+                f"the router would bind to {router} (not loopback) without an API key, open "
+                "to whoever reaches it; set sglang_router_api_key_file or bind it to 127.0.0.1",
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _one_listener_per_port(self) -> HostConfig:
+        # The ports this host listens on (the router's only where it runs, the rendezvous
+        # only in a multi-node group) must differ: a second listener on a port fails to start.
+        in_use = {"sglang_port": self.sglang_port}
+        if self.routed():
+            in_use["sglang_router_port"] = self.sglang_router_port
+            in_use["sglang_router_metrics_port"] = self.sglang_router_metrics_port
+        if self.sglang_multinode_group:
+            in_use["sglang_dist_init_port"] = self.sglang_dist_init_port
+        seen: dict[int, str] = {}
+        for name, port in in_use.items():
+            if port in seen:
+                raise _field_error(
+                    name,
+                    f"port {port} is also {seen[port]}; each listener of a host needs its own "
+                    f"port ({', '.join(in_use)})",
+                )
+            seen[port] = name
         return self
 
 
@@ -437,8 +563,10 @@ def _unknown_key_problem(host: str, key: str, source: str) -> Problem:
 def _validation_problem(
     host: str, item: dict[str, Any], values: dict[str, Any], source_of: dict[str, str]
 ) -> Problem:
-    # Model-level rules (loc == ()) are about the bind address: report them on that field.
-    name = str(item["loc"][0]) if item["loc"] else "sglang_host"
+    # Model-level rules (loc == ()) name their field in the error's context (_field_error).
+    name = str((item.get("ctx") or {}).get("field") or (item["loc"][0] if item["loc"] else ""))
+    if name not in HostConfig.model_fields:
+        name = "sglang_host"
     value = values.get(name, HostConfig.model_fields[name].default)
     message = str(item["msg"]).removeprefix("Value error, ")
     return Problem(
@@ -481,61 +609,153 @@ def host_profile(config: HostConfig):
     return merge_overrides(profile, config.sglang_profile_overrides)
 
 
+def _profile_field(config: HostConfig) -> str:
+    return "sglang_profile_overrides" if config.sglang_profile_overrides else "sglang_model_profile"
+
+
+def node_position_in(config: HostConfig, host: Host):
+    """The host's place in its multi-node group, from the inventory alone (the group's order;
+    the first member's ssh_hostname, else its name, is the rendezvous)."""
+    from pyinfra_sglang.service_files import node_position
+
+    if not config.sglang_multinode_group:
+        return node_position(config, host.name, [host.name], None)
+    members = [member.name for member in host.inventory.get_group(config.sglang_multinode_group)]
+    head = host.inventory.get_host(members[0])
+    return node_position(config, host.name, members, head.data.get("ssh_hostname") or head.name)
+
+
+def _render_problem(config: HostConfig, error: PyinfraError) -> tuple[str, str]:
+    """The field a render refusal is about, and its message."""
+    from pyinfra_sglang.render import GpuFitError, RenderError
+    from pyinfra_sglang.sglang_flags import FlagVersionError
+
+    if isinstance(error, GpuFitError):
+        field = "expected_gpu_count" if config.expected_gpu_count else _profile_field(config)
+        return field, f"{error} (GPUs planned: {_planned_gpus_text(config)})"
+    if isinstance(error, FlagVersionError):
+        return "sglang_version", str(error)
+    if isinstance(error, RenderError) and error.field in HostConfig.model_fields:
+        return str(error.field), str(error)
+    return _profile_field(config), str(error)
+
+
+def _planned_gpus_text(config: HostConfig) -> str:
+    from pyinfra_sglang.service_files import planned_gpu
+
+    try:
+        spec = planned_gpu(host_profile(config))
+    except PyinfraError:
+        return "unknown"
+    count = config.expected_gpu_count or "as many as the profile needs"
+    return f"{count} x {spec.name if spec else 'an unknown GPU'}"
+
+
 def _service_problems(
-    host: str, config: HostConfig, groups: list[str], source_of: dict[str, str]
+    host: Host, config: HostConfig, source_of: dict[str, str], warn: Callable[[str], None]
 ) -> list[Problem]:
-    """What the SGLang service would refuse, found before any host changes: the profile,
-    its overrides, and the flags the pinned SGLang release has."""
-    from pyinfra_sglang.render import server_args
+    """What the SGLang service would refuse, found before any host changes: the multi-node
+    group, the profile and its overrides, the secret files, and the service's files rendered
+    whole (masked) for the GPUs the inventory plans for: the flags of the pinned release, the
+    fit, anything that cannot go into a unit, env or config file. Side B of an A/B too."""
+    from pyinfra_sglang.render import RenderError
+    from pyinfra_sglang.service_files import (
+        SECRET_FIELDS,
+        SecretFileError,
+        planned_service_files,
+        read_secret,
+        router_requirements,
+    )
 
-    def problem(field: str, message: str, allowed: str) -> Problem:
+    def problem(field: str, message: str, allowed: str | None = None) -> Problem:
         value = getattr(config, field)
-        return Problem(host, field, repr(value), source_of.get(field, "default"), message, allowed)
+        if isinstance(value, (IPv4Address, IPv6Address)):
+            shown = str(value)
+        else:
+            shown = repr(str(value) if isinstance(value, Path) else value)
+        return Problem(
+            host.name,
+            field,
+            shown,
+            source_of.get(field, "default"),
+            message,
+            field_allowed(field) if allowed is None else allowed,
+        )
 
-    problems = []
+    groups = list(host.groups)
     if config.sglang_multinode_group and config.sglang_multinode_group not in groups:
-        problems.append(
+        return [
             problem(
                 "sglang_multinode_group",
                 f"this host is not in group {config.sglang_multinode_group}",
                 f"one of this host's groups: {', '.join(groups)}",
             )
-        )
-    try:
-        profile = host_profile(config)
-    except PyinfraError as error:
-        field = (
-            "sglang_profile_overrides"
-            if config.sglang_profile_overrides
-            else "sglang_model_profile"
-        )
-        return problems + [problem(field, str(error), field_allowed(field))]
-    try:
-        server_args(
-            profile,
-            config.sglang_version,
-            1,
-            str(config.sglang_host),
-            config.sglang_port,
-            "/etc/sglang/sglang.yaml",
-        )
-    except PyinfraError as error:
-        problems.append(problem("sglang_version", str(error), field_allowed("sglang_version")))
-    if config.bench_ab_overrides:
+        ]
+    problems = []
+    for field in SECRET_FIELDS:
         try:
-            server_args(
-                host_profile(ab_side_b(config)),
-                config.sglang_version,
-                1,
-                str(config.sglang_host),
-                config.sglang_port,
-                "/etc/sglang/sglang.yaml",
-            )
+            read_secret(getattr(config, field), field, host.name, warn)
+        except SecretFileError as error:
+            problems.append(problem(field, error.reason))
+    node = node_position_in(config, host)
+    sides = [("", config)]
+    if config.bench_ab_overrides:
+        sides.append(("bench_ab_overrides", ab_side_b(config)))
+    for side_field, side in sides:
+        try:
+            planned_service_files(side, node, host_profile(side))
         except PyinfraError as error:
-            problems.append(
-                problem("bench_ab_overrides", str(error), field_allowed("bench_ab_overrides"))
-            )
+            field, message = _render_problem(side, error)
+            problems.append(problem(side_field or field, message))
+    if config.routed():
+        try:
+            router_requirements(config.sglang_version)
+        except RenderError as error:
+            problems.append(problem("sglang_version", str(error)))
     return problems
+
+
+# pyinfra's own default for ssh_strict_host_key_checking: it is passed to paramiko and so
+# overrides StrictHostKeyChecking in ~/.ssh/config.
+SSH_DEFAULT_HOST_KEY_CHECKING = "accept-new"
+
+
+def _ssh_problems(
+    host: Host, values: dict[str, Any], source_of: dict[str, str], warn: Callable[[str], None]
+) -> list[Problem]:
+    """Refuse SSH settings that accept any host key; warn about accept-new (pyinfra's
+    default), which trusts a host's key the first time it is seen."""
+    from pyinfra.connectors.ssh import SSHConnector
+
+    if getattr(host, "connector_cls", SSHConnector) is not SSHConnector:
+        return []
+    field = "ssh_strict_host_key_checking"
+    value = values.get(field)
+    source = source_of.get(field, "pyinfra's default")
+    allowed = "yes (with ssh_known_hosts_file pre-seeded: docs/security.md), ask, accept-new"
+    if value is False or (isinstance(value, str) and value.lower() in ("no", "off")):
+        return [
+            Problem(
+                host.name,
+                field,
+                repr(value),
+                source,
+                "accepts any host key: whoever answers on the host's address gets the "
+                "inventory's secrets",
+                allowed,
+            )
+        ]
+    if value is not None and value not in ("yes", "ask", "accept-new"):
+        return [Problem(host.name, field, repr(value), source, "not an SSH setting", allowed)]
+    if value is None or value == "accept-new":
+        shown = "unset (pyinfra's default: accept-new)" if value is None else "'accept-new'"
+        warn(
+            f"warning: host {host.name}: {field} = {shown} (from {source}): a host key never "
+            "seen before is trusted on first connection, and pyinfra's value overrides "
+            'StrictHostKeyChecking in ~/.ssh/config; set it to "yes" with '
+            "ssh_known_hosts_file pre-seeded (docs/security.md)"
+        )
+    return []
 
 
 def ab_side_b(config: HostConfig) -> HostConfig:
@@ -545,19 +765,24 @@ def ab_side_b(config: HostConfig) -> HostConfig:
     return config.model_copy(update={"sglang_profile_overrides": overrides})
 
 
-def validate_inventory(inventory: Inventory) -> dict[str, HostConfig]:
-    """Validate every host of ``inventory``; raise InventoryError listing all problems."""
+def validate_inventory(
+    inventory: Inventory, warn: Callable[[str], None] | None = None
+) -> dict[str, HostConfig]:
+    """Validate every host of ``inventory``; raise InventoryError listing all problems.
+    Warnings (weaker SSH settings, readable secret files) go to ``warn``, by default
+    pyinfra's logger."""
+    warn = warn or logger.warning
     configs: dict[str, HostConfig] = {}
     problems: list[Problem] = []
     for host in inventory:
         values, sources = _host_values_and_sources(host)
         config, host_problems = validate_host_data(host.name, values, sources)
-        problems += host_problems
+        host_problems += _ssh_problems(host, values, sources, warn)
         if config is not None:
-            host_problems = _service_problems(host.name, config, list(host.groups), sources)
-            problems += host_problems
-            if not host_problems:
-                configs[host.name] = config
+            host_problems += _service_problems(host, config, sources, warn)
+        problems += host_problems
+        if config is not None and not host_problems:
+            configs[host.name] = config
     if problems:
         raise InventoryError(problems)
     return configs
@@ -575,10 +800,20 @@ def host_config(host: Host) -> HostConfig:
     return _validated[key][host.name]
 
 
+class InventoryFileError(InventoryError):
+    """An inventory file that cannot be read or run (not text, a syntax error, an exception)."""
+
+    def __init__(self, message: str):
+        self.problems = []
+        PyinfraError.__init__(self, message)
+
+
 def load_inventory_file(path: str, override_data: dict[str, Any] | None = None) -> Inventory:
-    """Load an inventory the way the pyinfra CLI does, without connecting to any host."""
+    """Load an inventory the way the pyinfra CLI does, without connecting to any host.
+    InventoryFileError, never a traceback, when the file is not a Python inventory."""
     from pyinfra.api import State
     from pyinfra.context import ctx_state
+    from pyinfra_cli.exceptions import UnexpectedExternalError
     from pyinfra_cli.inventory import make_inventory
 
     # pyinfra caches compiled files by the name given: make it absolute, so two inventories
@@ -586,8 +821,29 @@ def load_inventory_file(path: str, override_data: dict[str, Any] | None = None) 
     if Path(path).exists():
         path = str(Path(path).resolve())
     # pyinfra executes inventory files inside a State context.
-    with ctx_state.use(State()):
-        return make_inventory(path, override_data=override_data or {}, cwd=str(Path.cwd()))
+    try:
+        with ctx_state.use(State()):
+            return make_inventory(path, override_data=override_data or {}, cwd=str(Path.cwd()))
+    except UnicodeDecodeError as error:
+        raise InventoryFileError(
+            f"cannot read inventory {path}: not UTF-8 text (byte {error.start}); an inventory "
+            "is a Python file"
+        ) from None
+    except (SyntaxError, ValueError) as error:
+        raise InventoryFileError(f"cannot read inventory {path}: {error}") from None
+    except OSError as error:
+        raise InventoryFileError(f"cannot read inventory {path}: {error.strerror}") from None
+    except UnexpectedExternalError as error:
+        inner = error.exception
+        line = getattr(inner, "lineno", None)
+        traceback = getattr(inner, "_traceback", None)
+        while traceback is not None and traceback.tb_next is not None:
+            traceback = traceback.tb_next
+        line = line or (traceback.tb_lineno if traceback is not None else None)
+        where = f" (line {line})" if line else ""
+        raise InventoryFileError(
+            f"inventory {error.filename}{where} raised {type(inner).__name__}: {inner}"
+        ) from None
 
 
 def _format_default(value: Any) -> str:

@@ -9,6 +9,7 @@ of their own (e.g. ``profiles/`` beside the inventory), searched before the buil
 from __future__ import annotations
 
 import difflib
+import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from importlib.resources import files
@@ -16,19 +17,90 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pyinfra.api.exceptions import PyinfraError
 
+from pyinfra_sglang.sglang_flags import flag_table
 from pyinfra_sglang.versions import parse_version
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9.-]*$"
 SUFFIX = ".toml"
+# A profile file larger than this is not a profile (a mistaken path, a binary file).
+MAX_PROFILE_BYTES = 256 * 1024
+
+# Control characters (C0, DEL, C1): none may go into a unit, env or YAML file. systemd refuses
+# a unit with a NUL or a carriage return in it, and a newline would start a new setting.
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+# Server flags the renderer sets itself, besides every spelling in data/sglang_flags.toml:
+# secrets (they go into the 0600 config file) and the aliases SGLang's own parser gives
+# managed flags (read from the real parsers of 0.5.9, 0.5.14 and 0.5.23; tests/compat
+# checks them): --model for --model-path, --tensor-parallel-size for --tp-size,
+# --nccl-init-addr for --dist-init-addr.
+SECRET_SERVER_FLAGS = ("--api-key", "--admin-api-key")
+MANAGED_FLAG_ALIASES = ("--model", "--tensor-parallel-size", "--nccl-init-addr")
 
 Backend = Annotated[str, Field(pattern=r"^[a-z0-9_]+$")]
 
 
 class ProfileError(PyinfraError):
     """A profile that cannot be found, read or validated."""
+
+
+def control_characters_in(text: str) -> list[str]:
+    """The control characters in ``text``, as repr() shows them (empty: none)."""
+    return sorted({repr(found)[1:-1] for found in CONTROL_CHARACTERS.findall(text)})
+
+
+def managed_server_flags() -> frozenset[str]:
+    """Every flag of ``sglang.launch_server`` that pyinfra-sglang sets itself: each spelling of
+    data/sglang_flags.toml in any release, their aliases and the secret flags."""
+    spellings = {s.flag for entry in flag_table().values() for s in entry.spellings}
+    return frozenset(spellings | set(SECRET_SERVER_FLAGS) | set(MANAGED_FLAG_ALIASES))
+
+
+def managed_flag_in(arg: str) -> str | None:
+    """The managed flag ``arg`` sets (``--flag``, ``--flag=value``, or an abbreviation
+    argparse would expand to it, such as ``--ho`` for ``--host``); None when it sets none."""
+    if not arg.startswith("--") or arg == "--":
+        return None
+    name = arg.split("=", 1)[0]
+    managed = managed_server_flags()
+    if name in managed:
+        return name
+    # argparse accepts any unambiguous prefix of a long option (allow_abbrev, SGLang's default).
+    expanded = sorted(flag for flag in managed if flag.startswith(name))
+    return expanded[0] if expanded else None
+
+
+def managed_flag_problems(extra_args: Iterable[str]) -> list[str]:
+    """One line per extra argument that would set a managed flag."""
+    problems = []
+    for arg in extra_args:
+        flag = managed_flag_in(arg)
+        if flag is None:
+            continue
+        name = arg.split("=", 1)[0]
+        shown = name if name == flag else f"{name} (argparse reads it as {flag})"
+        if flag in SECRET_SERVER_FLAGS:
+            problems.append(
+                f"{shown} must not be on the command line; set sglang_api_key_file, it goes "
+                "into the server's 0600 config file"
+            )
+        else:
+            problems.append(
+                f"{shown} is set by pyinfra-sglang (from the profile's fields and the "
+                "inventory); extra_args must not set it"
+            )
+    return problems
 
 
 class Profile(BaseModel):
@@ -96,11 +168,25 @@ class Profile(BaseModel):
 
     @field_validator("extra_args")
     @classmethod
-    def _no_secrets_on_the_command_line(cls, value: list[str]) -> list[str]:
-        if any(arg.split("=", 1)[0] == "--api-key" for arg in value):
+    def _no_managed_flags(cls, value: list[str]) -> list[str]:
+        problems = managed_flag_problems(value)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_control_characters(cls, value: Any, info: ValidationInfo) -> Any:
+        # Every field but the free-text description may end up in the unit file (ExecStart,
+        # Description) or the config file.
+        if info.field_name in ("description", "source"):
+            return value
+        texts = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+        found = [c for text in texts if isinstance(text, str) for c in control_characters_in(text)]
+        if found:
             raise ValueError(
-                "--api-key must not be on the command line; set sglang_api_key_file, it goes "
-                "into the server's config file"
+                f"control characters ({', '.join(sorted(set(found)))}) cannot go into a unit or "
+                "config file"
             )
         return value
 
@@ -136,12 +222,18 @@ def available_profiles(extra_dirs: Iterable[str | Path] = ()) -> dict[str, str]:
 
 
 def load_profile(name: str, extra_dirs: Iterable[str | Path] = ()) -> Profile:
-    """The profile ``name`` from the first folder that has it: ``extra_dirs``, then built-in."""
+    """The profile ``name`` from the first folder that has it: ``extra_dirs``, then built-in.
+    A name is a file name without ``.toml``: never a path that leaves those folders."""
+    if not isinstance(name, str) or not re.match(NAME_PATTERN, name):
+        raise ProfileError(
+            f"not a profile name: {name!r}; a profile name is lowercase letters, digits, '.' "
+            "and '-', starting with a letter or digit (a file <name>.toml in a profile folder)"
+        )
     search = _search_path(extra_dirs)
     for folder in search:
         candidate = folder.joinpath(name + SUFFIX)
         if candidate.is_file():
-            return _profile_from_text(name, str(candidate), candidate.read_text())
+            return _profile_from_text(name, str(candidate), _read_profile_text(candidate))
     known = available_profiles(extra_dirs)
     close = difflib.get_close_matches(name, list(known), n=1)
     hint = f" (did you mean {close[0]}?)" if close else ""
@@ -154,11 +246,26 @@ def load_profile(name: str, extra_dirs: Iterable[str | Path] = ()) -> Profile:
 def load_profile_file(path: str | Path) -> Profile:
     """A profile read from one file; its name is the file name without ``.toml``."""
     path = Path(path)
+    return _profile_from_text(path.name.removesuffix(SUFFIX), str(path), _read_profile_text(path))
+
+
+def _read_profile_text(path: Traversable | Path) -> str:
+    """A profile file's text: UTF-8, at most MAX_PROFILE_BYTES; ProfileError otherwise."""
     try:
-        text = path.read_text()
+        with path.open("rb") as handle:
+            data = handle.read(MAX_PROFILE_BYTES + 1)
     except OSError as error:
-        raise ProfileError(f"cannot read profile file {path}: {error.strerror}") from error
-    return _profile_from_text(path.name.removesuffix(SUFFIX), str(path), text)
+        raise ProfileError(f"cannot read profile file {path}: {error.strerror}") from None
+    if len(data) > MAX_PROFILE_BYTES:
+        raise ProfileError(
+            f"profile file {path} is larger than {MAX_PROFILE_BYTES // 1024} KiB: not a profile"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ProfileError(
+            f"profile file {path} is not UTF-8 text (byte {error.start}): not a TOML profile"
+        ) from None
 
 
 def _profile_from_text(name: str, source: str, text: str) -> Profile:

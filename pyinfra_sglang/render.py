@@ -5,9 +5,12 @@ argv, its systemd unit, its environment file and its YAML config file out. The r
 ``pyinfra-sglang render`` call the same functions, so what the CLI prints is what a host gets.
 
 Secrets: the API key goes only into the YAML config file (``--config``), the Hugging Face
-token only into the environment file; neither is ever on a command line. Both files are
-0600 (``data/sglang_service.toml``). Functions that take a secret take ``mask`` too, to print
-``********`` in its place.
+token only into the environment file, the router's key only into the router's environment
+file; none is ever on a command line. These files are 0600 (``data/sglang_service.toml``).
+Functions that take a secret take ``mask`` too, to print ``********`` in its place.
+
+Nothing with a control character goes into a unit, env or config file: systemd refuses a
+unit with a NUL or a carriage return, and a newline starts a new setting.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
@@ -24,7 +27,7 @@ import jinja2
 from pyinfra.api.exceptions import PyinfraError
 
 from pyinfra_sglang import data, paths
-from pyinfra_sglang.profiles import Profile
+from pyinfra_sglang.profiles import Profile, control_characters_in, managed_flag_problems
 from pyinfra_sglang.sglang_flags import FlagVersionError, flag_table
 from pyinfra_sglang.versions import parse_version
 
@@ -36,7 +39,24 @@ class GpuFitError(PyinfraError):
 
 
 class RenderError(PyinfraError):
-    """Deployment values that cannot make a working service (bad path, bad node rank...)."""
+    """Deployment values that cannot make a working service (bad path, bad node rank...).
+    ``field``: the inventory field the value came from, where the renderer knows it."""
+
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.field = field
+
+
+def check_text(text: str, what: str, field: str | None = None) -> str:
+    """``text`` when it has no control character; RenderError naming ``what`` otherwise."""
+    found = control_characters_in(text)
+    if found:
+        raise RenderError(
+            f"{what} has control characters ({', '.join(found)}), which cannot go into a "
+            f"unit, env or config file: {text!r}",
+            field,
+        )
+    return text
 
 
 @dataclass(frozen=True)
@@ -44,7 +64,7 @@ class RenderedFile:
     """One file of the service: where it goes, its content and its octal mode."""
 
     path: str
-    content: str
+    content: str = field(repr=False)  # may hold secrets: never in a repr (logs, -vv output)
     mode: str
 
 
@@ -190,6 +210,9 @@ def server_args(
     _check_min_version(profile, sglang_version)
     _check_multinode(nnodes, node_rank, dist_init_addr)
     _check_config_path(config_path)
+    problems = managed_flag_problems(profile.extra_args)
+    if problems:
+        raise RenderError(f"profile {profile.name}: extra_args: " + "; ".join(problems))
     values = _intent_values(
         profile, tp_size, host, port, config_path, nnodes, node_rank, dist_init_addr
     )
@@ -221,9 +244,9 @@ _SAFE_WORD = re.compile(r"^[A-Za-z0-9_@%+=:,./\[\]-]+$")
 
 
 def _systemd_text(text: str) -> str:
-    """Free text for a unit setting: '%' starts a specifier, so it is doubled."""
-    if "\n" in text:
-        raise RenderError(f"a newline cannot go into a unit file setting: {text!r}")
+    """Free text for a unit setting: '%' starts a specifier, so it is doubled; no control
+    characters (a newline would start a new setting, NUL and CR make systemd refuse the unit)."""
+    check_text(text, "a unit file setting")
     return text.replace("%", "%%")
 
 
@@ -245,9 +268,17 @@ def exec_start(argv: Sequence[str]) -> str:
     return " \\\n    ".join(" ".join(line) for line in lines)
 
 
+# Paths on the host that go into units and env files unquoted: the characters that need no
+# quoting or escaping anywhere (systemd, env files, shells).
+_SAFE_PATH = re.compile(r"^/[A-Za-z0-9._/-]*$")
+
+
 def _absolute_path(path: str, what: str) -> str:
-    if not re.match(r"^/[^\s%$\\\"']*$", path):
-        raise RenderError(f"{what} must be an absolute path without spaces or quotes: {path!r}")
+    if not _SAFE_PATH.match(path):
+        raise RenderError(
+            f"{what} must be an absolute path of letters, digits, '.', '_', '-' and '/': {path!r}",
+            what,
+        )
     return path
 
 
@@ -276,8 +307,10 @@ def render_unit(
     sglang_version: str,
     venv_path: str,
     env_path: str | None = None,
+    cache_root: str | None = None,
 ) -> str:
-    """sglang.service running ``<venv>/bin/python -m sglang.launch_server <argv>``."""
+    """sglang.service running ``<venv>/bin/python -m sglang.launch_server <argv>`` as the
+    service user, sandboxed, with write access to the cache folders under ``cache_root``."""
     if any(arg.split("=", 1)[0] == "--api-key" for arg in argv):
         raise RenderError("--api-key must not be on the command line; it goes into the config file")
     settings = _service()
@@ -293,6 +326,8 @@ def render_unit(
         timeout_start_s=profile.start_timeout_s,
         timeout_stop_s=settings["unit"]["timeout_stop_s"],
         limit_nofile=settings["unit"]["limit_nofile"],
+        service_user=settings["service_user"],
+        read_write_paths=list(cache_dirs(cache_root).values()),
     )
 
 
@@ -304,9 +339,14 @@ def cache_dirs(cache_root: str | None = None) -> dict[str, str]:
 
 
 def _env_value(name: str, value: str) -> str:
-    """A value as systemd's EnvironmentFile reads it: double-quoted when not a plain word."""
-    if "\n" in value:
-        raise RenderError(f"{name} must not contain a newline")
+    """A value as systemd's EnvironmentFile reads it: double-quoted when not a plain word.
+    The value itself is never shown in an error: it may be a secret."""
+    found = control_characters_in(value)
+    if found:
+        raise RenderError(
+            f"{name} has control characters ({', '.join(found)}), which cannot go into an "
+            "environment file"
+        )
     if re.match(r"^[A-Za-z0-9_@%+=:,./*-]*$", value):
         return value
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
@@ -356,6 +396,8 @@ def config_entries(api_key: str | None, mask: bool = False) -> dict[str, str]:
     """The config file's keys (flag names without "--") and YAML-quoted values, sorted."""
     entries: dict[str, str] = {}
     if api_key:
+        if control_characters_in(api_key.strip()):
+            raise RenderError("the API key has control characters; it cannot go into YAML")
         # JSON strings are YAML strings; quoting also keeps "********" from reading as an alias.
         entries["api-key"] = json.dumps(mask_text() if mask else api_key.strip())
     return dict(sorted(entries.items()))
@@ -367,41 +409,121 @@ def render_config_yaml(api_key: str | None, mask: bool = False) -> str:
     return _render("sglang-config.yaml.j2", entries=list(config_entries(api_key, mask).items()))
 
 
-def router_args(
-    worker_urls: Sequence[str], host: str, port: int, policy: str | None = None
-) -> list[str]:
-    """Arguments of ``python -m sglang_router.launch_router``."""
-    if not worker_urls:
-        raise RenderError("the router needs at least one worker URL")
+@dataclass(frozen=True)
+class RouterSpec:
+    """Everything the router's files are rendered from. Its own bind address and port; its
+    Prometheus listener (``metrics_host`` should be a loopback address); its API key, which
+    clients present to it and it presents to the workers."""
+
+    worker_urls: tuple[str, ...]
+    host: str
+    port: int
+    metrics_host: str
+    metrics_port: int
+    venv_path: str
+    api_key: str | None = None
+    policy: str | None = None
+    mask: bool = False
+
+
+def router_args(spec: RouterSpec) -> list[str]:
+    """Arguments of ``python -m sglang_router.launch_router``: never the API key (the
+    launcher adds it in-process from the 0600 environment file; see router_exec)."""
+    if not spec.worker_urls:
+        raise RenderError("the router needs at least one worker URL", "sglang_router_worker_urls")
     router = _service()["router"]
+    for url in spec.worker_urls:
+        check_text(url, "a worker URL", "sglang_router_worker_urls")
     return [
         router["worker_urls_flag"],
-        *worker_urls,
+        *spec.worker_urls,
         router["policy_flag"],
-        policy or router["policy"],
+        spec.policy or router["policy"],
         router["host_flag"],
-        str(host),
+        str(spec.host),
         router["port_flag"],
-        str(port),
+        str(spec.port),
+        router["prometheus_host_flag"],
+        str(spec.metrics_host),
+        router["prometheus_port_flag"],
+        str(spec.metrics_port),
     ]
 
 
-def render_router_unit(
-    venv_path: str, worker_urls: Sequence[str], host: str, port: int, policy: str | None = None
-) -> str:
-    """sglang-router.service: the SGLang Model Gateway in front of ``worker_urls``."""
+def router_launcher() -> str:
+    """The Python code (``python -c``) that starts the router with its API key taken from the
+    environment (systemd reads it from the 0600 EnvironmentFile): it removes the variable,
+    adds ``--api-key KEY`` to its own ``sys.argv`` and runs ``sglang_router.launch_router``
+    as ``python -m`` would. The key is never in the process's command line
+    (/proc/PID/cmdline, ps, systemctl status), which anyone on the host can read:
+    launch_router's ``main()`` parses ``sys.argv[1:]`` (sglang-router 0.2.x and 0.3.x), and
+    the real router has no other way to take its key (no file, no variable)."""
+    router = _service()["router"]
+    return (
+        f"import os, runpy, sys; key = os.environ.pop({router['api_key_variable']!r}); "
+        f"sys.argv += [{router['api_key_flag']!r}, key]; "
+        f"runpy.run_module({router['module']!r}, run_name='__main__', alter_sys=True)"
+    )
+
+
+def router_exec(spec: RouterSpec) -> list[str]:
+    """The router's whole command line: ``python -m sglang_router.launch_router ARGS``, or,
+    with an API key, ``python -c LAUNCHER ARGS`` (router_launcher)."""
+    python = _absolute_path(spec.venv_path, "venv_path").rstrip("/") + "/bin/python"
+    program = ["-c", router_launcher()] if spec.api_key else ["-m", _service()["router"]["module"]]
+    return [python, *program, *router_args(spec)]
+
+
+def router_env_path() -> str:
+    return _service()["router"]["env_path"]
+
+
+def render_router_unit(spec: RouterSpec) -> str:
+    """sglang-router.service: the SGLang Model Gateway in front of ``spec.worker_urls``."""
     settings = _service()
-    python = _absolute_path(venv_path, "venv_path").rstrip("/") + "/bin/python"
-    argv = router_args(worker_urls, host, port, policy)
     return _render(
         "sglang-router.service.j2",
-        description=_systemd_text(f"SGLang Model Gateway ({len(worker_urls)} worker(s))"),
-        worker_count=len(worker_urls),
-        exec_start=exec_start([python, "-m", settings["router"]["module"], *argv]),
+        description=_systemd_text(f"SGLang Model Gateway ({len(spec.worker_urls)} worker(s))"),
+        worker_count=len(spec.worker_urls),
+        env_path=router_env_path() if spec.api_key else None,
+        exec_start=exec_start(router_exec(spec)),
         restart_sec=settings["unit"]["restart_sec"],
         timeout_stop_s=settings["unit"]["timeout_stop_s"],
         limit_nofile=settings["unit"]["limit_nofile"],
     )
+
+
+def render_router_env(api_key: str, mask: bool = False) -> str:
+    """sglang-router.env (0600): the router's API key, for the launcher to read."""
+    router = _service()["router"]
+    value = _env_value(router["api_key_variable"], mask_text() if mask else api_key.strip())
+    return (
+        "# Managed by pyinfra-sglang (pyinfra_sglang/render.py); local edits are overwritten.\n"
+        "# Environment of sglang-router.service (systemd EnvironmentFile); 0600: it holds the\n"
+        "# router's API key, which its launcher passes to the router in-process, never on a\n"
+        "# command line.\n"
+        f"{router['api_key_variable']}={value}\n"
+    )
+
+
+def render_router_files(spec: RouterSpec) -> list[RenderedFile]:
+    """The router's unit and, with an API key, its 0600 environment file."""
+    settings = _service()
+    files = [
+        RenderedFile(
+            settings["files"]["router_unit"]["path"],
+            render_router_unit(spec),
+            settings["files"]["router_unit"]["mode"],
+        )
+    ]
+    if spec.api_key:
+        router = settings["router"]
+        files.append(
+            RenderedFile(
+                router["env_path"], render_router_env(spec.api_key, spec.mask), router["env_mode"]
+            )
+        )
+    return files
 
 
 # --- everything at once ----------------------------------------------------------------
@@ -430,6 +552,7 @@ class NodePosition:
 class Secrets:
     api_key: str | None = None
     hf_token: str | None = None
+    router_api_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -481,7 +604,12 @@ def render_service_files(spec: ServiceSpec) -> list[RenderedFile]:
     )
     contents = {
         "unit": render_unit(
-            profile, argv, spec.sglang_version, spec.venv_path, files["env"]["path"]
+            profile,
+            argv,
+            spec.sglang_version,
+            spec.venv_path,
+            files["env"]["path"],
+            cache_root=spec.cache_root,
         ),
         "env": env,
         "config": render_config_yaml(spec.secrets.api_key, spec.mask),

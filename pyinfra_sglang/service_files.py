@@ -1,34 +1,61 @@
 """The SGLang service as a host should hold it: which files, where, how it is reached.
 
 A pure function of the inventory (``HostConfig``), the node's GPUs (the NvidiaGpus fact's
-rows), its position in a multi-node group and the secrets: the service role renders with it,
-the audit compares the host against it, and tests call it directly.
+rows, or the GPUs the inventory plans for when the host cannot be read yet), its position in
+a multi-node group and the secrets: the service role renders with it, the audit compares the
+host against it, validation renders it before any host changes, and tests call it directly.
 """
 
 from __future__ import annotations
 
+import math
+import os
+import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyinfra import logger
 from pyinfra.api.exceptions import OperationError
 
 from pyinfra_sglang import data
-from pyinfra_sglang.gpus import arch_from_compute_cap, find_gpu
+from pyinfra_sglang.gpus import (
+    GpuSpec,
+    arch_from_compute_cap,
+    find_gpu,
+    known_archs,
+    largest_gpu_of_arch,
+)
 from pyinfra_sglang.inventory import HostConfig, host_profile
 from pyinfra_sglang.nvidia import cuda_paths
+from pyinfra_sglang.profiles import Profile
 from pyinfra_sglang.render import (
     GpuSet,
     NodePosition,
     RenderedFile,
+    RenderError,
+    RouterSpec,
     Secrets,
     ServiceSpec,
     cache_dirs,
-    render_router_unit,
+    render_router_files,
     render_service_files,
+    router_env_path,
 )
+from pyinfra_sglang.versions import parse_version
 
 UNIT_NAME = "sglang.service"
 ROUTER_UNIT_PATH = "/etc/systemd/system/sglang-router.service"
+
+# A secret file holds one line: an API key or a token. Anything larger is a mistaken path.
+MAX_SECRET_BYTES = 4096
+
+# The inventory fields naming secret files on the controller, and what each holds.
+SECRET_FIELDS = {
+    "sglang_api_key_file": "API key",
+    "hf_token_file": "Hugging Face token",
+    "sglang_router_api_key_file": "router API key",
+}
 
 
 class NoGpusError(OperationError):
@@ -36,7 +63,13 @@ class NoGpusError(OperationError):
 
 
 class SecretFileError(OperationError):
-    """A secret file on the controller is missing, unreadable or empty."""
+    """A secret file on the controller is missing, unreadable, too large, not one line of
+    printable text, or empty. ``field``: the inventory field that names it."""
+
+    def __init__(self, message: str, field: str | None = None, reason: str | None = None):
+        super().__init__(message)
+        self.field = field
+        self.reason = reason or message
 
 
 @dataclass(frozen=True)
@@ -59,25 +92,54 @@ def cache_folders() -> list[str]:
     return sorted(cache_dirs().values())
 
 
+def _url_host(address: str) -> str:
+    return f"[{address}]" if ":" in address and not address.startswith("[") else address
+
+
 def server_url(config: HostConfig, port: int | None = None) -> str:
-    """How the host reaches its own server (or, with ``port``, its router): a wildcard bind
-    on loopback, an IPv6 address in brackets."""
+    """How the host reaches its own server: a wildcard bind on loopback, an IPv6 address in
+    brackets. With ``port``, the same address and that port."""
     address = "127.0.0.1" if config.sglang_host.is_unspecified else str(config.sglang_host)
-    host_part = f"[{address}]" if ":" in address else address
-    return f"http://{host_part}:{port or config.sglang_port}"
+    return f"http://{_url_host(address)}:{port or config.sglang_port}"
+
+
+def router_url(config: HostConfig) -> str:
+    """How the host reaches its own router (on its own bind address)."""
+    bind = config.router_bind()
+    address = "127.0.0.1" if bind.is_unspecified else str(bind)
+    return f"http://{_url_host(address)}:{config.sglang_router_port}"
+
+
+def router_requirements(sglang_version: str) -> dict[str, str]:
+    """The router's package and its release pinned for ``sglang_version`` (data/python.toml
+    [router]), as {package: version}; RenderError when no release is pinned for it."""
+    settings = data.load("python")["router"]
+    version = parse_version(sglang_version)
+    pinned = [pin for pin in settings["pins"] if parse_version(pin["sglang"]) <= version]
+    if not pinned:
+        oldest = settings["pins"][0]["sglang"]
+        raise RenderError(
+            f"no {settings['package']} release is pinned for SGLang {sglang_version} (pins "
+            f"start at SGLang {oldest}, pyinfra_sglang/data/python.toml [router]): pin a newer "
+            "SGLang release, or add the router release that goes with it",
+            "sglang_version",
+        )
+    latest = max(pinned, key=lambda pin: parse_version(pin["sglang"]))
+    return {settings["package"]: latest["router"]}
 
 
 def node_position(
     config: HostConfig, host_name: str, members: list[str], head_address: str | None
 ) -> NodePosition:
     """This host's place in its multi-node group: ``members`` in the group's order,
-    ``head_address`` the first member's address (its ssh_hostname, else its name)."""
+    ``head_address`` the first member's address (its ssh_hostname, else its name); an IPv6
+    address goes in brackets (``[fd00::1]:50000``)."""
     if not config.sglang_multinode_group:
         return NodePosition()
     return NodePosition(
         nnodes=len(members),
         rank=members.index(host_name),
-        dist_init_addr=f"{head_address}:{config.sglang_dist_init_port}",
+        dist_init_addr=f"{_url_host(str(head_address))}:{config.sglang_dist_init_port}",
     )
 
 
@@ -87,26 +149,85 @@ def gpu_topology_is_pcie_only(gpus: list[dict]) -> bool:
     return len(gpus) > 1 and not any(spec and spec.nvlink for spec in specs)
 
 
-def read_secret(path: Path | None, what: str, host_name: str) -> str | None:
-    """A secret from a file on the controller, stripped; never logged."""
+# --- secrets -----------------------------------------------------------------------------
+
+# Files already warned about in this process: the role and the audit read each file again.
+_warned_readable: set[str] = set()
+
+
+def read_secret(
+    path: Path | None,
+    field: str,
+    host_name: str,
+    warn: Callable[[str], None] | None = None,
+) -> str | None:
+    """The secret in the controller file ``path`` (named by the inventory field ``field``):
+    one line of printable text, at most MAX_SECRET_BYTES, surrounding whitespace stripped.
+    SecretFileError naming host, field and file otherwise; the content is never shown.
+    Warns (once per file) when group or others may read the file."""
     if path is None:
         return None
+    what = SECRET_FIELDS.get(field, "secret")
+
+    def refuse(problem: str) -> SecretFileError:
+        reason = f"the {what} file {path}: {problem}"
+        return SecretFileError(f"host {host_name}: {field}: {reason}", field, reason)
+
+    expanded = Path(path).expanduser()
     try:
-        secret = Path(path).expanduser().read_text().strip()
+        with expanded.open("rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise refuse("not a regular file")
+            raw = handle.read(MAX_SECRET_BYTES + 1)
     except OSError as error:
-        raise SecretFileError(
-            f"host {host_name}: cannot read {what} file {path}: {error.strerror}"
-        ) from None
+        raise refuse(f"cannot read it: {error.strerror}") from None
+    if len(raw) > MAX_SECRET_BYTES:
+        raise refuse(f"larger than {MAX_SECRET_BYTES} bytes: a key file holds one line")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise refuse("not UTF-8 text: a key file holds one line of printable text") from None
+    secret = text.strip()
     if not secret:
-        raise SecretFileError(f"host {host_name}: {what} file {path} is empty")
+        raise refuse("empty")
+    if "\n" in secret or "\r" in secret:
+        raise refuse("more than one line: a key file holds the key alone, on one line")
+    if not secret.isprintable():
+        raise refuse("control or other non-printable characters: a key is printable text")
+    if info.st_mode & 0o077 and str(expanded) not in _warned_readable:
+        _warned_readable.add(str(expanded))
+        (warn or logger.warning)(
+            f"warning: host {host_name}: {field} {path} ({what}) can be read by group or others "
+            f"(mode {stat.S_IMODE(info.st_mode):04o}); chmod 600 it"
+        )
     return secret
 
 
-def read_secrets(config: HostConfig, host_name: str) -> Secrets:
+def read_secrets(
+    config: HostConfig, host_name: str, warn: Callable[[str], None] | None = None
+) -> Secrets:
+    """Every secret the host's service needs, read from the controller's files."""
     return Secrets(
-        api_key=read_secret(config.sglang_api_key_file, "API key", host_name),
-        hf_token=read_secret(config.hf_token_file, "Hugging Face token", host_name),
+        api_key=read_secret(config.sglang_api_key_file, "sglang_api_key_file", host_name, warn),
+        hf_token=read_secret(config.hf_token_file, "hf_token_file", host_name, warn),
+        router_api_key=read_secret(
+            config.sglang_router_api_key_file, "sglang_router_api_key_file", host_name, warn
+        ),
     )
+
+
+def masked_secrets(config: HostConfig) -> Secrets:
+    """Stand-ins for the secrets the inventory names (rendered masked, never read)."""
+    mark = "(set)"
+    return Secrets(
+        api_key=mark if config.sglang_api_key_file else None,
+        hf_token=mark if config.hf_token_file else None,
+        router_api_key=mark if config.sglang_router_api_key_file else None,
+    )
+
+
+# --- GPUs --------------------------------------------------------------------------------
 
 
 def gpu_set(gpus: list[dict], host_name: str) -> GpuSet:
@@ -125,6 +246,43 @@ def gpu_set(gpus: list[dict], host_name: str) -> GpuSet:
     )
 
 
+def planned_gpu(profile: Profile) -> GpuSpec | None:
+    """The GPU a host is assumed to have before it can be read: the largest (most memory) of
+    the profile's architectures in data/gpus.toml, of any architecture when the profile
+    names none; None when the table has none of them."""
+    archs = [arch for arch in (profile.archs or known_archs()) if arch in known_archs()]
+    if not archs:
+        return None
+    candidates = [largest_gpu_of_arch(arch) for arch in archs]
+    return min(candidates, key=lambda s: (-s.memory_gb, -s.memory_bandwidth_gbs, s.name))
+
+
+def planned_gpus(config: HostConfig, profile: Profile, nnodes: int = 1) -> GpuSet:
+    """The GPUs the inventory plans for one node: ``expected_gpu_count`` (unset: the fewest
+    that hold the profile over ``nnodes`` nodes, and at least its tp_size) of planned_gpu."""
+    spec = planned_gpu(profile)
+    memory_gb = spec.memory_gb if spec else None
+    count = config.expected_gpu_count
+    if count is None:
+        per_node = profile.min_total_gpu_memory_gb / nnodes
+        count = max(1, math.ceil(per_node / memory_gb)) if memory_gb else 1
+        if profile.tp_size is not None:
+            count = max(count, math.ceil(profile.tp_size / nnodes))
+    if memory_gb is None:
+        # No GPU of the profile's architectures in the table: assume they hold it.
+        memory_gb = profile.min_total_gpu_memory_gb / (count * nnodes)
+    arch = spec.arch if spec else (profile.archs[0] if profile.archs else None)
+    return GpuSet(
+        count=count,
+        memory_gb=memory_gb,
+        arch=arch,
+        pcie_only=count > 1 and spec is not None and not spec.nvlink,
+    )
+
+
+# --- the files ---------------------------------------------------------------------------
+
+
 def service_files(
     config: HostConfig,
     host_name: str,
@@ -132,34 +290,66 @@ def service_files(
     node: NodePosition,
     secrets: Secrets,
 ) -> ServiceFiles:
-    """The unit, env and config (and the router's unit) for this host; GpuFitError and
-    friends when the profile cannot run here."""
-    profile = host_profile(config)
+    """The unit, env and config (and the router's files) for this host and the GPUs found
+    on it; GpuFitError and friends when the profile cannot run here."""
+    return service_files_for(config, gpu_set(gpus, host_name), node, secrets)
+
+
+def service_files_for(
+    config: HostConfig,
+    gpus: GpuSet,
+    node: NodePosition,
+    secrets: Secrets,
+    mask: bool = False,
+    profile: Profile | None = None,
+) -> ServiceFiles:
+    """service_files for a GpuSet (the GPUs found, or those planned); ``mask`` prints the
+    mask in place of each secret."""
+    profile = profile or host_profile(config)
     spec = ServiceSpec(
         profile=profile,
         sglang_version=config.sglang_version,
-        gpus=gpu_set(gpus, host_name),
+        gpus=gpus,
         host=str(config.sglang_host),
         port=config.sglang_port,
         venv_path=config.venv_path,
         secrets=secrets,
         cuda_home=cuda_paths(config.cuda_version)["home"],
         node=node,
+        mask=mask,
     )
     files = render_service_files(spec)
     routed = bool(config.sglang_router_worker_urls)
+    stale: tuple[str, ...] = (ROUTER_UNIT_PATH, router_env_path())
     if routed:
-        worker_urls = [str(url).rstrip("/") for url in config.sglang_router_worker_urls]
-        router_unit = render_router_unit(
-            config.venv_path, worker_urls, str(config.sglang_host), config.sglang_router_port
+        router = RouterSpec(
+            worker_urls=tuple(str(url).rstrip("/") for url in config.sglang_router_worker_urls),
+            host=str(config.router_bind()),
+            port=config.sglang_router_port,
+            metrics_host=str(config.router_metrics_bind()),
+            metrics_port=config.sglang_router_metrics_port,
+            venv_path=config.venv_path,
+            api_key=secrets.router_api_key,
+            mask=mask,
         )
-        files.append(RenderedFile(ROUTER_UNIT_PATH, router_unit, "644"))
-    router_health = f"{server_url(config, config.sglang_router_port)}/health"
+        router_files = render_router_files(router)
+        files += router_files
+        stale = tuple(path for path in stale if path not in {f.path for f in router_files})
     return ServiceFiles(
         unit_name=UNIT_NAME,
         files=tuple(files),
         health_url=f"{server_url(config)}/health" if node.rank == 0 else None,
         start_timeout_s=profile.start_timeout_s,
-        router_health_url=router_health if routed else None,
-        stale=() if routed else (ROUTER_UNIT_PATH,),
+        router_health_url=f"{router_url(config)}/health" if routed else None,
+        stale=stale,
     )
+
+
+def planned_service_files(
+    config: HostConfig, node: NodePosition, profile: Profile | None = None
+) -> ServiceFiles:
+    """The files the host will get, rendered before it can be read: the GPUs the inventory
+    plans for (planned_gpus), secrets masked. What validation renders for every host."""
+    profile = profile or host_profile(config)
+    gpus = planned_gpus(config, profile, node.nnodes)
+    return service_files_for(config, gpus, node, masked_secrets(config), True, profile)

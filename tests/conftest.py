@@ -55,8 +55,13 @@ def site_hosts(host_pool):
 def site_secrets(tmp_path_factory):
     """The API key and HF token files on the controller (values tests look for in output)."""
     folder = tmp_path_factory.mktemp("secrets")
-    (folder / "api-key").write_text("sk-site-APIKEY-0123456789\n")
-    (folder / "hf-token").write_text("hf_site_TOKEN_abcdefghij\n")
+    for name, secret in (
+        ("api-key", "sk-site-APIKEY-0123456789"),
+        ("hf-token", "hf_site_TOKEN_abcdefghij"),
+    ):
+        path = folder / name
+        path.write_text(secret + "\n")
+        path.chmod(0o600)  # as a user keeps them: validation warns when others can read them
     return folder
 
 

@@ -1,4 +1,8 @@
 # Settings shared by both hosts of the glm5_pair group (inventories/multinode.py).
+# Connect only to hosts whose keys are already in known_hosts (pre-seeded and checked:
+# docs/security.md); pyinfra's default, accept-new, trusts any key on first contact.
+ssh_strict_host_key_checking = "yes"
+ssh_known_hosts_file = "known_hosts"
 expected_gpu_count = 8
 nvidia_driver_branch = 590
 cuda_version = "13.1"

@@ -126,7 +126,8 @@ STAND_INS = (
     StandIn("sglang", "0.5.23", "pypi", "sglang", ("sglang",), requires=("torch", "nvidia-ml-py")),
     NVIDIA_ML_PY,
     # The SGLang Model Gateway; the real project is a Rust extension, this one pure Python.
-    StandIn("sglang-router", "0.2.4", "pypi", "sglang_router", ("sglang-router",)),
+    # 0.3.2: the release data/python.toml pins for SGLang 0.5.8 and later (0.5.22, 0.5.23).
+    StandIn("sglang-router", "0.3.2", "pypi", "sglang_router", ("sglang-router",)),
     flash_attn("2.8.3"),
     flash_attn("2.8.2"),
     # Its build logs kernel after kernel, then fails: for showing a failed build's log.

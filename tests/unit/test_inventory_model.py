@@ -30,24 +30,52 @@ def test_defaults_need_no_data():
     assert str(config.pypi_index_url) == "https://pypi.org/simple"
 
 
-def test_example_single_host_inventory_validates(monkeypatch):
-    monkeypatch.chdir(REPO)
-    configs = validate_inventory(load_inventory_file("inventories/example.py"))
+@pytest.fixture
+def site(tmp_path, monkeypatch):
+    """Where pyinfra runs: the secret files the example inventories point at (0600)."""
+    (tmp_path / "secrets").mkdir()
+    for name, text in (("sglang-api-key", "sk-example-0123\n"), ("hf-token", "hf_example\n")):
+        (tmp_path / "secrets" / name).write_text(text)
+        (tmp_path / "secrets" / name).chmod(0o600)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_example_single_host_inventory_validates(site):
+    warnings = []
+    inventory = load_inventory_file(str(REPO / "inventories" / "example.py"))
+    configs = validate_inventory(inventory, warn=warnings.append)
     [(name, config)] = configs.items()
     assert name == "gpu-pcie-01.example.internal"
     assert config.expected_gpu_count == 8
     assert config.sglang_model_profile == "glm-5-nvfp4"
     assert str(config.sglang_host) == "0.0.0.0" and config.sglang_api_key_file is not None
+    # Host keys are checked against a pre-seeded known_hosts file: nothing to warn about.
+    [host] = list(inventory)
+    assert host.data.ssh_strict_host_key_checking == "yes" and host.data.ssh_known_hosts_file
+    assert warnings == []
 
 
-def test_example_multinode_inventory_validates_with_group_data(monkeypatch):
-    monkeypatch.chdir(REPO)
-    inventory = load_inventory_file("inventories/multinode.py")
-    configs = validate_inventory(inventory)
+def test_example_multinode_inventory_validates_with_group_data(site):
+    warnings = []
+    inventory = load_inventory_file(str(REPO / "inventories" / "multinode.py"))
+    configs = validate_inventory(inventory, warn=warnings.append)
     assert sorted(configs) == ["gpu-node-01.example.internal", "gpu-node-02.example.internal"]
-    # Both hosts take their settings from group_data/glm5_pair.py.
+    # Both hosts take their settings from group_data/glm5_pair.py, SSH settings included.
     assert {c.expected_gpu_count for c in configs.values()} == {8}
     assert all(h.groups[0] == "glm5_pair" for h in inventory)
+    assert {h.data.ssh_strict_host_key_checking for h in inventory} == {"yes"}
+    assert warnings == []
+
+
+def test_example_inventories_need_their_secret_files(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no secrets/ here
+    with pytest.raises(InventoryError) as caught:
+        validate_inventory(load_inventory_file(str(REPO / "inventories" / "example.py")))
+    problems = sorted(caught.value.problems, key=lambda problem: problem.field)
+    assert [p.field for p in problems] == ["hf_token_file", "sglang_api_key_file"]
+    assert all("cannot read it: No such file or directory" in p.message for p in problems)
+    assert problems[1].value == "'secrets/sglang-api-key'"
 
 
 def problems_for(values: dict, sources: dict | None = None):
@@ -128,10 +156,10 @@ def test_empty_key_file_means_unset():
 
 
 def test_cli_style_values_are_read_as_meant():
-    # pyinfra's --data parses "13.1" to a float and "590" to an int.
+    # pyinfra's --data parses "590" to an int and '"13.1"' (quoted) to the text 13.1.
     config, problems = validate_host_data(
         "gpu1",
-        {"cuda_version": 13.1, "nvidia_driver_branch": "590", "sglang_version": "0.5.9.post1"},
+        {"cuda_version": "13.1", "nvidia_driver_branch": "590", "sglang_version": "0.5.9.post1"},
     )
     assert problems == [] and config.cuda_version == "13.1" and config.nvidia_driver_branch == 590
 

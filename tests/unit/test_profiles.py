@@ -187,3 +187,73 @@ def test_profile_fields_exclude_file_identity():
     assert "name" not in PROFILE_FIELDS and "source" not in PROFILE_FIELDS
     assert "model" in PROFILE_FIELDS
     assert set(Profile.model_fields) == PROFILE_FIELDS | {"name", "source"}
+
+
+@pytest.mark.parametrize(
+    ("extra_args", "named"),
+    [
+        (["--host", "0.0.0.0"], "--host is set by pyinfra-sglang"),
+        (["--port=8000"], "--port is set by pyinfra-sglang"),
+        (["--ho", "0.0.0.0"], "--ho (argparse reads it as --host)"),
+        (["--api-k=x"], "--api-k (argparse reads it as --api-key) must not be on the command"),
+        (["--admin-api-key", "x"], "--admin-api-key must not be on the command line"),
+        (["--config=/x.yaml"], "--config is set"),
+        (["--model-path", "x"], "--model-path is set"),
+        (["--tensor-parallel-size", "2"], "--tensor-parallel-size is set"),
+        (["--nccl-init-addr", "h:1"], "--nccl-init-addr is set"),
+        (["--nsa-prefill-backend", "x"], "--nsa-prefill-backend is set"),
+    ],
+)
+def test_extra_args_cannot_set_managed_flags(tmp_path, extra_args, named):
+    args = ", ".join(f'"{arg}"' for arg in extra_args)
+    write(tmp_path, "mine", f'model = "a/b"\nmin_total_gpu_memory_gb = 10\nextra_args = [{args}]\n')
+    with pytest.raises(ProfileError, match="extra_args") as refused:
+        load_profile("mine", [tmp_path])
+    assert named in str(refused.value)
+    with pytest.raises(ProfileError, match="extra_args"):
+        merge_overrides(load_profile("dense-bf16"), {"extra_args": extra_args})
+
+
+def test_extra_args_of_unmanaged_flags_pass():
+    args = ["--disable-radix-cache", "--log-level=debug", "--max-running-requests", "64", "--"]
+    assert merge_overrides(load_profile("dense-bf16"), {"extra_args": args}).extra_args == args
+
+
+@pytest.mark.parametrize("field", ["model", "served_model_name", "quantization", "kv_cache_dtype"])
+@pytest.mark.parametrize("character", ["\n", "\r", "\x00", "\t", "\x7f"])
+def test_control_characters_are_refused_in_what_goes_into_files(field, character):
+    with pytest.raises(ProfileError, match="control characters"):
+        merge_overrides(load_profile("dense-bf16"), {field: f"x{character}y"})
+    with pytest.raises(ProfileError, match="control characters"):
+        merge_overrides(load_profile("dense-bf16"), {"extra_args": [f"--x{character}"]})
+
+
+def test_the_description_may_span_lines(tmp_path):
+    text = 'description = """two\nlines"""\nmodel = "a/b"\nmin_total_gpu_memory_gb = 10\n'
+    write(tmp_path, "mine", text)
+    assert load_profile("mine", [tmp_path]).description == "two\nlines"
+
+
+@pytest.mark.parametrize("name", ["../../x", "../x", "/tmp/x", "a/b", "x.toml/..", "", "X"])
+def test_profile_names_cannot_leave_the_profile_folders(tmp_path, name):
+    # A file that a path-like name would reach: it must not be loaded.
+    (tmp_path / "x.toml").write_text('model = "evil/model"\nmin_total_gpu_memory_gb = 1\n')
+    folder = tmp_path / "a" / "b"
+    folder.mkdir(parents=True)
+    with pytest.raises(ProfileError, match="not a profile name"):
+        load_profile(name, [folder])
+
+
+def test_a_binary_profile_file_is_a_clear_error(tmp_path):
+    path = tmp_path / "mine.toml"
+    path.write_bytes(b"\xff\xfe\x00\x01 not text")
+    with pytest.raises(ProfileError, match=r"mine.toml is not UTF-8 text"):
+        load_profile("mine", [tmp_path])
+    with pytest.raises(ProfileError, match="not UTF-8 text"):
+        load_profile_file(path)
+    path.write_bytes(b"model = 'a'\x00\n")
+    with pytest.raises(ProfileError, match="not valid TOML"):
+        load_profile_file(path)
+    path.write_bytes(b"# " + b"x" * (300 * 1024))
+    with pytest.raises(ProfileError, match="larger than 256 KiB"):
+        load_profile_file(path)

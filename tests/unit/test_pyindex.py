@@ -124,7 +124,7 @@ def test_real_wheels_are_the_pinned_files(built):
         ("pypi", "sglang-0.5.22-py3-none-any.whl", "sglang", "0.5.22", ["torch", "nvidia-ml-py"]),
         ("pypi", "sglang-0.5.23-py3-none-any.whl", "sglang", "0.5.23", ["torch", "nvidia-ml-py"]),
         ("pypi", "nvidia_ml_py-13.615.71-py3-none-any.whl", "nvidia-ml-py", "13.615.71", None),
-        ("pypi", "sglang_router-0.2.4-py3-none-any.whl", "sglang-router", "0.2.4", None),
+        ("pypi", "sglang_router-0.3.2-py3-none-any.whl", "sglang-router", "0.3.2", None),
         ("torch", "torch-2.14.1+cu130-py3-none-any.whl", "torch", "2.14.1+cu130", None),
     ],
 )
@@ -151,7 +151,7 @@ def test_stand_in_wheels_import(built, tmp_path):
     # Pure Python: importable straight from the wheels, in a fresh interpreter.
     wheels = [
         built.files("pypi") / "sglang-0.5.23-py3-none-any.whl",
-        built.files("pypi") / "sglang_router-0.2.4-py3-none-any.whl",
+        built.files("pypi") / "sglang_router-0.3.2-py3-none-any.whl",
         built.files("torch") / "torch-2.14.1+cu130-py3-none-any.whl",
     ]
     code = (
@@ -161,7 +161,7 @@ def test_stand_in_wheels_import(built, tmp_path):
         "torch.__version__, torch.version.cuda)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout == "0.5.23 0.2.4 2.14.1+cu130 13.0\n"
+    assert out.stdout == "0.5.23 0.3.2 2.14.1+cu130 13.0\n"
 
 
 @pytest.mark.parametrize("version", ["2.8.3", "2.8.2", "2.7.4"])

@@ -18,6 +18,7 @@ from pyinfra_sglang.render import (
     GpuSet,
     NodePosition,
     RenderError,
+    RouterSpec,
     Secrets,
     ServiceSpec,
     cache_dirs,
@@ -27,9 +28,12 @@ from pyinfra_sglang.render import (
     exec_start,
     render_config_yaml,
     render_env,
+    render_router_files,
     render_router_unit,
     render_service_files,
     render_unit,
+    router_args,
+    router_launcher,
     server_args,
     systemd_quote,
     tp_size_for,
@@ -520,8 +524,34 @@ def test_exec_start_quoting():
         exec_start(words)
         == '/v/bin/python -m m \\\n    --model-path "/models/a b" \\\n    --x "%%n$$y"'
     )
-    with pytest.raises(RenderError, match="newline"):
+    with pytest.raises(RenderError, match="control characters"):
         systemd_quote("a\nb")
+
+
+@pytest.mark.parametrize("character", ["\n", "\r", "\x00", "\t", "\x1b", "\x7f", "\x85"])
+def test_no_control_character_goes_into_a_unit_or_env_file(character):
+    # systemd refuses a unit with a NUL or a CR; a newline would start a new setting.
+    with pytest.raises(RenderError, match="control characters"):
+        systemd_quote(f"a{character}b")
+    with pytest.raises(RenderError, match="control characters"):
+        render_env(f"hf_{character}x", VENV)
+    with pytest.raises(RenderError, match="control characters"):
+        config_entries(f"sk{character}x")
+    with pytest.raises(RenderError, match="control characters"):
+        render_router_files(router_spec(worker_urls=(f"http://10.0.0.1:1/{character}",)))
+    # The env file never echoes the secret it refuses.
+    with pytest.raises(RenderError) as refused:
+        render_env(f"hf_SECRET{character}x", VENV)
+    assert "SECRET" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "path", ["/opt/v env", "/opt/v$x", "/opt/v%n", '/opt/"v"', "/opt/v'", "/opt/v\\x", "relative"]
+)
+def test_venv_path_of_unsafe_characters_is_refused(path):
+    with pytest.raises(RenderError, match="letters, digits") as refused:
+        render_env(None, path)
+    assert refused.value.field == "venv_path"
 
 
 def test_unit_round_trips_odd_model_paths():
@@ -566,10 +596,20 @@ def test_env_values_are_quoted_when_needed():
         render_env(None, "relative/venv")
 
 
+def router_spec(**fields) -> RouterSpec:
+    values = {
+        "worker_urls": ("http://10.0.0.1:30000", "http://10.0.0.2:30000"),
+        "host": "127.0.0.1",
+        "port": 8000,
+        "metrics_host": "127.0.0.1",
+        "metrics_port": 29000,
+        "venv_path": VENV,
+    }
+    return RouterSpec(**{**values, **fields})
+
+
 def test_router_unit():
-    unit = render_router_unit(
-        VENV, ["http://10.0.0.1:30000", "http://10.0.0.2:30000"], "0.0.0.0", 8000
-    )
+    unit = render_router_unit(router_spec())
     assert unit_argv(unit) == [
         f"{VENV}/bin/python",
         "-m",
@@ -580,13 +620,56 @@ def test_router_unit():
         "--policy",
         "cache_aware",
         "--host",
-        "0.0.0.0",
+        "127.0.0.1",
         "--port",
         "8000",
+        # The metrics listener is a socket of its own (0.3.2 binds it to 0.0.0.0 by default).
+        "--prometheus-host",
+        "127.0.0.1",
+        "--prometheus-port",
+        "29000",
     ]
     assert "KillMode=control-group" in unit and "Restart=on-failure" in unit
+    assert "EnvironmentFile" not in unit  # no key, no environment file
     with pytest.raises(RenderError, match="at least one worker"):
-        render_router_unit(VENV, [], "0.0.0.0", 8000)
+        render_router_unit(router_spec(worker_urls=()))
+
+
+def test_router_api_key_goes_through_a_0600_env_file_never_argv():
+    files = render_router_files(router_spec(host="0.0.0.0", api_key="sk-ROUTER-key"))
+    unit, env = files
+    assert (unit.path, unit.mode) == ("/etc/systemd/system/sglang-router.service", "644")
+    assert (env.path, env.mode) == ("/etc/sglang/sglang-router.env", "600")
+    assert "sk-ROUTER-key" not in unit.content and "--api-key" not in unit_argv(unit.content)
+    assert "EnvironmentFile=/etc/sglang/sglang-router.env" in unit.content
+    assert "\nSGLANG_ROUTER_API_KEY=sk-ROUTER-key\n" in env.content
+    # The launcher adds the key in-process: python -c LAUNCHER, then the router's arguments.
+    argv = unit_argv(unit.content)
+    assert argv[:3] == [f"{VENV}/bin/python", "-c", router_launcher()]
+    assert argv[3:] == router_args(router_spec(host="0.0.0.0"))
+    assert "os.environ.pop('SGLANG_ROUTER_API_KEY')" in router_launcher()
+    masked = render_router_files(router_spec(api_key="sk-ROUTER-key", mask=True))
+    assert "sk-ROUTER-key" not in "".join(f.content for f in masked)
+    assert "SGLANG_ROUTER_API_KEY=********" in masked[1].content
+
+
+def test_extra_args_cannot_set_managed_flags():
+    from pyinfra_sglang.profiles import managed_server_flags
+
+    profile = load_profile("dense-bf16")
+    managed = managed_server_flags()
+    assert {"--host", "--port", "--config", "--api-key", "--admin-api-key", "--model"} <= managed
+    assert {"--dist-init-addr", "--nnodes", "--node-rank", "--tp-size", "--model-path"} <= managed
+    assert {"--tensor-parallel-size", "--nccl-init-addr", "--dsa-prefill-backend"} <= managed
+    # Bypassing the profile's own validation (model_copy does not validate): the renderer
+    # refuses too.
+    for args in (["--host", "0.0.0.0"], ["--ho", "0.0.0.0"], ["--api-k=x"], ["--tp=4"]):
+        bad = profile.model_copy(update={"extra_args": args})
+        with pytest.raises(RenderError, match="extra_args"):
+            server_args(bad, "0.5.23", 1, "127.0.0.1", 30000, CONFIG)
+    fine = profile.model_copy(update={"extra_args": ["--disable-radix-cache", "--log-level=info"]})
+    argv = server_args(fine, "0.5.23", 1, "127.0.0.1", 30000, CONFIG)
+    assert argv[-2:] == ["--disable-radix-cache", "--log-level=info"]
 
 
 @pytest.mark.parametrize(

@@ -152,3 +152,72 @@ def test_router_unit_is_rendered_for_worker_urls():
     router = next(f for f in service.files if f.path.endswith("sglang-router.service"))
     assert "sglang_router.launch_router" in router.content
     assert "http://10.0.0.1:30000" in router.content and "http://10.0.0.2:30000" in router.content
+
+
+ROUTED = {"sglang_router_worker_urls": ["http://10.0.0.1:30000", "http://10.0.0.2:30000"]}
+
+
+def router_files(service):
+    return {f.path: f for f in service.files if "router" in f.path}
+
+
+def test_the_router_binds_loopback_with_metrics_on_loopback_by_default():
+    config = HostConfig(sglang_model_profile="dense-bf16", **ROUTED)
+    service = render_for(H200X2, config)
+    [unit] = router_files(service).values()
+    words = unit.content.split("ExecStart=", 1)[1]
+    assert "--host 127.0.0.1" in words and "--port 30080" in words
+    assert "--prometheus-host 127.0.0.1" in words and "--prometheus-port 29000" in words
+    assert service.router_health_url == "http://127.0.0.1:30080/health"
+    # Without a key there is no router env file: a stale one is removed.
+    assert service.stale == ("/etc/sglang/sglang-router.env",)
+
+
+def test_a_public_server_keeps_its_router_on_loopback(tmp_path):
+    key = tmp_path / "key"
+    key.write_text("sk-server\n")
+    config = HostConfig(
+        sglang_model_profile="dense-bf16", sglang_host="0.0.0.0", sglang_api_key_file=key, **ROUTED
+    )
+    [unit] = router_files(render_for(H200X2, config)).values()
+    assert "--host 127.0.0.1" in unit.content and "--host 0.0.0.0" not in unit.content
+
+
+def test_a_public_router_gets_its_key_through_a_0600_env_file(tmp_path):
+    key = tmp_path / "router-key"
+    key.write_text("sk-ROUTER-SECRET\n")
+    key.chmod(0o600)
+    config = HostConfig(
+        sglang_model_profile="dense-bf16",
+        sglang_router_host="0.0.0.0",
+        sglang_router_api_key_file=key,
+        sglang_router_metrics_port=29100,
+        **ROUTED,
+    )
+    service = render_for(H200X2, config)
+    files = router_files(service)
+    unit = files["/etc/systemd/system/sglang-router.service"]
+    env = files["/etc/sglang/sglang-router.env"]
+    assert env.mode == "600" and "SGLANG_ROUTER_API_KEY=sk-ROUTER-SECRET" in env.content
+    assert "SECRET" not in unit.content
+    # Only the launcher names --api-key: it adds the key in-process, off the command line.
+    assert unit.content.count("--api-key") == 1 and "'--api-key', key" in unit.content
+    assert "EnvironmentFile=/etc/sglang/sglang-router.env" in unit.content
+    assert "--host 0.0.0.0" in unit.content
+    # Metrics stay on loopback even when the router itself is public.
+    assert (
+        "--prometheus-host 127.0.0.1" in unit.content and "--prometheus-port 29100" in unit.content
+    )
+    assert service.router_health_url == "http://127.0.0.1:30080/health"
+    assert service.stale == ()
+    # The audit and the role compare digests of all of them: the env file is one of the files.
+    assert "/etc/sglang/sglang-router.env" in digests_of(service)
+
+
+def test_without_a_router_both_router_files_are_stale():
+    service = render_for(H200X2, DENSE)
+    assert service.stale == (
+        "/etc/systemd/system/sglang-router.service",
+        "/etc/sglang/sglang-router.env",
+    )
+    assert service.router_health_url is None

@@ -7,11 +7,21 @@ line by line. Its own endpoints: GET /health and /readiness (200 when at least o
 /health answers 200, else 503), /liveness (200), /workers (each worker, healthy or not).
 SIGTERM or SIGINT stop it (exit 0). It records its pid and argv to
 $SGLANG_STANDIN_RUN_DIR/router-<port>.json (default folder /run/sglang-standin).
+
+As the real router (sglang-router 0.3.2, sglang_router/router_args.py and the auth middleware
+of sgl-project/sglang #10826):
+- ``--host`` defaults to 0.0.0.0, and a second listener serves Prometheus metrics (GET
+  /metrics) on ``--prometheus-host`` (default 0.0.0.0) : ``--prometheus-port`` (29000).
+- With ``--api-key KEY`` every route but the health ones (/health, /health_generate,
+  /liveness, /readiness) answers 401 unless the request carries ``Authorization: Bearer
+  KEY``, and the router presents that key to the workers (they inherit the router's key).
+  The key is read from the command line only (``main()`` parses ``sys.argv[1:]``).
 """
 
 from __future__ import annotations
 
 import argparse
+import hmac
 import http.client
 import json
 import os
@@ -32,6 +42,8 @@ DEFAULT_RUN_DIR = "/run/sglang-standin"
 POLICIES = ("random", "round_robin", "cache_aware", "power_of_two")
 FORWARDED_REQUEST_HEADERS = ("Content-Type", "Authorization", "Accept")
 OWN_PATHS = ("/health", "/readiness", "/liveness", "/workers")
+# Routes open without the API key: the health ones (load balancers and systemd checks poll them).
+PUBLIC_PATHS = ("/health", "/health_generate", "/liveness", "/readiness")
 
 
 def log(message: str, stream=None) -> None:
@@ -48,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     add = parser.add_argument
     add("--worker-urls", nargs="*", default=[], help="SGLang servers to route to")
     add("--policy", choices=POLICIES, default="cache_aware")
-    add("--host", default="127.0.0.1")
+    add("--host", default="0.0.0.0")
     add("--port", type=int, default=30000)
     add("--api-key")
     add("--log-level", default="info")
@@ -67,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--eviction-interval-secs", type=int, default=120)
     add("--max-tree-size", type=int, default=2**26)
     add("--max-payload-size", type=int, default=512 * 1024 * 1024)
-    add("--prometheus-host", default="127.0.0.1")
+    add("--prometheus-host", default="0.0.0.0")
     add("--prometheus-port", type=int, default=29000)
     return parser
 
@@ -124,6 +136,7 @@ class Router:
         self.workers = [Worker(url) for url in args.worker_urls]
         self.lock = threading.Lock()
         self.turn = 0
+        self.requests_total = 0
         self.pool = ThreadPoolExecutor(max_workers=max(1, min(16, len(self.workers))))
 
     def health(self) -> list[bool]:
@@ -177,8 +190,25 @@ class Handler(BaseHTTPRequestHandler):
             503, {"status": "not_ready", **counts, "reason": "No healthy workers available"}
         )
 
+    def authorized(self) -> bool:
+        """True when the router has no key, the route is public, or the request carries
+        ``Authorization: Bearer KEY``; else answers 401 and returns False."""
+        key = self.router.args.api_key
+        if not key or urlsplit(self.path).path in PUBLIC_PATHS:
+            return True
+        given = self.headers.get("Authorization") or ""
+        if given.startswith("Bearer ") and hmac.compare_digest(given[7:], key):
+            return True
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        self.send_json(401, {"error": "Unauthorized"})
+        return False
+
     def do_GET(self):
         path = urlsplit(self.path).path
+        if not self.authorized():
+            return
         if path in OWN_PATHS:
             return self.own(path)
         self.proxy(b"")
@@ -187,6 +217,8 @@ class Handler(BaseHTTPRequestHandler):
         self.do_GET()
 
     def do_POST(self):
+        if not self.authorized():
+            return
         length = int(self.headers.get("Content-Length") or 0)
         if length > self.router.args.max_payload_size:
             self.close_connection = True
@@ -198,6 +230,9 @@ class Handler(BaseHTTPRequestHandler):
         headers = {
             name: self.headers[name] for name in FORWARDED_REQUEST_HEADERS if self.headers.get(name)
         }
+        if router.args.api_key:
+            # Workers given on the command line inherit the router's key.
+            headers["Authorization"] = f"Bearer {router.args.api_key}"
         for worker in router.in_turn():
             conn = worker.connection(5.0)  # to connect; the answer may take much longer
             try:
@@ -211,6 +246,7 @@ class Handler(BaseHTTPRequestHandler):
                 conn.close()
                 continue  # refused or dropped: the next worker's turn
             worker.requests_total += 1
+            router.requests_total += 1
             try:
                 self.relay(response)
             finally:
@@ -256,6 +292,40 @@ class Server(ThreadingHTTPServer):
     allow_reuse_address = True
 
 
+class MetricsHandler(BaseHTTPRequestHandler):
+    """The Prometheus listener: GET /metrics, nothing else; no key asked (as the real one)."""
+
+    protocol_version = "HTTP/1.1"
+    router: Router
+
+    def log_message(self, format, *args):
+        pass
+
+    def do_GET(self):
+        if urlsplit(self.path).path != "/metrics":
+            body, status = b"not found\n", 404
+        else:
+            router = self.router
+            lines = [
+                "# TYPE sgl_router_requests_total counter",
+                f"sgl_router_requests_total {router.requests_total}",
+                "# TYPE sgl_router_workers gauge",
+                f"sgl_router_workers {len(router.workers)}",
+            ]
+            body, status = ("\n".join(lines) + "\n").encode(), 200
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def server_for(host: str, port: int, handler) -> Server:
+    kind = type("Listener", (Server,), {})
+    kind.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return kind((host, port), handler)
+
+
 def write_record(path: Path, data: dict) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -296,6 +366,8 @@ def main(argv: list[str] | None = None) -> int:
         "host": args.host,
         "port": args.port,
         "api_key_set": bool(args.api_key),
+        "prometheus_host": args.prometheus_host,
+        "prometheus_port": args.prometheus_port,
         "state": "starting",
         "started_at": time.time(),
         "stopped_at": None,
@@ -304,16 +376,31 @@ def main(argv: list[str] | None = None) -> int:
     write_record(record_path, record)
 
     handler = type("RouterHandler", (Handler,), {"router": router})
-    Server.address_family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     try:
-        server = Server((args.host, args.port), handler)
+        server = server_for(args.host, args.port, handler)
     except OSError as error:
         log(f"failed to bind {args.host}:{args.port}: {error.strerror}", sys.stderr)
         write_record(record_path, {**record, "state": "failed", "exit_code": 1})
         return 1
-    threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="http", daemon=True
-    ).start()
+    metrics = None
+    try:
+        metrics_handler = type("RouterMetricsHandler", (MetricsHandler,), {"router": router})
+        metrics = server_for(args.prometheus_host, args.prometheus_port, metrics_handler)
+    except OSError as error:
+        # The stand-in logs it and serves on without metrics.
+        log(
+            f"failed to start Prometheus metrics on {args.prometheus_host}:"
+            f"{args.prometheus_port}: {error.strerror}",
+            sys.stderr,
+        )
+    for listener, name in ((server, "http"), (metrics, "metrics")):
+        if listener is not None:
+            threading.Thread(
+                target=listener.serve_forever,
+                kwargs={"poll_interval": 0.2},
+                name=name,
+                daemon=True,
+            ).start()
     log(
         f"Starting router on {args.host}:{args.port} | policy: {args.policy} | "
         f"workers: {[w.url for w in router.workers]} (sglang-router {__version__}, "
@@ -324,8 +411,10 @@ def main(argv: list[str] | None = None) -> int:
     while not stop.wait(0.2):
         pass
     log("Received a stop signal; shutting down")
-    server.shutdown()
-    server.server_close()
+    for listener in (server, metrics):
+        if listener is not None:
+            listener.shutdown()
+            listener.server_close()
     router.pool.shutdown(wait=False)
     write_record(
         record_path, {**record, "state": "stopped", "exit_code": 0, "stopped_at": time.time()}
