@@ -1,40 +1,88 @@
 """The SGLang service: a systemd unit, its EnvironmentFile and its config file rendered from
-the host's model profile, tensor parallelism from the GPUs found, secrets root-only, and a
+the host's model profile, tensor parallelism from the GPUs found, secrets in 0600 files, and a
 restart that keeps the previous working version when the new one does not come up.
+
+The server runs as its own system user (``sglang``, created here), never as root, in a
+systemd sandbox (templates/sglang.service.j2): it runs model code fetched from the Hub. That
+user owns the cache folders and the config file (SGLang reads ``--config`` itself); the env
+file stays root's (systemd reads it before dropping privileges); their folder is
+root:sglang 0750.
 
 A change is applied as: keep the running version's files, write the new ones, daemon-reload,
 restart, wait for ``GET /health`` = 200. If the server crashes or is not healthy in the
-profile's start timeout: show the journal's tail, put the kept files back, restart them, and
-fail the run for that host.
+profile's start timeout: show the journal's tail with every secret masked, put the kept files
+back, restart them, and fail the run for that host.
+
+A file is written as: its staging file (``PATH.new``) created empty with its final owner and
+mode, the content uploaded into it, then moved over ``PATH``. A secret is never in a file that
+others may read, not even while it is uploaded or when a run is interrupted; a failed install
+removes the staging files.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import posixpath
+import shlex
 import time
+from dataclasses import fields
 from pathlib import Path
 
 from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, deploy, operation
-from pyinfra.api.exceptions import OperationError
+from pyinfra.api.exceptions import OperationError, PyinfraError
+from pyinfra.facts.server import Command
 from pyinfra.facts.systemd import SystemdStatus
 
 from checks.facts import FileDigests, NvidiaGpus
 from checks.host_context import connector_arguments, host_position, run_on_host
+from pyinfra_sglang import data
 from pyinfra_sglang.inventory import HostConfig, host_config
+from pyinfra_sglang.redact import redact
 from pyinfra_sglang.render import RenderedFile
 from pyinfra_sglang.service_files import (
     ROUTER_UNIT_PATH,
     ServiceFiles,
     cache_folders,
     read_secrets,
+    router_requirements,
+    service_file_path,
     service_files,
 )
 from roles.python_env import venv_packages
 
 KEEP_SUFFIX = ".last-good"
+STAGING_SUFFIX = ".new"
 ROUTER_START_TIMEOUT_S = 120
+JOURNAL_LINES = 40
+# Connector arguments under which pyinfra uploads as the SSH user to a temporary file, then
+# copies it into place as another user.
+_ELEVATING = ("_sudo", "_doas", "_dzdo", "_su_user")
+
+
+def service_user() -> str:
+    """The system user the server runs as (data/sglang_service.toml [service_user])."""
+    return data.load("sglang_service")["service_user"]["name"]
+
+
+def useradd_command(user: str) -> str:
+    """Create ``user`` as a system user and group: no home folder made (its home is the cache
+    root, which the role makes), no login shell."""
+    home = data.load("sglang_service")["environment"]["cache"]["root"]
+    return (
+        "useradd --system --user-group --no-create-home "
+        f"--home-dir {shlex.quote(home)} --shell /usr/sbin/nologin {shlex.quote(user)}"
+    )
+
+
+def file_owner(path: str) -> str:
+    """owner:group of a service file on the host: the config file is the service user's (SGLang
+    reads it as that user); the rest, the env file included, are root's."""
+    if path == service_file_path("config"):
+        user = service_user()
+        return f"{user}:{user}"
+    return "root:root"
 
 
 def host_service_files(config: HostConfig, gpus: list[dict] | None = None) -> ServiceFiles:
@@ -44,6 +92,17 @@ def host_service_files(config: HostConfig, gpus: list[dict] | None = None) -> Se
         gpus = host.get_fact(NvidiaGpus)
     secrets = read_secrets(config, host.name)
     return service_files(config, host.name, gpus, host_position(config, host), secrets)
+
+
+def _known_secrets(host_) -> list[str]:
+    """The secret values this host's files hold, read again from the controller's files (the
+    FunctionCommand does not carry them: its string form may be printed)."""
+    try:
+        secrets = read_secrets(host_config(host_), host_.name)
+    except PyinfraError:
+        # The operation read them a moment ago; should that fail now, mask by form alone.
+        return []
+    return [value for f in fields(secrets) if isinstance(value := getattr(secrets, f.name), str)]
 
 
 def _wait_healthy(host_, unit: str, health_url: str | None, timeout_s: float) -> str | None:
@@ -71,44 +130,105 @@ def _wait_healthy(host_, unit: str, health_url: str | None, timeout_s: float) ->
     return f"{health_url or unit} not healthy after {timeout_s:.0f} s"
 
 
-def _install(host_, files: tuple[RenderedFile, ...]) -> None:
-    # One round trip for every folder: the files' own, and the model downloads and JIT
-    # caches the env file points at (persistent disk).
-    directories = sorted({rendered.path.rsplit("/", 1)[0] for rendered in files})
-    run_on_host(host_, f"install -d -m 755 {' '.join(directories + cache_folders())}")
+def prepare_command(files: tuple[RenderedFile, ...]) -> str:
+    """One round trip before any content is sent: the service user; the secrets' folder
+    root:USER 0750; the other folders; the cache folders (model downloads, JIT caches, on
+    persistent disk) the user's own, contents included; and each file's staging file, empty,
+    with the file's final owner and mode."""
+    q = shlex.quote
+    user = service_user()
+    secret_dir = posixpath.dirname(service_file_path("env"))
+    other_dirs = sorted({posixpath.dirname(f.path) for f in files} - {secret_dir})
+    caches = " ".join(q(folder) for folder in cache_folders())
+    steps = [
+        f"{{ id -u {q(user)} >/dev/null 2>&1 || {useradd_command(user)}; }}",
+        f"install -d -m 750 -o root -g {q(user)} {q(secret_dir)}",
+        *([f"mkdir -p {' '.join(q(d) for d in other_dirs)}"] if other_dirs else []),
+        f"install -d -m 750 -o {q(user)} -g {q(user)} {caches}",
+        # Caches an earlier release filled as root: the user's now, with what they hold.
+        f'for d in {caches}; do if [ -n "$(find "$d" ! -user {q(user)} -print -quit)" ]; '
+        f'then chown -R {q(user)}:{q(user)} "$d"; fi; done',
+    ]
     for rendered in files:
+        staging = q(rendered.path + STAGING_SUFFIX)
+        owner, group = file_owner(rendered.path).split(":")
+        steps.append(
+            f"rm -f {staging} && install -m {rendered.mode} -o {owner} -g {group} "
+            f"/dev/null {staging}"
+        )
+    return " && ".join(steps)
+
+
+def _upload(host_, rendered: RenderedFile, staging: str) -> None:
+    """The content into the staging file, which exists with its final mode: the SFTP server
+    (or cp, under sudo) writes into it and keeps that mode."""
+    arguments = connector_arguments(host_)
+    temp = None
+    if any(arguments.get(key) for key in _ELEVATING):
+        # pyinfra uploads as the SSH user to a temporary file first, with the SFTP server's
+        # default mode (0644): make that file 0600 beforehand (mktemp), as the SSH user.
+        ok, output = host_.run_shell_command("mktemp")
+        lines = [line.line for line in output] if ok else []
+        if not lines:
+            raise OperationError(f"could not upload {rendered.path}: mktemp failed")
+        temp = lines[-1].strip()
+        arguments = {**arguments, "remote_temp_filename": temp}
+    try:
         # put_file shows no content and no diff: the env and config files hold secrets.
-        staging = f"{rendered.path}.new"
-        if not host_.put_file(
-            io.BytesIO(rendered.content.encode()), staging, **connector_arguments(host_)
-        ):
-            raise OperationError(f"could not upload {rendered.path}")
+        uploaded = host_.put_file(io.BytesIO(rendered.content.encode()), staging, **arguments)
+    finally:
+        if temp:
+            host_.run_shell_command(f"rm -f {shlex.quote(temp)}")
+    if not uploaded:
+        raise OperationError(f"could not upload {rendered.path}")
+
+
+def _install(host_, files: tuple[RenderedFile, ...]) -> None:
+    q = shlex.quote
+    staged = [(rendered, rendered.path + STAGING_SUFFIX) for rendered in files]
+    ok, out = run_on_host(host_, prepare_command(files))
+    if not ok:
+        run_on_host(host_, "rm -f " + " ".join(q(staging) for _, staging in staged))
+        raise OperationError(f"could not prepare the service's files: {out}")
+    try:
+        for rendered, staging in staged:
+            _upload(host_, rendered, staging)
         ok, out = run_on_host(
             host_,
-            f"chown root:root {staging} && chmod {rendered.mode} {staging} "
-            f"&& mv -f {staging} {rendered.path}",
+            " && ".join(
+                f"chown {file_owner(rendered.path)} {q(staging)} "
+                f"&& chmod {rendered.mode} {q(staging)} && mv -f {q(staging)} {q(rendered.path)}"
+                for rendered, staging in staged
+            ),
         )
         if not ok:
-            raise OperationError(f"could not install {rendered.path}: {out}")
+            raise OperationError(f"could not install the service's files: {out}")
+    except Exception:
+        run_on_host(host_, "rm -f " + " ".join(q(staging) for _, staging in staged))
+        raise
 
 
 def _apply_with_rollback(state, host, service: ServiceFiles, keep_previous: bool) -> None:
     # pyinfra passes (state, host) to a FunctionCommand function that names them so.
+    q = shlex.quote
     unit = service.unit_name
     paths = [f.path for f in service.files]
     for stale in service.stale:
         run_on_host(
             host,
-            f"if [ -f {stale} ]; then "
-            f"systemctl disable --now {Path(stale).name}; rm -f {stale}; fi",
+            f"if [ -f {q(stale)} ]; then "
+            f"systemctl disable --now {q(Path(stale).name)}; rm -f {q(stale)}; fi",
         )
     if keep_previous:
         run_on_host(
-            host, " && ".join(f"{{ [ ! -f {p} ] || cp -p {p} {p}{KEEP_SUFFIX}; }}" for p in paths)
+            host,
+            " && ".join(
+                f"{{ [ ! -f {q(p)} ] || cp -p {q(p)} {q(p + KEEP_SUFFIX)}; }}" for p in paths
+            ),
         )
     _install(host, service.files)
     units = [Path(f.path).name for f in service.files if f.path.endswith(".service")]
-    unit_list = " ".join(units)
+    unit_list = " ".join(q(name) for name in units)
     run_on_host(
         host,
         f"systemctl daemon-reload && systemctl enable {unit_list} && systemctl restart {unit_list}",
@@ -119,13 +239,17 @@ def _apply_with_rollback(state, host, service: ServiceFiles, keep_previous: bool
             host, Path(ROUTER_UNIT_PATH).name, service.router_health_url, ROUTER_START_TIMEOUT_S
         )
     if problem is None:
-        run_on_host(host, " ".join(f"rm -f {p}{KEEP_SUFFIX};" for p in paths))
+        run_on_host(host, " ".join(f"rm -f {q(p + KEEP_SUFFIX)};" for p in paths))
         logger.info(f"{host.print_prefix}{unit} is healthy ({service.health_url or 'active'})")
         return
-    _, journal = run_on_host(host, f"journalctl -u {unit} -n 40 --no-pager -o cat || true")
+    _, journal = run_on_host(
+        host, f"journalctl -u {q(unit)} -n {JOURNAL_LINES} --no-pager -o cat || true"
+    )
+    # SGLang logs its arguments at start, API keys included (sgl-project/sglang#37457), and
+    # this tail goes to the controller's output and CI logs: masked.
     logger.error(
         f"{host.print_prefix}the new configuration did not come up: {problem}; "
-        f"{unit}'s journal ends:\n{journal}"
+        f"{unit}'s journal ends:\n{redact(journal, _known_secrets(host))}"
     )
     if not keep_previous:
         raise OperationError(
@@ -133,10 +257,11 @@ def _apply_with_rollback(state, host, service: ServiceFiles, keep_previous: bool
             "and there was no previous version to keep"
         )
     restore = " ".join(
-        f"if [ -f {p}{KEEP_SUFFIX} ]; then mv -f {p}{KEEP_SUFFIX} {p}; else rm -f {p}; fi;"
+        f"if [ -f {q(p + KEEP_SUFFIX)} ]; then mv -f {q(p + KEEP_SUFFIX)} {q(p)}; "
+        f"else rm -f {q(p)}; fi;"
         for p in paths
     )
-    run_on_host(host, f"{restore} systemctl daemon-reload && systemctl restart {' '.join(units)}")
+    run_on_host(host, f"{restore} systemctl daemon-reload && systemctl restart {unit_list}")
     previous = _wait_healthy(host, unit, service.health_url, service.start_timeout_s)
     state_note = "is healthy again" if previous is None else f"did not come back either: {previous}"
     raise OperationError(
@@ -147,6 +272,18 @@ def _apply_with_rollback(state, host, service: ServiceFiles, keep_previous: bool
 
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+@operation()
+def sglang_user():
+    """The system user the server runs as: created when missing (no home folder made, no
+    login shell), else a no-op."""
+    user = service_user()
+    entry = host.get_fact(Command, command=f"getent passwd {shlex.quote(user)} || true")
+    if entry:
+        host.noop(f"system user {user} exists")
+        return
+    yield useradd_command(user)
 
 
 @operation()
@@ -170,6 +307,8 @@ def sglang_service(config: HostConfig):
             + ("configuration changed" if not unchanged else "not running")
             + f"; waiting up to {service.start_timeout_s} s for {service.health_url or 'active'}"
         )
+    # The files' contents (secrets included) are left out of this command's string form
+    # (RenderedFile.content has repr=False): pyinfra prints it with -vv and in its debug log.
     yield FunctionCommand(_apply_with_rollback, (service,), {"keep_previous": running})
 
 
@@ -177,11 +316,13 @@ def sglang_service(config: HostConfig):
 def sglang_service_role() -> None:
     config = host_config(host)
     if config.sglang_router_worker_urls:
+        # The Model Gateway numbers its releases on its own: pinned per SGLang release in
+        # data/python.toml [router].
+        router = router_requirements(config.sglang_version)
         venv_packages(
-            name="Install SGLang's router",
+            name=f"Install SGLang's router {', '.join(router.values())}",
             venv=config.venv_path,
-            # The Model Gateway's releases follow their own numbering: not pinned here.
-            requirements={"sglang-router": None},
+            requirements=router,
             index_url=str(config.pypi_index_url),
         )
     gpus = host.get_fact(NvidiaGpus)
@@ -189,6 +330,7 @@ def sglang_service_role() -> None:
         # Refuse now, before any host changes, what cannot run here: a model that does not
         # fit, a GPU architecture the profile excludes, an unreadable secret file.
         host_service_files(config, gpus)
+    sglang_user(name=f"Create the {service_user()} system user")
     sglang_service(
         name=f"Serve {config.sglang_model_profile} with SGLang {config.sglang_version}",
         config=config,

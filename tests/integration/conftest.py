@@ -4,6 +4,36 @@ from __future__ import annotations
 
 import pytest
 
+# The stand-in SGLang server writes a record of itself to /run/sglang-standin (tests read it
+# there), which the service's sandbox (ProtectSystem=strict) leaves read-only: on the test
+# hosts only, a drop-in opens that one folder to the service, as an operator's local override
+# would. The folder comes back at every boot (tmpfiles.d); it does not exist on real hosts and
+# is no file of the tool's, so the tool's digests and the audit never see it.
+STANDIN_RECORD_DIR = "/run/sglang-standin"
+STANDIN_DROP_IN = f"""\
+# Test hosts only (tests/integration/conftest.py): the stand-in server's record folder.
+[Service]
+ReadWritePaths=-{STANDIN_RECORD_DIR}
+"""
+STANDIN_TMPFILES = f"d {STANDIN_RECORD_DIR} 0777 root root -\n"
+
+
+@pytest.fixture(scope="session")
+def site_hosts(site_hosts, host_pool):
+    """The site hosts (tests/conftest.py), with the stand-in's record folder writable from
+    the sandboxed service."""
+    for test_host in site_hosts:
+        host_pool.run(
+            test_host,
+            "set -e\nmkdir -p /etc/systemd/system/sglang.service.d\n"
+            "cat > /etc/systemd/system/sglang.service.d/50-test-standin-record.conf <<'EOF'\n"
+            f"{STANDIN_DROP_IN}EOF\n"
+            "cat > /etc/tmpfiles.d/sglang-standin.conf <<'EOF'\n"
+            f"{STANDIN_TMPFILES}EOF\n"
+            "systemd-tmpfiles --create /etc/tmpfiles.d/sglang-standin.conf",
+        )
+    return site_hosts
+
 
 @pytest.fixture
 def hosts(site_hosts):

@@ -4,6 +4,7 @@ SGLang server (tests/hosts/standins/sglang): health wait, secrets, GPU upgrade, 
 from __future__ import annotations
 
 import json
+import shlex
 import urllib.request
 
 import pytest
@@ -36,9 +37,20 @@ def chat(address: str, question: str, key: str | None = API_KEY) -> str:
         return json.load(response)["choices"][0]["message"]["content"]
 
 
-def test_service_runs_healthy_with_secrets_root_only(host_pool, hosts, inventory, site_first_apply):
+def main_pid(host_pool, test_host) -> str:
+    return host_pool.run(
+        test_host, "systemctl show -p MainPID --value sglang.service"
+    ).stdout.strip()
+
+
+def test_service_runs_healthy_as_its_user_with_secrets_kept_private(
+    host_pool, hosts, inventory, site_first_apply
+):
     for h in hosts:
         assert SERVE_OP in site_first_apply.changed(h.address)
+        assert "SGLang service | Create the sglang system user" in site_first_apply.changed(
+            h.address
+        )
         run = lambda command, h=h: host_pool.run(h, command).stdout  # noqa: E731
         assert run(
             "systemctl is-active sglang.service; systemctl is-enabled sglang.service"
@@ -50,21 +62,72 @@ def test_service_runs_healthy_with_secrets_root_only(host_pool, hosts, inventory
         argv = started["argv"]
         assert argv[argv.index("--tp-size") + 1] == "2"  # the two replayed H200s
         assert started["api_key_from"] == "config" and started["hf_token_set"] is True
-        assert run("stat -c '%a %U' /etc/sglang/sglang.env /etc/sglang/sglang.yaml").split() == [
-            "600",
-            "root",
-            "600",
-            "root",
+        # The env file is root's (systemd reads it before dropping privileges), the config
+        # file the server's (it reads --config itself); their folder root:sglang 0750.
+        assert run(
+            "stat -c '%a %U %G' /etc/sglang/sglang.env /etc/sglang/sglang.yaml /etc/sglang"
+        ).splitlines() == ["600 root root", "600 sglang sglang", "750 root sglang"]
+        assert not [name for name in run("ls -A /etc/sglang").split() if name.endswith(".new")]
+        assert run("getent passwd sglang").strip().endswith(":/var/lib/sglang:/usr/sbin/nologin")
+        assert run("stat -c '%a %U %G' /var/lib/sglang/huggingface").split() == [
+            "750",
+            "sglang",
+            "sglang",
         ]
+        pid = main_pid(host_pool, h)
+        assert run(f"ps -o user= -p {pid}").strip() == "sglang"
+        assert "NoNewPrivs:\t1" in run(f"cat /proc/{pid}/status")
         unit = run("cat /etc/systemd/system/sglang.service")
         assert API_KEY not in unit and "--api-key" not in unit and HF_TOKEN not in unit
-        assert API_KEY not in run(
-            "cat /proc/$(systemctl show -p MainPID --value sglang.service)/cmdline | tr '\\0' ' '"
-        )
+        assert API_KEY not in run(f"cat /proc/{pid}/cmdline | tr '\\0' ' '")
+        # The server logs its arguments, the key among them, as SGLang does (sglang#37457):
+        # what the tool prints of this journal has to mask it.
+        assert f"api_key='{API_KEY}'" in run("journalctl -u sglang.service -o cat --no-pager")
     assert API_KEY not in site_first_apply.stderr + site_first_apply.stdout
     assert HF_TOKEN not in site_first_apply.stderr + site_first_apply.stdout
     with pytest.raises(urllib.error.HTTPError, match="401"):
         chat(hosts[0].address, "What is the capital of France?", key=None)
+
+
+def in_sandbox(host_pool, test_host, command: str) -> int:
+    """Exit status of ``command`` run as the service's user inside its mount namespace."""
+    pid = main_pid(host_pool, test_host)
+    return host_pool.run(
+        test_host,
+        f"nsenter -t {pid} -m -S $(id -u sglang) -G $(id -g sglang) sh -c {shlex.quote(command)}",
+        check=False,
+    ).returncode
+
+
+def test_the_server_is_sandboxed(host_pool, hosts, inventory):
+    test_host = hosts[0]
+    # Caches: its own, writable; the rest of the system read-only, the secrets' folder
+    # readable to it, home folders gone.
+    assert in_sandbox(host_pool, test_host, "touch /var/lib/sglang/triton/probe") == 0
+    assert in_sandbox(host_pool, test_host, "cat /etc/sglang/sglang.yaml >/dev/null") == 0
+    for denied in (
+        "touch /etc/sglang/probe",
+        "touch /etc/probe",
+        "touch /opt/sglang/venv/probe",
+        "touch /var/lib/sglang/probe",
+        "cat /etc/sglang/sglang.env",
+        "ls /root",
+    ):
+        assert in_sandbox(host_pool, test_host, denied) != 0, denied
+    host_pool.run(test_host, "rm -f /var/lib/sglang/triton/probe")
+    shown = host_pool.run(
+        test_host,
+        "systemctl show -p User -p NoNewPrivileges -p ProtectSystem -p ProtectHome "
+        "-p PrivateTmp -p RestrictSUIDSGID sglang.service",
+    ).stdout.split()
+    assert sorted(shown) == [
+        "NoNewPrivileges=yes",
+        "PrivateTmp=yes",
+        "ProtectHome=yes",
+        "ProtectSystem=strict",
+        "RestrictSUIDSGID=yes",
+        "User=sglang",
+    ]
 
 
 def test_a_changed_secret_restarts_without_showing_it(host_pool, hosts, inventory, site_secrets):
@@ -117,6 +180,12 @@ def test_broken_start_rolls_back_to_the_working_version(host_pool, hosts, invent
     assert result.returncode != 0, result.describe()
     assert "did not come up" in result.stderr and "rolled back" in result.stderr
     assert "Failed to load model broken/model" in result.stderr  # the journal's tail
+    # The tail holds the server's start line (its key with it) masked: no secret reaches
+    # the output.
+    assert API_KEY not in result.stderr + result.stdout
+    assert HF_TOKEN not in result.stderr + result.stdout
+    assert "server_args=ServerArgs(model_path='broken/model'" in result.stderr
+    assert "api_key='********'" in result.stderr
     for h in hosts:
         # Every host failed, so pyinfra ends with "No hosts remaining" and no JSON report.
         assert any(
@@ -125,6 +194,12 @@ def test_broken_start_rolls_back_to_the_working_version(host_pool, hosts, invent
         unit = host_pool.run(h, "cat /etc/systemd/system/sglang.service").stdout
         assert "broken/model" not in unit and "Qwen/Qwen3-8B" in unit
         assert record(host_pool, h)["pid"] != before[h.address]  # the old version, restarted
+        staged = [
+            name
+            for name in host_pool.run(h, "ls -A /etc/sglang").stdout.split()
+            if name.endswith((".new", ".last-good"))
+        ]
+        assert staged == []
         assert "Paris" in chat(h.address, "What is the capital of France?")
     again = apply(inventory)
     assert again.returncode == 0 and again.changed() == [], again.describe()

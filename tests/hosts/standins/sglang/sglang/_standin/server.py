@@ -13,6 +13,9 @@ SGLANG_STANDIN_WARMUP_S (default 2), SGLANG_STANDIN_TOKEN_DELAY_S (default 0.005
 SGLANG_STANDIN_FAIL_S (how long a broken/ model takes to fail, default 1),
 SGLANG_STANDIN_READY_FILE (warm-up also lasts until this file exists: tests hold the warm-up
 as long as they need, instead of racing a timer); HF_TOKEN is only noted as set or not.
+
+Logs, as SGLang does, its arguments at start (``server_args=ServerArgs(...)``), the API key
+unmasked; its record file masks it.
 """
 
 from __future__ import annotations
@@ -485,7 +488,13 @@ def main(argv: list[str] | None = None) -> int:
             "peers_joined": [],
         },
     )
-    shown = ", ".join(f"{k}={v!r}" for k, v in cli.settings_of(args).items())
+    # As SGLang: its whole ServerArgs at start, secrets unmasked. Real SGLang runs
+    # `logger.info(f"{server_args=}")` in _launch_subprocesses (sglang/srt/entrypoints/engine.py),
+    # the dataclass's repr: "server_args=ServerArgs(model_path='...', ..., api_key='sk-...',
+    # ...)"; newer releases log the resolved dict the same way ("server_args={...}"), key
+    # included: sgl-project/sglang#37457, "Startup logs and server_info expose API keys in
+    # resolved server arguments". So whoever shows this journal must mask it.
+    shown = ", ".join(f"{name}={value!r}" for name, value in vars(args).items())
     log(f"server_args=ServerArgs({shown})")
     log(f"sglang {__version__} (test stand-in: no model is loaded)")
 
