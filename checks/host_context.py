@@ -9,9 +9,8 @@ from pyinfra.api import StringCommand
 from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
 
 from pyinfra_sglang.host_programs import program_path
-from pyinfra_sglang.inventory import HostConfig
+from pyinfra_sglang.inventory import HostConfig, node_position_in
 from pyinfra_sglang.render import NodePosition
-from pyinfra_sglang.service_files import node_position
 
 
 def connector_arguments(host) -> dict:
@@ -32,11 +31,7 @@ def run_on_host(host, command: str | StringCommand) -> tuple[bool, str]:
 
 def host_position(config: HostConfig, host) -> NodePosition:
     """The host's place in its multi-node group, from the inventory's group order."""
-    if not config.sglang_multinode_group:
-        return NodePosition()
-    members = [member.name for member in host.inventory.get_group(config.sglang_multinode_group)]
-    head = host.inventory.get_host(members[0])
-    return node_position(config, host.name, members, head.data.get("ssh_hostname") or head.name)
+    return node_position_in(config, host)
 
 
 def ship_and_run(

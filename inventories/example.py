@@ -26,6 +26,9 @@ gpu_servers = [
             # Serve the LAN: a non-loopback bind requires an API key, read from this file
             # on the controller and written root-only on the host.
             "sglang_host": "0.0.0.0",
+            # SGLang serves /metrics and /health_generate without the key: on a LAN bind
+            # that is allowed only when said (the load and KV-cache gauges, no prompts).
+            "sglang_metrics_public": True,
             "sglang_port": 30000,
             "sglang_api_key_file": "secrets/sglang-api-key",
             "hf_token_file": "secrets/hf-token",

@@ -270,6 +270,16 @@ class HostConfig(BaseModel):
         description="Port of the multi-node rendezvous on the group's first host.",
         json_schema_extra=_allowed("1..65535"),
     )
+    sglang_multinode_trusted_network: bool = Field(
+        False,
+        description=(
+            "Do the multi-node group's hosts talk over a private, trusted network? SGLang's "
+            "inter-node transport deserializes pickles from TCP (sglang#24618) and torch, NCCL "
+            "and ZMQ listen on all interfaces: a group with a public address is refused unless "
+            "this says the network between them is trusted (a VPN, a firewalled fabric)."
+        ),
+        json_schema_extra=_allowed("true, false"),
+    )
     sglang_router_worker_urls: list[HttpUrl] = Field(
         default_factory=list,
         description=(
@@ -301,6 +311,15 @@ class HostConfig(BaseModel):
             "the host, never on a command line."
         ),
         json_schema_extra=_allowed("a path on the controller, or unset"),
+    )
+    sglang_metrics_public: bool = Field(
+        False,
+        description=(
+            "May the server's unauthenticated /metrics and /health_generate be reached on a "
+            "non-loopback sglang_host? SGLang serves them without the API key; a public bind "
+            "with the profile's enable_metrics on is refused unless this is true."
+        ),
+        json_schema_extra=_allowed("true, false"),
     )
     sglang_router_metrics_port: Port = Field(
         29000,
@@ -697,6 +716,7 @@ def _service_problems(
             read_secret(getattr(config, field), field, host.name, warn)
         except SecretFileError as error:
             problems.append(problem(field, error.reason))
+    problems += _exposure_problems(host, config, problem)
     node = node_position_in(config, host)
     sides = [("", config)]
     if config.bench_ab_overrides:
@@ -712,6 +732,59 @@ def _service_problems(
             router_requirements(config.sglang_version)
         except RenderError as error:
             problems.append(problem("sglang_version", str(error)))
+    return problems
+
+
+def _public_address(address: str) -> bool:
+    """An IP literal that is globally routable; a name cannot be judged without DNS."""
+    try:
+        return ip_address(address.strip("[]")).is_global
+    except ValueError:
+        return False
+
+
+def _exposure_problems(
+    host: Host, config: HostConfig, problem: Callable[..., Problem]
+) -> list[Problem]:
+    """Control planes a host would open to whoever reaches it: a multi-node group on public
+    addresses, the server's unauthenticated /metrics on a public bind."""
+    problems = []
+    if config.sglang_multinode_group and not config.sglang_multinode_trusted_network:
+        members = host.inventory.get_group(config.sglang_multinode_group)
+        public = [
+            f"{member.name} ({address})"
+            for member in members
+            if _public_address(address := str(member.data.get("ssh_hostname") or member.name))
+        ]
+        if public:
+            problems.append(
+                problem(
+                    "sglang_multinode_group",
+                    f"members on public addresses: {', '.join(public)}; SGLang's inter-node "
+                    "transport unpickles what arrives over TCP and NCCL/ZMQ listen on every "
+                    "interface. Put the group on a private network, or set "
+                    "sglang_multinode_trusted_network: true if the network between them is "
+                    "trusted (a VPN, a firewalled fabric)",
+                    "a group whose members have private addresses, or "
+                    "sglang_multinode_trusted_network: true",
+                )
+            )
+    try:
+        metrics_on = host_profile(config).enable_metrics
+    except PyinfraError:  # the profile's own problem is reported with the render
+        metrics_on = False
+    public_bind = not config.sglang_host.is_loopback
+    if public_bind and not config.sglang_metrics_public and metrics_on:
+        problems.append(
+            problem(
+                "sglang_host",
+                f"binding to {config.sglang_host} with the profile's enable_metrics on serves "
+                "/metrics and /health_generate without the API key to whoever reaches it; set "
+                "sglang_metrics_public: true if that is meant, turn metrics off "
+                '(sglang_profile_overrides: {"enable_metrics": false}) or bind to 127.0.0.1',
+                "a loopback address, or sglang_metrics_public: true, or metrics off",
+            )
+        )
     return problems
 
 

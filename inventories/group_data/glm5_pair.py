@@ -8,6 +8,8 @@ nvidia_driver_branch = 590
 cuda_version = "13.1"
 sglang_model_profile = "glm-5-nvfp4"
 sglang_host = "0.0.0.0"
+# SGLang serves /metrics and /health_generate without the key: allowed on the LAN when said.
+sglang_metrics_public = True
 sglang_api_key_file = "secrets/sglang-api-key"
 hf_token_file = "secrets/hf-token"
 # Air-gapped sites: point both repositories at local mirrors.

@@ -408,7 +408,14 @@ def test_validate_reads_the_secret_files_and_names_the_field(tmp_path):
     path = secret(tmp_path, b"sk-one\nsk-two\n")
     problem = only_problem(
         tmp_path,
-        {"gpu1": {**SSH_YES, "sglang_host": "0.0.0.0", "sglang_api_key_file": str(path)}},
+        {
+            "gpu1": {
+                **SSH_YES,
+                "sglang_host": "0.0.0.0",
+                "sglang_metrics_public": True,
+                "sglang_api_key_file": str(path),
+            }
+        },
     )
     assert (problem.host, problem.field, problem.value) == (
         "gpu1",
@@ -441,3 +448,62 @@ def test_an_inventory_that_raises_names_its_line(tmp_path):
     path.write_text("gpus = ['a']\nbroken = undefined_name\n")
     with pytest.raises(InventoryFileError, match=r"line 2\) raised NameError"):
         load_inventory_file(str(path))
+
+
+# --- control planes open to whoever reaches them (findings 5 and 8) ----------------------
+
+
+def test_a_multinode_group_on_public_addresses_is_refused_unless_trusted(tmp_path):
+    # Before: validated; SGLang's inter-node transport unpickles what arrives over TCP.
+    node = {**SSH_YES, "sglang_multinode_group": "pair", "sglang_model_profile": "dense-bf16"}
+    hosts = {
+        "gpu-a": {**node, "ssh_hostname": "1.2.3.4"},  # validated only: nothing is sent
+        "gpu-b": {**node, "ssh_hostname": "10.0.0.2"},
+    }
+    _, problems, _ = validate(tmp_path, hosts, group="pair")
+    assert {(p.host, p.field) for p in problems} == {
+        ("gpu-a", "sglang_multinode_group"),
+        ("gpu-b", "sglang_multinode_group"),
+    }
+    assert all("gpu-a (1.2.3.4)" in p.message for p in problems)
+    assert all("sglang_multinode_trusted_network" in p.message for p in problems)
+
+    trusted = {
+        name: {**data, "sglang_multinode_trusted_network": True} for name, data in hosts.items()
+    }
+    (tmp_path / "trusted").mkdir()  # an inventory file of its own: pyinfra caches by path
+    configs, problems, _ = validate(tmp_path / "trusted", trusted, group="pair")
+    assert problems == [] and sorted(configs) == ["gpu-a", "gpu-b"]
+
+
+def test_a_multinode_group_on_private_addresses_passes(tmp_path):
+    node = {**SSH_YES, "sglang_multinode_group": "pair", "sglang_model_profile": "dense-bf16"}
+    hosts = {
+        "gpu-a": {**node, "ssh_hostname": "10.0.0.1"},
+        "gpu-b": {**node, "ssh_hostname": "10.0.0.2"},
+    }
+    configs, problems, _ = validate(tmp_path, hosts, group="pair")
+    assert problems == [] and sorted(configs) == ["gpu-a", "gpu-b"]
+
+
+def test_public_metrics_need_saying_so(tmp_path):
+    # Before: a 0.0.0.0 bind served /metrics and /health_generate with no key, unannounced.
+    key = tmp_path / "api-key"
+    key.write_text("sk-test-key\n")
+    key.chmod(0o600)
+    data = {
+        **SSH_YES,
+        "sglang_model_profile": "dense-bf16",
+        "sglang_host": "0.0.0.0",
+        "sglang_api_key_file": str(key),
+    }
+    problem = only_problem(tmp_path, {"gpu1": data})
+    assert (problem.field, problem.value) == ("sglang_host", "0.0.0.0")
+    assert "/metrics" in problem.message and "sglang_metrics_public" in problem.message
+    for index, allowed in enumerate(
+        ({"sglang_metrics_public": True}, {"sglang_profile_overrides": {"enable_metrics": False}})
+    ):
+        folder = tmp_path / f"allowed{index}"  # an inventory file of its own: loaded afresh
+        folder.mkdir()
+        configs, problems, _ = validate(folder, {"gpu1": {**data, **allowed}})
+        assert problems == [] and list(configs) == ["gpu1"], allowed
