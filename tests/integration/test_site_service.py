@@ -220,7 +220,7 @@ def test_router_in_front_of_the_replicas_then_removed(host_pool, hosts, inventor
         assert result.returncode == 0 and not result.errors(), result.describe()
         for h in hosts:
             assert result.changed(h.address) == [
-                "SGLang service | Install SGLang's router",
+                "SGLang service | Install SGLang's router 0.3.2",
                 SERVE_OP,
             ]
             assert (
