@@ -105,24 +105,72 @@ def _known_secrets(host_) -> list[str]:
     return [value for f in fields(secrets) if isinstance(value := getattr(secrets, f.name), str)]
 
 
+# systemd's own exit statuses (systemd.exec(5), "Process Exit Codes": 200 EXIT_CHDIR ..
+# 243 EXIT_CREDENTIALS, e.g. 219/CGROUP) mean the server never ran: systemd failed to set the
+# process up. Seen on container hosts as a passing cgroup hiccup right after a restart; the
+# unit's Restart= tries again after RestartSec, so the wait gives it that many tries.
+SYSTEMD_SETUP_STATUSES = range(200, 244)
+SETUP_FAILURES_TOLERATED = 2
+
+
+def _unit_status(host_, unit: str) -> dict[str, str]:
+    _, show = run_on_host(
+        host_,
+        "systemctl show -p ActiveState -p SubState -p ExecMainStatus -p NRestarts "
+        + shlex.quote(unit),
+    )
+    return dict(line.split("=", 1) for line in show.splitlines() if "=" in line)
+
+
+def _unit_failure(status: dict[str, str]) -> str | None:
+    """Why the unit is down (None while it runs or starts): Restart=on-failure turns a
+    crash into "activating (auto-restart)", never "failed"."""
+    down = status.get("ActiveState") in ("failed", "inactive")
+    if down or status.get("SubState") == "auto-restart":
+        return f"{status.get('ActiveState')}/{status.get('SubState')}"
+    return None
+
+
+def _setup_failure(status: dict[str, str]) -> bool:
+    """The unit waits to be restarted after systemd failed to set its process up."""
+    exit_status = status.get("ExecMainStatus", "")
+    return (
+        status.get("SubState") == "auto-restart"
+        and exit_status.isdigit()
+        and int(exit_status) in SYSTEMD_SETUP_STATUSES
+    )
+
+
+def _wait_for_restart(host_, unit: str, restarts: str | None, deadline: float) -> None:
+    """Until systemd has restarted the unit (NRestarts moved on) or the deadline passes."""
+    while time.monotonic() < deadline and _unit_status(host_, unit).get("NRestarts") == restarts:
+        time.sleep(1)
+
+
 def _wait_healthy(host_, unit: str, health_url: str | None, timeout_s: float) -> str | None:
     """None once healthy; else why not (the unit failed, or the timeout passed)."""
     deadline = time.monotonic() + timeout_s
+    tolerated = SETUP_FAILURES_TOLERATED
     while time.monotonic() < deadline:
-        _, show = run_on_host(host_, f"systemctl show -p ActiveState -p SubState {unit}")
-        status = dict(line.split("=", 1) for line in show.splitlines() if "=" in line)
-        # Restart=on-failure turns a crash into "activating (auto-restart)", never "failed".
-        if (
-            status.get("ActiveState") in ("failed", "inactive")
-            or status.get("SubState") == "auto-restart"
-        ):
-            return f"{unit} exited ({status.get('ActiveState')}/{status.get('SubState')})"
+        status = _unit_status(host_, unit)
+        failure = _unit_failure(status)
+        if failure and tolerated and _setup_failure(status):
+            tolerated -= 1
+            logger.warning(
+                f"{host_.print_prefix}{unit}: systemd could not set its process up (exit "
+                f"status {status.get('ExecMainStatus')}); its Restart= tries again"
+            )
+            _wait_for_restart(host_, unit, status.get("NRestarts"), deadline)
+            continue
+        if failure:
+            return f"{unit} exited ({failure})"
         if health_url is None:
             if status.get("ActiveState") == "active":
                 return None
         else:
             _, code = run_on_host(
-                host_, f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {health_url} || true"
+                host_,
+                f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {shlex.quote(health_url)} || true",
             )
             if code.strip() == "200":
                 return None
