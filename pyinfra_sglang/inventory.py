@@ -421,6 +421,14 @@ class HostConfig(BaseModel):
         description="May a deploy reboot the host (after a driver change)?",
         json_schema_extra=_allowed("true, false"),
     )
+    reboot_timeout_s: Annotated[int, BeforeValidator(_no_bool), Field(ge=60, le=86400)] = Field(
+        1800,
+        description=(
+            "Seconds a deploy waits for a host to come back from a reboot it made: bare-metal "
+            "GPU servers spend minutes in POST and memory training before the OS boots."
+        ),
+        json_schema_extra=_allowed("60..86400"),
+    )
 
     @model_validator(mode="before")
     @classmethod

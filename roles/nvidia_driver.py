@@ -116,7 +116,9 @@ def rebuild_initramfs():
 
 
 @operation()
-def driver_reboot(module_package: str, allow_reboot: bool, changing: bool):
+def driver_reboot(
+    module_package: str, allow_reboot: bool, changing: bool, reboot_timeout_s: int = 1800
+):
     """Reboot when the kernel does not run the installed driver and the inventory allows it;
     otherwise mark the host "reboot required" (/run/reboot-required) and say so."""
     loaded = host.get_fact(NvidiaLoadedModule)
@@ -133,7 +135,7 @@ def driver_reboot(module_package: str, allow_reboot: bool, changing: bool):
         return
     if decision.action == "reboot":
         logger.warning(f"{host.print_prefix}rebooting for the NVIDIA driver: {decision.reason}")
-        yield from reboot_and_wait._inner()
+        yield from reboot_and_wait._inner(timeout=reboot_timeout_s)
         return
     logger.warning(
         f"{host.print_prefix}REBOOT REQUIRED for the NVIDIA driver: {decision.reason} "
@@ -188,4 +190,5 @@ def nvidia_driver() -> None:
         module_package=kernel_module_package(config),
         allow_reboot=config.allow_reboot,
         changing=changing,
+        reboot_timeout_s=config.reboot_timeout_s,
     )

@@ -11,6 +11,7 @@ import time
 
 from pyinfra import logger
 from pyinfra.api import FunctionCommand, QuoteString, StringCommand, operation
+from pyinfra.api.exceptions import OperationError
 
 REBOOT_MARKER = "/run/pyinfra-sglang-reboot-pending"
 
@@ -30,11 +31,16 @@ def _wait_for_reboot(state, host, timeout: float, interval: float) -> bool:
             logger.info(f"{host.print_prefix}back after reboot")
             return True
         host.disconnect()
-    raise TimeoutError(f"{host.name} did not come back from its reboot within {timeout:.0f}s")
+    # An OperationError, not TimeoutError: pyinfra takes the latter for a command's own
+    # timeout and reports "Command timed out after Nones".
+    raise OperationError(
+        f"{host.name} did not come back from its reboot within {timeout:.0f} s "
+        "(reboot_timeout_s); check its console, then run the deploy again"
+    )
 
 
 @operation(is_idempotent=False)
-def reboot_and_wait(timeout: int = 600, interval: float = 2):
+def reboot_and_wait(timeout: int = 1800, interval: float = 2):
     """Reboot now and wait (up to ``timeout`` seconds) until the host is back."""
     # Detached, so the SSH channel closes before the host goes down.
     yield StringCommand(

@@ -159,7 +159,18 @@ CASES = [
         commands=[
             "touch /run/pyinfra-sglang-reboot-pending && "
             "( sleep 1 && systemctl reboot ) </dev/null >/dev/null 2>&1 &",
-            "FunctionCommand(_wait_for_reboot, (), {'timeout': 600, 'interval': 2})",
+            "FunctionCommand(_wait_for_reboot, (), {'timeout': 1800, 'interval': 2})",
+        ],
+    ),
+    op_case(
+        driver_reboot,
+        "allowed-reboot-waits-the-inventorys-reboot-timeout",
+        reboot_facts("580.159.04", "590.48.01-1"),
+        {**REBOOT_ARGS, "allow_reboot": True, "reboot_timeout_s": 3600},
+        commands=[
+            "touch /run/pyinfra-sglang-reboot-pending && "
+            "( sleep 1 && systemctl reboot ) </dev/null >/dev/null 2>&1 &",
+            "FunctionCommand(_wait_for_reboot, (), {'timeout': 3600, 'interval': 2})",
         ],
     ),
     op_case(
@@ -342,3 +353,30 @@ def test_driver_packages_per_install_kind_and_flavor(install, modules, packages,
     config = HostConfig(nvidia_driver_install=install, nvidia_kernel_modules=modules)
     assert driver_packages(config) == packages
     assert kernel_module_package(config) == module_package
+
+
+def test_a_host_that_does_not_come_back_names_the_setting(monkeypatch):
+    # Before: TimeoutError, which pyinfra reports as "Command timed out after Nones".
+    from roles import reboot
+
+    monkeypatch.setattr(reboot.time, "sleep", lambda seconds: None)
+
+    class Gone:
+        name = "gpu-1"
+        connected = False
+
+        def disconnect(self):
+            pass
+
+        def connect(self, show_errors=True):
+            pass
+
+    with pytest.raises(OperationError, match=r"within 0 s \(reboot_timeout_s\)"):
+        reboot._wait_for_reboot(None, Gone(), timeout=0.001, interval=0)
+
+
+def test_reboot_timeout_is_a_bounded_whole_number():
+    assert HostConfig().reboot_timeout_s == 1800
+    for bad in (True, 30, 100000):
+        with pytest.raises(ValueError, match="reboot_timeout_s"):
+            HostConfig(reboot_timeout_s=bad)
