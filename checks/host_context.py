@@ -21,11 +21,11 @@ def connector_arguments(host) -> dict:
     return {key: current[key] for key in CONNECTOR_ARGUMENT_KEYS if key in current}
 
 
-def run_on_host(host, command: str | StringCommand) -> tuple[bool, str]:
-    """Run a command from inside an operation with its connector arguments: (ok, output).
-    Quote every value in ``command`` that is not a constant (StringCommand + QuoteString, or
-    shlex.quote)."""
-    ok, output = host.run_shell_command(command, **connector_arguments(host))
+def run_on_host(host, command: str | StringCommand, **arguments) -> tuple[bool, str]:
+    """Run a command from inside an operation with its connector arguments (``arguments``,
+    e.g. ``_timeout``, added or overriding): (ok, output). Quote every value in ``command``
+    that is not a constant (StringCommand + QuoteString, or shlex.quote)."""
+    ok, output = host.run_shell_command(command, **{**connector_arguments(host), **arguments})
     return ok, "\n".join(line.line for line in output)
 
 

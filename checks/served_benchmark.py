@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import re
+import shlex
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -21,7 +22,7 @@ from pyinfra.api.exceptions import PyinfraError
 
 from checks.facts import NvidiaGpus, PythonPackages, SystemdUnitState, Virtualization
 from checks.failures import fail_host
-from checks.host_context import connector_arguments, host_position
+from checks.host_context import connector_arguments, host_position, run_on_host
 from pyinfra_sglang.diagnosis.diagnose import diagnose_results, format_report, load_results
 from pyinfra_sglang.diagnosis.samples import read_json_lines
 from pyinfra_sglang.host_programs import program_path
@@ -63,11 +64,6 @@ PROGRAMS = (SAMPLER_PROGRAM, KEY_READER_PROGRAM)
 TEMP_TEMPLATE = "/tmp/pyinfra-sglang-bench." + "X" * 10
 TEMP_FOLDER = re.compile(r"/tmp/pyinfra-sglang-bench\.[A-Za-z0-9]{10}")
 FETCHED = (BENCH_FILE, SAMPLES_FILE, LOG_FILE, SAMPLER_LOG_FILE, METRICS_FILE)
-
-
-def _run(command: str, **arguments) -> tuple[bool, str]:
-    ok, output = host.run_shell_command(command, **{**connector_arguments(host), **arguments})
-    return ok, output.output
 
 
 def why_not_ready(service: dict[str, str], sglang_version: str | None, venv: str) -> str | None:
@@ -114,16 +110,18 @@ def _run_on_host(config: HostConfig, settings: BenchSettings, run_dir: Path) -> 
                 return f"cannot upload {remote}"
         calls = settings.repeat * len(settings.concurrencies)
         # The script bounds each call itself; this bounds the whole if the host stops answering.
-        passed, output = _run(
-            f"bash {folder}/{SCRIPT}", _timeout=calls * run_settings()["timeout_s"] + 300
+        passed, output = run_on_host(
+            host,
+            f"bash {shlex.quote(f'{folder}/{SCRIPT}')}",
+            _timeout=calls * run_settings()["timeout_s"] + 300,
         )
-        _, listing = _run(f"ls {folder}")
+        _, listing = run_on_host(host, f"ls {shlex.quote(folder)}")
         for name in FETCHED:
             if name in listing.split():
                 host.get_file(f"{folder}/{name}", str(run_dir / name), **connector_arguments(host))
         return None if passed else f"the benchmark failed:\n{output}"
     finally:
-        _run(f"rm -rf {folder}")
+        run_on_host(host, f"rm -rf {shlex.quote(folder)}")
 
 
 def _compare(run_dir: Path, digest: str, lines: list[dict], threshold_pct: float) -> list[str]:
