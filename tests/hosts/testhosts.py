@@ -1,6 +1,10 @@
 """Real Debian 12 test hosts on this machine: systemd as PID 1 and sshd, booted with
 systemd-nspawn, each reachable over SSH on its own 127.0.0.x address.
 
+A pool made with ``private_network=True`` boots each host in its own network namespace
+instead, attached to a bridge this pool creates (10.213.N.0/24, this machine is .1): the
+hosts can firewall themselves and reach each other and the controller, nothing else.
+
 The debootstrap tree is built once and cached as a tarball; each host unpacks it, gets its
 own hostname, listen address and unique host keys, and accepts a per-run SSH key. Host keys
 are read from the host's tree into a known_hosts file, so host key checking stays on.
@@ -23,7 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SUITE = "bookworm"
-INCLUDE = "systemd,systemd-sysv,dbus,openssh-server,python3,iproute2,sudo,ca-certificates,gnupg"
+# nftables: Debian installs it by default (Priority: important); minbase leaves it out, and
+# hosts on a private network cannot fetch it.
+INCLUDE = (
+    "systemd,systemd-sysv,dbus,openssh-server,python3,iproute2,sudo,ca-certificates,gnupg,nftables"
+)
 BOOT_TIMEOUT_S = 60
 # systemd-nspawn's exit status when the container's init asked for a reboot.
 NSPAWN_REBOOT_STATUS = 133
@@ -110,10 +118,39 @@ class TestHost:
         ]
 
 
+def _free_subnet() -> str:
+    """A 10.213.N prefix no interface of this machine uses yet."""
+    used = subprocess.run(
+        ["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True, check=True
+    ).stdout
+    for third in range(1, 255):
+        prefix = f"10.213.{third}"
+        if f" {prefix}." not in used:
+            return prefix
+    raise RuntimeError("no free 10.213.N.0/24 subnet left for a private test network")
+
+
+class PrivateNetwork:
+    """A bridge on this machine that private-network test hosts attach to."""
+
+    def __init__(self, run_id: str):
+        self.bridge = f"psb{run_id}"
+        self.prefix = _free_subnet()
+        self.gateway = f"{self.prefix}.1"
+        subprocess.run(["ip", "link", "add", self.bridge, "type", "bridge"], check=True)
+        subprocess.run(["ip", "addr", "add", f"{self.gateway}/24", "dev", self.bridge], check=True)
+        subprocess.run(["ip", "link", "set", self.bridge, "up"], check=True)
+
+    def remove(self) -> None:
+        subprocess.run(["ip", "link", "del", self.bridge], check=False)
+
+
 class TestHostPool:
     """Boots and stops test hosts; shares one SSH key and known_hosts file among them."""
 
-    def __init__(self, workdir: Path, first_octet: int = 11):
+    __test__ = False  # a helper, not a test class, wherever a test module imports it
+
+    def __init__(self, workdir: Path, first_octet: int = 11, private_network: bool = False):
         self.workdir = workdir
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.key = workdir / "id_ed25519"
@@ -122,6 +159,7 @@ class TestHostPool:
         self.hosts: list[TestHost] = []
         self._next_octet = first_octet
         self._run_id = hashlib.sha1(str(workdir).encode()).hexdigest()[:6]
+        self.network = PrivateNetwork(self._run_id) if private_network else None
         subprocess.run(
             [
                 "ssh-keygen",
@@ -139,6 +177,10 @@ class TestHostPool:
         )
 
     def _free_address(self) -> str:
+        if self.network:  # the pool's own subnet: every address is this pool's to give
+            address = f"{self.network.prefix}.{self._next_octet}"
+            self._next_octet += 1
+            return address
         # Hosts share this machine's network namespace: skip addresses another sshd holds.
         while True:
             address = f"127.0.0.{self._next_octet}"
@@ -151,11 +193,11 @@ class TestHostPool:
     def boot(self, count: int) -> list[TestHost]:
         tarball = root_tarball()
         new = [self._prepare(tarball) for _ in range(count)]
+        self.hosts += new  # stop_all stops them even when one fails to boot
         for test_host in new:
             self._start(test_host)
         for test_host in new:
             self._wait_for_ssh(test_host)
-        self.hosts += new
         return new
 
     def _prepare(self, tarball: Path) -> TestHost:
@@ -167,9 +209,13 @@ class TestHostPool:
         with tarfile.open(tarball) as archive:
             archive.extractall(root, filter="fully_trusted")
         (root / "etc/hostname").write_text(f"{name}\n")
+        # In its own namespace sshd may listen everywhere; on the shared one, on its address.
+        listen = "" if self.network else f"ListenAddress {address}\n"
         (root / "etc/ssh/sshd_config.d/test-host.conf").write_text(
-            f"ListenAddress {address}\nPermitRootLogin prohibit-password\nUseDNS no\n"
+            f"{listen}PermitRootLogin prohibit-password\nUseDNS no\n"
         )
+        if self.network:
+            self._configure_private_address(root, address)
         ssh_dir = root / "root/.ssh"
         ssh_dir.mkdir(mode=0o700, exist_ok=True)
         shutil.copy(self.key.with_suffix(".pub"), ssh_dir / "authorized_keys")
@@ -185,6 +231,20 @@ class TestHostPool:
                 known.write(f"{address} {key_type} {key}\n")
         return TestHost(name=name, address=address, root=root, log=self.workdir / f"{name}.log")
 
+    def _configure_private_address(self, root: Path, address: str) -> None:
+        # systemd-networkd configures nspawn's host0 interface; the name sorts before
+        # systemd's own 80-container-host0.network (DHCP), so the first match is ours.
+        (root / "etc/systemd/network/10-test-host0.network").write_text(
+            f"[Match]\nName=host0\n\n[Network]\nAddress={address}/24\n"
+            f"Gateway={self.network.gateway}\n"
+        )
+        subprocess.run(
+            ["chroot", str(root), "systemctl", "enable", "systemd-networkd"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
     def _start(self, test_host: TestHost) -> None:
         # This machine's PID 1 is not systemd: nspawn must not register or move scopes.
         with open(test_host.log, "ab") as log:
@@ -199,6 +259,7 @@ class TestHostPool:
                     "-b",
                     "-M",
                     test_host.name,
+                    *([f"--network-bridge={self.network.bridge}"] if self.network else []),
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -259,6 +320,8 @@ class TestHostPool:
             self.stop(test_host)
         for test_host in self.hosts:
             shutil.rmtree(test_host.root, ignore_errors=True)
+        if self.network:
+            self.network.remove()
 
     def inventory_data(self) -> dict[str, object]:
         """The pyinfra connector data every test host needs, as a user would set it."""
