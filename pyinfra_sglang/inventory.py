@@ -39,6 +39,7 @@ from pyinfra import logger
 from pyinfra.api.exceptions import PyinfraError
 
 from pyinfra_sglang import data
+from pyinfra_sglang.multinode_firewall import filtered_ports, port_in_filtered_ranges
 
 if TYPE_CHECKING:
     from pyinfra.api.host import Host
@@ -277,6 +278,16 @@ class HostConfig(BaseModel):
             "inter-node transport deserializes pickles from TCP (sglang#24618) and torch, NCCL "
             "and ZMQ listen on all interfaces: a group with a public address is refused unless "
             "this says the network between them is trusted (a VPN, a firewalled fabric)."
+        ),
+        json_schema_extra=_allowed("true, false"),
+    )
+    sglang_multinode_firewall: bool = Field(
+        True,
+        description=(
+            "Write an nftables table on each member of the multi-node group that admits only "
+            "the group's members to its rendezvous, ZMQ and NCCL ports (the rendezvous port "
+            "and the pinned ephemeral range, data/multinode_firewall.toml). Needs each "
+            "member's address (ssh_hostname, else its name) as an IP address."
         ),
         json_schema_extra=_allowed("true, false"),
     )
@@ -640,6 +651,18 @@ def _profile_field(config: HostConfig) -> str:
     return "sglang_profile_overrides" if config.sglang_profile_overrides else "sglang_model_profile"
 
 
+def member_address(member: Host) -> str:
+    """The address a group member is reached at: its ssh_hostname, else its name."""
+    return str(member.data.get("ssh_hostname") or member.name)
+
+
+def multinode_member_addresses(config: HostConfig, host: Host) -> list[str]:
+    """The addresses of the host's multi-node group, in the group's order; [] outside one."""
+    if not config.sglang_multinode_group:
+        return []
+    return [member_address(m) for m in host.inventory.get_group(config.sglang_multinode_group)]
+
+
 def node_position_in(config: HostConfig, host: Host):
     """The host's place in its multi-node group, from the inventory alone (the group's order;
     the first member's ssh_hostname, else its name, is the rendezvous)."""
@@ -648,8 +671,9 @@ def node_position_in(config: HostConfig, host: Host):
     if not config.sglang_multinode_group:
         return node_position(config, host.name, [host.name], None)
     members = [member.name for member in host.inventory.get_group(config.sglang_multinode_group)]
-    head = host.inventory.get_host(members[0])
-    return node_position(config, host.name, members, head.data.get("ssh_hostname") or head.name)
+    return node_position(
+        config, host.name, members, member_address(host.inventory.get_host(members[0]))
+    )
 
 
 def _render_problem(config: HostConfig, error: PyinfraError) -> tuple[str, str]:
@@ -762,7 +786,7 @@ def _exposure_problems(
         public = [
             f"{member.name} ({address})"
             for member in members
-            if _public_address(address := str(member.data.get("ssh_hostname") or member.name))
+            if _public_address(address := member_address(member))
         ]
         if public:
             problems.append(
@@ -777,6 +801,7 @@ def _exposure_problems(
                     "sglang_multinode_trusted_network: true",
                 )
             )
+    problems += _firewall_problems(host, config, problem)
     try:
         metrics_on = host_profile(config).enable_metrics
     except PyinfraError:  # the profile's own problem is reported with the render
@@ -793,6 +818,54 @@ def _exposure_problems(
                 "a loopback address, or sglang_metrics_public: true, or metrics off",
             )
         )
+    return problems
+
+
+def _ip_literal(address: str) -> bool:
+    try:
+        ip_address(address.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+def _firewall_problems(
+    host: Host, config: HostConfig, problem: Callable[..., Problem]
+) -> list[Problem]:
+    """The multi-node firewall admits members by address: each must be an IP, and no port
+    clients use may fall in the ranges it closes."""
+    if not (config.sglang_multinode_group and config.sglang_multinode_firewall):
+        return []
+    problems = []
+    names = [
+        f"{member.name} ({address})"
+        for member in host.inventory.get_group(config.sglang_multinode_group)
+        if not _ip_literal(address := member_address(member))
+    ]
+    if names:
+        problems.append(
+            problem(
+                "sglang_multinode_firewall",
+                f"members without an IP address: {', '.join(names)}; the firewall admits the "
+                "group's members by address. Set each member's ssh_hostname to its IP, or "
+                "sglang_multinode_firewall: false where the network is firewalled elsewhere",
+                "members with IP addresses, or sglang_multinode_firewall: false",
+            )
+        )
+    client_ports = {"sglang_port": config.sglang_port}
+    if config.routed():
+        client_ports["sglang_router_port"] = config.sglang_router_port
+    ranges = ", ".join(f"{lo}-{hi}" for lo, hi in filtered_ports(config.sglang_dist_init_port))
+    for field, port in client_ports.items():
+        if port_in_filtered_ranges(port, config.sglang_dist_init_port):
+            problems.append(
+                problem(
+                    field,
+                    f"port {port} is in the ports the multi-node firewall closes to all but "
+                    f"the group's members ({ranges}): clients could not reach it",
+                    f"a port outside {ranges}",
+                )
+            )
     return problems
 
 

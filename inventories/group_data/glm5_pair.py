@@ -7,6 +7,9 @@ expected_gpu_count = 8
 nvidia_driver_branch = 590
 cuda_version = "13.1"
 sglang_model_profile = "glm-5-nvfp4"
+# One model over both hosts (tensor parallelism across 16 GPUs); the first host is the
+# rendezvous, and only the group's members reach its ports (an nftables table per host).
+sglang_multinode_group = "glm5_pair"
 sglang_host = "0.0.0.0"
 # SGLang serves /metrics and /health_generate without the key: allowed on the LAN when said.
 sglang_metrics_public = True

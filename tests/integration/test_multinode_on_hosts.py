@@ -14,7 +14,15 @@ from tests.hosts.apply import apply
 pytestmark = pytest.mark.hosts
 
 API_KEY = "sk-site-APIKEY-0123456789"
-MULTINODE = ("--data", "sglang_multinode_group=gpu_hosts")  # the site inventory's group
+# The site inventory's group. Its hosts share this machine's network namespace, where a
+# firewall would be this machine's: the firewall is tested on private-network hosts
+# (test_multinode_firewall_on_hosts.py).
+MULTINODE = (
+    "--data",
+    "sglang_multinode_group=gpu_hosts",
+    "--data",
+    "sglang_multinode_firewall=false",
+)
 
 
 def argv_of(host_pool, test_host) -> list[str]:

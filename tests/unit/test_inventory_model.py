@@ -65,6 +65,8 @@ def test_example_multinode_inventory_validates_with_group_data(site):
     assert {c.expected_gpu_count for c in configs.values()} == {8}
     assert all(h.groups[0] == "glm5_pair" for h in inventory)
     assert {h.data.ssh_strict_host_key_checking for h in inventory} == {"yes"}
+    assert {c.sglang_multinode_group for c in configs.values()} == {"glm5_pair"}
+    assert all(c.sglang_multinode_firewall for c in configs.values())
     assert warnings == []
 
 
@@ -238,8 +240,8 @@ def test_profile_flags_missing_in_the_pinned_release_are_inventory_errors(tmp_pa
 def test_multinode_group_must_be_one_of_the_hosts_groups(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "inv.py").write_text(
-        "pair = [('a', {'sglang_multinode_group': 'pair'}), "
-        "('b', {'sglang_multinode_group': 'trio'})]\n"
+        "pair = [('a', {'sglang_multinode_group': 'pair', 'ssh_hostname': '10.0.0.1'}), "
+        "('b', {'sglang_multinode_group': 'trio', 'ssh_hostname': '10.0.0.2'})]\n"
     )
     with pytest.raises(InventoryError) as caught:
         validate_inventory(load_inventory_file("inv.py"))

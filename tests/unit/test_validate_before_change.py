@@ -507,3 +507,35 @@ def test_public_metrics_need_saying_so(tmp_path):
         folder.mkdir()
         configs, problems, _ = validate(folder, {"gpu1": {**data, **allowed}})
         assert problems == [] and list(configs) == ["gpu1"], allowed
+
+
+# --- the multi-node firewall (finding 5) ---------------------------------------------------
+
+
+def test_the_firewall_needs_member_addresses_it_can_admit(tmp_path):
+    # The firewall admits members by address: a name would resolve only at load time, to
+    # whatever DNS says then.
+    node = {**SSH_YES, "sglang_multinode_group": "pair", "sglang_model_profile": "dense-bf16"}
+    hosts = {"gpu-a": {**node, "ssh_hostname": "10.0.0.1"}, "gpu-b": node}
+    _, problems, _ = validate(tmp_path, hosts, group="pair")
+    assert {(p.host, p.field) for p in problems} == {
+        ("gpu-a", "sglang_multinode_firewall"),
+        ("gpu-b", "sglang_multinode_firewall"),
+    }
+    assert all("gpu-b (gpu-b)" in p.message for p in problems)
+
+    off = {name: {**data, "sglang_multinode_firewall": False} for name, data in hosts.items()}
+    (tmp_path / "off").mkdir()
+    configs, problems, _ = validate(tmp_path / "off", off, group="pair")
+    assert problems == [] and sorted(configs) == ["gpu-a", "gpu-b"]
+
+
+def test_a_serving_port_the_firewall_would_close_is_refused(tmp_path):
+    node = {**SSH_YES, "sglang_multinode_group": "pair", "sglang_model_profile": "dense-bf16"}
+    hosts = {
+        "gpu-a": {**node, "ssh_hostname": "10.0.0.1", "sglang_port": 40000},
+        "gpu-b": {**node, "ssh_hostname": "10.0.0.2"},
+    }
+    problem = only_problem(tmp_path, hosts, group="pair")
+    assert (problem.host, problem.field) == ("gpu-a", "sglang_port")
+    assert "40000" in problem.message and "32768-60999" in problem.message

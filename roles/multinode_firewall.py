@@ -1,0 +1,108 @@
+"""Multi-node firewall: on each member of a multi-node group, an nftables table that admits
+only the group's members to the rendezvous, ZMQ and NCCL ports, with the kernel's ephemeral
+port range (where NCCL, Gloo and torch listen) pinned so the table covers it. A host that
+leaves its group, or turns the firewall off, gets all of it removed."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import PurePosixPath
+
+from pyinfra import host
+from pyinfra.api import deploy
+from pyinfra.operations import files, server, systemd
+
+from pyinfra_sglang.inventory import HostConfig, host_config, multinode_member_addresses
+from pyinfra_sglang.multinode_firewall import firewall_plan, settings
+from pyinfra_sglang.paths import template
+from pyinfra_sglang.service_files import UNIT_NAME
+from roles.common import packages_installed
+
+
+def _install(config: HostConfig, conf: dict) -> None:
+    plan = firewall_plan(
+        config.sglang_multinode_group,
+        multinode_member_addresses(config, host),
+        config.sglang_dist_init_port,
+    )
+    packages_installed(name="Install nftables", packages=["nftables"])
+    low, high = plan.ephemeral_ports
+    sysctl = files.template(
+        name="Pin the ephemeral port range NCCL listens in",
+        src=template("sglang-multinode-sysctl.conf.j2"),
+        dest=conf["sysctl_path"],
+        low=low,
+        high=high,
+        rules_path=conf["rules_path"],
+        user="root",
+        group="root",
+        mode="644",
+    )
+    server.shell(
+        name="Apply the ephemeral port range",
+        commands=[f"sysctl -q -p {shlex.quote(conf['sysctl_path'])}"],
+        _if=sysctl.did_change,
+    )
+    files.directory(
+        name="Folder of the firewall's rules",
+        path=str(PurePosixPath(conf["rules_path"]).parent),
+        user="root",
+        group="root",
+        mode="700",
+    )
+    rules = files.template(
+        name=f"Admit only group {plan.group} to its ports",
+        src=template("sglang-firewall.nft.j2"),
+        dest=conf["rules_path"],
+        plan=plan,
+        user="root",
+        group="root",
+        mode="600",
+    )
+    unit = files.template(
+        name="Unit that loads the firewall at boot",
+        src=template("sglang-firewall.service.j2"),
+        dest=conf["unit_path"],
+        service_unit=UNIT_NAME,
+        rules_path=conf["rules_path"],
+        table=conf["table"],
+        user="root",
+        group="root",
+        mode="644",
+    )
+    # did_change is only known while the run executes: it gates operations (_if), never
+    # an argument such as reloaded=.
+    systemd.daemon_reload(name="Reload systemd's units", _if=unit.did_change)
+    systemd.service(
+        name="Load the multi-node firewall", service=conf["unit_name"], running=True, enabled=True
+    )
+    systemd.service(
+        name="Load the changed rules",
+        service=conf["unit_name"],
+        reloaded=True,
+        _if=rules.did_change,
+    )
+
+
+def _remove(conf: dict) -> None:
+    # Stopping the unit deletes the table (ExecStop); then its files go.
+    systemd.service(
+        name="Unload the multi-node firewall",
+        service=conf["unit_name"],
+        running=False,
+        enabled=False,
+    )
+    unit = files.file(name="Remove the firewall's unit", path=conf["unit_path"], present=False)
+    files.file(name="Remove the firewall's rules", path=conf["rules_path"], present=False)
+    files.file(name="Remove the ephemeral port range pin", path=conf["sysctl_path"], present=False)
+    systemd.daemon_reload(name="Forget the firewall's unit", _if=unit.did_change)
+
+
+@deploy("Multi-node firewall")
+def multinode_firewall() -> None:
+    config = host_config(host)
+    conf = settings()
+    if config.sglang_multinode_group and config.sglang_multinode_firewall:
+        _install(config, conf)
+    else:
+        _remove(conf)
