@@ -21,6 +21,7 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import File
 
 from checks.facts import (
+    DkmsState,
     FileDigests,
     GpuQueryUnderLoad,
     IommuState,
@@ -40,7 +41,7 @@ from pyinfra_sglang.audit.record import AuditExpectations, AuditFacts, GpuLoadRe
 from pyinfra_sglang.audit.report import format_table, safe_name, write_report
 from pyinfra_sglang.host_programs.decode_client import API_KEY_ENV
 from pyinfra_sglang.inventory import HostConfig
-from pyinfra_sglang.nvidia import REBOOT_REQUIRED, kernel_module_package, upstream_version
+from pyinfra_sglang.nvidia import REBOOT_REQUIRED, all_kernel_module_packages, upstream_version
 from pyinfra_sglang.service_files import (
     UNIT_NAME,
     read_secrets,
@@ -157,7 +158,12 @@ def read_facts(config: HostConfig, expected: AuditExpectations) -> AuditFacts:
         # A container may not see /proc/driver/nvidia; nvidia-smi's driver version is the
         # outer host's kernel module all the same (the flavor stays unknown).
         loaded = {"version": gpus[0]["driver_version"], "flavor": None}
-    module_versions = host.get_fact(DebPackages).get(kernel_module_package(config), [])
+    # Whichever family's module package the host has (at most one is installed).
+    installed = host.get_fact(DebPackages)
+    module_versions = next(
+        (installed[name] for name in all_kernel_module_packages(config) if installed.get(name)),
+        [],
+    )
     service = host.get_fact(SystemdUnitState, unit=UNIT_NAME)
     packages = host.get_fact(PythonPackages, venv=config.venv_path)
     router = None
@@ -179,6 +185,7 @@ def read_facts(config: HostConfig, expected: AuditExpectations) -> AuditFacts:
         sglang_version=packages.get("sglang"),
         unit_files=None,
         load=GpuLoadReading(),
+        dkms=host.get_fact(DkmsState),
     )
     if not gpus:
         return facts

@@ -3,6 +3,7 @@ one-line process() that hands the output to a pure parser in pyinfra_sglang.pars
 
 from __future__ import annotations
 
+import re
 import shlex
 
 from pyinfra.api import FactBase
@@ -20,10 +21,12 @@ from pyinfra_sglang.parsers.nvidia_smi import (
 )
 from pyinfra_sglang.parsers.system import (
     AptSourceEntry,
+    DkmsStateDict,
     KernelHeadersDict,
     MemoryInfoDict,
     VirtualizationDict,
     parse_apt_source_entries,
+    parse_dkms_state,
     parse_file_digests,
     parse_iommu_state,
     parse_kernel_headers,
@@ -56,16 +59,23 @@ class KernelHeaders(FactBase[KernelHeadersDict]):
     """The headers package for the running kernel: installed? which candidate does apt offer?
     (see parse_kernel_headers)
 
-    ``package_template`` names the package, with ``{kernel_release}`` for ``uname -r``.
+    ``package_template`` names the package, with ``{kernel_release}`` for ``uname -r`` and
+    ``{flavor}`` for what follows its ABI number (6.1.0-28-cloud-amd64: cloud-amd64;
+    6.8.0-45-generic: generic). A kernel without a flavor there gives the package name "-".
     """
 
     def command(self, package_template: str = "linux-headers-{kernel_release}") -> str:
-        # The template's own text quoted, the running kernel's release put in by the shell.
-        package = '"$release"'.join(
-            shlex.quote(part) if part else "" for part in package_template.split("{kernel_release}")
-        )
+        # The template's own text quoted, the running kernel's release and flavor put in by
+        # the shell.
+        variables = {"{kernel_release}": '"$release"', "{flavor}": '"$flavor"'}
+        parts = re.split(r"(\{kernel_release\}|\{flavor\})", package_template)
+        package = "".join(variables.get(part) or shlex.quote(part) for part in parts if part)
+        # No flavor where the template needs one: "-", which no package is called.
+        no_flavor = '[ -n "$flavor" ] || pkg=-; ' if "{flavor}" in package_template else ""
         return (
-            f'release=$(uname -r); pkg={package}; echo "$release"; echo "$pkg"; '
+            "release=$(uname -r); flavor=$(printf '%s' \"$release\" | "
+            "sed -nE 's/^[0-9]+[.][0-9]+[.][0-9]+-[0-9]+-([a-z0-9-]+)$/\\1/p'); "
+            f'pkg={package}; {no_flavor}echo "$release"; echo "$pkg"; '
             "dpkg-query -W -f='${Status}\\n' \"$pkg\" 2>/dev/null | grep -q ' installed$' "
             "&& echo installed || echo absent; "
             "apt-cache policy \"$pkg\" 2>/dev/null | awk '/Candidate:/ {print $2}' | "
@@ -75,6 +85,20 @@ class KernelHeaders(FactBase[KernelHeadersDict]):
 
     def process(self, output) -> KernelHeadersDict:
         return parse_kernel_headers(output)
+
+
+class DkmsState(FactBase[DkmsStateDict]):
+    """Installed kernels and the NVIDIA modules DKMS built for them (see parse_dkms_state)."""
+
+    def command(self) -> str:
+        return (
+            'for image in /boot/vmlinuz-*; do [ -e "$image" ] && '
+            'echo "kernel ${image#/boot/vmlinuz-}"; done; '
+            "dkms status nvidia 2>/dev/null || true"
+        )
+
+    def process(self, output) -> DkmsStateDict:
+        return parse_dkms_state(output)
 
 
 class NvidiaLoadedModule(FactBase[NvidiaLoadedModuleDict | None]):

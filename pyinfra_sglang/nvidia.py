@@ -12,13 +12,60 @@ REBOOT_REQUIRED = "/run/reboot-required"
 REBOOT_REQUIRED_PKGS = "/run/reboot-required.pkgs"
 
 
-def driver_packages(config: HostConfig) -> list[str]:
-    packages = data.load("nvidia")["driver"]["packages"]
-    return list(packages[config.nvidia_driver_install][config.nvidia_kernel_modules])
+def driver_packages(family: str, config: HostConfig) -> list[tuple[str, ...]]:
+    """The driver packages for the host's family of names, install kind and module flavor:
+    each entry the candidate names for one package, in order (one name: no choice)."""
+    entries = data.load("nvidia")["driver"]["packages"][family][config.nvidia_driver_install]
+    return [
+        _candidates(entry, config.nvidia_driver_branch)
+        for entry in entries[config.nvidia_kernel_modules]
+    ]
 
 
-def kernel_module_package(config: HostConfig) -> str:
-    return data.load("nvidia")["driver"]["kernel_module_package"][config.nvidia_kernel_modules]
+def kernel_module_packages(family: str, config: HostConfig) -> tuple[str, ...]:
+    """Names of the package carrying the kernel module in that family (the first installed
+    one is the host's)."""
+    names = data.load("nvidia")["driver"]["kernel_module_packages"][family]
+    return _candidates(names[config.nvidia_kernel_modules], config.nvidia_driver_branch)
+
+
+def all_kernel_module_packages(config: HostConfig) -> tuple[str, ...]:
+    """The module package names of every family, for readers that do not know the family
+    (the audit): a host has at most one of them installed."""
+    families = data.load("nvidia")["driver"]["kernel_module_packages"]
+    return tuple(
+        name for family in sorted(families) for name in kernel_module_packages(family, config)
+    )
+
+
+def _candidates(entry: str | list[str], branch: int) -> tuple[str, ...]:
+    names = [entry] if isinstance(entry, str) else entry
+    return tuple(name.format(branch=branch) for name in names)
+
+
+def driver_branch_of(deb_version: str) -> int | None:
+    """590.48.01-1 -> 590; None for a version that is no driver branch's (1.17.8-1)."""
+    upstream = upstream_version(deb_version)
+    head, _, rest = upstream.partition(".")
+    return int(head) if len(head) == 3 and head.isdigit() and rest else None
+
+
+def installed_on_branch(installed: dict[str, list[str]], name: str, branch: int) -> bool:
+    return any(driver_branch_of(v) == branch for v in installed.get(name, []))
+
+
+def packages_off_branch(installed: dict[str, list[str]], branch: int) -> list[str]:
+    """Installed NVIDIA driver packages (data/nvidia.toml branch_move_prefixes) with a
+    version on another branch: what a move to ``branch`` must take along."""
+    prefixes = tuple(data.load("nvidia")["driver"]["branch_move_prefixes"])
+    pinning = pinning_package(branch).removesuffix(str(branch))
+    return sorted(
+        name
+        for name, versions in installed.items()
+        if name.startswith(prefixes)
+        and not name.startswith(pinning)
+        and any(driver_branch_of(v) not in (None, branch) for v in versions)
+    )
 
 
 def pinning_package(branch: int) -> str:

@@ -21,6 +21,7 @@ class Platform:
     nvidia_repo: str  # NVIDIA's repository distro folder, e.g. "debian12"
     nvidia_arch: str  # NVIDIA's repository arch folder, e.g. "x86_64" or "sbsa"
     components: tuple[str, ...]  # extra distro apt components, e.g. ("contrib",)
+    driver_family: str  # which names NVIDIA's repository gives the driver there: "debian", "ubuntu"
 
 
 def supported_platforms() -> list[str]:
@@ -58,4 +59,5 @@ def resolve_platform(host_name: str, os_release: dict, machine: str) -> Platform
         nvidia_repo=match["nvidia_repo"],
         nvidia_arch=platforms["arch"][machine],
         components=tuple(match["components"]),
+        driver_family=match["driver_family"],
     )

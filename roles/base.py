@@ -22,6 +22,9 @@ def kernel_headers(package_template: str = "linux-headers-{kernel_release}"):
     """Install the headers DKMS needs for the running kernel, where the distro ships them."""
     headers = host.get_fact(KernelHeaders, package_template=package_template)
     package, release = headers["package"], headers["kernel_release"]
+    if package == "-":
+        host.noop(f"kernel {release} names no distro flavor: no headers metapackage follows it")
+        return
     if headers["installed"]:
         host.noop(f"{package} is installed")
         return
@@ -60,6 +63,12 @@ def base() -> None:
     kernel_headers(
         name="Install headers for the running kernel",
         package_template=base_data["kernel_headers_package"],
+    )
+    # DKMS builds the driver only for kernels whose headers are installed: the flavor's
+    # metapackage brings the next kernel's headers with it, or that kernel boots without it.
+    kernel_headers(
+        name="Install the headers metapackage of the kernel's flavor",
+        package_template=base_data["kernel_headers_metapackage"],
     )
     files.template(
         name="Keep unattended-upgrades off the NVIDIA driver and CUDA",

@@ -4,6 +4,7 @@ reboot (or a clear "reboot required") when the loaded module is not the installe
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 
 from pyinfra import host, logger
@@ -20,24 +21,65 @@ from pyinfra_sglang.nvidia import (
     REBOOT_REQUIRED,
     REBOOT_REQUIRED_PKGS,
     driver_packages,
-    kernel_module_package,
+    installed_on_branch,
+    kernel_module_packages,
+    packages_off_branch,
     pinning_package,
     upstream_version,
 )
 from pyinfra_sglang.paths import template
-from roles.common import apt_install
+from roles.common import apt_get, apt_install, host_platform
 from roles.reboot import reboot_and_wait
 
 
 def stale_driver_packages(
-    installed: dict[str, list[str]], packages: list[str], branch: int
-) -> list[str]:
-    """Packages that are missing or not on ``branch``."""
+    installed: dict[str, list[str]], entries: list[tuple[str, ...]], branch: int
+) -> list[tuple[str, ...]]:
+    """Entries none of whose candidates is installed on ``branch``."""
     return [
-        package
-        for package in packages
-        if not any(upstream_version(v).startswith(f"{branch}.") for v in installed.get(package, []))
+        entry
+        for entry in entries
+        if not any(installed_on_branch(installed, name, branch) for name in entry)
     ]
+
+
+def resolve_on_host(entry: tuple[str, ...], branch: int, variable: str) -> str:
+    """Shell that sets ``variable`` to the first of ``entry`` apt has a version of on
+    ``branch`` for (read from the repositories' own metadata at execution, after the pin
+    and the lists are in place), or stops naming every candidate."""
+    names = " ".join(shlex.quote(name) for name in entry)
+    missing = (
+        f"{' or '.join(entry)}: apt has no version on driver branch {branch} in the "
+        "configured repositories (is the NVIDIA repository or its mirror complete?)"
+    )
+    return (
+        f"{variable}=; for name in {names}; do "
+        "if apt-cache policy \"$name\" 2>/dev/null | sed -n 's/^ *Candidate: //p' "
+        f"| grep -Eq '^([0-9]+:)?{branch}\\.'; then {variable}=$name; break; fi; done; "
+        f'[ -n "${variable}" ] || {{ echo {shlex.quote(missing)} >&2; exit 100; }}'
+    )
+
+
+def install_on_branch_command(
+    entries: list[tuple[str, ...]], moving: list[str], branch: int
+) -> StringCommand:
+    """One apt transaction: every entry resolved on the host, and the installed packages of
+    another branch moved along (the pin picks the version; older is a downgrade)."""
+    variables = [f"pkg{index}" for index in range(len(entries))]
+    resolve = "; ".join(
+        resolve_on_host(entry, branch, variable)
+        for entry, variable in zip(entries, variables, strict=True)
+    )
+    return StringCommand(
+        f"{resolve};",
+        apt_get(
+            "install",
+            "--no-install-recommends",
+            "--allow-downgrades",
+            *(f'"${variable}"' for variable in variables),
+            *(QuoteString(name) for name in moving),
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -92,14 +134,18 @@ def driver_branch_pin(branch: int):
 
 
 @operation()
-def driver_packages_on_branch(packages: list[str], branch: int):
-    """Install the driver packages, or move them to ``branch`` (the pin picks the version;
-    moving to an older branch is a downgrade)."""
-    stale = stale_driver_packages(host.get_fact(DebPackages), packages, branch)
-    if not stale:
-        host.noop(f"{', '.join(packages)} are on branch {branch}")
+def driver_packages_on_branch(entries: list[tuple[str, ...]], branch: int):
+    """Install the driver packages, or move them to ``branch`` together with every other
+    installed driver package still on another branch (NVIDIA's metapackages depend with
+    >=, so apt would leave those where they are)."""
+    installed = host.get_fact(DebPackages)
+    stale = stale_driver_packages(installed, entries, branch)
+    named = {name for entry in entries for name in entry}
+    moving = [name for name in packages_off_branch(installed, branch) if name not in named]
+    if not stale and not moving:
+        host.noop(f"{', '.join(' or '.join(e) for e in entries)} on branch {branch}")
         return
-    yield apt_install(packages, "--no-install-recommends", "--allow-downgrades")
+    yield install_on_branch_command(entries, moving, branch)
 
 
 @operation()
@@ -115,14 +161,29 @@ def rebuild_initramfs():
     yield "update-initramfs -u"
 
 
+def installed_module_versions(
+    installed: dict[str, list[str]], module_packages: tuple[str, ...]
+) -> tuple[str | None, list[str]]:
+    """The first installed of the module package names, and its versions."""
+    for name in module_packages:
+        if installed.get(name):
+            return name, installed[name]
+    return None, []
+
+
 @operation()
 def driver_reboot(
-    module_package: str, allow_reboot: bool, changing: bool, reboot_timeout_s: int = 1800
+    module_packages: tuple[str, ...],
+    allow_reboot: bool,
+    changing: bool,
+    reboot_timeout_s: int = 1800,
 ):
     """Reboot when the kernel does not run the installed driver and the inventory allows it;
     otherwise mark the host "reboot required" (/run/reboot-required) and say so."""
     loaded = host.get_fact(NvidiaLoadedModule)
-    versions = host.get_fact(DebPackages).get(module_package, [])
+    module_package, versions = installed_module_versions(
+        host.get_fact(DebPackages), module_packages
+    )
     decision = decide_driver_reboot(
         loaded=loaded["version"] if loaded else None,
         installed=upstream_version(max(versions)) if versions else None,
@@ -148,7 +209,7 @@ def driver_reboot(
         "touch",
         QuoteString(REBOOT_REQUIRED),
         "&& echo",
-        QuoteString(module_package),
+        QuoteString(module_package or module_packages[0]),
         ">>",
         QuoteString(REBOOT_REQUIRED_PKGS),
     )
@@ -157,9 +218,13 @@ def driver_reboot(
 @deploy("NVIDIA driver")
 def nvidia_driver() -> None:
     config = host_config(host)
-    packages = driver_packages(config)
+    family = host_platform().driver_family
+    packages = driver_packages(family, config)
     branch = config.nvidia_driver_branch
-    changing = bool(stale_driver_packages(host.get_fact(DebPackages), packages, branch))
+    installed = host.get_fact(DebPackages)
+    changing = bool(
+        stale_driver_packages(installed, packages, branch) or packages_off_branch(installed, branch)
+    )
 
     driver_branch_pin(name=f"Lock the driver to branch {branch}", branch=branch)
     driver_packages_on_branch(
@@ -167,7 +232,7 @@ def nvidia_driver() -> None:
             f"Install the {config.nvidia_driver_install} driver "
             f"({config.nvidia_kernel_modules} modules)"
         ),
-        packages=packages,
+        entries=packages,
         branch=branch,
     )
     blacklist = files.template(
@@ -187,7 +252,7 @@ def nvidia_driver() -> None:
     )
     driver_reboot(
         name="Reboot into the installed driver",
-        module_package=kernel_module_package(config),
+        module_packages=kernel_module_packages(family, config),
         allow_reboot=config.allow_reboot,
         changing=changing,
         reboot_timeout_s=config.reboot_timeout_s,

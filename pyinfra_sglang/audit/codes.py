@@ -39,6 +39,14 @@ CODES: dict[str, Code] = {
         "the installed kernel module package is not the loaded one, or `/run/reboot-required` "
         "exists",
     ),
+    "dkms-module": Code(
+        ("ok",), "DKMS built the installed NVIDIA module for the newest installed kernel"
+    ),
+    "dkms-module-missing": Code(
+        ("warn",),
+        "the newest installed kernel (the one that boots next) has no NVIDIA module built by "
+        "DKMS: usually its headers are missing",
+    ),
     # --- audit: CUDA, GPUs, links ------------------------------------------------------------
     "cuda": Code(("ok",), "nvcc of the inventory's CUDA release at its path"),
     "cuda-drift": Code(

@@ -198,3 +198,32 @@ def findings_for_sglang_version(expected: str, installed: str | None, venv: str)
             evidence={"expected": expected, "installed": installed},
         )
     ]
+
+
+def findings_for_dkms(dkms: dict | None, installed: str | None) -> list[Finding]:
+    """Has DKMS built the installed module for the newest installed kernel, the one the host
+    boots next? ``installed``: the kernel module package's version (None: no driver)."""
+    if not dkms or not dkms["kernels"] or installed is None:
+        return []  # no kernel of its own (a container), or no driver to build
+    newest = dkms["kernels"][-1]
+    evidence = {"kernel": newest, "module": installed, "built": dkms["built"].get(newest, [])}
+    if installed in dkms["built"].get(newest, []):
+        return [
+            Finding(
+                "ok",
+                "dkms-module",
+                f"DKMS built NVIDIA module {installed} for kernel {newest}, the newest installed",
+                evidence=evidence,
+            )
+        ]
+    return [
+        Finding(
+            "warn",
+            "dkms-module-missing",
+            f"Kernel {newest}, the newest installed (it boots next), has no NVIDIA module "
+            f"{installed} built by DKMS: after the reboot no GPU will work. Install its headers "
+            f"(linux-headers-{newest}; {RUN_SITE} installs the flavor's headers metapackage) "
+            f"and run `dkms autoinstall -k {newest}`.",
+            evidence=evidence,
+        )
+    ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pyinfra_sglang.audit.bandwidth import findings_for_bandwidth
 from pyinfra_sglang.audit.drift import (
     findings_for_cuda,
+    findings_for_dkms,
     findings_for_driver,
     findings_for_gpu_count,
     findings_for_iommu,
@@ -97,6 +98,7 @@ def judge(expected: AuditExpectations, facts: AuditFacts) -> list[Finding]:
     gpu_count = len(facts.gpus)
     vm = detected_vm(facts.virtualization)
     findings = _driver_findings(expected, facts)
+    findings += findings_for_dkms(facts.dkms, facts.installed_module)
     findings += findings_for_cuda(expected.cuda_version, facts.nvcc, expected.nvcc_path)
     findings += findings_for_gpu_count(expected.expected_gpu_count, gpu_count)
     findings += findings_for_persistence(facts.gpus, facts.persistenced)

@@ -86,6 +86,8 @@ class AuditFacts:
     sglang_version: str | None
     unit_files: UnitFiles | None  # None: no unit installed, or no GPU to size it for
     load: GpuLoadReading
+    # Installed kernels and DKMS's NVIDIA builds (DkmsState); None in records made before.
+    dkms: dict | None = None
 
     @classmethod
     def from_dict(cls, values: dict) -> AuditFacts:

@@ -59,6 +59,40 @@ def parse_kernel_headers(output: Iterable[str]) -> KernelHeadersDict:
     }
 
 
+class DkmsStateDict(TypedDict):
+    kernels: list[str]  # installed kernels (/boot/vmlinuz-<release>), oldest first
+    built: dict[str, list[str]]  # kernel release -> NVIDIA module versions DKMS installed
+
+
+def kernel_sort_key(release: str) -> tuple:
+    """6.1.0-28-amd64 after 6.1.0-9-amd64: numbers compare as numbers."""
+    return tuple(
+        (0, int(part), "") if part.isdigit() else (1, 0, part)
+        for part in re.split(r"(\d+)", release)
+        if part
+    )
+
+
+def parse_dkms_state(output: Iterable[str]) -> DkmsStateDict:
+    """``kernel <release>`` lines, then ``dkms status nvidia`` lines in either format dkms
+    has printed: ``nvidia/595.45.04, 6.19.6+deb14-amd64, x86_64: installed`` (dkms 3) or
+    ``nvidia, 590.48.01, 6.1.0-28-amd64, x86_64: installed`` (dkms 2)."""
+    kernels: list[str] = []
+    built: dict[str, list[str]] = {}
+    for raw in output:
+        line = raw.strip()
+        if line.startswith("kernel "):
+            kernels.append(line.removeprefix("kernel ").strip())
+            continue
+        head, _, state = line.rpartition(":")
+        if state.strip() != "installed":
+            continue
+        fields = [part.strip() for part in head.replace("/", ", ", 1).split(",")]
+        if len(fields) >= 3 and fields[0] == "nvidia":
+            built.setdefault(fields[2], []).append(fields[1])
+    return {"kernels": sorted(set(kernels), key=kernel_sort_key), "built": built}
+
+
 class AptSourceEntry(TypedDict):
     file: str
     line: int  # 1-based line of the entry (one-line format) or of its Components: field

@@ -1,8 +1,10 @@
 """A stand-in for NVIDIA's CUDA apt repository: signed flat repos served over loopback HTTP.
 
 ``build_repo()`` builds tiny packages with NVIDIA's real names, versions and dependency
-shape (cuda-keyring, driver pinning, the 590 and 595 driver branches, CUDA 13.0/13.1) with
-dpkg-deb, indexes them, and signs each flat repo with a GPG key made for this build alone.
+shape (cuda-keyring, driver pinning, the 580, 590 and 595 driver branches, CUDA 13.0/13.1)
+with dpkg-deb, indexes them, and signs each flat repo with a GPG key made for this build alone.
+The driver packages follow each distro's family of names, read from
+tests/fixtures/nvidia-repo/shapes.toml (public captures beside it, README.md there).
 The key's public half ships in cuda-keyring, as NVIDIA's does, so apt checks signatures
 exactly as it would against the real repository. ``serve()`` serves the tree on
 127.0.0.1; test hosts share this machine's network namespace and reach it there.
@@ -24,6 +26,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import tomllib
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -34,6 +37,7 @@ from typing import Self
 
 HERE = Path(__file__).resolve().parent
 GPU_FIXTURES = HERE.parent / "fixtures" / "gpu"
+REPO_SHAPES = HERE.parent / "fixtures" / "nvidia-repo" / "shapes.toml"
 NVIDIA_SMI_REPLAY = HERE / "nvidia_smi_replay.py"
 DEFAULT_CAPTURE = "h200x2-nvlink-vm"
 CAPTURE_FILES = ("smi.txt", "smi_q.txt", "smi_q.xml")
@@ -47,17 +51,28 @@ MAINTAINER = "pyinfra-sglang tests <tests@invalid>"
 ARCHES = {"x86_64": ("amd64", "x86_64-linux-gnu"), "sbsa": ("arm64", "aarch64-linux-gnu")}
 DISTROS = ("debian12", "ubuntu2204", "ubuntu2404")
 
-DRIVER_VERSIONS = {"590": "590.48.01-1", "595": "595.58.03-1"}
-# What a driver pinning package pins, in NVIDIA's order.
-PINNED_DRIVER_PACKAGES = (
-    "libnvidia-compute",
-    "nvidia-dkms-open",
-    "nvidia-dkms",
-    "nvidia-utils",
-    "nvidia-persistenced",
-    "nvidia-open",
-    "cuda-drivers",
-)
+# Real versions of NVIDIA's repository (tests/fixtures/nvidia-repo/ubuntu2404-apt-cache-*.txt).
+DRIVER_VERSIONS = {"580": "580.126.20-1", "590": "590.48.01-1", "595": "595.58.03-1"}
+# Each distro folder's family of driver package names.
+DRIVER_FAMILY = {"debian12": "debian", "ubuntu2204": "ubuntu", "ubuntu2404": "ubuntu"}
+
+
+def repo_shapes() -> dict:
+    return tomllib.loads(REPO_SHAPES.read_text())
+
+
+def family_names(family: str, branch: str) -> dict[str, str]:
+    """Unsuffixed name -> the package's name on ``branch`` in that family."""
+    shapes = repo_shapes()[family]
+    suffixed = int(branch) <= shapes.get("last_suffixed_branch", 0)
+    return {
+        package["name"]: (
+            package["suffixed_name"].format(branch=branch)
+            if suffixed and "suffixed_name" in package
+            else package["name"]
+        )
+        for package in shapes["package"]
+    }
 
 
 @dataclass(frozen=True)
@@ -174,15 +189,13 @@ def keyring_package(distro: str, arch: str, public_key: bytes) -> PackageSpec:
     )
 
 
-def pinning_packages() -> list[PackageSpec]:
+def pinning_packages(family: str) -> list[PackageSpec]:
     specs = []
     for branch, version in DRIVER_VERSIONS.items():
         others = [f"nvidia-driver-pinning-{b}" for b in DRIVER_VERSIONS if b != branch]
-        preferences = (
-            f"Package: {' '.join(PINNED_DRIVER_PACKAGES)}\n"
-            f"Pin: version {branch}.*\n"
-            "Pin-Priority: 1000\n"
-        )
+        # The real file's package list is not captured: the family's driver packages.
+        pinned = " ".join(family_names(family, branch).values())
+        preferences = f"Package: {pinned}\nPin: version {branch}.*\nPin-Priority: 1000\n"
         # Not a conffile: removing one pinning package must take its pin with it.
         name = f"nvidia-driver-pinning-{branch}"
         specs.append(
@@ -229,77 +242,56 @@ def replay_files(captures: Iterable[str]) -> list[DebFile]:
     return files
 
 
-def driver_packages(version: str, arch: str, captures: Iterable[str]) -> list[PackageSpec]:
-    """One driver branch: libraries, both module flavours, tools, daemon, two metapackages."""
-    deb_arch, triplet = ARCHES[arch]
-    upstream = version.rsplit("-", 1)[0]
-    dkms_conf_file = DebFile(f"/usr/src/nvidia-{upstream}/dkms.conf", dkms_conf(upstream))
-
-    def same_branch(*names: str) -> tuple[str, ...]:
-        return tuple(f"{name} (= {version})" for name in names)
-
-    # (name, description, depends, conflicts, files)
-    table = [
-        (
-            "libnvidia-compute",
-            "NVIDIA libcompute package",
-            (),
-            (),
-            [DebFile(f"/usr/lib/{triplet}/libcuda.so.{upstream}", b"placeholder for libcuda\n")],
-        ),
-        (
-            "nvidia-dkms-open",
-            "NVIDIA open kernel modules, DKMS source",
-            ("dkms",),
-            ("nvidia-dkms",),
-            [dkms_conf_file],
-        ),
-        (
-            "nvidia-dkms",
-            "NVIDIA proprietary kernel modules, DKMS source",
-            ("dkms",),
-            ("nvidia-dkms-open",),
-            [dkms_conf_file],
-        ),
-        (
-            "nvidia-utils",
-            "NVIDIA driver support binaries",
-            same_branch("libnvidia-compute"),
-            (),
-            replay_files(captures),
-        ),
-        (
-            "nvidia-persistenced",
-            "NVIDIA persistence daemon",
-            (),
-            (),
-            [
+def shipped_files(
+    kinds: list[str], upstream: str, triplet: str, captures: tuple[str, ...]
+) -> list[DebFile]:
+    files: list[DebFile] = []
+    for kind in kinds:
+        if kind == "libcuda":
+            files.append(
+                DebFile(f"/usr/lib/{triplet}/libcuda.so.{upstream}", b"placeholder for libcuda\n")
+            )
+        elif kind == "nvidia-smi":
+            files += replay_files(captures)
+        elif kind == "dkms-source":
+            files.append(DebFile(f"/usr/src/nvidia-{upstream}/dkms.conf", dkms_conf(upstream)))
+        elif kind == "persistenced":
+            files += [
                 DebFile("/usr/bin/nvidia-persistenced", script("exec sleep infinity\n"), 0o755),
                 DebFile(
                     "/usr/lib/systemd/system/nvidia-persistenced.service", PERSISTENCED_SERVICE
                 ),
-            ],
-        ),
-        (
-            "nvidia-open",
-            "NVIDIA driver with open kernel modules",
-            same_branch(
-                "libnvidia-compute", "nvidia-dkms-open", "nvidia-utils", "nvidia-persistenced"
-            ),
-            (),
-            [],
-        ),
-        (
-            "cuda-drivers",
-            "NVIDIA driver with proprietary kernel modules",
-            same_branch("libnvidia-compute", "nvidia-dkms", "nvidia-utils", "nvidia-persistenced"),
-            (),
-            [],
-        ),
-    ]
+            ]
+        else:
+            raise ValueError(f"shapes.toml: unknown 'ships' kind {kind!r}")
+    return files
+
+
+def driver_packages(
+    family: str, branch: str, arch: str, captures: Iterable[str]
+) -> list[PackageSpec]:
+    """One driver branch of one family of names, from shapes.toml."""
+    deb_arch, triplet = ARCHES[arch]
+    version = DRIVER_VERSIONS[branch]
+    upstream = version.rsplit("-", 1)[0]
+    names = family_names(family, branch)
+    captures = tuple(captures)
+
+    def relation(text: str) -> str:
+        head, _, rest = text.format(branch=branch).partition(" ")
+        return " ".join(filter(None, (names.get(head, head), rest)))
+
     return [
-        PackageSpec(name, version, deb_arch, description, depends, conflicts, files=tuple(files))
-        for name, description, depends, conflicts, files in table
+        PackageSpec(
+            names[package["name"]],
+            version,
+            deb_arch,
+            package["description"],
+            depends=tuple(relation(d) for d in package.get("depends", ())),
+            conflicts=tuple(relation(c) for c in package.get("conflicts", ())),
+            files=tuple(shipped_files(package.get("ships", []), upstream, triplet, captures)),
+        )
+        for package in repo_shapes()[family]["package"]
     ]
 
 
@@ -361,9 +353,10 @@ def package_specs(
         known = f"{', '.join(DISTROS)} x {', '.join(ARCHES)}"
         raise ValueError(f"unknown distro/arch {distro}/{arch}; known: {known}")
     captures = tuple(captures)
-    specs = [keyring_package(distro, arch, public_key), *pinning_packages()]
-    for version in DRIVER_VERSIONS.values():
-        specs += driver_packages(version, arch, captures)
+    family = DRIVER_FAMILY[distro]
+    specs = [keyring_package(distro, arch, public_key), *pinning_packages(family)]
+    for branch in DRIVER_VERSIONS:
+        specs += driver_packages(family, branch, arch, captures)
     for cuda in CUDA_RELEASES:
         specs += cuda_packages(cuda, arch)
     return specs

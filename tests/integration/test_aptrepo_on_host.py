@@ -68,17 +68,19 @@ def test_host_installs_the_driver_from_the_signed_mirror(host_pool, host, nvidia
 
     run(host, f"{APT_GET} install nvidia-driver-pinning-590")
     assert installed(host_pool, host, "nvidia-driver-pinning-*") == ["nvidia-driver-pinning-590"]
-    assert candidate(host_pool, host, "libnvidia-compute") == "590.48.01-1"
+    assert candidate(host_pool, host, "nvidia-driver-cuda") == "590.48.01-1"
 
-    run(host, f"{APT_GET} install libnvidia-compute nvidia-utils")
+    # Debian's compute driver, by Debian's name: it carries nvidia-smi.
+    run(host, f"{APT_GET} install nvidia-driver-cuda")
     assert run(host, "nvidia-smi -L").stdout.splitlines() == [
         "GPU 0: NVIDIA H200 (UUID: GPU-319db826-c017-8cd5-c88f-5335bdd0434f)",
         "GPU 1: NVIDIA H200 (UUID: GPU-d211c608-cc53-3779-adca-bf0c0c3379fb)",
     ]
-    assert run(host, "dpkg-query -W -f '${Version}' nvidia-utils").stdout == "590.48.01-1"
+    assert run(host, "dpkg-query -W -f '${Version}' nvidia-driver-cuda").stdout == "590.48.01-1"
+    assert run(host, "dpkg -S /usr/bin/nvidia-smi").stdout.split(":")[0] == "nvidia-driver-cuda"
 
     # The 595 pin replaces the 590 one through Conflicts, and its pin file goes with it.
     run(host, f"{APT_GET} install nvidia-driver-pinning-595")
     assert installed(host_pool, host, "nvidia-driver-pinning-*") == ["nvidia-driver-pinning-595"]
     assert run(host, "ls /etc/apt/preferences.d/").stdout.split() == ["nvidia-driver-pinning-595"]
-    assert candidate(host_pool, host, "libnvidia-compute") == "595.58.03-1"
+    assert candidate(host_pool, host, "nvidia-driver-cuda") == "595.58.03-1"

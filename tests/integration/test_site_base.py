@@ -128,6 +128,11 @@ def test_site_applies_base_then_changes_nothing(host_pool, hosts, inventory, sit
         assert "Base | Keep unattended-upgrades off the NVIDIA driver and CUDA" in changed
         # The test hosts are containers: headers for the outer kernel are a noop, not an error.
         assert "Base | Install headers for the running kernel" in first.unchanged(h.address)
+        # This machine's kernel (no Debian flavor in its release) has no metapackage to follow.
+        assert "Base | Install the headers metapackage of the kernel's flavor" in (
+            first.unchanged(h.address)
+        )
+    assert "names no distro flavor: no headers metapackage follows it" in first.stderr
     for h in hosts:
         assert f"[{h.address}] noop: linux-headers-" in first.stderr
     assert "in a container (systemd-nspawn)" in first.stderr

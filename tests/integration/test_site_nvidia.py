@@ -10,7 +10,9 @@ from tests.hosts.apply import apply, write_inventory
 pytestmark = pytest.mark.hosts
 
 LIST_FILE = "/etc/apt/sources.list.d/cuda-debian12-x86_64.list"
-DRIVER = ["libnvidia-compute", "nvidia-dkms-open", "nvidia-utils", "nvidia-persistenced"]
+# Debian 12's compute install with open modules, by Debian's names (data/nvidia.toml).
+DRIVER = ["nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-persistenced"]
+BRANCH_VERSIONS = {580: "580.126.20-1", 590: "590.48.01-1", 595: "595.58.03-1"}
 
 
 def versions(host_pool, test_host, packages) -> dict[str, str]:
@@ -89,26 +91,54 @@ def test_driver_and_cuda_installed_then_nothing_changes(
             run("cat /etc/ld.so.conf.d/cuda.conf").splitlines()[-1] == "/usr/local/cuda-13.1/lib64"
         )
         assert "GPU 1: NVIDIA H200" in run("nvidia-smi -L")
+        assert run("dpkg -S /usr/bin/nvidia-smi").split(":")[0] == "nvidia-driver-cuda"
 
     assert_second_apply_changes_nothing(inventory)
 
 
-def test_branch_change_swaps_the_pin_and_moves_the_driver(host_pool, hosts, inventory):
-    for branch, version in ((595, "595.58.03-1"), (590, "590.48.01-1")):
-        result = apply(inventory, options=("--data", f"nvidia_driver_branch={branch}"))
-        assert result.returncode == 0 and not result.errors(), result.describe()
+def driver_packages_by_branch(host_pool, test_host) -> dict[str, set[str]]:
+    """Every installed NVIDIA driver package, by the branch its version is on."""
+    out = host_pool.run(
+        test_host,
+        "dpkg-query -W -f '${Package} ${Version} ${db:Status-Abbrev}\\n' "
+        "'nvidia-*' 'libnvidia-*' 'cuda-drivers'",
+        check=False,
+    ).stdout
+    by_branch: dict[str, set[str]] = {}
+    for name, version, status in (line.split(" ", 2) for line in out.splitlines()):
+        if status.startswith("ii") and not name.startswith("nvidia-driver-pinning"):
+            by_branch.setdefault(version.split(".")[0], set()).add(name)
+    return by_branch
+
+
+def test_branch_moves_take_every_driver_package_along(host_pool, hosts, inventory):
+    # A metapackage installed beside the driver (an operator's, or a full install's): it
+    # depends with >=, so a move that names only the role's packages would leave it behind.
+    for h in hosts:
+        host_pool.run(h, "DEBIAN_FRONTEND=noninteractive apt-get install -y -q nvidia-open")
+    try:
+        for branch in (595, 590, 580, 590):
+            version = BRANCH_VERSIONS[branch]
+            result = apply(inventory, options=("--data", f"nvidia_driver_branch={branch}"))
+            assert result.returncode == 0 and not result.errors(), result.describe()
+            for h in hosts:
+                assert f"NVIDIA driver | Lock the driver to branch {branch}" in result.changed(
+                    h.address
+                )
+                pins = [f"nvidia-driver-pinning-{b}" for b in BRANCH_VERSIONS]
+                installed = versions(host_pool, h, [*DRIVER, "nvidia-open", *pins])
+                assert installed == {
+                    **{p: version for p in [*DRIVER, "nvidia-open"]},
+                    f"nvidia-driver-pinning-{branch}": version,
+                }
+                # No driver package of another branch remains.
+                assert set(driver_packages_by_branch(host_pool, h)) == {str(branch)}
+            assert_second_apply_changes_nothing(
+                inventory, "--data", f"nvidia_driver_branch={branch}"
+            )
+    finally:
         for h in hosts:
-            assert f"NVIDIA driver | Lock the driver to branch {branch}" in result.changed(
-                h.address
-            )
-            installed = versions(
-                host_pool, h, [*DRIVER, "nvidia-driver-pinning-590", "nvidia-driver-pinning-595"]
-            )
-            assert installed == {
-                **{p: version for p in DRIVER},
-                f"nvidia-driver-pinning-{branch}": version,
-            }
-        assert_second_apply_changes_nothing(inventory, "--data", f"nvidia_driver_branch={branch}")
+            host_pool.run(h, "DEBIAN_FRONTEND=noninteractive apt-get remove -y -q nvidia-open")
 
 
 def test_reboot_and_wait_returns_after_a_real_reboot(host_pool, tmp_path):

@@ -56,7 +56,7 @@ APT_OPERATIONS = {
     "driver_packages_on_branch": (
         driver_packages_on_branch,
         {DebPackages: {}},
-        {"packages": ["nvidia-utils"], "branch": 590},
+        {"entries": [("nvidia-driver-cuda",)], "branch": 590},
     ),
     "deb_installed": (
         deb_installed,

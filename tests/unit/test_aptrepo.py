@@ -59,35 +59,38 @@ def stanzas(packages_text: str) -> list[dict[str, str]]:
     return result
 
 
-D590, D595 = "590.48.01-1", "595.58.03-1"
-# deb file -> its relationship fields; a field not named must be absent.
-# Package, Version and Architecture are checked against the file name.
+D580, D590, D595 = "580.126.20-1", "590.48.01-1", "595.58.03-1"
+PIN = "nvidia-driver-pinning"
+# deb file -> its relationship fields; a field not named must be absent. Package, Version and
+# Architecture are checked against the file name. Debian 12: Debian's names
+# (tests/fixtures/nvidia-repo/shapes.toml), metapackages depending with >= as NVIDIA's do.
 RELATIONS = {
     "cuda-keyring_1.1-1_all.deb": {},
-    "nvidia-driver-pinning-590_590.48.01-1_all.deb": {
-        "Conflicts": "nvidia-driver-pinning-595",
-        "Provides": "nvidia-driver-pinning",
+    f"{PIN}-580_{D580}_all.deb": {"Conflicts": f"{PIN}-590, {PIN}-595", "Provides": PIN},
+    f"{PIN}-590_{D590}_all.deb": {"Conflicts": f"{PIN}-580, {PIN}-595", "Provides": PIN},
+    f"{PIN}-595_{D595}_all.deb": {"Conflicts": f"{PIN}-580, {PIN}-590", "Provides": PIN},
+    f"nvidia-driver-cuda_{D590}_amd64.deb": {"Conflicts": "nvidia-smi"},
+    f"nvidia-kernel-open-dkms_{D595}_amd64.deb": {
+        "Depends": "dkms",
+        "Conflicts": "nvidia-kernel-dkms",
     },
-    "nvidia-driver-pinning-595_595.58.03-1_all.deb": {
-        "Conflicts": "nvidia-driver-pinning-590",
-        "Provides": "nvidia-driver-pinning",
+    f"nvidia-kernel-dkms_{D580}_amd64.deb": {
+        "Depends": "dkms",
+        "Conflicts": "nvidia-kernel-open-dkms",
     },
-    "libnvidia-compute_590.48.01-1_amd64.deb": {},
-    "nvidia-dkms-open_595.58.03-1_amd64.deb": {"Depends": "dkms", "Conflicts": "nvidia-dkms"},
-    "nvidia-dkms_590.48.01-1_amd64.deb": {"Depends": "dkms", "Conflicts": "nvidia-dkms-open"},
-    "nvidia-utils_595.58.03-1_amd64.deb": {"Depends": f"libnvidia-compute (= {D595})"},
-    "nvidia-persistenced_590.48.01-1_amd64.deb": {},
-    "nvidia-open_590.48.01-1_amd64.deb": {
+    f"nvidia-persistenced_{D590}_amd64.deb": {},
+    f"nvidia-open_{D590}_amd64.deb": {
         "Depends": (
-            f"libnvidia-compute (= {D590}), nvidia-dkms-open (= {D590}), nvidia-utils (= {D590}), "
-            f"nvidia-persistenced (= {D590})"
-        )
+            "nvidia-driver-cuda (>= 590), nvidia-kernel-open-dkms (>= 590), "
+            "nvidia-persistenced (>= 590)"
+        ),
+        "Conflicts": "cuda-drivers",
     },
-    "cuda-drivers_595.58.03-1_amd64.deb": {
+    f"cuda-drivers_{D595}_amd64.deb": {
         "Depends": (
-            f"libnvidia-compute (= {D595}), nvidia-dkms (= {D595}), nvidia-utils (= {D595}), "
-            f"nvidia-persistenced (= {D595})"
-        )
+            "nvidia-driver-cuda (>= 595), nvidia-kernel-dkms (>= 595), nvidia-persistenced (>= 595)"
+        ),
+        "Conflicts": "nvidia-open",
     },
     "cuda-nvcc-13-1_13.1.80-1_amd64.deb": {},
     "cuda-toolkit-13-1_13.1.0-1_amd64.deb": {"Depends": "cuda-nvcc-13-1 (>= 13.1.80)"},
@@ -105,16 +108,31 @@ def test_control_fields(repo, deb, relations):
     assert {field: control_field(repo / deb, field) for field in expected} == expected
 
 
+def test_debian_has_none_of_ubuntus_names(repo):
+    # Before: one list of names for every distro, so Debian hosts got Ubuntu's.
+    names = {deb.name.split("_")[0] for deb in repo.glob("*.deb")}
+    assert not names & {"libnvidia-compute", "nvidia-dkms-open", "nvidia-dkms", "nvidia-utils"}
+
+
+def test_ubuntu_names_carry_the_branch_up_to_580_only(built):
+    repo = built.repo("ubuntu2404", "sbsa")
+    names = {tuple(deb.name.split("_")[:2]) for deb in repo.glob("*.deb")}
+    assert ("libnvidia-compute-580", "580.126.20-1") in names
+    assert ("nvidia-dkms-580-open", "580.126.20-1") in names
+    assert ("libnvidia-compute", D590) in names and ("nvidia-open", D595) in names
+    assert not any(name.endswith(("-590", "-595")) and PIN not in name for name, _ in names)
+    utils = control_field(repo / "nvidia-utils-580_580.126.20-1_arm64.deb", "Depends")
+    assert utils == "libnvidia-compute-580 (>= 580)"
+
+
 def test_pinning_packages_pin_every_driver_package_to_their_branch(repo, tmp_path):
     names = (
-        "libnvidia-compute nvidia-dkms-open nvidia-dkms nvidia-utils nvidia-persistenced "
+        "nvidia-driver-cuda nvidia-kernel-open-dkms nvidia-kernel-dkms nvidia-persistenced "
         "nvidia-open cuda-drivers"
     )
-    for branch, version in (("590", D590), ("595", D595)):
-        tree = extract(
-            repo / f"nvidia-driver-pinning-{branch}_{version}_all.deb", tmp_path / branch
-        )
-        preferences = (tree / f"etc/apt/preferences.d/nvidia-driver-pinning-{branch}").read_text()
+    for branch, version in (("580", D580), ("590", D590), ("595", D595)):
+        tree = extract(repo / f"{PIN}-{branch}_{version}_all.deb", tmp_path / branch)
+        preferences = (tree / f"etc/apt/preferences.d/{PIN}-{branch}").read_text()
         assert preferences == f"Package: {names}\nPin: version {branch}.*\nPin-Priority: 1000\n"
 
 
@@ -132,10 +150,11 @@ def test_keyring_package_ships_the_signing_key_and_nvidias_source(built, repo, t
 
 
 def test_driver_packages_ship_their_files(repo, tmp_path):
-    extract(repo / "libnvidia-compute_590.48.01-1_amd64.deb", tmp_path)
-    extract(repo / "nvidia-dkms-open_590.48.01-1_amd64.deb", tmp_path)
+    extract(repo / "nvidia-driver-cuda_590.48.01-1_amd64.deb", tmp_path)
+    extract(repo / "nvidia-kernel-open-dkms_590.48.01-1_amd64.deb", tmp_path)
     extract(repo / "nvidia-persistenced_590.48.01-1_amd64.deb", tmp_path)
     assert (tmp_path / "usr/lib/x86_64-linux-gnu/libcuda.so.590.48.01").is_file()
+    assert (tmp_path / "usr/bin/nvidia-smi").is_file()  # Debian's compute driver ships it
     dkms = (tmp_path / "usr/src/nvidia-590.48.01/dkms.conf").read_text()
     assert 'PACKAGE_NAME="nvidia"' in dkms and 'PACKAGE_VERSION="590.48.01"' in dkms
     service = (tmp_path / "usr/lib/systemd/system/nvidia-persistenced.service").read_text()
@@ -179,7 +198,8 @@ def test_packages_index_lists_every_deb_with_its_hashes(repo):
     assert sorted(e["Filename"] for e in entries) == sorted(
         f"./{deb.name}" for deb in repo.glob("*.deb")
     )
-    assert len(entries) == 3 + 7 * 2 + 3 * 2  # keyring, pinning x2, driver x2 branches, CUDA x2
+    # keyring, a pin per branch, 6 driver packages per branch (Debian's names), CUDA x2
+    assert len(entries) == 1 + 3 + 6 * 3 + 3 * 2
     for entry in entries:
         data = (repo / entry["Filename"]).read_bytes()
         assert entry["SHA256"] == hashlib.sha256(data).hexdigest()
@@ -255,7 +275,8 @@ def test_nvcc_prints_the_real_banner_format(repo, tmp_path, package, release, ve
 @pytest.fixture(scope="module")
 def utils_tree(repo, tmp_path_factory) -> Path:
     return extract(
-        repo / "nvidia-utils_590.48.01-1_amd64.deb", tmp_path_factory.mktemp("nvidia-utils")
+        repo / "nvidia-driver-cuda_590.48.01-1_amd64.deb",
+        tmp_path_factory.mktemp("nvidia-driver-cuda"),
     )
 
 

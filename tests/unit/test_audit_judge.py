@@ -163,4 +163,44 @@ def test_recorded_real_reports_judge_again_to_the_same_report(path):
     stored = json.loads(path.read_text())
     expected, facts = record_from_document(stored["record"])
     again = audit_report(stored["host"], expected, facts, judge(expected, facts))
+    # Recorded before the audit read DKMS's state: the record now says it was not read.
+    stored["record"]["facts"].setdefault("dkms", None)
     assert json.loads(json.dumps(again)) == stored
+
+
+# -- DKMS builds for the kernel that boots next ------------------------------------------------
+
+
+def test_dkms_state_is_read_in_both_of_dkms_formats():
+    from pyinfra_sglang.parsers.system import parse_dkms_state
+
+    state = parse_dkms_state(
+        [
+            "kernel 6.1.0-9-amd64",
+            "kernel 6.1.0-28-amd64",
+            # dkms 3, as captured (tests/fixtures/nvidia-repo/debian-dpkg-l-595.45.04.txt)
+            "nvidia/595.45.04, 6.18.15+deb14-amd64, x86_64: installed",
+            "nvidia/595.45.04, 6.1.0-9-amd64, x86_64: installed",
+            "nvidia, 590.48.01, 6.1.0-28-amd64, x86_64: built",  # dkms 2, not installed
+        ]
+    )
+    assert state["kernels"] == ["6.1.0-9-amd64", "6.1.0-28-amd64"]  # 28 after 9
+    assert state["built"] == {
+        "6.18.15+deb14-amd64": ["595.45.04"],
+        "6.1.0-9-amd64": ["595.45.04"],
+    }
+
+
+def test_the_kernel_that_boots_next_without_the_module_is_a_warning():
+    from pyinfra_sglang.audit.drift import findings_for_dkms
+
+    state = {"kernels": ["6.1.0-9-amd64", "6.1.0-28-amd64"], "built": {"6.1.0-9-amd64": ["1"]}}
+    [missing] = findings_for_dkms(state, "1")
+    assert (missing.level, missing.code) == ("warn", "dkms-module-missing")
+    assert "Kernel 6.1.0-28-amd64" in missing.message and "dkms autoinstall" in missing.message
+    built = {**state, "built": {"6.1.0-28-amd64": ["1"]}}
+    assert [f.code for f in findings_for_dkms(built, "1")] == ["dkms-module"]
+    # A module of another version does not count; no kernels (a container) or no driver: silent.
+    assert [f.code for f in findings_for_dkms(built, "2")] == ["dkms-module-missing"]
+    assert findings_for_dkms({"kernels": [], "built": {}}, "1") == []
+    assert findings_for_dkms(state, None) == [] and findings_for_dkms(None, "1") == []

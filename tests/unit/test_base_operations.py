@@ -83,6 +83,20 @@ CASES = [
         ],
     ),
     op_case(
+        kernel_headers,
+        "a-kernel-without-a-flavor-has-no-metapackage-to-follow",
+        facts({**headers(), "kernel_release": "6.18.44-fc-v669", "package": "-"}),
+        {"package_template": "linux-headers-{flavor}"},
+        noops=["kernel 6.18.44-fc-v669 names no distro flavor: no headers metapackage follows it"],
+    ),
+    op_case(
+        kernel_headers,
+        "the-flavors-metapackage-is-installed-like-the-running-kernels-headers",
+        facts({**headers(candidate="6.1.115-1"), "package": "linux-headers-cloud-amd64"}),
+        {"package_template": "linux-headers-{flavor}"},
+        commands=[f"{APT_GET} install --no-install-recommends linux-headers-cloud-amd64"],
+    ),
+    op_case(
         packages_installed,
         "missing-ones-installed-after-an-update",
         {DebPackages: {"curl": ["7.88.1-10"]}},
@@ -139,3 +153,38 @@ def test_connector_arguments_are_the_running_operations_connector_ones():
     # Connector arguments travel on to direct connector calls; operation-level ones do not.
     assert connector_arguments(running) == {"_sudo": True, "_sudo_user": "root", "_timeout": 30}
     assert connector_arguments(SimpleNamespace(current_op_global_arguments=None)) == {}
+
+
+@pytest.mark.parametrize(
+    ("release", "template", "package"),
+    [
+        ("6.1.0-28-cloud-amd64", "linux-headers-{flavor}", "linux-headers-cloud-amd64"),
+        ("6.1.0-28-amd64", "linux-headers-{flavor}", "linux-headers-amd64"),
+        ("6.8.0-45-generic", "linux-headers-{flavor}", "linux-headers-generic"),
+        ("6.8.0-1015-aws", "linux-headers-{flavor}", "linux-headers-aws"),
+        ("6.18.44-fc-v669", "linux-headers-{flavor}", "-"),
+        ("6.18.44-fc-v669", "linux-headers-{kernel_release}", "linux-headers-6.18.44-fc-v669"),
+    ],
+)
+def test_the_headers_fact_names_the_package_from_the_running_kernel(
+    tmp_path, release, template, package
+):
+    # The fact's own command, run by sh with uname, dpkg-query and apt-cache answering as on a
+    # host where nothing is installed and apt has no lists.
+    import subprocess
+
+    for tool, body in (
+        ("uname", f"echo {release}"),
+        ("dpkg-query", "exit 1"),
+        ("apt-cache", "exit 0"),
+    ):
+        (tmp_path / tool).write_text(f"#!/bin/sh\n{body}\n")
+        (tmp_path / tool).chmod(0o755)
+    output = subprocess.run(
+        ["sh", "-c", KernelHeaders().command(package_template=template)],
+        capture_output=True,
+        text=True,
+        env={"PATH": f"{tmp_path}:/usr/bin:/bin"},
+        check=True,
+    ).stdout
+    assert output.splitlines()[:4] == [release, package, "absent", "(none)"]

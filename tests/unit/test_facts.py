@@ -61,7 +61,8 @@ def test_kernel_headers_the_distro_does_not_ship():
 def test_kernel_headers_command_uses_the_running_kernel():
     # The template's text quoted, the release the shell read from uname put in.
     command = KernelHeaders().command("linux-headers-{kernel_release}")
-    assert command.startswith('release=$(uname -r); pkg=linux-headers-"$release"; ')
+    assert command.startswith("release=$(uname -r); flavor=")
+    assert ' pkg=linux-headers-"$release"; echo "$release"; ' in command
 
 
 def test_gpu_query_under_load_takes_only_numbers_for_its_timing():

@@ -14,9 +14,12 @@ from checks.facts import AptSourceEntries, NvccRelease, NvidiaLoadedModule, Virt
 from pyinfra_sglang import data
 from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.nvidia import (
+    all_kernel_module_packages,
     cuda_paths,
+    driver_branch_of,
     driver_packages,
-    kernel_module_package,
+    kernel_module_packages,
+    packages_off_branch,
     upstream_version,
 )
 from roles.cuda_toolkit import nvcc_reports_release
@@ -31,9 +34,11 @@ from roles.nvidia_driver import (
 from roles.nvidia_repo import apt_components, deb_installed
 from tests.unit.ophelper import OP_CASE_FIELDS, op_case, run_operation
 
-COMPUTE_OPEN = ["libnvidia-compute", "nvidia-dkms-open", "nvidia-utils", "nvidia-persistenced"]
-ON_590 = {p: ["590.48.01-1"] for p in COMPUTE_OPEN}
-ON_595 = {p: ["595.58.03-1"] for p in COMPUTE_OPEN}
+# Debian 12's compute install with open modules (data/nvidia.toml, family "debian").
+COMPUTE_OPEN = [("nvidia-driver-cuda",), ("nvidia-kernel-open-dkms",), ("nvidia-persistenced",)]
+NAMES = [name for (name,) in COMPUTE_OPEN]
+ON_590 = {p: ["590.48.01-1"] for p in NAMES}
+ON_595 = {p: ["595.58.03-1"] for p in NAMES}
 NO_CONTAINER = {"container": None, "vm": None}
 
 # pyinfra's non-interactive apt-get, waiting for dpkg's locks, which the driver operations
@@ -43,10 +48,28 @@ APT_GET = (
     '-o Dpkg::Options::="--force-confdef" -o Dpkg::Options::="--force-confold" '
     f"-o DPkg::Lock::Timeout={data.load('apt')['lock_timeout_s']}"
 )
-INSTALL_COMPUTE_OPEN = (
-    f"{APT_GET} install --no-install-recommends --allow-downgrades "
-    "libnvidia-compute nvidia-dkms-open nvidia-utils nvidia-persistenced"
-)
+
+
+def resolved(index: int, names: str, missing: str, branch: int = 590) -> str:
+    """The shell that picks the first of ``names`` apt has a version on ``branch`` of."""
+    return (
+        f'pkg{index}=; for name in {names}; do if apt-cache policy "$name" 2>/dev/null | '
+        f"sed -n 's/^ *Candidate: //p' | grep -Eq '^([0-9]+:)?{branch}\\.'; then "
+        f'pkg{index}=$name; break; fi; done; [ -n "$pkg{index}" ] || {{ echo \'{missing}: apt '
+        f"has no version on driver branch {branch} in the configured repositories (is the "
+        "NVIDIA repository or its mirror complete?)' >&2; exit 100; }"
+    )
+
+
+def install_compute_open(branch: int = 590, moving: str = "") -> str:
+    picks = "; ".join(resolved(i, name, name, branch) for i, name in enumerate(NAMES))
+    return (
+        f"{picks}; {APT_GET} install --no-install-recommends --allow-downgrades "
+        f'"$pkg0" "$pkg1" "$pkg2"{moving}'
+    )
+
+
+INSTALL_COMPUTE_OPEN = install_compute_open()
 NVCC = "/usr/local/cuda-13.1/bin/nvcc"
 KEYRING_URL = "http://127.0.0.1:8080/debian12/x86_64/cuda-keyring_1.1-1_all.deb"
 # pyinfra's temporary names: the .deb apt-get installs, and where curl writes it first.
@@ -57,13 +80,17 @@ KEYRING_DOWNLOAD = f"/tmp/pyinfra-{sha1_hash(KEYRING_DEB)}"
 def reboot_facts(loaded, installed, container=None, marked=False):
     return {
         NvidiaLoadedModule: {"version": loaded, "flavor": "open"} if loaded else None,
-        DebPackages: {"nvidia-dkms-open": [installed]} if installed else {},
+        DebPackages: {"nvidia-kernel-open-dkms": [installed]} if installed else {},
         Virtualization: {"container": container, "vm": None},
         File: {"mode": 644} if marked else None,
     }
 
 
-REBOOT_ARGS = {"module_package": "nvidia-dkms-open", "allow_reboot": False, "changing": False}
+REBOOT_ARGS = {
+    "module_packages": ("nvidia-kernel-open-dkms",),
+    "allow_reboot": False,
+    "changing": False,
+}
 
 
 def entry(file, line, components, fmt="one-line"):
@@ -104,32 +131,53 @@ CASES = [
         driver_packages_on_branch,
         "fresh",
         {DebPackages: {}},
-        {"packages": COMPUTE_OPEN, "branch": 590},
+        {"entries": COMPUTE_OPEN, "branch": 590},
         commands=[INSTALL_COMPUTE_OPEN],
     ),
     op_case(
         driver_packages_on_branch,
         "in-place",
         {DebPackages: ON_590},
-        {"packages": COMPUTE_OPEN, "branch": 590},
-        noops=[
-            "libnvidia-compute, nvidia-dkms-open, nvidia-utils, nvidia-persistenced "
-            "are on branch 590"
-        ],
+        {"entries": COMPUTE_OPEN, "branch": 590},
+        noops=["nvidia-driver-cuda, nvidia-kernel-open-dkms, nvidia-persistenced on branch 590"],
     ),
     op_case(
         driver_packages_on_branch,
         "down-to-590",
         {DebPackages: ON_595},
-        {"packages": COMPUTE_OPEN, "branch": 590},
+        {"entries": COMPUTE_OPEN, "branch": 590},
         commands=[INSTALL_COMPUTE_OPEN],
     ),
     op_case(
         driver_packages_on_branch,
         "up-to-595",
         {DebPackages: ON_590},
-        {"packages": COMPUTE_OPEN, "branch": 595},
-        commands=[INSTALL_COMPUTE_OPEN],
+        {"entries": COMPUTE_OPEN, "branch": 595},
+        commands=[install_compute_open(595)],
+    ),
+    op_case(
+        # Before: only the named packages moved; a metapackage (>= deps) and a library of
+        # the old branch stayed, and apt counted them satisfied.
+        driver_packages_on_branch,
+        "a-move-takes-every-driver-package-of-another-branch-along",
+        {
+            DebPackages: {
+                **ON_595,
+                "nvidia-open": ["595.58.03-1"],
+                "libnvidia-gl": ["595.58.03-1"],
+                "nvidia-driver-pinning-590": ["590.48.01-1"],
+                "nvidia-container-toolkit": ["1.17.8-1"],
+            }
+        },
+        {"entries": COMPUTE_OPEN, "branch": 590},
+        commands=[install_compute_open(590, " libnvidia-gl nvidia-open")],
+    ),
+    op_case(
+        driver_packages_on_branch,
+        "a-leftover-of-another-branch-alone-is-moved",
+        {DebPackages: {**ON_590, "nvidia-open": ["595.58.03-1"]}},
+        {"entries": COMPUTE_OPEN, "branch": 590},
+        commands=[install_compute_open(590, " nvidia-open")],
     ),
     # -- the reboot: "reboot required" marks the host once; an allowed reboot reboots and waits
     op_case(
@@ -138,7 +186,8 @@ CASES = [
         reboot_facts("580.159.04", "590.48.01-1"),
         REBOOT_ARGS,
         commands=[
-            "touch /run/reboot-required && echo nvidia-dkms-open >> /run/reboot-required.pkgs"
+            "touch /run/reboot-required && echo nvidia-kernel-open-dkms "
+            ">> /run/reboot-required.pkgs"
         ],
     ),
     op_case(
@@ -289,8 +338,26 @@ def test_operation_yields_exactly(op, facts, args, commands, noops, executing):
 def test_stale_packages_and_upstream_versions():
     assert upstream_version("590.48.01-1") == "590.48.01"
     assert upstream_version("1:595.58.03-0ubuntu1") == "595.58.03"
-    partly = {**ON_590, "nvidia-utils": ["595.58.03-1"]}
-    assert stale_driver_packages(partly, COMPUTE_OPEN, 590) == ["nvidia-utils"]
+    partly = {**ON_590, "nvidia-persistenced": ["595.58.03-1"]}
+    assert stale_driver_packages(partly, COMPUTE_OPEN, 590) == [("nvidia-persistenced",)]
+    # One installed candidate satisfies its entry.
+    ubuntu = [("libnvidia-compute", "libnvidia-compute-580")]
+    assert stale_driver_packages({"libnvidia-compute-580": ["580.126.20-1"]}, ubuntu, 580) == []
+
+
+def test_driver_branches_are_read_from_versions():
+    assert driver_branch_of("590.48.01-1") == 590
+    assert driver_branch_of("610.43.02-1ubuntu1") == 610
+    assert driver_branch_of("1.17.8-1") is None and driver_branch_of("2025.10.12-1") is None
+    installed = {
+        "nvidia-open": ["595.58.03-1"],
+        "libnvidia-compute-580": ["580.126.20-1"],
+        "nvidia-driver-pinning-595": ["595.58.03-1"],  # swapped by its own operation
+        "nvlsm": ["2025.10.12-1"],
+        "nvidia-container-toolkit": ["1.17.8-1"],
+        "nvidia-persistenced": ["590.48.01-1"],
+    }
+    assert packages_off_branch(installed, 590) == ["libnvidia-compute-580", "nvidia-open"]
 
 
 # -- the reboot decision ----------------------------------------------------------------------
@@ -336,23 +403,112 @@ def test_nvcc_reporting_another_release_fails_before_changes():
 
 
 @pytest.mark.parametrize(
-    ("install", "modules", "packages", "module_package"),
+    ("family", "install", "modules", "branch", "packages", "module_packages"),
     [
-        ("compute", "open", COMPUTE_OPEN, "nvidia-dkms-open"),
         (
+            "debian",
+            "compute",
+            "open",
+            590,
+            ["nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-persistenced"],
+            ("nvidia-kernel-open-dkms",),
+        ),
+        (
+            "debian",
             "compute",
             "proprietary",
-            ["libnvidia-compute", "nvidia-dkms", "nvidia-utils", "nvidia-persistenced"],
-            "nvidia-dkms",
+            590,
+            ["nvidia-driver-cuda", "nvidia-kernel-dkms", "nvidia-persistenced"],
+            ("nvidia-kernel-dkms",),
         ),
-        ("full", "open", ["nvidia-open", "nvidia-persistenced"], "nvidia-dkms-open"),
-        ("full", "proprietary", ["cuda-drivers", "nvidia-persistenced"], "nvidia-dkms"),
+        (
+            "debian",
+            "full",
+            "open",
+            595,
+            ["nvidia-open", "nvidia-persistenced"],
+            ("nvidia-kernel-open-dkms",),
+        ),
+        (
+            "ubuntu",
+            "compute",
+            "open",
+            580,
+            [
+                "libnvidia-compute|libnvidia-compute-580",
+                "nvidia-dkms-open|nvidia-dkms-580-open",
+                "nvidia-utils|nvidia-utils-580",
+                "nvidia-persistenced",
+            ],
+            ("nvidia-dkms-open", "nvidia-dkms-580-open"),
+        ),
+        (
+            "ubuntu",
+            "full",
+            "proprietary",
+            590,
+            ["cuda-drivers|cuda-drivers-590", "nvidia-persistenced"],
+            ("nvidia-dkms", "nvidia-dkms-590"),
+        ),
     ],
 )
-def test_driver_packages_per_install_kind_and_flavor(install, modules, packages, module_package):
-    config = HostConfig(nvidia_driver_install=install, nvidia_kernel_modules=modules)
-    assert driver_packages(config) == packages
-    assert kernel_module_package(config) == module_package
+def test_driver_packages_per_family_install_kind_and_flavor(
+    family, install, modules, branch, packages, module_packages
+):
+    config = HostConfig(
+        nvidia_driver_install=install, nvidia_kernel_modules=modules, nvidia_driver_branch=branch
+    )
+    assert ["|".join(entry) for entry in driver_packages(family, config)] == packages
+    assert kernel_module_packages(family, config) == module_packages
+    # The audit, which does not know the family, looks for any of them.
+    assert set(module_packages) <= set(all_kernel_module_packages(config))
+
+
+def test_every_driver_package_name_has_its_source_in_the_data():
+    driver = data.load("nvidia")["driver"]
+    names = {driver["pinning_package"]}
+    for family in driver["packages"].values():
+        for install in family.values():
+            for entries in install.values():
+                names |= {n for e in entries for n in ([e] if isinstance(e, str) else e)}
+    for family in driver["kernel_module_packages"].values():
+        names |= {n for flavor in family.values() for n in flavor}
+    assert names - set(driver["sources"]) == set()
+    assert set(driver["sources"]) - names == set()  # no source for a name no longer used
+
+
+def test_the_resolution_picks_the_first_candidate_on_the_branch(tmp_path):
+    # The shell the role runs, against an apt-cache that answers as apt does:
+    # "Candidate: (none)" for a name without a version, nothing for an unknown name.
+    import subprocess
+
+    from roles.nvidia_driver import resolve_on_host
+
+    fake = tmp_path / "apt-cache"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'case "$2" in\n'
+        "  libnvidia-compute) printf '%s\\n' 'libnvidia-compute:' "
+        "'  Installed: (none)' '  Candidate: 610.43.02-1ubuntu1' ;;\n"
+        "  libnvidia-compute-580) printf '%s\\n' 'libnvidia-compute-580:' "
+        "'  Installed: (none)' '  Candidate: 580.126.20-1' ;;\n"
+        "  nvidia-utils) printf '%s\\n' 'nvidia-utils:' '  Candidate: (none)' ;;\n"
+        "esac\n"
+    )
+    fake.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
+
+    def run(entry, branch):
+        script = resolve_on_host(entry, branch, "pkg") + '; echo "picked $pkg"'
+        return subprocess.run(["sh", "-c", script], capture_output=True, text=True, env=env)
+
+    # 580: the unsuffixed name exists, but only on 610; the suffixed one is on 580.
+    picked = run(("libnvidia-compute", "libnvidia-compute-580"), 580)
+    assert (picked.returncode, picked.stdout) == (0, "picked libnvidia-compute-580\n")
+    assert run(("libnvidia-compute",), 610).stdout == "picked libnvidia-compute\n"
+    none = run(("nvidia-utils", "nvidia-utils-580"), 580)
+    assert none.returncode == 100 and none.stdout == ""
+    assert none.stderr.startswith("nvidia-utils or nvidia-utils-580: apt has no version on")
 
 
 def test_a_host_that_does_not_come_back_names_the_setting(monkeypatch):
@@ -380,3 +536,4 @@ def test_reboot_timeout_is_a_bounded_whole_number():
     for bad in (True, 30, 100000):
         with pytest.raises(ValueError, match="reboot_timeout_s"):
             HostConfig(reboot_timeout_s=bad)
+
