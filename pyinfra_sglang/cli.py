@@ -316,6 +316,33 @@ def _decode_check(args: argparse.Namespace) -> int:
     return decode_client.run(args, api_key=key)
 
 
+# --- packages ----------------------------------------------------------------------------
+
+
+def _packages_arguments(parser: argparse.ArgumentParser) -> None:
+    from pyinfra_sglang import data
+    from pyinfra_sglang.driver_plan import platform_names
+
+    nvidia = data.load("nvidia")
+    parser.add_argument("--platform", choices=platform_names(), required=True)
+    parser.add_argument("--install", choices=("compute", "full"), default="compute")
+    parser.add_argument("--modules", choices=("open", "proprietary"), default="open")
+    parser.add_argument(
+        "--branch",
+        type=int,
+        choices=nvidia["driver_branches"],
+        default=nvidia["default_driver_branch"],
+    )
+
+
+def _packages(args: argparse.Namespace) -> int:
+    from pyinfra_sglang.driver_plan import driver_apt_plan, format_plan
+
+    plan = driver_apt_plan(args.platform, args.install, args.modules, args.branch)
+    sys.stdout.write(format_plan(plan))
+    return 0
+
+
 COMMANDS = (
     Command(
         "inventory-reference",
@@ -340,6 +367,12 @@ COMMANDS = (
         "print the SGLang unit, env file and config file for a profile, touching no host",
         _render_arguments,
         _render_service,
+    ),
+    Command(
+        "packages",
+        "print the NVIDIA driver's apt plan for a platform, touching no host",
+        _packages_arguments,
+        _packages,
     ),
     Command(
         "decode-check",

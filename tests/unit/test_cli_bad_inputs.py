@@ -110,6 +110,14 @@ def bad_inputs(tmp: Path) -> dict[str, list[list[str]]]:
             [*render, "--arch", "hopper"],
             [*render, "--sglang-version", "latest"],
         ],
+        "packages": [
+            [],
+            ["--platform", "debian13"],
+            ["--platform", "debian12", "--branch", "550"],
+            ["--platform", "debian12", "--branch", "x"],
+            ["--platform", "debian12", "--install", "desktop"],
+            ["--platform", "debian12", "--modules", "nouveau"],
+        ],
         "decode-check": [
             [],
             ["--url", url, "--timeout", "0"],

@@ -537,3 +537,31 @@ def test_reboot_timeout_is_a_bounded_whole_number():
         with pytest.raises(ValueError, match="reboot_timeout_s"):
             HostConfig(reboot_timeout_s=bad)
 
+
+# -- the apt plan without a host (pyinfra-sglang packages) ------------------------------------
+
+
+def test_the_packages_command_prints_debians_names_and_their_sources(capsys):
+    from pyinfra_sglang.cli import main
+
+    assert main(["packages", "--platform", "debian12", "--modules", "proprietary"]) == 0
+    out = capsys.readouterr().out
+    assert "1. pin:       nvidia-driver-pinning-590" in out
+    for line in ("     nvidia-driver-cuda\n", "     nvidia-kernel-dkms\n"):
+        assert line in out
+    plan = out.split("# where the names come from")[0]
+    assert "libnvidia-compute" not in plan and "nvidia-utils" not in plan
+    assert "linux-headers-<flavor>" in out and "dkms, dh-dkms" in out
+    assert "\nnvidia-kernel-dkms: NVIDIA's Debian repository" in out
+
+
+def test_the_packages_command_shows_what_ubuntu_resolves_on_the_host(capsys):
+    from pyinfra_sglang.cli import main
+
+    assert main(["packages", "--platform", "ubuntu2204", "--branch", "580"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "the first of nvidia-dkms-open, nvidia-dkms-580-open with a version on branch 580 "
+        "(resolved on the host)"
+    ) in out
+    assert "nvidia-dkms-open or nvidia-dkms-580-open is the driver the kernel must load" in out

@@ -22,6 +22,7 @@ OFFLINE_COMMANDS = {
     "validate",
     "build-plan",
     "render",
+    "packages",
     "decode-check",
     "analyze",
     "diagnose",
@@ -112,6 +113,9 @@ def test_inventory_reference_validate_render_and_build_plan(installed, tmp_path)
 
     plan = run(installed, tmp_path, "build-plan", "--cores", "16", "--mem-gb", "64")
     assert plan.returncode == 0 and plan.stdout.startswith("MAX_JOBS=")
+
+    packages = run(installed, tmp_path, "packages", "--platform", "debian12")
+    assert packages.returncode == 0 and "     nvidia-driver-cuda\n" in packages.stdout
 
 
 def test_analyze_diagnose_decode_check_and_ab_compare(installed, tmp_path):

@@ -1,0 +1,87 @@
+"""The apt plan of the NVIDIA driver for a platform, install kind, module flavor and branch,
+from data alone: what roles/nvidia_driver.py installs there, and what a mirror must carry.
+`pyinfra-sglang packages` prints it without a host."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyinfra_sglang import data
+from pyinfra_sglang.inventory import HostConfig
+from pyinfra_sglang.nvidia import driver_packages, kernel_module_packages, pinning_package
+
+HEADER_EXAMPLES = {
+    "debian": "6.1.0-28-amd64 -> amd64, 6.1.0-28-cloud-amd64 -> cloud-amd64",
+    "ubuntu": "6.8.0-45-generic -> generic, 6.8.0-1015-aws -> aws",
+}
+
+
+@dataclass(frozen=True)
+class DriverAptPlan:
+    platform: str  # NVIDIA's repository folder, e.g. "debian12"
+    family: str  # the family of package names there
+    branch: int
+    pin: str
+    packages: tuple[tuple[str, ...], ...]  # each: candidates, the first on the branch wins
+    module_packages: tuple[str, ...]
+    headers: str  # the headers metapackage, by the running kernel's flavor
+    mirror_extra: tuple[str, ...]  # what else an air-gapped mirror of NVIDIA's repo needs
+
+
+def platform_names() -> list[str]:
+    return [p["nvidia_repo"] for p in data.load("platforms")["platform"]]
+
+
+def driver_apt_plan(platform: str, install: str, modules: str, branch: int) -> DriverAptPlan:
+    """The plan; ``platform`` is one of platform_names() (a KeyError otherwise)."""
+    match = {p["nvidia_repo"]: p for p in data.load("platforms")["platform"]}[platform]
+    family = match["driver_family"]
+    config = HostConfig(
+        nvidia_driver_install=install, nvidia_kernel_modules=modules, nvidia_driver_branch=branch
+    )
+    headers = data.load("platforms")["base"]["kernel_headers_metapackage"]
+    return DriverAptPlan(
+        platform=platform,
+        family=family,
+        branch=branch,
+        pin=pinning_package(branch),
+        packages=tuple(driver_packages(family, config)),
+        module_packages=kernel_module_packages(family, config),
+        headers=headers,
+        mirror_extra=tuple(data.load("nvidia")["repo"]["mirror_extra_packages"]),
+    )
+
+
+def format_plan(plan: DriverAptPlan) -> str:
+    sources = data.load("nvidia")["driver"]["sources"]
+    lines = [
+        f"# NVIDIA driver on {plan.platform} ({plan.family} names), branch {plan.branch}",
+        f"1. pin:       {plan.pin}  (apt-get install; swaps out any other branch's pin)",
+        "2. packages:  one apt-get install --no-install-recommends --allow-downgrades, with "
+        "every installed driver package of another branch moved along:",
+    ]
+    for entry in plan.packages:
+        if len(entry) == 1:
+            lines.append(f"     {entry[0]}")
+        else:
+            lines.append(
+                f"     the first of {', '.join(entry)} with a version on branch {plan.branch} "
+                "(resolved on the host)"
+            )
+    lines += [
+        f"3. module:    the installed version of {' or '.join(plan.module_packages)} is the "
+        "driver the kernel must load (else reboot)",
+        f"4. headers:   linux-headers-$(uname -r) and "
+        f"{plan.headers.format(flavor='<flavor>')} (<flavor> from uname -r: "
+        f"{HEADER_EXAMPLES[plan.family]}), so DKMS builds the module for every kernel "
+        "installed later",
+        f"mirror: besides the above, an air-gapped mirror carries {', '.join(plan.mirror_extra)}",
+        "",
+        "# where the names come from",
+    ]
+    names = sorted(
+        {name for entry in plan.packages for name in entry} | set(plan.module_packages) | {plan.pin}
+    )
+    templated = {key.format(branch=plan.branch): value for key, value in sources.items()}
+    lines += [f"{name}: {templated[name]}" for name in names]
+    return "\n".join(lines) + "\n"
