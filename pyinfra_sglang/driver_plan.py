@@ -85,3 +85,23 @@ def format_plan(plan: DriverAptPlan) -> str:
     templated = {key.format(branch=plan.branch): value for key, value in sources.items()}
     lines += [f"{name}: {templated[name]}" for name in names]
     return "\n".join(lines) + "\n"
+
+
+def packages_markdown() -> str:
+    """docs/packages.md's table: every driver package name the roles may install, per family,
+    with its source (data/nvidia.toml)."""
+    driver = data.load("nvidia")["driver"]
+    used: dict[str, set[str]] = {}
+    for family, installs in driver["packages"].items():
+        for install, flavors in installs.items():
+            for flavor, entries in flavors.items():
+                for entry in entries:
+                    for name in [entry] if isinstance(entry, str) else entry:
+                        used.setdefault(name, set()).add(f"{family} {install} {flavor}")
+    used.setdefault(driver["pinning_package"], set()).add("every platform, first")
+    rows = ["| name | installed for | source |", "| --- | --- | --- |"]
+    for name in sorted(used):
+        where = ", ".join(sorted(used[name]))
+        source = " ".join(driver["sources"][name].split()).replace("|", "\\|")
+        rows.append(f"| `{name}` | {where} | {source} |")
+    return "\n".join(rows) + "\n"

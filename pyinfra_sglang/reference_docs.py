@@ -1,5 +1,6 @@
 """Reference tables in docs/, generated from code: the inventory fields (docs/inventory.md),
-the finding codes (docs/audit.md) and the `pyinfra-sglang` subcommands (docs/cli.md).
+the finding codes (docs/audit.md), the `pyinfra-sglang` subcommands (docs/cli.md) and the
+NVIDIA driver's package names with their sources (docs/packages.md).
 
 Each table sits between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->`` lines; the text
 around it is written by hand. tests/unit/test_reference_docs.py fails when a block differs
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from pyinfra_sglang import cli, inventory
 from pyinfra_sglang.audit.codes import codes_markdown
+from pyinfra_sglang.driver_plan import packages_markdown
 
 DOCS_DIR = Path(__file__).resolve().parents[1] / "docs"
 
@@ -125,6 +127,7 @@ BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
     "inventory-reference": ("inventory.md", inventory.reference_markdown),
     "finding-codes": ("audit.md", codes_markdown),
     "cli": ("cli.md", cli_markdown),
+    "driver-packages": ("packages.md", packages_markdown),
 }
 
 
