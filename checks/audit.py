@@ -21,6 +21,7 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import File
 
 from checks.facts import (
+    AptPolicy,
     DkmsState,
     FileDigests,
     GpuQueryUnderLoad,
@@ -160,10 +161,14 @@ def read_facts(config: HostConfig, expected: AuditExpectations) -> AuditFacts:
         loaded = {"version": gpus[0]["driver_version"], "flavor": None}
     # Whichever family's module package the host has (at most one is installed).
     installed = host.get_fact(DebPackages)
-    module_versions = next(
-        (installed[name] for name in all_kernel_module_packages(config) if installed.get(name)),
-        [],
+    module_package = next(
+        (name for name in all_kernel_module_packages(config) if installed.get(name)), None
     )
+    module_versions = installed.get(module_package, []) if module_package else []
+    candidate = None
+    if module_package:
+        policy = host.get_fact(AptPolicy, packages=[module_package])
+        candidate = policy.get(module_package, {}).get("candidate")
     service = host.get_fact(SystemdUnitState, unit=UNIT_NAME)
     packages = host.get_fact(PythonPackages, venv=config.venv_path)
     router = None
@@ -186,6 +191,7 @@ def read_facts(config: HostConfig, expected: AuditExpectations) -> AuditFacts:
         unit_files=None,
         load=GpuLoadReading(),
         dkms=host.get_fact(DkmsState),
+        module_candidate=upstream_version(candidate) if candidate else None,
     )
     if not gpus:
         return facts

@@ -24,7 +24,9 @@ from pyinfra_sglang.parsers.system import (
     DkmsStateDict,
     KernelHeadersDict,
     MemoryInfoDict,
+    RepositoryEntry,
     VirtualizationDict,
+    parse_apt_policy,
     parse_apt_source_entries,
     parse_dkms_state,
     parse_file_digests,
@@ -33,6 +35,7 @@ from pyinfra_sglang.parsers.system import (
     parse_meminfo,
     parse_python_packages,
     parse_python_version,
+    parse_repository_entries,
     parse_systemd_show,
     parse_virtualization,
 )
@@ -139,6 +142,36 @@ class AptSourceEntries(FactBase[list[AptSourceEntry]]):
 
     def process(self, output) -> list[AptSourceEntry]:
         return parse_apt_source_entries(output)
+
+
+class AptPolicy(FactBase[dict]):
+    """Installed and candidate versions of ``packages`` (see parse_apt_policy)."""
+
+    @staticmethod
+    def default() -> dict:
+        return {}
+
+    def command(self, packages: list[str]) -> str:
+        names = " ".join(shlex.quote(name) for name in packages)
+        return f"apt-cache policy {names} 2>/dev/null || true"
+
+    def process(self, output) -> dict:
+        return parse_apt_policy(output)
+
+
+class RepositoryEntries(FactBase[list[RepositoryEntry]]):
+    """The host's active apt source entries, one-line or deb822, with their URIs (see
+    parse_repository_entries)."""
+
+    @staticmethod
+    def default() -> list[RepositoryEntry]:
+        return []
+
+    def command(self) -> str:
+        return AptSourceEntries().command()
+
+    def process(self, output) -> list[RepositoryEntry]:
+        return parse_repository_entries(output)
 
 
 class MemoryInfo(FactBase[MemoryInfoDict]):

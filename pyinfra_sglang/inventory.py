@@ -135,6 +135,16 @@ class HostConfig(BaseModel):
         description="NVIDIA driver branch, locked with `nvidia-driver-pinning-<branch>`.",
         json_schema_extra=_allowed(_one_of(_nvidia["driver_branches"])),
     )
+    nvidia_driver_update_within_branch: bool = Field(
+        False,
+        description=(
+            "Move the driver to the newest release of its branch that apt offers (security "
+            "fixes arrive this way; unattended-upgrades is kept off NVIDIA's packages), with "
+            "the reboot handling of any driver change. Off: the audit warns when one is "
+            "offered."
+        ),
+        json_schema_extra=_allowed("true, false"),
+    )
     nvidia_kernel_modules: Literal["open", "proprietary"] = Field(
         "open",
         description="Kernel module flavor; Blackwell GPUs need the open modules.",
@@ -155,6 +165,17 @@ class HostConfig(BaseModel):
             "(for air-gapped sites)."
         ),
         json_schema_extra=_allowed("an http(s) URL, or unset for NVIDIA's repository"),
+    )
+    nvidia_keyring_sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = Field(
+        None,
+        description=(
+            "sha256 of the cuda-keyring .deb the repository (or `nvidia_apt_mirror`) serves "
+            "for this host: checked before it is installed. Unset: the sha256 pinned in "
+            "data/nvidia.toml for the host's platform, else the fingerprint of NVIDIA's key "
+            "it must carry. Needed for an http:// mirror, and for a mirror that signs with "
+            "its own key."
+        ),
+        json_schema_extra=_allowed("64 lowercase hex digits, or unset"),
     )
     cuda_version: CudaVersion = Field(  # type: ignore[valid-type]
         _nvidia["default_cuda_version"],
@@ -488,6 +509,20 @@ class HostConfig(BaseModel):
                 "sglang_router_host",
                 f"the router would bind to {router} (not loopback) without an API key, open "
                 "to whoever reaches it; set sglang_router_api_key_file or bind it to 127.0.0.1",
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _plain_http_mirror_needs_a_pinned_keyring(self) -> HostConfig:
+        # Over http anyone on the path can swap the keyring, and with it every package's
+        # signature check; a pinned sha256 makes the download's transport irrelevant.
+        mirror = self.nvidia_apt_mirror
+        if mirror is not None and mirror.scheme == "http" and not self.nvidia_keyring_sha256:
+            raise _field_error(
+                "nvidia_apt_mirror",
+                f"{mirror.scheme}:// mirror without nvidia_keyring_sha256: the keyring it "
+                "serves is the trust anchor of every NVIDIA package. Use https://, or pin the "
+                "keyring's sha256 in nvidia_keyring_sha256",
             )
         return self
 

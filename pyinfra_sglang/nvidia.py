@@ -50,6 +50,17 @@ def driver_branch_of(deb_version: str) -> int | None:
     return int(head) if len(head) == 3 and head.isdigit() and rest else None
 
 
+def newer_on_branch(installed: str | None, candidate: str | None, branch: int) -> bool:
+    """Does apt offer a newer release of ``branch`` than the installed one?"""
+    from pyinfra_sglang.parsers.system import kernel_sort_key
+
+    if not installed or not candidate or driver_branch_of(candidate) != branch:
+        return False
+    return kernel_sort_key(upstream_version(candidate)) > kernel_sort_key(
+        upstream_version(installed)
+    )
+
+
 def installed_on_branch(installed: dict[str, list[str]], name: str, branch: int) -> bool:
     return any(driver_branch_of(v) == branch for v in installed.get(name, []))
 

@@ -3,12 +3,17 @@ unattended-upgrades on a fresh image) is waited for rather than failed on."""
 
 from __future__ import annotations
 
+import io
+import shlex
+
 from pyinfra import host
 from pyinfra.api import QuoteString, StringCommand, operation
+from pyinfra.api.exceptions import OperationError
 from pyinfra.facts.apt import noninteractive_apt
 from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.server import Arch, LinuxDistribution
 
+from checks.host_context import connector_arguments
 from pyinfra_sglang import data
 from pyinfra_sglang.platform import Platform, resolve_platform
 
@@ -74,3 +79,32 @@ def ensure_packages(name: str, packages: list[str]) -> None:
     """Install missing packages without recommends; refresh apt's lists only when installing,
     so a host that has everything is not touched."""
     packages_installed(name=name, packages=packages)
+
+
+# Connector arguments that make pyinfra upload through a temporary file of the SSH user's.
+_ELEVATING = ("_sudo", "_doas", "_dzdo", "_su_user")
+
+
+def upload_into(host_, content: bytes, staging: str, what: str) -> None:
+    """Write ``content`` into ``staging``, a file that exists already with its final mode:
+    the SFTP server (or cp, under sudo) writes into it and keeps that mode, so a secret is
+    never readable by others, not even while it is uploaded. ``what`` names it in errors;
+    the content is never shown."""
+    arguments = connector_arguments(host_)
+    temp = None
+    if any(arguments.get(key) for key in _ELEVATING):
+        # pyinfra uploads as the SSH user to a temporary file first, with the SFTP server's
+        # default mode (0644): make that file 0600 beforehand (mktemp), as the SSH user.
+        ok, output = host_.run_shell_command("mktemp")
+        lines = [line.line for line in output] if ok else []
+        if not lines:
+            raise OperationError(f"could not upload {what}: mktemp failed")
+        temp = lines[-1].strip()
+        arguments = {**arguments, "remote_temp_filename": temp}
+    try:
+        uploaded = host_.put_file(io.BytesIO(content), staging, **arguments)
+    finally:
+        if temp:
+            host_.run_shell_command(f"rm -f {shlex.quote(temp)}")
+    if not uploaded:
+        raise OperationError(f"could not upload {what}")

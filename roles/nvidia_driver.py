@@ -14,7 +14,7 @@ from pyinfra.facts.files import File
 from pyinfra.facts.server import Which
 from pyinfra.operations import files, systemd
 
-from checks.facts import NvidiaLoadedModule, Virtualization
+from checks.facts import AptPolicy, NvidiaLoadedModule, Virtualization
 from pyinfra_sglang import data
 from pyinfra_sglang.inventory import host_config
 from pyinfra_sglang.nvidia import (
@@ -23,6 +23,7 @@ from pyinfra_sglang.nvidia import (
     driver_packages,
     installed_on_branch,
     kernel_module_packages,
+    newer_on_branch,
     packages_off_branch,
     pinning_package,
     upstream_version,
@@ -133,17 +134,41 @@ def driver_branch_pin(branch: int):
     yield apt_install([wanted, *(f"{p}-" for p in others)])
 
 
+def updates_within_branch(installed: dict[str, list[str]], policy: dict, branch: int) -> list[str]:
+    """Installed driver packages apt has a newer release of ``branch`` for."""
+    return sorted(
+        name
+        for name, versions in installed.items()
+        if name in policy
+        and any(newer_on_branch(v, policy[name]["candidate"], branch) for v in versions)
+    )
+
+
+def installed_driver_names(installed: dict[str, list[str]], entries, branch: int) -> list[str]:
+    return sorted(
+        name for entry in entries for name in entry if installed_on_branch(installed, name, branch)
+    )
+
+
 @operation()
-def driver_packages_on_branch(entries: list[tuple[str, ...]], branch: int):
+def driver_packages_on_branch(
+    entries: list[tuple[str, ...]], branch: int, update_within_branch: bool = False
+):
     """Install the driver packages, or move them to ``branch`` together with every other
     installed driver package still on another branch (NVIDIA's metapackages depend with
-    >=, so apt would leave those where they are)."""
+    >=, so apt would leave those where they are); with ``update_within_branch``, also to
+    the newest release of the branch apt offers."""
     installed = host.get_fact(DebPackages)
     stale = stale_driver_packages(installed, entries, branch)
     named = {name for entry in entries for name in entry}
     moving = [name for name in packages_off_branch(installed, branch) if name not in named]
-    if not stale and not moving:
-        host.noop(f"{', '.join(' or '.join(e) for e in entries)} on branch {branch}")
+    updates = []
+    if update_within_branch and not stale and not moving:
+        names = installed_driver_names(installed, entries, branch)
+        updates = updates_within_branch(installed, host.get_fact(AptPolicy, packages=names), branch)
+    if not stale and not moving and not updates:
+        newest = " (the newest apt offers)" if update_within_branch else ""
+        host.noop(f"{', '.join(' or '.join(e) for e in entries)} on branch {branch}{newest}")
         return
     yield install_on_branch_command(entries, moving, branch)
 
@@ -234,6 +259,7 @@ def nvidia_driver() -> None:
         ),
         entries=packages,
         branch=branch,
+        update_within_branch=config.nvidia_driver_update_within_branch,
     )
     blacklist = files.template(
         name="Blacklist nouveau",

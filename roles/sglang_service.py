@@ -22,7 +22,6 @@ removes the staging files.
 from __future__ import annotations
 
 import hashlib
-import io
 import posixpath
 import shlex
 import time
@@ -36,7 +35,7 @@ from pyinfra.facts.server import Command
 from pyinfra.facts.systemd import SystemdStatus
 
 from checks.facts import FileDigests, NvidiaGpus
-from checks.host_context import connector_arguments, host_position, run_on_host
+from checks.host_context import host_position, run_on_host
 from pyinfra_sglang import data
 from pyinfra_sglang.inventory import HostConfig, host_config
 from pyinfra_sglang.redact import redact
@@ -50,6 +49,7 @@ from pyinfra_sglang.service_files import (
     service_file_path,
     service_files,
 )
+from roles.common import upload_into
 from roles.python_env import venv_packages
 
 KEEP_SUFFIX = ".last-good"
@@ -58,7 +58,6 @@ ROUTER_START_TIMEOUT_S = 120
 JOURNAL_LINES = 40
 # Connector arguments under which pyinfra uploads as the SSH user to a temporary file, then
 # copies it into place as another user.
-_ELEVATING = ("_sudo", "_doas", "_dzdo", "_su_user")
 
 
 def service_user() -> str:
@@ -208,27 +207,7 @@ def prepare_command(files: tuple[RenderedFile, ...]) -> str:
 
 
 def _upload(host_, rendered: RenderedFile, staging: str) -> None:
-    """The content into the staging file, which exists with its final mode: the SFTP server
-    (or cp, under sudo) writes into it and keeps that mode."""
-    arguments = connector_arguments(host_)
-    temp = None
-    if any(arguments.get(key) for key in _ELEVATING):
-        # pyinfra uploads as the SSH user to a temporary file first, with the SFTP server's
-        # default mode (0644): make that file 0600 beforehand (mktemp), as the SSH user.
-        ok, output = host_.run_shell_command("mktemp")
-        lines = [line.line for line in output] if ok else []
-        if not lines:
-            raise OperationError(f"could not upload {rendered.path}: mktemp failed")
-        temp = lines[-1].strip()
-        arguments = {**arguments, "remote_temp_filename": temp}
-    try:
-        # put_file shows no content and no diff: the env and config files hold secrets.
-        uploaded = host_.put_file(io.BytesIO(rendered.content.encode()), staging, **arguments)
-    finally:
-        if temp:
-            host_.run_shell_command(f"rm -f {shlex.quote(temp)}")
-    if not uploaded:
-        raise OperationError(f"could not upload {rendered.path}")
+    upload_into(host_, rendered.content.encode(), staging, rendered.path)
 
 
 def _install(host_, files: tuple[RenderedFile, ...]) -> None:

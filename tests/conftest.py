@@ -7,6 +7,7 @@ from __future__ import annotations
 # the whole test process runs in one consistent, patched world.
 import pyinfra_cli  # noqa: F401  isort: skip
 
+import hashlib
 import shutil
 
 import pytest
@@ -75,6 +76,10 @@ def site_inventory(
     data = {
         **host_pool.inventory_data(),
         "nvidia_apt_mirror": nvidia_mirror.url,
+        # The stand-in mirror is plain http on loopback: its keyring's sha256 is pinned.
+        "nvidia_keyring_sha256": hashlib.sha256(
+            (nvidia_mirror.root / "debian12/x86_64/cuda-keyring_1.1-1_all.deb").read_bytes()
+        ).hexdigest(),
         "pypi_index_url": python_index.pypi_url,
         "torch_index_url": python_index.torch_url,
         "python_version": "3.11",

@@ -39,6 +39,11 @@ CODES: dict[str, Code] = {
         "the installed kernel module package is not the loaded one, or `/run/reboot-required` "
         "exists",
     ),
+    "driver-update-available": Code(
+        ("warn",),
+        "apt offers a newer release of the pinned branch than the installed one "
+        "(`nvidia_driver_update_within_branch` moves to it)",
+    ),
     "dkms-module": Code(
         ("ok",), "DKMS built the installed NVIDIA module for the newest installed kernel"
     ),

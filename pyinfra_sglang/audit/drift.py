@@ -227,3 +227,28 @@ def findings_for_dkms(dkms: dict | None, installed: str | None) -> list[Finding]
             evidence=evidence,
         )
     ]
+
+
+def findings_for_driver_update(
+    branch: int, installed: str | None, candidate: str | None, updating: bool
+) -> list[Finding]:
+    """Does apt offer a newer release of the pinned branch than the installed one?
+    ``updating``: the inventory moves to it (nvidia_driver_update_within_branch)."""
+    from pyinfra_sglang.nvidia import newer_on_branch
+
+    if not newer_on_branch(installed, candidate, branch):
+        return []
+    then = (
+        f"{RUN_SITE} (nvidia_driver_update_within_branch is on)"
+        if updating
+        else "Set nvidia_driver_update_within_branch: true and run deploy/site.py"
+    )
+    return [
+        Finding(
+            "warn",
+            "driver-update-available",
+            f"apt offers NVIDIA driver {candidate} on branch {branch}; {installed} is installed. "
+            f"Releases within a branch carry security fixes. {then}, then reboot.",
+            evidence={"installed": installed, "candidate": candidate, "branch": branch},
+        )
+    ]

@@ -8,6 +8,7 @@ from pyinfra_sglang.audit.drift import (
     findings_for_cuda,
     findings_for_dkms,
     findings_for_driver,
+    findings_for_driver_update,
     findings_for_gpu_count,
     findings_for_iommu,
     findings_for_persistence,
@@ -99,6 +100,12 @@ def judge(expected: AuditExpectations, facts: AuditFacts) -> list[Finding]:
     vm = detected_vm(facts.virtualization)
     findings = _driver_findings(expected, facts)
     findings += findings_for_dkms(facts.dkms, facts.installed_module)
+    findings += findings_for_driver_update(
+        expected.driver_branch,
+        facts.installed_module,
+        facts.module_candidate,
+        expected.update_within_branch,
+    )
     findings += findings_for_cuda(expected.cuda_version, facts.nvcc, expected.nvcc_path)
     findings += findings_for_gpu_count(expected.expected_gpu_count, gpu_count)
     findings += findings_for_persistence(facts.gpus, facts.persistenced)

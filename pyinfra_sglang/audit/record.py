@@ -28,6 +28,8 @@ class AuditExpectations:
     unit_name: str
     node_rank: int  # 0 serves HTTP; other ranks of a multi-node group do not
     router_unit: str | None  # the router's unit name when the inventory configures one
+    # Does the inventory move the driver within its branch? (Recorded before: no.)
+    update_within_branch: bool = False
 
     @classmethod
     def from_config(cls, config: HostConfig, unit_name: str, node_rank: int) -> AuditExpectations:
@@ -41,6 +43,7 @@ class AuditExpectations:
             sglang_version=config.sglang_version,
             venv_path=config.venv_path,
             unit_name=unit_name,
+            update_within_branch=config.nvidia_driver_update_within_branch,
             node_rank=node_rank,
             router_unit=ROUTER_UNIT_PATH.rsplit("/", 1)[1] if routed else None,
         )
@@ -88,6 +91,8 @@ class AuditFacts:
     load: GpuLoadReading
     # Installed kernels and DKMS's NVIDIA builds (DkmsState); None in records made before.
     dkms: dict | None = None
+    # The kernel module package's version apt would install now; None: not read, or none.
+    module_candidate: str | None = None
 
     @classmethod
     def from_dict(cls, values: dict) -> AuditFacts:

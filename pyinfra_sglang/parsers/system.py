@@ -93,6 +93,91 @@ def parse_dkms_state(output: Iterable[str]) -> DkmsStateDict:
     return {"kernels": sorted(set(kernels), key=kernel_sort_key), "built": built}
 
 
+def parse_apt_policy(output: Iterable[str]) -> dict[str, dict[str, str | None]]:
+    """``apt-cache policy NAME...``: per package its installed and candidate versions (None
+    for apt's ``(none)``). Unknown names print nothing and are absent."""
+    policy: dict[str, dict[str, str | None]] = {}
+    current = None
+    for raw in output:
+        if raw and not raw[0].isspace() and raw.rstrip().endswith(":"):
+            current = policy.setdefault(raw.strip()[:-1], {"installed": None, "candidate": None})
+            continue
+        key, _, value = raw.strip().partition(":")
+        if current is not None and key in ("Installed", "Candidate"):
+            value = value.strip()
+            current[key.lower()] = None if value in ("(none)", "") else value
+    return policy
+
+
+class RepositoryEntry(TypedDict):
+    file: str
+    first_line: int  # the entry's line (one-line) or its stanza's first line (deb822)
+    last_line: int
+    format: str  # "one-line" or "deb822"
+    uris: list[str]
+
+
+def parse_repository_entries(output: Iterable[str]) -> list[RepositoryEntry]:
+    """Every active apt source entry, one-line and deb822 (a stanza with ``Enabled: no`` is
+    not active), from ``<file>\t<line number>\t<text>`` lines."""
+    entries: list[RepositoryEntry] = []
+    stanza: dict = {}
+
+    def close_stanza() -> None:
+        if stanza and stanza.get("enabled", True) and stanza.get("uris"):
+            entries.append(
+                {
+                    "file": stanza["file"],
+                    "first_line": stanza["first"],
+                    "last_line": stanza["last"],
+                    "format": "deb822",
+                    "uris": stanza["uris"],
+                }
+            )
+        stanza.clear()
+
+    for raw in output:
+        path, number, text = (raw.split("\t", 2) + ["", ""])[:3]
+        if not number.isdigit():
+            continue
+        line = int(number)
+        text = text.split("#", 1)[0].strip()
+        if path.endswith(".sources"):
+            if stanza and (stanza["file"] != path or not text):
+                close_stanza()
+            if not text:
+                continue
+            stanza.setdefault("file", path)
+            stanza.setdefault("first", line)
+            stanza["last"] = line
+            key, _, value = text.partition(":")
+            if key.strip().lower() == "uris":
+                stanza["uris"] = value.split()
+            elif key.strip().lower() == "enabled":
+                stanza["enabled"] = value.strip().lower() not in ("no", "false", "0")
+            continue
+        close_stanza()
+        words = re.sub(r"\[[^]]*\]", " ", text).split()
+        if len(words) >= 3 and words[0] in ("deb", "deb-src"):
+            entries.append(
+                {
+                    "file": path,
+                    "first_line": line,
+                    "last_line": line,
+                    "format": "one-line",
+                    "uris": [words[1]],
+                }
+            )
+    close_stanza()
+    return entries
+
+
+def same_repository(uri: str, url: str) -> bool:
+    """http and https of one address, with or without the trailing slash, are one
+    repository to apt's Signed-By check."""
+    return uri.split("://", 1)[-1].rstrip("/") == url.split("://", 1)[-1].rstrip("/")
+
+
 class AptSourceEntry(TypedDict):
     file: str
     line: int  # 1-based line of the entry (one-line format) or of its Components: field

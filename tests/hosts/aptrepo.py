@@ -52,7 +52,14 @@ ARCHES = {"x86_64": ("amd64", "x86_64-linux-gnu"), "sbsa": ("arm64", "aarch64-li
 DISTROS = ("debian12", "ubuntu2204", "ubuntu2404")
 
 # Real versions of NVIDIA's repository (tests/fixtures/nvidia-repo/ubuntu2404-apt-cache-*.txt).
-DRIVER_VERSIONS = {"580": "580.126.20-1", "590": "590.48.01-1", "595": "595.58.03-1"}
+# The pinned branch's newest is what apt installs; 590 has an older release too, for the
+# within-branch update (590.44.01 and 590.48.01 are both in NVIDIA's repository).
+DRIVER_RELEASES = {
+    "580": ("580.126.20-1",),
+    "590": ("590.44.01-1", "590.48.01-1"),
+    "595": ("595.58.03-1",),
+}
+DRIVER_VERSIONS = {branch: releases[-1] for branch, releases in DRIVER_RELEASES.items()}
 # Each distro folder's family of driver package names.
 DRIVER_FAMILY = {"debian12": "debian", "ubuntu2204": "ubuntu", "ubuntu2404": "ubuntu"}
 
@@ -268,11 +275,12 @@ def shipped_files(
 
 
 def driver_packages(
-    family: str, branch: str, arch: str, captures: Iterable[str]
+    family: str, branch: str, arch: str, captures: Iterable[str], version: str | None = None
 ) -> list[PackageSpec]:
-    """One driver branch of one family of names, from shapes.toml."""
+    """One driver release (the branch's newest unless ``version``) of one family of names,
+    from shapes.toml."""
     deb_arch, triplet = ARCHES[arch]
-    version = DRIVER_VERSIONS[branch]
+    version = version or DRIVER_VERSIONS[branch]
     upstream = version.rsplit("-", 1)[0]
     names = family_names(family, branch)
     captures = tuple(captures)
@@ -355,8 +363,9 @@ def package_specs(
     captures = tuple(captures)
     family = DRIVER_FAMILY[distro]
     specs = [keyring_package(distro, arch, public_key), *pinning_packages(family)]
-    for branch in DRIVER_VERSIONS:
-        specs += driver_packages(family, branch, arch, captures)
+    for branch, releases in DRIVER_RELEASES.items():
+        for version in releases:
+            specs += driver_packages(family, branch, arch, captures, version)
     for cuda in CUDA_RELEASES:
         specs += cuda_packages(cuda, arch)
     return specs

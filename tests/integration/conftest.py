@@ -18,10 +18,30 @@ ReadWritePaths=-{STANDIN_RECORD_DIR}
 STANDIN_TMPFILES = f"d {STANDIN_RECORD_DIR} 0777 root root -\n"
 
 
+# Cloud GPU images and DGX OS list NVIDIA's repository already, with another keyring: the
+# first site host carries such an entry in one-line format, the second in deb822, so the
+# first apply must disable them before apt can update (roles/nvidia_repo.py).
+LEGACY_KEYRING = "/usr/share/keyrings/nvidia-cuda-legacy.gpg"
+PREEXISTING_SOURCES = (
+    (
+        "/etc/apt/sources.list.d/nvidia-cuda.list",
+        "deb [signed-by=" + LEGACY_KEYRING + "] {repo} /\n",
+    ),
+    (
+        "/etc/apt/sources.list.d/cuda.sources",
+        "Types: deb\nURIs: {repo}\nSuites: /\nSigned-By: " + LEGACY_KEYRING + "\n",
+    ),
+)
+
+
 @pytest.fixture(scope="session")
-def site_hosts(site_hosts, host_pool):
+def site_hosts(site_hosts, host_pool, nvidia_mirror):
     """The site hosts (tests/conftest.py), with the stand-in's record folder writable from
-    the sandboxed service."""
+    the sandboxed service, and NVIDIA's repository listed already with another keyring."""
+    key = nvidia_mirror.public_key.read_bytes()
+    for test_host, (path, text) in zip(site_hosts, PREEXISTING_SOURCES, strict=True):
+        (test_host.root / LEGACY_KEYRING.lstrip("/")).write_bytes(key)
+        (test_host.root / path.lstrip("/")).write_text(text.format(repo=nvidia_mirror.repo_url()))
     for test_host in site_hosts:
         host_pool.run(
             test_host,

@@ -3,6 +3,8 @@ with the inventory's mirror pointing at the signed stand-in for NVIDIA's reposit
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.hosts.apply import apply, write_inventory
@@ -44,6 +46,7 @@ def test_driver_and_cuda_installed_then_nothing_changes(
         changed = first.changed(h.address)
         for op in (
             "NVIDIA repository | Enable the distro components NVIDIA's packages need",
+            "NVIDIA repository | Disable other apt entries for NVIDIA's repository",
             "NVIDIA repository | Install NVIDIA's repository signing key (cuda-keyring)",
             "NVIDIA repository | Point apt at NVIDIA's repository",
             "NVIDIA driver | Lock the driver to branch 590",
@@ -91,6 +94,16 @@ def test_driver_and_cuda_installed_then_nothing_changes(
             run("cat /etc/ld.so.conf.d/cuda.conf").splitlines()[-1] == "/usr/local/cuda-13.1/lib64"
         )
         assert "GPU 1: NVIDIA H200" in run("nvidia-smi -L")
+        # The entry the host carried before (another keyring, same repository) is disabled,
+        # or apt-get update would fail with "Conflicting values set for option Signed-By".
+        listed = run(
+            "cat /etc/apt/sources.list.d/nvidia-cuda.list "
+            "/etc/apt/sources.list.d/cuda.sources 2>/dev/null; true"
+        )
+        assert listed and all(
+            line.startswith(f"# disabled by pyinfra-sglang, {LIST_FILE} has this repository: ")
+            for line in listed.splitlines()
+        ), listed
         assert run("dpkg -S /usr/bin/nvidia-smi").split(":")[0] == "nvidia-driver-cuda"
 
     assert_second_apply_changes_nothing(inventory)
@@ -141,6 +154,48 @@ def test_branch_moves_take_every_driver_package_along(host_pool, hosts, inventor
             host_pool.run(h, "DEBIAN_FRONTEND=noninteractive apt-get remove -y -q nvidia-open")
 
 
+def test_a_newer_release_of_the_branch_is_reported_then_taken_when_asked(
+    host_pool, hosts, inventory, tmp_path
+):
+    # The hosts run 590.44.01, an older release of the pinned branch (the stand-in has both).
+    old, new = "590.44.01-1", "590.48.01-1"
+    for h in hosts:
+        host_pool.run(
+            h,
+            "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-downgrades "
+            + " ".join(f"{p}={old}" for p in DRIVER),
+        )
+    try:
+        # Left where it is by default (no change), reported by the audit.
+        assert apply(inventory).changed() == []
+        reports = tmp_path / "audit"
+        audited = apply(
+            inventory, "deploy/audit.py", options=("--data", f"audit_report_dir={reports}")
+        )
+        assert audited.logged_changes() == [], audited.describe()
+        for h in hosts:
+            findings = json.loads((reports / f"{h.address}.json").read_text())["findings"]
+            [update] = [f for f in findings if f["code"] == "driver-update-available"]
+            assert update["level"] == "warn" and "590.48.01 on branch 590" in update["message"]
+
+        # Asked for, the driver moves to the branch's newest; then nothing changes.
+        moved = apply(inventory, options=("--data", "nvidia_driver_update_within_branch=true"))
+        assert moved.returncode == 0 and not moved.errors(), moved.describe()
+        for h in hosts:
+            assert versions(host_pool, h, DRIVER) == dict.fromkeys(DRIVER, new)
+        assert_second_apply_changes_nothing(
+            inventory, "--data", "nvidia_driver_update_within_branch=true"
+        )
+    finally:
+        # Back to the branch's newest whatever happened, as the other tests expect.
+        for h in hosts:
+            host_pool.run(
+                h,
+                "DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
+                + " ".join(f"{p}={new}" for p in DRIVER),
+            )
+
+
 def test_reboot_and_wait_returns_after_a_real_reboot(host_pool, tmp_path):
     [test_host] = host_pool.boot(1)
     inventory = write_inventory(
@@ -154,3 +209,43 @@ def test_reboot_and_wait_returns_after_a_real_reboot(host_pool, tmp_path):
     assert test_host.boots == 2
     assert int(pid1_start()) > int(before)
     host_pool.stop(test_host)
+
+
+def test_a_keyring_that_is_not_the_pinned_one_is_never_installed(
+    host_pool, nvidia_mirror, tmp_path
+):
+    # Before: downloaded to a predictable /tmp name (skipped when it already existed) and
+    # installed unchecked.
+    [test_host] = host_pool.boot(1)
+    try:
+        host_pool.run(test_host, "apt-get -q update && apt-get install -y -q curl")
+        inventory = write_inventory(
+            tmp_path / "one.py", {"hosts": [(test_host.address, host_pool.inventory_data())]}
+        )
+        downloads = "/var/lib/pyinfra-sglang/downloads"
+        keyring = (
+            "roles.nvidia_repo.keyring_installed",
+            "package=cuda-keyring",
+            f"src={nvidia_mirror.repo_url()}cuda-keyring_1.1-1_all.deb",
+            "fingerprint=EB693B3035CD5710E231E123A4B469963BF863CC",
+            "keyring_path=/usr/share/keyrings/cuda-archive-keyring.gpg",
+            f"download_dir={downloads}",
+        )
+        # No sha256 pinned: checked by the key it carries (the stand-in's is not NVIDIA's).
+        by_key = apply(inventory, *keyring)
+        assert by_key.returncode != 0, by_key.describe()
+        assert "not NVIDIA's EB693B3035CD5710E231E123A4B469963BF863CC: not installing it" in (
+            by_key.stderr
+        ), by_key.describe()
+        # A pinned sha256 that is not the file's.
+        by_hash = apply(inventory, *keyring, f"sha256={'ab' * 32}")
+        assert by_hash.returncode != 0, by_hash.describe()
+        assert f"expected {'ab' * 32}: not installing it" in by_hash.stderr, by_hash.describe()
+        state = host_pool.run(
+            test_host,
+            f"dpkg -s cuda-keyring >/dev/null 2>&1 && echo installed || echo absent; "
+            f"stat -c '%a %U' {downloads}; ls -A {downloads}",
+        ).stdout.split("\n")
+        assert state[:3] == ["absent", "700 root", ""], state
+    finally:
+        host_pool.stop(test_host)

@@ -12,15 +12,13 @@ from pathlib import Path
 
 import pytest
 from pyinfra.facts.deb import DebPackages
-from pyinfra.facts.files import File
-from pyinfra.facts.server import TmpDir, Which
 
 from checks.facts import KernelHeaders, Virtualization
 from pyinfra_sglang import data
 from roles.base import kernel_headers
 from roles.common import packages_installed
 from roles.nvidia_driver import driver_branch_pin, driver_packages_on_branch
-from roles.nvidia_repo import deb_installed
+from roles.nvidia_repo import keyring_installed
 from tests.unit.test_command_quoting import shell_commands, words, yielded
 
 ROLES = Path(__file__).resolve().parents[2] / "roles"
@@ -58,10 +56,17 @@ APT_OPERATIONS = {
         {DebPackages: {}},
         {"entries": [("nvidia-driver-cuda",)], "branch": 590},
     ),
-    "deb_installed": (
-        deb_installed,
-        {DebPackages: {}, TmpDir: "/tmp", File: None, Which: "/usr/bin/curl"},
-        {"package": "cuda-keyring", "src": "https://mirror/cuda-keyring_1.1-1_all.deb"},
+    "keyring_installed": (
+        keyring_installed,
+        {DebPackages: {}},
+        {
+            "package": "cuda-keyring",
+            "src": "https://mirror/cuda-keyring_1.1-1_all.deb",
+            "sha256": "0" * 64,
+            "fingerprint": "EB693B3035CD5710E231E123A4B469963BF863CC",
+            "keyring_path": "/usr/share/keyrings/cuda-archive-keyring.gpg",
+            "download_dir": "/var/lib/pyinfra-sglang/downloads",
+        },
     ),
 }
 

@@ -198,8 +198,9 @@ def test_packages_index_lists_every_deb_with_its_hashes(repo):
     assert sorted(e["Filename"] for e in entries) == sorted(
         f"./{deb.name}" for deb in repo.glob("*.deb")
     )
-    # keyring, a pin per branch, 6 driver packages per branch (Debian's names), CUDA x2
-    assert len(entries) == 1 + 3 + 6 * 3 + 3 * 2
+    # keyring, a pin per branch, 6 driver packages per release (Debian's names: 580, two of
+    # 590, 595), CUDA x2
+    assert len(entries) == 1 + 3 + 6 * 4 + 3 * 2
     for entry in entries:
         data = (repo / entry["Filename"]).read_bytes()
         assert entry["SHA256"] == hashlib.sha256(data).hexdigest()

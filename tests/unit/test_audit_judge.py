@@ -165,6 +165,8 @@ def test_recorded_real_reports_judge_again_to_the_same_report(path):
     again = audit_report(stored["host"], expected, facts, judge(expected, facts))
     # Recorded before the audit read DKMS's state: the record now says it was not read.
     stored["record"]["facts"].setdefault("dkms", None)
+    stored["record"]["facts"].setdefault("module_candidate", None)
+    stored["record"]["expectations"].setdefault("update_within_branch", False)
     assert json.loads(json.dumps(again)) == stored
 
 
@@ -204,3 +206,17 @@ def test_the_kernel_that_boots_next_without_the_module_is_a_warning():
     assert [f.code for f in findings_for_dkms(built, "2")] == ["dkms-module-missing"]
     assert findings_for_dkms({"kernels": [], "built": {}}, "1") == []
     assert findings_for_dkms(state, None) == [] and findings_for_dkms(None, "1") == []
+
+
+def test_a_newer_release_of_the_branch_is_a_warning_naming_the_setting():
+    from pyinfra_sglang.audit.drift import findings_for_driver_update
+
+    [found] = findings_for_driver_update(590, "590.44.01", "590.48.01", updating=False)
+    assert (found.level, found.code) == ("warn", "driver-update-available")
+    assert "590.48.01 on branch 590; 590.44.01 is installed" in found.message
+    assert "nvidia_driver_update_within_branch: true" in found.message
+    # The same release, another branch's (the pin would not take it), or nothing: silent.
+    assert findings_for_driver_update(590, "590.48.01", "590.48.01", updating=False) == []
+    assert findings_for_driver_update(590, "590.48.01", "595.58.03", updating=False) == []
+    assert findings_for_driver_update(590, "590.48.01", "590.44.01", updating=False) == []
+    assert findings_for_driver_update(590, None, "590.48.01", updating=False) == []

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 from pyinfra.api.exceptions import OperationError
-from pyinfra.api.util import sha1_hash
 from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import File
-from pyinfra.facts.server import TmpDir, Which
+from pyinfra.facts.server import Which
 
 from checks.facts import AptSourceEntries, NvccRelease, NvidiaLoadedModule, Virtualization
 from pyinfra_sglang import data
@@ -31,7 +30,7 @@ from roles.nvidia_driver import (
     rebuild_initramfs,
     stale_driver_packages,
 )
-from roles.nvidia_repo import apt_components, deb_installed
+from roles.nvidia_repo import apt_components, keyring_check, keyring_installed
 from tests.unit.ophelper import OP_CASE_FIELDS, op_case, run_operation
 
 # Debian 12's compute install with open modules (data/nvidia.toml, family "debian").
@@ -72,9 +71,18 @@ def install_compute_open(branch: int = 590, moving: str = "") -> str:
 INSTALL_COMPUTE_OPEN = install_compute_open()
 NVCC = "/usr/local/cuda-13.1/bin/nvcc"
 KEYRING_URL = "http://127.0.0.1:8080/debian12/x86_64/cuda-keyring_1.1-1_all.deb"
-# pyinfra's temporary names: the .deb apt-get installs, and where curl writes it first.
-KEYRING_DEB = f"/tmp/pyinfra-{sha1_hash(KEYRING_URL)}.deb"
-KEYRING_DOWNLOAD = f"/tmp/pyinfra-{sha1_hash(KEYRING_DEB)}"
+# Downloaded into a root-only folder, never a predictable name in /tmp.
+DOWNLOADS = "/var/lib/pyinfra-sglang/downloads"
+KEYRING_DEB = f"{DOWNLOADS}/cuda-keyring.deb"
+NVIDIA_KEY = "EB693B3035CD5710E231E123A4B469963BF863CC"
+KEYRING_ARGS = {
+    "package": "cuda-keyring",
+    "src": KEYRING_URL,
+    "sha256": "ab" * 32,
+    "fingerprint": NVIDIA_KEY,
+    "keyring_path": "/usr/share/keyrings/cuda-archive-keyring.gpg",
+    "download_dir": DOWNLOADS,
+}
 
 
 def reboot_facts(loaded, installed, container=None, marked=False):
@@ -285,24 +293,42 @@ CASES = [
         {"components": ["contrib"]},
         noops=["apt sources already have contrib"],
     ),
-    # -- cuda-keyring: apt-get installs the downloaded .deb (it waits for dpkg's locks) ------
+    # -- cuda-keyring: downloaded root-only, checked, then installed by apt-get ------------
     op_case(
-        deb_installed,
-        "downloaded-then-installed-with-apt-get",
-        {DebPackages: {}, TmpDir: "/tmp", File: None, Which: "/usr/bin/curl"},
-        {"package": "cuda-keyring", "src": KEYRING_URL},
+        keyring_installed,
+        "downloaded-checked-then-installed-with-apt-get",
+        {DebPackages: {}},
+        KEYRING_ARGS,
         commands=[
-            f"curl -sSLf {KEYRING_URL} -o {KEYRING_DOWNLOAD}",
-            f"mv {KEYRING_DOWNLOAD} {KEYRING_DEB}",
+            f"install -d -m 700 -o root -g root {DOWNLOADS}",
+            f"curl -fsSL --proto =http,https -o {KEYRING_DEB} {KEYRING_URL}",
+            f"actual=$(sha256sum {KEYRING_DEB} | cut -d' ' -f1); "
+            f'[ "$actual" = {"ab" * 32} ] || {{ echo "the downloaded keyring\'s sha256 is '
+            f'$actual, expected {"ab" * 32}: not installing it" >&2; rm -f {KEYRING_DEB}; '
+            "exit 1; }",
             f"{APT_GET} install {KEYRING_DEB}",
             f"rm -f {KEYRING_DEB}",
         ],
     ),
     op_case(
-        deb_installed,
+        keyring_installed,
+        "https-may-not-be-redirected-to-http",
+        {DebPackages: {}},
+        {**KEYRING_ARGS, "src": "https://mirror.example/debian12/x86_64/cuda-keyring.deb"},
+        commands=[
+            f"install -d -m 700 -o root -g root {DOWNLOADS}",
+            f"curl -fsSL --proto =https -o {KEYRING_DEB} "
+            "https://mirror.example/debian12/x86_64/cuda-keyring.deb",
+            keyring_check(KEYRING_DEB, "ab" * 32, NVIDIA_KEY, KEYRING_ARGS["keyring_path"]),
+            f"{APT_GET} install {KEYRING_DEB}",
+            f"rm -f {KEYRING_DEB}",
+        ],
+    ),
+    op_case(
+        keyring_installed,
         "installed-is-a-noop-without-a-download",
         {DebPackages: {"cuda-keyring": ["1.1-1"]}},
-        {"package": "cuda-keyring", "src": KEYRING_URL},
+        KEYRING_ARGS,
         noops=["cuda-keyring is installed"],
     ),
     # -- nvcc: checked from facts, or on the host when this very run installed it ------------
@@ -565,3 +591,206 @@ def test_the_packages_command_shows_what_ubuntu_resolves_on_the_host(capsys):
         "(resolved on the host)"
     ) in out
     assert "nvidia-dkms-open or nvidia-dkms-580-open is the driver the kernel must load" in out
+
+
+# -- the keyring check, run by sh against stand-in keyrings ------------------------------------
+
+
+@pytest.fixture(scope="module")
+def keyring_deb(tmp_path_factory):
+    """A cuda-keyring .deb of the stand-in repository, and the fingerprint of its key."""
+    import shutil
+    import subprocess
+
+    if not all(shutil.which(tool) for tool in ("dpkg-deb", "gpg")):
+        pytest.skip("needs dpkg-deb and gpg")
+    from tests.hosts import aptrepo
+
+    built = aptrepo.build_repo(
+        tmp_path_factory.mktemp("keyring-repo"), targets=[("debian12", "x86_64")]
+    )
+    listing = subprocess.run(
+        ["gpg", "--batch", "--show-keys", "--with-colons", str(built.public_key)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    fingerprint = next(
+        line.split(":")[9] for line in listing.splitlines() if line.startswith("fpr")
+    )
+    return built.repo("debian12", "x86_64") / "cuda-keyring_1.1-1_all.deb", fingerprint
+
+
+def run_check(deb, tmp_path, sha256=None, fingerprint=NVIDIA_KEY):
+    import shutil
+    import subprocess
+
+    copy = tmp_path / "cuda-keyring.deb"
+    shutil.copy(deb, copy)
+    script = keyring_check(str(copy), sha256, fingerprint, KEYRING_ARGS["keyring_path"])
+    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True)
+    return done, copy.exists()
+
+
+def test_a_keyring_with_another_key_is_refused_and_removed(keyring_deb, tmp_path):
+    deb, standin_key = keyring_deb
+    refused, kept = run_check(deb, tmp_path)  # NVIDIA's key expected: the stand-in's is not
+    assert refused.returncode == 1 and not kept
+    assert f"carries key {standin_key}, not NVIDIA's {NVIDIA_KEY}" in refused.stderr
+    accepted, kept = run_check(deb, tmp_path, fingerprint=standin_key)
+    assert accepted.returncode == 0 and kept, accepted.stderr
+
+
+def test_a_keyring_of_another_sha256_is_refused_and_removed(keyring_deb, tmp_path):
+    import hashlib
+
+    deb, _ = keyring_deb
+    refused, kept = run_check(deb, tmp_path, sha256="0" * 64)
+    assert refused.returncode == 1 and not kept
+    actual = hashlib.sha256(deb.read_bytes()).hexdigest()
+    assert f"sha256 is {actual}, expected {'0' * 64}" in refused.stderr
+    accepted, kept = run_check(deb, tmp_path, sha256=actual)
+    assert accepted.returncode == 0 and kept
+
+
+def test_a_plain_http_mirror_needs_a_pinned_keyring():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="nvidia_keyring_sha256"):
+        HostConfig(nvidia_apt_mirror="http://mirror.internal/cuda")
+    assert (
+        HostConfig(nvidia_apt_mirror="https://mirror.internal/cuda").nvidia_keyring_sha256 is None
+    )
+    pinned = HostConfig(
+        nvidia_apt_mirror="http://mirror.internal/cuda", nvidia_keyring_sha256="a" * 64
+    )
+    assert pinned.nvidia_keyring_sha256 == "a" * 64
+    with pytest.raises(ValidationError):
+        HostConfig(nvidia_keyring_sha256="A" * 64)  # lowercase hex, as sha256sum prints
+
+
+# -- other entries for NVIDIA's repository ------------------------------------------------------
+
+REPO = "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"
+PLAIN_REPO = REPO.replace("https://", "http://")  # one repository to apt's Signed-By check
+OWN_LIST = "/etc/apt/sources.list.d/cuda-debian12-x86_64.list"
+
+
+def source_lines(files: dict[str, str]) -> list[str]:
+    """What the fact's command prints for these files: <file>\\t<line>\\t<text>."""
+    return [
+        f"{path}\t{number}\t{text}"
+        for path, content in files.items()
+        for number, text in enumerate(content.splitlines(), start=1)
+    ]
+
+
+def test_entries_for_nvidias_repository_are_found_in_both_formats():
+    from pyinfra_sglang.parsers.system import parse_repository_entries
+
+    entries = parse_repository_entries(
+        source_lines(
+            {
+                "/etc/apt/sources.list": "deb http://deb.debian.org/debian bookworm main\n",
+                "/etc/apt/sources.list.d/dgx.list": (
+                    f"# NVIDIA\ndeb [signed-by=/usr/share/keyrings/other.gpg] {PLAIN_REPO} /\n"
+                ),
+                "/etc/apt/sources.list.d/cuda.sources": (
+                    "Types: deb\nURIs: https://example.org/debian\nSuites: stable\n\n"
+                    f"Types: deb\nURIs: {REPO.rstrip('/')}\nSuites: /\nSigned-By: /k.gpg\n\n"
+                    f"Types: deb\nURIs: {REPO}\nSuites: /\nEnabled: no\n"
+                ),
+            }
+        )
+    )
+    assert [(e["file"], e["first_line"], e["last_line"], e["format"]) for e in entries] == [
+        ("/etc/apt/sources.list", 1, 1, "one-line"),
+        ("/etc/apt/sources.list.d/dgx.list", 2, 2, "one-line"),
+        ("/etc/apt/sources.list.d/cuda.sources", 1, 3, "deb822"),
+        ("/etc/apt/sources.list.d/cuda.sources", 5, 8, "deb822"),  # the disabled one is not
+    ]
+
+
+def test_other_entries_are_commented_out_and_ours_is_kept():
+    from checks.facts import RepositoryEntries
+    from roles.nvidia_repo import other_entries_disabled
+
+    def entry(file, first, last, uri, fmt="one-line"):
+        return {"file": file, "first_line": first, "last_line": last, "format": fmt, "uris": [uri]}
+
+    found = [
+        entry(OWN_LIST, 2, 2, REPO),
+        entry("/etc/apt/sources.list.d/dgx.list", 2, 2, REPO.replace("https", "http")),
+        entry("/etc/apt/sources.list.d/cuda.sources", 5, 8, REPO.rstrip("/"), "deb822"),
+        entry("/etc/apt/sources.list", 1, 1, "http://deb.debian.org/debian"),
+    ]
+    mark = f"# disabled by pyinfra-sglang, {OWN_LIST} has this repository: "
+    assert run_operation(
+        other_entries_disabled, {RepositoryEntries: found}, urls=[REPO], own_file=OWN_LIST
+    ) == (
+        [
+            f"sed -i '2,2s|^|{mark}|' /etc/apt/sources.list.d/dgx.list",
+            f"sed -i '5,8s|^|{mark}|' /etc/apt/sources.list.d/cuda.sources",
+        ],
+        [],
+    )
+    assert run_operation(
+        other_entries_disabled, {RepositoryEntries: found[:1]}, urls=[REPO], own_file=OWN_LIST
+    ) == ([], [f"no other apt source entry for {REPO}"])
+
+
+# -- within-branch updates ----------------------------------------------------------------------
+
+
+def test_a_newer_release_of_the_branch_is_installed_only_when_asked():
+    from checks.facts import AptPolicy
+
+    old = {p: ["590.44.01-1"] for p in NAMES}
+    policy = {p: {"installed": "590.44.01-1", "candidate": "590.48.01-1"} for p in NAMES}
+    facts = {DebPackages: old, AptPolicy: policy}
+    args = {"entries": COMPUTE_OPEN, "branch": 590}
+    assert run_operation(driver_packages_on_branch, facts, **args) == (
+        [],
+        ["nvidia-driver-cuda, nvidia-kernel-open-dkms, nvidia-persistenced on branch 590"],
+    )
+    asked = run_operation(driver_packages_on_branch, facts, **args, update_within_branch=True)
+    assert asked == ([INSTALL_COMPUTE_OPEN], [])
+    # The newest already, or a newer release only on another branch: nothing to do.
+    newest = {p: {"installed": "590.44.01-1", "candidate": "590.44.01-1"} for p in NAMES}
+    other = {p: {"installed": "590.44.01-1", "candidate": "595.58.03-1"} for p in NAMES}
+    for candidates in (newest, other):
+        assert run_operation(
+            driver_packages_on_branch,
+            {DebPackages: old, AptPolicy: candidates},
+            **args,
+            update_within_branch=True,
+        ) == (
+            [],
+            [
+                "nvidia-driver-cuda, nvidia-kernel-open-dkms, nvidia-persistenced on branch 590 "
+                "(the newest apt offers)"
+            ],
+        )
+
+
+def test_apt_policy_output_is_read_per_package():
+    from pyinfra_sglang.parsers.system import parse_apt_policy
+
+    policy = parse_apt_policy(
+        [
+            "nvidia-driver-cuda:",
+            "  Installed: 590.44.01-1",
+            "  Candidate: 590.48.01-1",
+            "  Version table:",
+            "     590.48.01-1 1000",
+            "        500 http://127.0.0.1:1/debian12/x86_64  Packages",
+            " *** 590.44.01-1 1000",
+            "nvidia-kernel-dkms:",
+            "  Installed: (none)",
+            "  Candidate: (none)",
+        ]
+    )
+    assert policy == {
+        "nvidia-driver-cuda": {"installed": "590.44.01-1", "candidate": "590.48.01-1"},
+        "nvidia-kernel-dkms": {"installed": None, "candidate": None},
+    }
