@@ -32,6 +32,7 @@ from checks.facts import (
     NvidiaP2P,
     NvidiaTopology,
     PythonPackages,
+    SecureBootState,
     SystemdUnitState,
     Virtualization,
 )
@@ -191,6 +192,7 @@ def read_facts(config: HostConfig, expected: AuditExpectations) -> AuditFacts:
         unit_files=None,
         load=GpuLoadReading(),
         dkms=host.get_fact(DkmsState),
+        secure_boot=host.get_fact(SecureBootState),
         module_candidate=upstream_version(candidate) if candidate else None,
     )
     if not gpus:

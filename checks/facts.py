@@ -8,6 +8,7 @@ import shlex
 
 from pyinfra.api import FactBase
 
+from pyinfra_sglang import data
 from pyinfra_sglang.parsers.nvidia_smi import (
     GPU_QUERY_FIELDS,
     NvccReleaseDict,
@@ -39,6 +40,7 @@ from pyinfra_sglang.parsers.system import (
     parse_systemd_show,
     parse_virtualization,
 )
+from pyinfra_sglang.secure_boot import parse_mok_enrolled, parse_secure_boot_state
 
 
 class Virtualization(FactBase[VirtualizationDict]):
@@ -102,6 +104,39 @@ class DkmsState(FactBase[DkmsStateDict]):
 
     def process(self, output) -> DkmsStateDict:
         return parse_dkms_state(output)
+
+
+class SecureBootState(FactBase[dict]):
+    """Secure Boot on or off, and who signed the nvidia module installed for the running
+    kernel (see parse_secure_boot_state): mokutil when it is there, else the EFI variable."""
+
+    def command(self) -> str:
+        efivar = shlex.quote(data.load("nvidia")["secure_boot"]["efi_variable"])
+        return (
+            "if command -v mokutil >/dev/null 2>&1; then mokutil --sb-state 2>&1; "
+            'echo "mokutil $?"; fi; '
+            f'if [ -r {efivar} ]; then echo "efivar $(od -An -t u1 -j4 -N1 {efivar} | '
+            "tr -d ' ')\"; elif [ -d /sys/firmware/efi ]; then echo efi; else echo bios; fi; "
+            'echo "signer $(modinfo -F signer nvidia 2>/dev/null | head -n1)"'
+        )
+
+    def process(self, output) -> dict:
+        return parse_secure_boot_state(list(output))
+
+
+class MokEnrolled(FactBase[bool | None]):
+    """Is the certificate (DER, base64) enrolled? mokutil --test-key's answer; None without
+    mokutil. The certificate is public: it travels in the command, into a temporary file."""
+
+    def command(self, cert_base64: str) -> str:
+        return (
+            "command -v mokutil >/dev/null 2>&1 || exit 0; cert=$(mktemp); "
+            f"printf '%s' {shlex.quote(cert_base64)} | base64 -d > \"$cert\"; "
+            'mokutil --test-key "$cert" 2>&1; rm -f "$cert"; true'
+        )
+
+    def process(self, output) -> bool | None:
+        return parse_mok_enrolled(list(output))
 
 
 class NvidiaLoadedModule(FactBase[NvidiaLoadedModuleDict | None]):

@@ -145,6 +145,24 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("true, false"),
     )
+    nvidia_mok_key_file: OptionalPath = Field(
+        None,
+        description=(
+            "File on the controller holding the private key (PEM) of a Machine Owner Key "
+            "enrolled on hosts with Secure Boot on: DKMS signs the NVIDIA module with it "
+            "(written 0600 where DKMS signs from). A host with Secure Boot on is refused "
+            "without it."
+        ),
+        json_schema_extra=_allowed("a path on the controller, or unset"),
+    )
+    nvidia_mok_cert_file: OptionalPath = Field(
+        None,
+        description=(
+            "File on the controller holding that key's certificate (DER), the one enrolled "
+            "with `mokutil --import`; the deploy checks it is enrolled (`mokutil --test-key`)."
+        ),
+        json_schema_extra=_allowed("a path on the controller, or unset"),
+    )
     nvidia_kernel_modules: Literal["open", "proprietary"] = Field(
         "open",
         description="Kernel module flavor; Blackwell GPUs need the open modules.",
@@ -783,6 +801,7 @@ def _service_problems(
             read_secret(getattr(config, field), field, host.name, warn)
         except SecretFileError as error:
             problems.append(problem(field, error.reason))
+    problems += _mok_problems(host, config, problem, warn)
     problems += _exposure_problems(host, config, problem)
     node = node_position_in(config, host)
     sides = [("", config)]
@@ -800,6 +819,25 @@ def _service_problems(
         except RenderError as error:
             problems.append(problem("sglang_version", str(error)))
     return problems
+
+
+def _mok_problems(
+    host: Host, config: HostConfig, problem: Callable[..., Problem], warn
+) -> list[Problem]:
+    """The MOK key pair, read on the controller: both files, a PEM key and a DER
+    certificate; a warning when others can read the private key."""
+    from pyinfra_sglang.secure_boot import MokFileError, key_readable_by_others, read_mok_pair
+
+    try:
+        pair = read_mok_pair(config.nvidia_mok_key_file, config.nvidia_mok_cert_file)
+    except MokFileError as error:
+        return [problem(error.field, str(error))]
+    if pair and warn and key_readable_by_others(config.nvidia_mok_key_file):
+        warn(
+            f"warning: host {host.name}: nvidia_mok_key_file {config.nvidia_mok_key_file} can be "
+            "read by group or others (chmod 600 it)"
+        )
+    return []
 
 
 def _public_address(address: str) -> bool:

@@ -31,6 +31,7 @@ from pyinfra_sglang.nvidia import (
 from pyinfra_sglang.paths import template
 from roles.common import apt_get, apt_install, host_platform
 from roles.reboot import reboot_and_wait
+from roles.secure_boot import mok_key_pair_installed, secure_boot_preflight
 
 
 def stale_driver_packages(
@@ -244,6 +245,8 @@ def driver_reboot(
 def nvidia_driver() -> None:
     config = host_config(host)
     family = host_platform().driver_family
+    # Secure Boot on: refused here, at planning, unless an enrolled key can sign the module.
+    signing = secure_boot_preflight(config)
     packages = driver_packages(family, config)
     branch = config.nvidia_driver_branch
     installed = host.get_fact(DebPackages)
@@ -251,6 +254,13 @@ def nvidia_driver() -> None:
         stale_driver_packages(installed, packages, branch) or packages_off_branch(installed, branch)
     )
 
+    if signing is not None:
+        mok_key_pair_installed(
+            name="Put the MOK key pair where DKMS signs the module from",
+            key_file=str(config.nvidia_mok_key_file),
+            cert_file=str(config.nvidia_mok_cert_file),
+            family=family,
+        )
     driver_branch_pin(name=f"Lock the driver to branch {branch}", branch=branch)
     driver_packages_on_branch(
         name=(

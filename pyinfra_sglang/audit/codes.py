@@ -44,6 +44,11 @@ CODES: dict[str, Code] = {
         "apt offers a newer release of the pinned branch than the installed one "
         "(`nvidia_driver_update_within_branch` moves to it)",
     ),
+    "secure-boot-unsigned-module": Code(
+        ("fail",),
+        "Secure Boot is on and the nvidia module for the running kernel is not signed (or "
+        "not built): the kernel rejects it",
+    ),
     "dkms-module": Code(
         ("ok",), "DKMS built the installed NVIDIA module for the newest installed kernel"
     ),

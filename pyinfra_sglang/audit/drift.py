@@ -252,3 +252,22 @@ def findings_for_driver_update(
             evidence={"installed": installed, "candidate": candidate, "branch": branch},
         )
     ]
+
+
+def findings_for_secure_boot(secure_boot: dict | None, installed: str | None) -> list[Finding]:
+    """With Secure Boot on, the kernel loads only a signed nvidia module (enrolled key)."""
+    if not secure_boot or not secure_boot.get("enabled") or installed is None:
+        return []
+    if secure_boot.get("module_signer"):
+        return []
+    return [
+        Finding(
+            "fail",
+            "secure-boot-unsigned-module",
+            f"Secure Boot is on ({secure_boot['source']}) and the nvidia module for the running "
+            "kernel carries no signature (or was not built): the kernel rejects it at load "
+            '("Key was rejected by service"). Set nvidia_mok_key_file and nvidia_mok_cert_file '
+            f"to an enrolled MOK key pair; {RUN_SITE}, so DKMS signs the module.",
+            evidence={"installed": installed, "source": secure_boot["source"]},
+        )
+    ]

@@ -12,6 +12,7 @@ from pyinfra_sglang.audit.drift import (
     findings_for_gpu_count,
     findings_for_iommu,
     findings_for_persistence,
+    findings_for_secure_boot,
     findings_for_sglang_version,
 )
 from pyinfra_sglang.audit.findings import Finding
@@ -100,6 +101,7 @@ def judge(expected: AuditExpectations, facts: AuditFacts) -> list[Finding]:
     vm = detected_vm(facts.virtualization)
     findings = _driver_findings(expected, facts)
     findings += findings_for_dkms(facts.dkms, facts.installed_module)
+    findings += findings_for_secure_boot(facts.secure_boot, facts.installed_module)
     findings += findings_for_driver_update(
         expected.driver_branch,
         facts.installed_module,

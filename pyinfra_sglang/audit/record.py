@@ -93,6 +93,8 @@ class AuditFacts:
     dkms: dict | None = None
     # The kernel module package's version apt would install now; None: not read, or none.
     module_candidate: str | None = None
+    # SecureBootState: on or off, and the nvidia module's signer; None in records made before.
+    secure_boot: dict | None = None
 
     @classmethod
     def from_dict(cls, values: dict) -> AuditFacts:

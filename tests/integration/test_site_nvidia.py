@@ -3,7 +3,10 @@ with the inventory's mirror pointing at the signed stand-in for NVIDIA's reposit
 
 from __future__ import annotations
 
+import hashlib
 import json
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -249,3 +252,88 @@ def test_a_keyring_that_is_not_the_pinned_one_is_never_installed(
         assert state[:3] == ["absent", "700 root", ""], state
     finally:
         host_pool.stop(test_host)
+
+
+MOKUTIL_STANDIN = Path(__file__).resolve().parents[1] / "hosts" / "mokutil_standin.py"
+
+
+def mok_pair(folder: Path) -> tuple[Path, Path]:
+    key, cert = folder / "mok.key", folder / "mok.der"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-new",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-outform",
+            "DER",
+            "-out",
+            str(cert),
+            "-days",
+            "3650",
+            "-subj",
+            "/CN=pyinfra-sglang test MOK/",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    key.chmod(0o600)
+    return key, cert
+
+
+def test_secure_boot_refuses_without_an_enrolled_key_then_signs_with_it(
+    host_pool, hosts, inventory, tmp_path
+):
+    # The firmware's Secure Boot state and MOK list cannot exist in a container: the first
+    # host gets a mokutil double that reports Secure Boot on (tests/hosts/mokutil_standin.py).
+    secure, other = hosts
+    (secure.root / "usr/local/sbin/mokutil").write_bytes(MOKUTIL_STANDIN.read_bytes())
+    (secure.root / "usr/local/sbin/mokutil").chmod(0o755)
+    state = secure.root / "etc/mokutil-standin"
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "sb-state").write_text("enabled\n")
+    key, cert = mok_pair(tmp_path)
+    with_pair = ("--data", f"nvidia_mok_key_file={key}", "--data", f"nvidia_mok_cert_file={cert}")
+    try:
+        # No key pair: refused at planning, nothing changes on either host.
+        refused = apply(inventory)
+        assert refused.returncode != 0 and refused.logged_changes() == [], refused.describe()
+        assert f"host {secure.address}: Secure Boot is on (mokutil)" in refused.stderr
+        assert "nvidia_mok_key_file" in refused.stderr and "Nothing was changed" in refused.stderr
+
+        # A pair whose key is not enrolled: refused with the steps to enroll it.
+        unenrolled = apply(inventory, options=with_pair)
+        assert unenrolled.returncode != 0 and unenrolled.logged_changes() == []
+        assert "the nvidia_mok_cert_file key is not enrolled" in unenrolled.stderr
+        assert "mokutil --import" in unenrolled.stderr
+
+        # Enrolled: the pair goes where Debian's DKMS signs from, the key 0600.
+        (state / "enrolled").write_text(hashlib.sha256(cert.read_bytes()).hexdigest() + "\n")
+        signed = apply(inventory, options=with_pair)
+        assert signed.returncode == 0 and not signed.errors(), signed.describe()
+        put = "NVIDIA driver | Put the MOK key pair where DKMS signs the module from"
+        assert put in signed.changed(secure.address)
+        assert put not in signed.changed(other.address)  # Secure Boot off there
+        listing = host_pool.run(
+            secure, "stat -c '%a %U %n' /var/lib/dkms/mok.key /var/lib/dkms/mok.pub"
+        ).stdout.split("\n")
+        assert listing[:2] == [
+            "600 root /var/lib/dkms/mok.key",
+            "644 root /var/lib/dkms/mok.pub",
+        ]
+        assert (secure.root / "var/lib/dkms/mok.key").read_bytes() == key.read_bytes()
+        assert (secure.root / "var/lib/dkms/mok.pub").read_bytes() == cert.read_bytes()
+        # The key never reaches pyinfra's output.
+        assert key.read_text().splitlines()[1] not in signed.stderr + signed.stdout
+        assert_second_apply_changes_nothing(inventory, *with_pair)
+    finally:
+        host_pool.run(
+            secure,
+            "rm -rf /usr/local/sbin/mokutil /etc/mokutil-standin "
+            "/var/lib/dkms/mok.key /var/lib/dkms/mok.pub",
+        )

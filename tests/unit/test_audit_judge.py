@@ -166,6 +166,7 @@ def test_recorded_real_reports_judge_again_to_the_same_report(path):
     # Recorded before the audit read DKMS's state: the record now says it was not read.
     stored["record"]["facts"].setdefault("dkms", None)
     stored["record"]["facts"].setdefault("module_candidate", None)
+    stored["record"]["facts"].setdefault("secure_boot", None)
     stored["record"]["expectations"].setdefault("update_within_branch", False)
     assert json.loads(json.dumps(again)) == stored
 
@@ -220,3 +221,17 @@ def test_a_newer_release_of_the_branch_is_a_warning_naming_the_setting():
     assert findings_for_driver_update(590, "590.48.01", "595.58.03", updating=False) == []
     assert findings_for_driver_update(590, "590.48.01", "590.44.01", updating=False) == []
     assert findings_for_driver_update(590, None, "590.48.01", updating=False) == []
+
+
+def test_an_unsigned_module_under_secure_boot_fails():
+    from pyinfra_sglang.audit.drift import findings_for_secure_boot
+
+    on = {"enabled": True, "source": "mokutil", "module_signer": None}
+    [found] = findings_for_secure_boot(on, "590.48.01")
+    assert (found.level, found.code) == ("fail", "secure-boot-unsigned-module")
+    assert "nvidia_mok_key_file" in found.message
+    assert (
+        findings_for_secure_boot({**on, "module_signer": "DKMS module signing"}, "590.48.01") == []
+    )
+    assert findings_for_secure_boot({**on, "enabled": False}, "590.48.01") == []
+    assert findings_for_secure_boot(on, None) == [] and findings_for_secure_boot(None, "1") == []

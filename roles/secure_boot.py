@@ -1,0 +1,83 @@
+"""Secure Boot: before the driver is installed, a host with Secure Boot on must have a MOK
+key pair to sign the NVIDIA module with, enrolled; the pair is then put where DKMS signs
+from. Refused at planning, so nothing changes on any host."""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+from pathlib import Path, PurePosixPath
+
+from pyinfra import host
+from pyinfra.api import FunctionCommand, operation
+from pyinfra.api.exceptions import PyinfraError
+
+from checks.facts import FileDigests, MokEnrolled, SecureBootState
+from pyinfra_sglang.inventory import HostConfig
+from pyinfra_sglang.secure_boot import (
+    MokPair,
+    mok_paths,
+    read_mok_pair,
+    secure_boot_refusal,
+)
+from roles.common import upload_into
+
+STAGING_SUFFIX = ".pyinfra-sglang-new"
+
+
+class SecureBootRefused(PyinfraError):
+    """Secure Boot is on and the NVIDIA module could not be signed by an enrolled key."""
+
+
+def secure_boot_preflight(config: HostConfig) -> MokPair | None:
+    """The key pair to sign the module with when Secure Boot is on; None when it is off.
+    Raises SecureBootRefused (at planning: before any change) when it is on and there is no
+    pair, or its key is not enrolled."""
+    state = host.get_fact(SecureBootState)
+    pair = read_mok_pair(config.nvidia_mok_key_file, config.nvidia_mok_cert_file)
+    enrolled = None
+    if state["enabled"] and pair is not None:
+        enrolled = host.get_fact(MokEnrolled, cert_base64=pair.cert_base64())
+    refusal = secure_boot_refusal(host.name, state, pair, enrolled)
+    if refusal:
+        raise SecureBootRefused(refusal)
+    return pair if state["enabled"] else None
+
+
+def _put(state, host, files: list[tuple[bytes, str]]) -> bool:
+    # pyinfra passes (state, host) to a FunctionCommand function that names them so.
+    for content, staging in files:
+        upload_into(host, content, staging, staging.removesuffix(STAGING_SUFFIX))
+    return True
+
+
+@operation()
+def mok_key_pair_installed(key_file: str, cert_file: str, family: str):
+    """The MOK key pair where DKMS signs from on this family of distros: the key root 0600,
+    created with that mode before any content is written; only what differs is written."""
+    pair = read_mok_pair(Path(key_file), Path(cert_file))
+    paths = mok_paths(family)
+    wanted = {
+        paths["key"]: (pair.key, "600"),
+        paths["cert"]: (pair.cert, "644"),
+    }
+    current = host.get_fact(FileDigests, paths=sorted(wanted))
+    stale = {
+        path: value
+        for path, value in wanted.items()
+        if current.get(path) != hashlib.sha256(value[0]).hexdigest()
+    }
+    if not stale:
+        host.noop(f"the MOK key pair is in {paths['key']} and {paths['cert']}")
+        return
+    q = shlex.quote
+    folders = sorted({str(PurePosixPath(path).parent) for path in stale})
+    prepare = [f"install -d -m 700 {q(folder)}" for folder in folders]
+    for path, (_, mode) in sorted(stale.items()):
+        staging = q(path + STAGING_SUFFIX)
+        prepare.append(f"rm -f {staging} && install -m {mode} /dev/null {staging}")
+    yield " && ".join(prepare)
+    yield FunctionCommand(
+        _put, ([(content, path + STAGING_SUFFIX) for path, (content, _) in stale.items()],), {}
+    )
+    yield " && ".join(f"mv -f {q(path + STAGING_SUFFIX)} {q(path)}" for path in sorted(stale))
