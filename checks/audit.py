@@ -30,6 +30,7 @@ from checks.facts import (
     NvidiaGpus,
     NvidiaLoadedModule,
     NvidiaP2P,
+    NvidiaSmiPackage,
     NvidiaTopology,
     PythonPackages,
     SecureBootState,
@@ -193,6 +194,7 @@ def read_facts(config: HostConfig, expected: AuditExpectations) -> AuditFacts:
         load=GpuLoadReading(),
         dkms=host.get_fact(DkmsState),
         secure_boot=host.get_fact(SecureBootState),
+        nvidia_smi_package=host.get_fact(NvidiaSmiPackage),
         module_candidate=upstream_version(candidate) if candidate else None,
     )
     if not gpus:

@@ -124,6 +124,20 @@ class SecureBootState(FactBase[dict]):
         return parse_secure_boot_state(list(output))
 
 
+class NvidiaSmiPackage(FactBase[str | None]):
+    """The package that installed the nvidia-smi on PATH (dpkg -S); None without either."""
+
+    def command(self) -> str:
+        return (
+            'p=$(command -v nvidia-smi) && dpkg -S "$(readlink -f "$p")" 2>/dev/null '
+            "| head -n1 | cut -d: -f1 || true"
+        )
+
+    def process(self, output) -> str | None:
+        lines = [line.strip() for line in output if line.strip()]
+        return lines[0] if lines else None
+
+
 class MokEnrolled(FactBase[bool | None]):
     """Is the certificate (DER, base64) enrolled? mokutil --test-key's answer; None without
     mokutil. The certificate is public: it travels in the command, into a temporary file."""

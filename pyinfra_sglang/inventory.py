@@ -802,6 +802,7 @@ def _service_problems(
         except SecretFileError as error:
             problems.append(problem(field, error.reason))
     problems += _mok_problems(host, config, problem, warn)
+    problems += _module_flavor_problems(config, problem)
     problems += _exposure_problems(host, config, problem)
     node = node_position_in(config, host)
     sides = [("", config)]
@@ -819,6 +820,29 @@ def _service_problems(
         except RenderError as error:
             problems.append(problem("sglang_version", str(error)))
     return problems
+
+
+def _module_flavor_problems(config: HostConfig, problem: Callable[..., Problem]) -> list[Problem]:
+    """Proprietary kernel modules for a profile whose every GPU architecture needs the open
+    ones (Blackwell): the driver would install and find no GPU."""
+    from pyinfra_sglang.nvidia import needs_open_modules
+
+    if config.nvidia_kernel_modules != "proprietary":
+        return []
+    try:
+        archs = host_profile(config).archs or []
+    except PyinfraError:  # the profile's own problem is reported with the render
+        return []
+    if archs and all(needs_open_modules(arch) for arch in archs):
+        return [
+            problem(
+                "nvidia_kernel_modules",
+                f"proprietary kernel modules, but the profile runs on {', '.join(archs)} only: "
+                "Blackwell GPUs and later run only on NVIDIA's open modules",
+                "open",
+            )
+        ]
+    return []
 
 
 def _mok_problems(

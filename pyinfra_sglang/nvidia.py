@@ -79,6 +79,19 @@ def packages_off_branch(installed: dict[str, list[str]], branch: int) -> list[st
     )
 
 
+def needs_open_modules(arch: str) -> bool:
+    """sm_120 -> True: Blackwell and later run only on the open kernel modules."""
+    number = arch.removeprefix("sm_")
+    threshold = int(data.load("nvidia")["driver"]["open_modules_only_from_arch"])
+    return number.isdigit() and int(number) >= threshold
+
+
+def compute_cap_arch(compute_cap: str | None) -> str | None:
+    """nvidia-smi's compute_cap "12.0" -> "sm_120"."""
+    major, _, minor = (compute_cap or "").partition(".")
+    return f"sm_{major}{minor}" if major.isdigit() and minor.isdigit() else None
+
+
 def pinning_package(branch: int) -> str:
     return data.load("nvidia")["driver"]["pinning_package"].format(branch=branch)
 

@@ -9,20 +9,23 @@ from dataclasses import dataclass
 
 from pyinfra import host, logger
 from pyinfra.api import QuoteString, StringCommand, deploy, operation
+from pyinfra.api.exceptions import PyinfraError
 from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import File
 from pyinfra.facts.server import Which
 from pyinfra.operations import files, systemd
 
-from checks.facts import AptPolicy, NvidiaLoadedModule, Virtualization
+from checks.facts import AptPolicy, NvidiaGpus, NvidiaLoadedModule, Virtualization
 from pyinfra_sglang import data
 from pyinfra_sglang.inventory import host_config
 from pyinfra_sglang.nvidia import (
     REBOOT_REQUIRED,
     REBOOT_REQUIRED_PKGS,
+    compute_cap_arch,
     driver_packages,
     installed_on_branch,
     kernel_module_packages,
+    needs_open_modules,
     newer_on_branch,
     packages_off_branch,
     pinning_package,
@@ -175,6 +178,22 @@ def driver_packages_on_branch(
 
 
 @operation()
+def nvidia_smi_installed(packages: list[tuple[str, ...]]):
+    """After the driver packages: nvidia-smi is on PATH, or the run stops naming what was
+    installed (a package set that ships no nvidia-smi is a wrong name in the data)."""
+    found = host.get_fact(Which, command="nvidia-smi")
+    if found:
+        host.noop(f"nvidia-smi is at {found}")
+        return
+    installed = ", ".join(" or ".join(entry) for entry in packages)
+    yield (
+        "command -v nvidia-smi >/dev/null || { echo "
+        + shlex.quote(f"none of the installed driver packages ({installed}) put nvidia-smi on PATH")
+        + " >&2; exit 1; }"
+    )
+
+
+@operation()
 def rebuild_initramfs():
     """update-initramfs, so the nouveau blacklist holds from early boot."""
     container = host.get_fact(Virtualization)["container"]
@@ -241,11 +260,32 @@ def driver_reboot(
     )
 
 
+class DriverFlavorRefused(PyinfraError):
+    """The GPUs the host has need the other kernel module flavor."""
+
+
+def refuse_flavor_for_gpus(config) -> None:
+    """Proprietary modules on a host whose nvidia-smi (a driver already there) reports a GPU
+    that runs only on the open ones."""
+    if config.nvidia_kernel_modules != "proprietary":
+        return
+    archs = sorted({compute_cap_arch(gpu.get("compute_cap")) for gpu in host.get_fact(NvidiaGpus)})
+    blocking = [arch for arch in archs if arch and needs_open_modules(arch)]
+    if blocking:
+        raise DriverFlavorRefused(
+            f"host {host.name}: nvidia_kernel_modules is proprietary, but its GPUs are "
+            f"{', '.join(blocking)}, which run only on NVIDIA's open modules; allowed: open. "
+            "Nothing was changed."
+        )
+
+
 @deploy("NVIDIA driver")
 def nvidia_driver() -> None:
     config = host_config(host)
     family = host_platform().driver_family
-    # Secure Boot on: refused here, at planning, unless an enrolled key can sign the module.
+    # Refused here, at planning (before any change): GPUs the flavor cannot drive, Secure
+    # Boot on without an enrolled key to sign the module with.
+    refuse_flavor_for_gpus(config)
     signing = secure_boot_preflight(config)
     packages = driver_packages(family, config)
     branch = config.nvidia_driver_branch
@@ -271,6 +311,7 @@ def nvidia_driver() -> None:
         branch=branch,
         update_within_branch=config.nvidia_driver_update_within_branch,
     )
+    nvidia_smi_installed(name="Check that nvidia-smi is installed", packages=packages)
     blacklist = files.template(
         name="Blacklist nouveau",
         src=template("nouveau-blacklist.conf.j2"),

@@ -135,6 +135,7 @@ def facts_summary(facts: AuditFacts) -> dict:
             "loaded": facts.loaded_module,
             "installed": facts.installed_module,
             "userspace": facts.gpus[0]["driver_version"] if facts.gpus else None,
+            "nvidia_smi_package": facts.nvidia_smi_package,
         },
         "cuda": facts.nvcc,
         "virtualization": facts.virtualization,

@@ -95,6 +95,8 @@ class AuditFacts:
     module_candidate: str | None = None
     # SecureBootState: on or off, and the nvidia module's signer; None in records made before.
     secure_boot: dict | None = None
+    # The package that installed nvidia-smi (dpkg -S); None: not read, or not a package's.
+    nvidia_smi_package: str | None = None
 
     @classmethod
     def from_dict(cls, values: dict) -> AuditFacts:

@@ -141,9 +141,11 @@ def parse_repository_entries(output: Iterable[str]) -> list[RepositoryEntry]:
         if not number.isdigit():
             continue
         line = int(number)
+        blank = not text.strip()
         text = text.split("#", 1)[0].strip()
         if path.endswith(".sources"):
-            if stanza and (stanza["file"] != path or not text):
+            # Only a blank line ends a stanza; a comment line inside one does not.
+            if stanza and (stanza["file"] != path or blank):
                 close_stanza()
             if not text:
                 continue

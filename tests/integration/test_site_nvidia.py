@@ -177,7 +177,10 @@ def test_a_newer_release_of_the_branch_is_reported_then_taken_when_asked(
         )
         assert audited.logged_changes() == [], audited.describe()
         for h in hosts:
-            findings = json.loads((reports / f"{h.address}.json").read_text())["findings"]
+            report = json.loads((reports / f"{h.address}.json").read_text())
+            # The audit says which package put nvidia-smi there: Debian's compute driver.
+            assert report["facts"]["driver"]["nvidia_smi_package"] == "nvidia-driver-cuda"
+            findings = report["findings"]
             [update] = [f for f in findings if f["code"] == "driver-update-available"]
             assert update["level"] == "warn" and "590.48.01 on branch 590" in update["message"]
 

@@ -9,7 +9,13 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import File
 from pyinfra.facts.server import Which
 
-from checks.facts import AptSourceEntries, NvccRelease, NvidiaLoadedModule, Virtualization
+from checks.facts import (
+    AptSourceEntries,
+    NvccRelease,
+    NvidiaGpus,
+    NvidiaLoadedModule,
+    Virtualization,
+)
 from pyinfra_sglang import data
 from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.nvidia import (
@@ -794,3 +800,80 @@ def test_apt_policy_output_is_read_per_package():
         "nvidia-driver-cuda": {"installed": "590.44.01-1", "candidate": "590.48.01-1"},
         "nvidia-kernel-dkms": {"installed": None, "candidate": None},
     }
+
+
+# -- a module flavor the GPUs cannot run ---------------------------------------------------------
+
+
+def test_proprietary_modules_for_a_blackwell_only_profile_are_refused_by_validate(tmp_path):
+    from pyinfra_sglang.inventory import InventoryError, load_inventory_file, validate_inventory
+
+    def problems(profile: str, modules: str):
+        path = tmp_path / f"{profile}-{modules}.py"
+        path.write_text(
+            "gpus = [('gpu-1', {'ssh_strict_host_key_checking': 'yes', "
+            f"'sglang_model_profile': {profile!r}, 'nvidia_kernel_modules': {modules!r}}})]\n"
+        )
+        try:
+            validate_inventory(load_inventory_file(str(path)))
+        except InventoryError as error:
+            return [(p.field, p.allowed) for p in error.problems]
+        return []
+
+    # glm-5-nvfp4 runs on sm_100 and sm_120 only: Blackwell, open modules only.
+    assert problems("glm-5-nvfp4", "proprietary") == [("nvidia_kernel_modules", "open")]
+    assert problems("glm-5-nvfp4", "open") == []
+    assert problems("dense-bf16", "proprietary") == []  # a Hopper host may take them
+
+
+def test_proprietary_modules_on_blackwell_gpus_found_are_refused_at_planning():
+    from roles.nvidia_driver import DriverFlavorRefused, refuse_flavor_for_gpus
+
+    class Planned:  # run_operation drives a generator; this check yields nothing
+        @staticmethod
+        def _inner(**kwargs):
+            refuse_flavor_for_gpus(**kwargs)
+            return []
+
+    blackwell = {NvidiaGpus: [{"compute_cap": "12.0"}, {"compute_cap": "12.0"}]}
+    proprietary = HostConfig(nvidia_kernel_modules="proprietary")
+    with pytest.raises(DriverFlavorRefused, match=r"host op-test-host: nvidia_kernel_modules"):
+        run_operation(Planned, blackwell, config=proprietary)
+    assert run_operation(Planned, blackwell, config=HostConfig()) == ([], [])
+    hopper = {NvidiaGpus: [{"compute_cap": "9.0"}]}
+    assert run_operation(Planned, hopper, config=proprietary) == ([], [])
+    assert run_operation(Planned, {NvidiaGpus: []}, config=proprietary) == ([], [])
+
+
+def test_ubuntus_deb822_sources_with_comments_inside_are_two_stanzas():
+    # Captured on the H200 VM (Ubuntu 24.04): comment lines between and inside stanzas.
+    from pathlib import Path
+
+    from pyinfra_sglang.parsers.system import parse_repository_entries
+
+    facts = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
+    lines = (facts / "repository_entries_h200_vm.txt").read_text().splitlines()
+    entries = parse_repository_entries(lines)
+    assert [(e["first_line"], e["last_line"], e["uris"]) for e in entries] == [
+        (32, 36, ["http://archive.ubuntu.com/ubuntu/"]),
+        (40, 44, ["http://security.ubuntu.com/ubuntu/"]),
+    ]
+    # Neither is NVIDIA's: nothing to disable there.
+    from pyinfra_sglang.parsers.system import same_repository
+
+    assert not any(same_repository(e["uris"][0], REPO) for e in entries)
+
+
+def test_a_comment_inside_a_stanza_does_not_split_it():
+    from pyinfra_sglang.parsers.system import parse_repository_entries
+
+    [entry] = parse_repository_entries(
+        source_lines(
+            {
+                "/etc/apt/sources.list.d/cuda.sources": (
+                    f"Types: deb\n# mirror\nURIs: {REPO}\nSuites: /\n"
+                )
+            }
+        )
+    )
+    assert (entry["first_line"], entry["last_line"], entry["uris"]) == (1, 4, [REPO])

@@ -167,3 +167,25 @@ def test_the_pair_goes_where_dkms_signs_from_created_0600_before_its_content(tmp
         "install -m 600 /dev/null /var/lib/shim-signed/mok/MOK.priv.pyinfra-sglang-new"
         in (ubuntu[0])
     )
+
+
+FACTS = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
+
+
+def captured(name: str) -> list[str]:
+    return (FACTS / name).read_text().splitlines()
+
+
+def test_the_h200_vm_reports_no_secure_boot_dkms_or_packaged_nvidia_smi():
+    # Captured on the device VM (tests/fixtures/facts/README.md): Firecracker boots without
+    # EFI, the driver comes with the VM's host.
+    from checks.facts import DkmsState, NvidiaSmiPackage
+    from pyinfra_sglang.audit.drift import findings_for_dkms, findings_for_secure_boot
+
+    state = SecureBootState().process(captured("secure_boot_state_h200_vm.txt"))
+    assert state == {"enabled": False, "source": "no EFI firmware", "module_signer": None}
+    assert secure_boot_refusal("h200", state, None, None) is None
+    assert findings_for_secure_boot(state, "580.159.04") == []
+    dkms = DkmsState().process(captured("dkms_state_h200_vm.txt"))
+    assert dkms == {"kernels": [], "built": {}} and findings_for_dkms(dkms, "580.159.04") == []
+    assert NvidiaSmiPackage().process(captured("nvidia_smi_package_h200_vm.txt")) is None
