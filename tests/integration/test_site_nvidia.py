@@ -202,6 +202,31 @@ def test_a_newer_release_of_the_branch_is_reported_then_taken_when_asked(
             )
 
 
+def test_a_kernel_installed_without_the_module_built_is_reported(
+    host_pool, hosts, inventory, tmp_path
+):
+    # A kernel update lands (its image in /boot) and DKMS built nothing for it: the next boot
+    # would have no NVIDIA module. dkms here is Debian's own; the stand-in driver packages
+    # register no module with it, so `dkms status nvidia` is empty as on such a host.
+    kernel = "6.1.0-99-amd64"
+    for h in hosts:
+        host_pool.run(h, f"mkdir -p /boot && touch /boot/vmlinuz-{kernel}")
+    try:
+        reports = tmp_path / "audit"
+        audited = apply(
+            inventory, "deploy/audit.py", options=("--data", f"audit_report_dir={reports}")
+        )
+        assert audited.logged_changes() == [], audited.describe()
+        for h in hosts:
+            findings = json.loads((reports / f"{h.address}.json").read_text())["findings"]
+            [missing] = [f for f in findings if f["code"] == "dkms-module-missing"]
+            assert missing["level"] == "warn"
+            assert f"Kernel {kernel}, the newest installed (it boots next)" in missing["message"]
+    finally:
+        for h in hosts:
+            host_pool.run(h, f"rm -f /boot/vmlinuz-{kernel}")
+
+
 def test_reboot_and_wait_returns_after_a_real_reboot(host_pool, tmp_path):
     [test_host] = host_pool.boot(1)
     inventory = write_inventory(
