@@ -1,0 +1,132 @@
+"""A model's files on the Hugging Face Hub at one revision, asked of the Hub's HTTP API on
+the controller before any host changes: the commit a branch or tag stands for, each file
+and its size, and what a host's cache still lacks. Clear errors for a gated or missing
+repository, a bad token, a revision that does not exist, an unreachable Hub.
+
+The API is the one the huggingface_hub client uses (``GET /api/models/<repo>/revision/<rev>
+?blobs=true``: ``sha`` and ``siblings`` with sizes; errors by ``X-Error-Code``)."""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from functools import cache
+
+from pyinfra.api.exceptions import PyinfraError
+
+from pyinfra_sglang import data
+
+COMMIT = re.compile(r"^[0-9a-f]{40}$")
+DEFAULT_ENDPOINT = "https://huggingface.co"
+GB = 1e9
+
+
+class ModelPlanError(PyinfraError):
+    """The Hub cannot give this model at this revision (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    repo: str
+    revision: str  # as asked for: a commit, a branch or a tag
+    commit: str  # the 40-hex commit it stands for
+    files: tuple[tuple[str, int], ...]  # (path, size), sorted by path
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(size for _, size in self.files)
+
+    def missing(self, present: dict[str, int]) -> list[tuple[str, int]]:
+        """Files the host lacks, or holds at another size (a cut-off download)."""
+        return [(path, size) for path, size in self.files if present.get(path) != size]
+
+    def missing_bytes(self, present: dict[str, int]) -> int:
+        return sum(size - min(present.get(path, 0), size) for path, size in self.missing(present))
+
+
+def is_local_model(model: str) -> bool:
+    """A path on the host (served from there, never downloaded)."""
+    return model.startswith("/")
+
+
+def cache_folder_name(repo: str) -> str:
+    """The Hub cache's folder of a model: models--<org>--<name> (huggingface_hub's layout)."""
+    return "models--" + repo.replace("/", "--")
+
+
+def needed_bytes(missing: int) -> int:
+    """Free space a download of ``missing`` bytes asks for: data/model.toml's margin on top."""
+    margin = data.load("model")["disk_margin"]
+    if missing == 0:
+        return 0
+    return int(missing * (1 + float(margin["fraction"])) + float(margin["min_gb"]) * GB)
+
+
+def _error(repo: str, revision: str, error: urllib.error.HTTPError, token: bool) -> str:
+    code = error.headers.get("X-Error-Code")
+    message = error.headers.get("X-Error-Message") or ""
+    asked = f"model {repo} at revision {revision}"
+    if code == "RevisionNotFound":
+        return f"{asked}: the Hub has no such revision (a commit, branch or tag of {repo})"
+    if code == "GatedRepo":
+        hint = (
+            "the token has no access: accept the model's terms on the Hub"
+            if token
+            else ("set hf_token_file to a token of an account that accepted the model's terms")
+        )
+        return f"{asked}: the repository is gated; {hint}"
+    if message == "Invalid credentials in Authorization header":
+        return f"{asked}: the Hub refuses the token in hf_token_file (invalid or expired)"
+    if code == "RepoNotFound" or error.code in (401, 404):
+        return f"{asked}: the Hub has no such repository, or it is private and " + (
+            "the token cannot see it" if token else "no hf_token_file is set"
+        )
+    return f"{asked}: the Hub answered {error.code} {message or error.reason}"
+
+
+@cache
+def hub_snapshot(endpoint: str, repo: str, revision: str, token: str | None) -> Snapshot:
+    """The model's files at ``revision`` (asked once per run for all hosts alike)."""
+    url = (
+        f"{endpoint.rstrip('/')}/api/models/{repo}/revision/"
+        f"{urllib.parse.quote(revision, safe='')}?blobs=true"
+    )
+    request = urllib.request.Request(url, headers={"Accept": "application/json"})
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    timeout = float(data.load("model")["api_timeout_s"])
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            info = json.load(response)
+    except urllib.error.HTTPError as error:
+        raise ModelPlanError(_error(repo, revision, error, bool(token))) from None
+    except (urllib.error.URLError, TimeoutError, OSError) as error:
+        reason = getattr(error, "reason", error)
+        raise ModelPlanError(
+            f"model {repo} at revision {revision}: cannot reach the Hub at {endpoint} "
+            f"({reason}); set hf_endpoint to a mirror, or serve the model from a local path"
+        ) from None
+    except json.JSONDecodeError:
+        raise ModelPlanError(
+            f"model {repo} at revision {revision}: {endpoint} did not answer with the Hub's "
+            "JSON (is hf_endpoint a Hugging Face Hub or mirror?)"
+        ) from None
+    commit = str(info.get("sha") or "")
+    if not COMMIT.match(commit):
+        raise ModelPlanError(f"model {repo} at revision {revision}: the Hub gave no commit")
+    files = []
+    for sibling in info.get("siblings") or []:
+        size = sibling.get("size")
+        if size is None:
+            size = (sibling.get("lfs") or {}).get("size")
+        if not isinstance(size, int):
+            raise ModelPlanError(
+                f"model {repo} at revision {revision}: the Hub gave no size for "
+                f"{sibling.get('rfilename')}"
+            )
+        files.append((str(sibling["rfilename"]), size))
+    return Snapshot(repo=repo, revision=revision, commit=commit, files=tuple(sorted(files)))

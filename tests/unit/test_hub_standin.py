@@ -1,0 +1,121 @@
+"""The Hub stand-in (tests/hosts/hubstandin.py) against the real huggingface_hub client: it
+downloads a snapshot from it, resumes a cut-off file with a Range request, and raises the
+client's own errors for a gated repository, a missing one and a missing revision. And the
+controller's planner (pyinfra_sglang/model_snapshot.py) against the same server."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from pyinfra_sglang.model_snapshot import ModelPlanError, hub_snapshot, needed_bytes
+from tests.hosts.hubstandin import LFS_THRESHOLD, Hub, Repo, serve
+
+huggingface_hub = pytest.importorskip("huggingface_hub")
+
+REPO = "test-org/tiny-model"
+GATED = "test-org/gated-model"
+TOKEN = "hf_test_TOKEN_0123456789"
+WEIGHTS = bytes(range(256)) * (LFS_THRESHOLD // 256 + 4096)  # an LFS file
+FILES = {
+    "config.json": b'{"model_type": "llama"}\n',
+    "tokenizer.json": b'{"version": "1.0"}\n',
+    "model.safetensors": WEIGHTS,
+}
+COMMIT = hashlib.sha1(b"tiny-model commit 1").hexdigest()
+
+
+@pytest.fixture
+def hub():
+    repos = {
+        REPO: Repo(commits={COMMIT: FILES}, refs={"main": COMMIT, "v1.0": COMMIT}),
+        GATED: Repo(commits={COMMIT: FILES}, refs={"main": COMMIT}, gated_token=TOKEN),
+    }
+    hub = Hub(repos)
+    with serve(hub) as endpoint:
+        yield hub, endpoint
+
+
+def download(endpoint, tmp_path, repo=REPO, revision=COMMIT, token=False):
+    from huggingface_hub import snapshot_download
+
+    return snapshot_download(
+        repo_id=repo,
+        revision=revision,
+        cache_dir=str(tmp_path / "hub"),
+        endpoint=endpoint,
+        token=token,
+    )
+
+
+def test_the_real_client_downloads_a_snapshot_and_resumes_a_cut_file(hub, tmp_path):
+    server, endpoint = hub
+    folder = download(endpoint, tmp_path)
+    assert folder.endswith(f"models--test-org--tiny-model/snapshots/{COMMIT}")
+    for name, content in FILES.items():
+        assert Path(folder, name).read_bytes() == content
+    # The LFS file is stored under its sha256, as the Hub cache keys blobs by ETag.
+    blob = tmp_path / "hub" / "models--test-org--tiny-model" / "blobs"
+    assert (blob / hashlib.sha256(WEIGHTS).hexdigest()).stat().st_size == len(WEIGHTS)
+
+    # Cut the weights off mid-file, as a killed download leaves them: the client resumes.
+    again = tmp_path / "again"
+    partial_blobs = again / "hub" / "models--test-org--tiny-model" / "blobs"
+    partial_blobs.mkdir(parents=True)
+    incomplete = partial_blobs / (hashlib.sha256(WEIGHTS).hexdigest() + ".incomplete")
+    incomplete.write_bytes(WEIGHTS[:1000])
+    server.requests.clear()
+    download(endpoint, again)
+    ranges = [r for method, path, r in server.requests if path.endswith("model.safetensors")]
+    assert "bytes=1000-" in ranges
+    assert (partial_blobs / hashlib.sha256(WEIGHTS).hexdigest()).read_bytes() == WEIGHTS
+
+
+def test_the_real_client_raises_its_own_errors(hub, tmp_path):
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    _, endpoint = hub
+    with pytest.raises(GatedRepoError):
+        download(endpoint, tmp_path, repo=GATED)
+    assert download(endpoint, tmp_path / "t", repo=GATED, token=TOKEN)
+    with pytest.raises(RepositoryNotFoundError):
+        download(endpoint, tmp_path, repo="test-org/absent")
+    with pytest.raises(RevisionNotFoundError):
+        download(endpoint, tmp_path, revision="no-such-branch")
+
+
+def test_the_planner_reads_commit_and_sizes_and_says_what_went_wrong(hub):
+    _, endpoint = hub
+    snapshot = hub_snapshot(endpoint, REPO, "v1.0", None)  # a tag, resolved
+    assert snapshot.commit == COMMIT and snapshot.revision == "v1.0"
+    assert dict(snapshot.files) == {name: len(content) for name, content in FILES.items()}
+    assert snapshot.missing_bytes({"config.json": len(FILES["config.json"])}) == (
+        len(FILES["tokenizer.json"]) + len(WEIGHTS)
+    )
+    # A cut-off file counts what is left of it.
+    cut = {**dict(snapshot.files), "model.safetensors": 1000}
+    assert snapshot.missing_bytes(cut) == len(WEIGHTS) - 1000
+    assert needed_bytes(0) == 0 and needed_bytes(10**9) == int(10**9 * 1.05 + 10e9)
+
+    cases = [
+        ((GATED, "main", None), "is gated; set hf_token_file"),
+        ((GATED, "main", "hf_unknown"), "refuses the token in hf_token_file"),
+        (("test-org/absent", "main", None), "no such repository, or it is private"),
+        ((REPO, "no-such-branch", None), "the Hub has no such revision"),
+    ]
+    for args, expected in cases:
+        with pytest.raises(ModelPlanError, match=expected) as caught:
+            hub_snapshot(endpoint, *args)
+        assert f"model {args[0]} at revision {args[1]}" in str(caught.value)
+    assert hub_snapshot(endpoint, GATED, "main", TOKEN).commit == COMMIT
+
+
+def test_an_unreachable_hub_is_named():
+    with pytest.raises(ModelPlanError, match="cannot reach the Hub at http://127.0.0.1:9"):
+        hub_snapshot("http://127.0.0.1:9", REPO, "main", None)
