@@ -278,6 +278,55 @@ class PythonVersion(FactBase[str | None]):
         return parse_python_version(output)
 
 
+class SnapshotFiles(FactBase[dict[str, int]]):
+    """The files of a Hub cache snapshot folder and their sizes ({path: bytes}, symlinks
+    followed to their blobs); {} when the folder does not exist. Sizes only: a complete
+    400 GB snapshot is checked without reading it."""
+
+    @staticmethod
+    def default() -> dict[str, int]:
+        return {}
+
+    def command(self, folder: str) -> str:
+        quoted = shlex.quote(folder)
+        return f"[ -d {quoted} ] && find -L {quoted} -type f -printf '%s\\t%P\\n' || true"
+
+    def process(self, output) -> dict[str, int]:
+        files = {}
+        for line in output:
+            size, _, path = line.partition("\t")
+            if size.isdigit() and path:
+                files[path] = int(size)
+        return files
+
+
+class FirstLine(FactBase[str | None]):
+    """The first line of the file at ``path`` (a Hub cache ref holds one commit); None when
+    there is no such file."""
+
+    def command(self, path: str) -> str:
+        return f"head -n 1 {shlex.quote(path)} 2>/dev/null || true"
+
+    def process(self, output) -> str | None:
+        lines = [line.strip() for line in output]
+        return lines[0] if lines and lines[0] else None
+
+
+class FreeBytes(FactBase[int | None]):
+    """Free bytes of the filesystem that holds ``path`` (or would: its nearest existing
+    parent), for an unprivileged writer as df reports them."""
+
+    def command(self, path: str) -> str:
+        return (
+            f'p={shlex.quote(path)}; while [ ! -e "$p" ]; do p=$(dirname "$p"); done; '
+            "df -P -B1 \"$p\" | awk 'NR == 2 {print $4}'"
+        )
+
+    def process(self, output) -> int | None:
+        values = [line.strip() for line in output if line.strip()]
+        return int(values[-1]) if values and values[-1].isdigit() else None
+
+
 class FileDigests(FactBase[dict[str, str | None]]):
     """sha256 of each of ``paths`` ({path: digest, or None when missing}): lets an operation
     compare rendered content, secrets included, without reading it back."""

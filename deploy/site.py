@@ -10,6 +10,7 @@ from pyinfra_sglang.inventory import host_config
 from roles.base import base
 from roles.cuda_toolkit import cuda_toolkit
 from roles.flash_attn import flash_attn
+from roles.model import model_weights
 from roles.multinode_firewall import multinode_firewall
 from roles.nvidia_driver import nvidia_driver
 from roles.nvidia_repo import nvidia_repo
@@ -25,4 +26,5 @@ cuda_toolkit()
 python_env()
 flash_attn()
 multinode_firewall()
+model_weights()
 sglang_service_role()

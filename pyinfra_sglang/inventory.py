@@ -225,6 +225,35 @@ class HostConfig(BaseModel):
         description="File on the controller holding the API key (written 0600 on the host).",
         json_schema_extra=_allowed("a path on the controller, or unset"),
     )
+    sglang_model_revision: (
+        Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$")] | None
+    ) = Field(
+        None,
+        description=(
+            "Revision of the profile's Hub model to download and serve: a commit (40 hex "
+            "digits; a branch or tag is resolved to its commit before any change and "
+            "reported). Unset: the repository's main branch, resolved the same way."
+        ),
+        json_schema_extra=_allowed("a commit, branch or tag of the model's repository"),
+    )
+    sglang_model_download_timeout_s: int = Field(
+        21600,
+        ge=60,
+        le=604800,
+        description=(
+            "Seconds the model download may take before it is stopped (it resumes on the "
+            "next run): ~430 GB at 200 MB/s is about 36 minutes."
+        ),
+        json_schema_extra=_allowed("60..604800"),
+    )
+    hf_endpoint: HttpUrl | None = Field(
+        None,
+        description=(
+            "Base URL of a Hugging Face Hub mirror (HF_ENDPOINT) for the model download and "
+            "the planning that precedes it; unset: https://huggingface.co."
+        ),
+        json_schema_extra=_allowed("an http(s) URL, or unset"),
+    )
     hf_token_file: OptionalPath = Field(
         None,
         description="File on the controller holding the Hugging Face token (written 0600).",

@@ -58,6 +58,23 @@ def cache_folder_name(repo: str) -> str:
     return "models--" + repo.replace("/", "--")
 
 
+def hub_cache_dir() -> str:
+    """The Hub cache the service reads (HF_HOME/hub, HF_HOME as the service's env sets it)."""
+    from pyinfra_sglang.render import cache_dirs
+
+    return cache_dirs()["HF_HOME"] + "/hub"
+
+
+def snapshot_folder(cache_dir: str, repo: str, commit: str) -> str:
+    return f"{cache_dir}/{cache_folder_name(repo)}/snapshots/{commit}"
+
+
+def ref_file(cache_dir: str, repo: str, ref: str) -> str:
+    """Where the Hub cache keeps the commit a branch or tag stood for when it was fetched:
+    offline, the client resolves a revision that is no commit through it."""
+    return f"{cache_dir}/{cache_folder_name(repo)}/refs/{ref}"
+
+
 def needed_bytes(missing: int) -> int:
     """Free space a download of ``missing`` bytes asks for: data/model.toml's margin on top."""
     margin = data.load("model")["disk_margin"]

@@ -154,12 +154,14 @@ def _intent_values(
     nnodes: int,
     node_rank: int,
     dist_init_addr: str | None,
+    revision: str | None = None,
 ) -> dict[str, Any]:
     """Intent -> value; None or False means "not on the command line"."""
     multinode = nnodes > 1
     return {
         "model_path": profile.model,
         "served_model_name": profile.served_model_name,
+        "revision": revision,
         "tp_size": tp_size,
         "nnodes": nnodes if multinode else None,
         "node_rank": node_rank if multinode else None,
@@ -201,6 +203,7 @@ def server_args(
     nnodes: int = 1,
     node_rank: int = 0,
     dist_init_addr: str | None = None,
+    revision: str | None = None,
 ) -> list[str]:
     """The arguments of ``python -m sglang.launch_server``, spelled for ``sglang_version``,
     in the stable order of data/sglang_flags.toml, then the profile's extra_args.
@@ -214,7 +217,7 @@ def server_args(
     if problems:
         raise RenderError(f"profile {profile.name}: extra_args: " + "; ".join(problems))
     values = _intent_values(
-        profile, tp_size, host, port, config_path, nnodes, node_rank, dist_init_addr
+        profile, tp_size, host, port, config_path, nnodes, node_rank, dist_init_addr, revision
     )
     version = parse_version(sglang_version)
     argv: list[str] = []
@@ -359,8 +362,10 @@ def environment(
     pcie_only: bool = False,
     cuda_home: str | None = None,
     mask: bool = False,
+    offline: bool = False,
 ) -> dict[str, str]:
-    """The service's environment, sorted by name (secrets masked when ``mask``)."""
+    """The service's environment, sorted by name (secrets masked when ``mask``); with
+    ``offline``, the Hub client never reaches the Hub (the model role put the files there)."""
     settings = _service()["environment"]
     path = [_absolute_path(venv_path, "venv_path").rstrip("/") + "/bin"]
     values = dict(cache_dirs(cache_root))
@@ -373,6 +378,8 @@ def environment(
         values.update(settings["nccl_pcie_only"])
     if hf_token:
         values["HF_TOKEN"] = mask_text() if mask else hf_token.strip()
+    if offline:
+        values["HF_HUB_OFFLINE"] = "1"
     return dict(sorted(values.items()))
 
 
@@ -383,9 +390,11 @@ def render_env(
     pcie_only: bool = False,
     cuda_home: str | None = None,
     mask: bool = False,
+    offline: bool = False,
 ) -> str:
-    """sglang.env: caches on persistent disk, PATH, NCCL hints on PCIe-only hosts, HF_TOKEN."""
-    values = environment(hf_token, venv_path, cache_root, pcie_only, cuda_home, mask)
+    """sglang.env: caches on persistent disk, PATH, NCCL hints on PCIe-only hosts, HF_TOKEN,
+    HF_HUB_OFFLINE when the model is served from the downloaded snapshot."""
+    values = environment(hf_token, venv_path, cache_root, pcie_only, cuda_home, mask, offline)
     return _render(
         "sglang.env.j2",
         environment=[(name, _env_value(name, value)) for name, value in values.items()],
@@ -571,6 +580,10 @@ class ServiceSpec:
     node: NodePosition = NodePosition()
     mask: bool = False  # print the mask in place of each secret
     file_paths: Mapping[str, str] | None = None  # kind -> path, over data/sglang_service.toml
+    # The Hub model's revision (--revision), and whether to serve it from the downloaded
+    # snapshot only (HF_HUB_OFFLINE=1: a restart never reaches the Hub).
+    model_revision: str | None = None
+    offline: bool = False
 
 
 def render_service_files(spec: ServiceSpec) -> list[RenderedFile]:
@@ -593,6 +606,7 @@ def render_service_files(spec: ServiceSpec) -> list[RenderedFile]:
         nnodes=node.nnodes,
         node_rank=node.rank,
         dist_init_addr=node.dist_init_addr,
+        revision=spec.model_revision,
     )
     env = render_env(
         spec.secrets.hf_token,
@@ -601,6 +615,7 @@ def render_service_files(spec: ServiceSpec) -> list[RenderedFile]:
         gpus.pcie_only,
         spec.cuda_home,
         spec.mask,
+        spec.offline,
     )
     contents = {
         "unit": render_unit(

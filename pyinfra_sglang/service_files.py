@@ -27,6 +27,7 @@ from pyinfra_sglang.gpus import (
     largest_gpu_of_arch,
 )
 from pyinfra_sglang.inventory import HostConfig, host_profile
+from pyinfra_sglang.model_snapshot import is_local_model
 from pyinfra_sglang.nvidia import cuda_paths
 from pyinfra_sglang.profiles import Profile
 from pyinfra_sglang.render import (
@@ -317,6 +318,9 @@ def service_files_for(
         cuda_home=cuda_paths(config.cuda_version)["home"],
         node=node,
         mask=mask,
+        # A Hub model is served from the snapshot the model role downloaded (roles/model.py).
+        model_revision=None if is_local_model(profile.model) else config.sglang_model_revision,
+        offline=not is_local_model(profile.model),
     )
     files = render_service_files(spec)
     routed = bool(config.sglang_router_worker_urls)

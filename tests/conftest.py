@@ -14,6 +14,12 @@ import pytest
 
 from tests.hosts import aptrepo, pyindex
 from tests.hosts.apply import apply, write_inventory
+from tests.hosts.site_model import (
+    SITE_HF_TOKEN,
+    SITE_MODEL,
+    SITE_MODEL_COMMIT,
+    model_files,
+)
 from tests.hosts.testhosts import TestHostPool, why_unavailable
 
 
@@ -58,7 +64,7 @@ def site_secrets(tmp_path_factory):
     folder = tmp_path_factory.mktemp("secrets")
     for name, secret in (
         ("api-key", "sk-site-APIKEY-0123456789"),
-        ("hf-token", "hf_site_TOKEN_abcdefghij"),
+        ("hf-token", SITE_HF_TOKEN),
     ):
         path = folder / name
         path.write_text(secret + "\n")
@@ -67,8 +73,31 @@ def site_secrets(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def model_hub():
+    """A stand-in for the Hugging Face Hub on 127.0.0.1 (tests/hosts/hubstandin.py): the site
+    profile's model at a commit (also its main branch), and a gated repository the site's
+    token may not open; yields (endpoint, hub)."""
+    from tests.hosts.hubstandin import LFS_THRESHOLD, Hub, Repo, serve
+
+    repos = {
+        SITE_MODEL: Repo(
+            commits={SITE_MODEL_COMMIT: model_files(LFS_THRESHOLD + 1024 * 1024)},
+            refs={"main": SITE_MODEL_COMMIT},
+        ),
+        "test-org/gated-model": Repo(
+            commits={SITE_MODEL_COMMIT: model_files(1024)},
+            refs={"main": SITE_MODEL_COMMIT},
+            gated_token="hf_other_account_TOKEN",
+        ),
+    }
+    hub = Hub(repos, tokens=(SITE_HF_TOKEN,))
+    with serve(hub) as endpoint:
+        yield endpoint, hub
+
+
+@pytest.fixture(scope="session")
 def site_inventory(
-    tmp_path_factory, host_pool, site_hosts, nvidia_mirror, python_index, site_secrets
+    tmp_path_factory, host_pool, site_hosts, nvidia_mirror, python_index, site_secrets, model_hub
 ):
     """An inventory of the site hosts, NVIDIA's repository and the package indexes replaced
     by local stand-ins; Python 3.11 is Debian 12's own, so uv downloads no interpreter. The
@@ -86,6 +115,9 @@ def site_inventory(
         "sglang_model_profile": "dense-bf16",
         "sglang_api_key_file": str(site_secrets / "api-key"),
         "hf_token_file": str(site_secrets / "hf-token"),
+        # The model comes from the Hub stand-in, at a pinned commit.
+        "hf_endpoint": model_hub[0],
+        "sglang_model_revision": SITE_MODEL_COMMIT,
     }
     return write_inventory(
         tmp_path_factory.mktemp("inventory") / "gpu_hosts.py",

@@ -1,5 +1,6 @@
-"""Programs shipped to hosts and run there: the standard library only (plus pynvml or torch
-where a program's docstring says so), no imports from pyinfra-sglang, Python 3.9+.
+"""Programs shipped to hosts and run there: the standard library only (plus pynvml, torch or
+huggingface_hub where a program's docstring says so), no imports from pyinfra-sglang,
+Python 3.9+.
 
 They live in the core, beside the code that reads their output, because the offline CLI runs
 some of them too (``decode-check`` is decode_client.py). A test parses each one and fails on

@@ -65,11 +65,17 @@ def file_entry(path: str, content: bytes) -> dict:
 class Hub:
     """The repositories served, and what the server saw (for tests to read)."""
 
-    def __init__(self, repos: dict[str, Repo], throttle_bytes_per_s: int | None = None):
+    def __init__(
+        self,
+        repos: dict[str, Repo],
+        throttle_bytes_per_s: int | None = None,
+        tokens: tuple[str, ...] = (),
+    ):
         self.repos = repos
         self.throttle_bytes_per_s = throttle_bytes_per_s
         self.requests: list[tuple[str, str, str | None]] = []  # (method, path, Range)
-        self.known_tokens = {r.gated_token for r in repos.values() if r.gated_token}
+        # Tokens of accounts it knows (a gated repository's token is one): others get 401.
+        self.known_tokens = {r.gated_token for r in repos.values() if r.gated_token} | set(tokens)
 
 
 class Handler(http.server.BaseHTTPRequestHandler):

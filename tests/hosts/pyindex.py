@@ -65,6 +65,46 @@ REAL_WHEELS = {
     "ninja-1.13.2-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl": (
         "65a24341b5ac09fcadcc37082660be40a94174e51a937fabf6e2cae26225fa2c"
     ),
+    # The real Hugging Face Hub client (the line SGLang's transformers pins) and what it
+    # needs on CPython 3.11: the model role downloads with the venv's huggingface_hub.
+    "huggingface_hub-0.36.2-py3-none-any.whl": (
+        "48f0c8eac16145dfce371e9d2d7772854a4f591bcb56c9cf548accf531d54270"
+    ),
+    "certifi-2026.10.19.post1-py3-none-any.whl": (
+        "1324c476b4811eff41a8bc2122cd0bbd4d9c7234c725446d99ab1612b3a7fdd2"
+    ),
+    (
+        "charset_normalizer-3.5.3-cp311-cp311-manylinux1_x86_64.manylinux_2_28_x86_64."
+        "manylinux_2_5_x86_64.whl"
+    ): "2a6f937e0b70133d1f826d0a253331b6fe1a4c874808cc12e16f2fb8177042f4",
+    "filelock-4.3.1-py3-none-any.whl": (
+        "79e43df8e9fe509cd83a3899a7c186c8077cbbe4d200a1ed3705c2f3bb6bc487"
+    ),
+    "fsspec-2026.9.0-py3-none-any.whl": (
+        "8dd6e646e99ea382bd85f97a45e6b526a442d79423a7dc673f1e2756d05fcb5f"
+    ),
+    "hf_xet-1.8.0-cp38-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl": (
+        "29dab7c904cd1914a0439c6e1306c12c7497c8bd32290fbe563ebf51ca4b6d6d"
+    ),
+    "idna-3.20-py3-none-any.whl": (
+        "ab7ae7122974553370f0bdb919e1a960b2cd1bc1ef0276416d896db81c14582c"
+    ),
+    (
+        "pyyaml-6.0.4-cp311-cp311-manylinux2014_x86_64.manylinux_2_17_x86_64."
+        "manylinux_2_28_x86_64.whl"
+    ): "622aa875fa6533f25fedcffe23079357d65a690d462200afed5d8e9d0e01ebee",
+    "requests-2.34.2-py3-none-any.whl": (
+        "2a0d60c172f83ac6ab31e4554906c0f3b3588d37b5cb939b1c061f4907e278e0"
+    ),
+    "tqdm-4.70.1-py3-none-any.whl": (
+        "c293e525e6fef9c20e8728fd4612df02a0aa31bb5fe91ecd93e123b1b7bffa73"
+    ),
+    "typing_extensions-4.16.0-py3-none-any.whl": (
+        "481caa481374e813c1b176ada14e97f1f67a4539ce9cfeb3f350d78d6370c2e8"
+    ),
+    "urllib3-2.8.0-py3-none-any.whl": (
+        "0cf3cae568d36aa9576b28dfb35f11328f1cb974ca7647d9475ebb86c75ac6e3"
+    ),
 }
 
 
@@ -121,9 +161,19 @@ def flash_attn(version: str, *templates: str) -> StandIn:
 
 
 STAND_INS = (
-    # Real SGLang depends on nvidia-ml-py too; the benchmark's GPU sampler imports it.
-    StandIn("sglang", "0.5.22", "pypi", "sglang", ("sglang",), requires=("torch", "nvidia-ml-py")),
-    StandIn("sglang", "0.5.23", "pypi", "sglang", ("sglang",), requires=("torch", "nvidia-ml-py")),
+    # Real SGLang depends on nvidia-ml-py too (the benchmark's GPU sampler imports it) and,
+    # through transformers, on huggingface_hub (the model role downloads with it).
+    *(
+        StandIn(
+            "sglang",
+            version,
+            "pypi",
+            "sglang",
+            ("sglang",),
+            requires=("torch", "nvidia-ml-py", "huggingface_hub<1.0"),
+        )
+        for version in ("0.5.22", "0.5.23")
+    ),
     NVIDIA_ML_PY,
     # The SGLang Model Gateway; the real project is a Rust extension, this one pure Python.
     # 0.3.2: the release data/python.toml pins for SGLang 0.5.8 and later (0.5.22, 0.5.23).

@@ -119,3 +119,61 @@ def test_the_planner_reads_commit_and_sizes_and_says_what_went_wrong(hub):
 def test_an_unreachable_hub_is_named():
     with pytest.raises(ModelPlanError, match="cannot reach the Hub at http://127.0.0.1:9"):
         hub_snapshot("http://127.0.0.1:9", REPO, "main", None)
+
+
+def test_the_host_download_program_logs_progress_and_completes(hub, tmp_path):
+    # pyinfra_sglang/host_programs/model_download.py, run as the model role runs it (its own
+    # process, HF_ENDPOINT in the environment), with the real huggingface_hub.
+    import subprocess
+    import sys
+
+    from pyinfra_sglang.host_programs import program_path
+
+    server, endpoint = hub
+    server.throttle_bytes_per_s = 20 * 1024 * 1024  # ~0.6 s for the weights: progress lines
+    log = tmp_path / "download.log"
+    total = sum(len(content) for content in FILES.values())
+
+    def run(commit):
+        return subprocess.run(
+            [
+                sys.executable,
+                str(program_path("model_download.py")),
+                "--repo",
+                REPO,
+                "--commit",
+                commit,
+                "--cache-dir",
+                str(tmp_path / "hub"),
+                "--total-bytes",
+                str(total),
+                "--log",
+                str(log),
+                "--every",
+                "0.1",
+            ],
+            capture_output=True,
+            text=True,
+            env={
+                "HF_ENDPOINT": endpoint,
+                "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+                "PATH": "/usr/bin:/bin",
+            },
+            timeout=120,
+        )
+
+    done = run(COMMIT)
+    assert done.returncode == 0, done.stderr
+    lines = [line.split(" ", 1)[1] for line in log.read_text().splitlines()]
+    assert lines[0] == f"downloading {REPO} at {COMMIT} into {tmp_path / 'hub'}"
+    assert any(" GB, " in line and "MB/s, ETA " in line for line in lines[1:-1]), lines
+    assert lines[-1].startswith(f"complete: {total / 1e9:.1f} of {total / 1e9:.1f} GB")
+
+    failed = run("0" * 40)
+    assert failed.returncode == 1
+    assert (
+        log.read_text()
+        .splitlines()[-1]
+        .split(" ", 1)[1]
+        .startswith("failed: RevisionNotFoundError: ")
+    )

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LAYERS = ("pyinfra_sglang", "checks", "roles", "deploy")
 HOST_PROGRAMS = ROOT / "pyinfra_sglang" / "host_programs"
 # Third-party modules a host program may use when its docstring names them.
-ALLOWED_BY_DOCSTRING = ("pynvml", "torch")
+ALLOWED_BY_DOCSTRING = ("pynvml", "torch", "huggingface_hub")
 
 
 def imported_modules(path: Path) -> list[tuple[int, str]]:

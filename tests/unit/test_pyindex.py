@@ -22,14 +22,26 @@ import pytest
 from tests.hosts import pyindex
 
 PYPI_PROJECTS = [
+    "certifi",
+    "charset-normalizer",
+    "filelock",
     "flash-attn",
+    "fsspec",
+    "hf-xet",
+    "huggingface-hub",
+    "idna",
     "ninja",
     "nvidia-ml-py",
     "packaging",
     "psutil",
+    "pyyaml",
+    "requests",
     "setuptools",
     "sglang",
     "sglang-router",
+    "tqdm",
+    "typing-extensions",
+    "urllib3",
     "uv",
     "wheel",
 ]
@@ -111,6 +123,19 @@ def test_real_wheels_are_the_pinned_files(built):
         "packaging": "26.4",
         "psutil": "7.2.2",
         "ninja": "1.13.2",
+        # huggingface_hub and what it needs, for the model role's download
+        "huggingface_hub": "0.36.2",
+        "certifi": "2026.10.19.post1",
+        "charset-normalizer": "3.5.3",
+        "filelock": "4.3.1",
+        "fsspec": "2026.9.0",
+        "hf-xet": "1.8.0",
+        "idna": "3.20",
+        "PyYAML": "6.0.4",
+        "requests": "2.34.2",
+        "tqdm": "4.70.1",
+        "typing_extensions": "4.16.0",
+        "urllib3": "2.8.0",
     }
     for filename, digest in pyindex.REAL_WHEELS.items():
         data = (built.files("pypi") / filename).read_bytes()
@@ -121,8 +146,16 @@ def test_real_wheels_are_the_pinned_files(built):
 @pytest.mark.parametrize(
     ("index", "filename", "name", "version", "requires"),
     [
-        ("pypi", "sglang-0.5.22-py3-none-any.whl", "sglang", "0.5.22", ["torch", "nvidia-ml-py"]),
-        ("pypi", "sglang-0.5.23-py3-none-any.whl", "sglang", "0.5.23", ["torch", "nvidia-ml-py"]),
+        *(
+            (
+                "pypi",
+                f"sglang-{version}-py3-none-any.whl",
+                "sglang",
+                version,
+                ["torch", "nvidia-ml-py", "huggingface_hub<1.0"],
+            )
+            for version in ("0.5.22", "0.5.23")
+        ),
         ("pypi", "nvidia_ml_py-13.615.71-py3-none-any.whl", "nvidia-ml-py", "13.615.71", None),
         ("pypi", "sglang_router-0.3.2-py3-none-any.whl", "sglang-router", "0.3.2", None),
         ("torch", "torch-2.14.1+cu130-py3-none-any.whl", "torch", "2.14.1+cu130", None),

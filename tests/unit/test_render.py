@@ -132,7 +132,7 @@ def test_spelling_per_release(version, prefill, graph):
 
 def test_flag_table_is_complete_and_stable():
     table = flag_table()
-    assert list(table)[:3] == ["model_path", "served_model_name", "tp_size"]
+    assert list(table)[:4] == ["model_path", "served_model_name", "revision", "tp_size"]
     assert list(table)[-1] == "config"
     switches = {intent for intent, entry in table.items() if entry.kind == "switch"}
     assert switches == {

@@ -25,6 +25,7 @@ FLAGS = (
     # What pyinfra-sglang renders, in its order.
     ("--model-path", "value", str, None, None),
     ("--served-model-name", "value", str, None, None),
+    ("--revision", "value", str, None, None),
     ("--tp-size", "value", int, None, None),
     ("--nnodes", "value", int, None, None),
     ("--node-rank", "value", int, None, None),
@@ -55,7 +56,6 @@ FLAGS = (
     ("--api-key", "value", str, None, None),
     # Other real flags, accepted and ignored.
     ("--tokenizer-path", "value", str, None, None),
-    ("--revision", "value", str, None, None),
     ("--dtype", "value", str, None, None),
     ("--load-format", "value", str, None, None),
     ("--download-dir", "value", str, None, None),

@@ -1,0 +1,233 @@
+"""Model weights as their own step, before the service: the profile's Hub model at a pinned
+commit, asked of the Hub before any change (files, sizes, a gated or missing repository, a
+bad revision, too little disk: refused naming host and model), then downloaded into the Hub
+cache the service reads, resumably, in a transient unit with its own timeout and a progress
+line in pyinfra's output every minute. A complete snapshot is a no-op; so is a local path,
+once it is checked to hold a model."""
+
+from __future__ import annotations
+
+import shlex
+import time
+from pathlib import Path
+
+from pyinfra import host, logger
+from pyinfra.api import FunctionCommand, deploy, operation
+from pyinfra.api.exceptions import OperationError, PyinfraError
+from pyinfra.facts.files import File
+
+from checks.facts import FirstLine, FreeBytes, SnapshotFiles
+from checks.host_context import run_on_host
+from pyinfra_sglang import data
+from pyinfra_sglang.host_programs import program_path
+from pyinfra_sglang.inventory import host_config, host_profile
+from pyinfra_sglang.model_snapshot import (
+    DEFAULT_ENDPOINT,
+    GB,
+    ModelPlanError,
+    hub_cache_dir,
+    hub_snapshot,
+    is_local_model,
+    needed_bytes,
+    ref_file,
+    snapshot_folder,
+)
+from pyinfra_sglang.redact import redact
+from pyinfra_sglang.service_files import read_secret
+from roles.common import upload_into
+
+PROGRAM = "model_download.py"
+_reported: set[tuple[str, str]] = set()
+
+
+class ModelRefused(PyinfraError):
+    """The model cannot be put on this host as things are (the message says why)."""
+
+
+def _settings() -> dict:
+    return data.load("model")["download"]
+
+
+def download_command(
+    repo: str, commit: str, cache: str, total: int, python: str, env: dict, timeout_s: int
+) -> str:
+    """The transient unit that runs the download program, stopped after ``timeout_s``."""
+    settings = _settings()
+    program = f"{settings['program_dir']}/{PROGRAM}"
+    setenv = " ".join(f"--setenv={shlex.quote(f'{k}={v}')}" for k, v in sorted(env.items()))
+    return (
+        f"systemd-run --quiet --unit={shlex.quote(settings['unit'])} "
+        f"--property=RuntimeMaxSec={int(timeout_s)} {setenv} "
+        f"{shlex.quote(python)} {shlex.quote(program)} --repo {shlex.quote(repo)} "
+        f"--commit {shlex.quote(commit)} --cache-dir {shlex.quote(cache)} "
+        f"--total-bytes {int(total)} --log {shlex.quote(settings['log'])} "
+        f"--every {float(settings['log_every_s'])}"
+    )
+
+
+def _last_line(host_, path: str) -> str:
+    ok, out = run_on_host(host_, f"tail -n 1 {shlex.quote(path)} 2>/dev/null || true")
+    return out.strip().splitlines()[-1] if ok and out.strip() else ""
+
+
+def _download(state, host, repo, commit, cache, total, python, endpoint, token, timeout_s):
+    # pyinfra passes (state, host) to a FunctionCommand function that names them so.
+    settings = _settings()
+    q = shlex.quote
+    unit, log = settings["unit"], settings["log"]
+    token_file = settings["token_file"]
+    folders = " ".join(q(f) for f in (cache, settings["program_dir"], log.rsplit("/", 1)[0]))
+    ok, out = run_on_host(
+        host,
+        f"install -d -m 755 {folders} && chmod 700 {q(settings['program_dir'])} && "
+        f"install -d -m 700 {q(token_file.rsplit('/', 1)[0])} && "
+        f"cat > {q(settings['program_dir'] + '/' + PROGRAM)} <<'PYINFRA_SGLANG_EOF'\n"
+        f"{program_path(PROGRAM).read_text()}\nPYINFRA_SGLANG_EOF",
+    )
+    if not ok:
+        raise OperationError(f"could not prepare the model download: {out}")
+    env = {**settings["environment"], "HF_ENDPOINT": endpoint, "HF_HUB_CACHE": cache}
+    if token:
+        run_on_host(host, f"rm -f {q(token_file)} && install -m 600 /dev/null {q(token_file)}")
+        upload_into(host, token.encode(), token_file, "the Hugging Face token")
+        env["HF_TOKEN_PATH"] = token_file
+    try:
+        running, _ = run_on_host(host, f"systemctl is-active --quiet {q(unit)}")
+        if running:
+            logger.info(f"{host.print_prefix}{repo}: a download is running already; waiting for it")
+        else:
+            run_on_host(host, f"systemctl reset-failed {q(unit)} 2>/dev/null; : > {q(log)}")
+            started, out = run_on_host(
+                host,
+                download_command(repo, commit, cache, total, python, env, timeout_s),
+            )
+            if not started:
+                raise OperationError(f"could not start the model download: {out}")
+        deadline = time.monotonic() + timeout_s + 120
+        printed_at = time.monotonic()
+        while time.monotonic() < deadline:
+            time.sleep(2)
+            active, _ = run_on_host(host, f"systemctl is-active --quiet {q(unit)}")
+            if not active:
+                break
+            if time.monotonic() - printed_at >= float(settings["print_every_s"]):
+                line = _last_line(host, log)
+                logger.info(f"{host.print_prefix}{repo}: {line.split(' ', 1)[-1]}")
+                printed_at = time.monotonic()
+        last = _last_line(host, log).split(" ", 1)[-1]
+        if last.startswith("complete:"):
+            logger.info(f"{host.print_prefix}{repo}: {last}")
+            return True
+        why = last or "no word from the download"
+        if not last.startswith("failed:"):
+            why = f"stopped after {timeout_s} s (sglang_model_download_timeout_s): {why}"
+        logger.error(
+            f"{host.print_prefix}{repo} at {commit}: the download failed: "
+            f"{redact(why, [token] if token else [])}; it resumes on the next run ({log})"
+        )
+        return False
+    finally:
+        if token:
+            run_on_host(host, f"rm -f {q(token_file)}")
+
+
+@operation()
+def model_ref_recorded(path: str, commit: str):
+    """The branch or tag the inventory names, recorded as the commit it stands for, so the
+    service, offline, resolves it to the snapshot downloaded (huggingface_hub reads refs/)."""
+    if host.get_fact(FirstLine, path=path) == commit:
+        host.noop(f"{path} holds {commit}")
+        return
+    q = shlex.quote
+    yield f"mkdir -p {q(path.rsplit('/', 1)[0])} && printf '%s' {q(commit)} > {q(path)}"
+
+
+@operation()
+def model_snapshot_downloaded(
+    repo: str,
+    commit: str,
+    files: int,
+    total_bytes: int,
+    missing_bytes: int,
+    cache_dir: str,
+    python: str,
+    endpoint: str,
+    token_file: str | None,
+    timeout_s: int,
+):
+    """Download what the host's Hub cache lacks of ``repo`` at ``commit`` (see _download);
+    a complete snapshot is a no-op."""
+    if missing_bytes == 0 and files:
+        host.noop(
+            f"{repo} at {commit}: {files} files, {total_bytes / GB:.1f} GB, complete in "
+            f"{snapshot_folder(cache_dir, repo, commit)}"
+        )
+        return
+    token = read_secret(Path(token_file), "hf_token_file", host.name) if token_file else None
+    yield FunctionCommand(
+        _download,
+        (repo, commit, cache_dir, total_bytes, python, endpoint, token, timeout_s),
+        {},
+    )
+
+
+def local_model_checked(path: str) -> None:
+    """A local model path must hold a model (its config.json) before anything changes."""
+    if not host.get_fact(File, path=f"{path.rstrip('/')}/config.json"):
+        raise ModelRefused(
+            f"host {host.name}: the model {path} is a local path, and {path}/config.json is "
+            "not there; copy the model there, or name a Hub repository. Nothing was changed."
+        )
+
+
+@deploy("Model weights")
+def model_weights() -> None:
+    config = host_config(host)
+    model = host_profile(config).model
+    if is_local_model(model):
+        local_model_checked(model)
+        return
+    token = read_secret(config.hf_token_file, "hf_token_file", host.name)
+    endpoint = str(config.hf_endpoint or DEFAULT_ENDPOINT).rstrip("/")
+    revision = config.sglang_model_revision or "main"
+    try:
+        snapshot = hub_snapshot(endpoint, model, revision, token)
+    except ModelPlanError as error:
+        raise ModelRefused(f"host {host.name}: {error}. Nothing was changed.") from None
+    if snapshot.commit != revision and (model, revision) not in _reported:
+        _reported.add((model, revision))
+        logger.warning(
+            f"model {model}: revision {revision} is commit {snapshot.commit} now; pin it "
+            f"(sglang_model_revision: {snapshot.commit}) so every host serves the same weights"
+        )
+    cache = hub_cache_dir()
+    present = host.get_fact(SnapshotFiles, folder=snapshot_folder(cache, model, snapshot.commit))
+    missing = snapshot.missing_bytes(present)
+    if snapshot.missing(present):
+        free = host.get_fact(FreeBytes, path=cache)
+        need = needed_bytes(missing)
+        if free is not None and free < need:
+            raise ModelRefused(
+                f"host {host.name}: {model} at {snapshot.commit} needs {need / GB:.1f} GB free "
+                f"at {cache} ({missing / GB:.1f} GB still to download, plus a margin); "
+                f"{free / GB:.1f} GB are free. Free space there first. Nothing was changed."
+            )
+    model_snapshot_downloaded(
+        name=f"Download {model} at {snapshot.commit[:12]}",
+        repo=model,
+        commit=snapshot.commit,
+        files=len(snapshot.files),
+        total_bytes=snapshot.total_bytes,
+        missing_bytes=missing if snapshot.missing(present) else 0,
+        cache_dir=cache,
+        python=f"{config.venv_path.rstrip('/')}/bin/python",
+        endpoint=endpoint,
+        token_file=str(config.hf_token_file) if config.hf_token_file else None,
+        timeout_s=config.sglang_model_download_timeout_s,
+    )
+    if revision != snapshot.commit:
+        model_ref_recorded(
+            name=f"Record {model}'s {revision} as {snapshot.commit[:12]}",
+            path=ref_file(cache, model, revision),
+            commit=snapshot.commit,
+        )

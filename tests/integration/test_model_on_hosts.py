@@ -1,0 +1,76 @@
+"""The model role on the site hosts: the profile's model downloaded from a Hub stand-in at a
+pinned commit by the venv's real huggingface_hub, a second apply that changes nothing, and
+refusals before any change (a revision the Hub lacks, a gated repository, too little disk)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.hosts.apply import apply
+from tests.hosts.hubstandin import LFS_THRESHOLD
+from tests.hosts.site_model import SITE_MODEL, SITE_MODEL_COMMIT, model_files
+
+pytestmark = pytest.mark.hosts
+
+CACHE = "/var/lib/sglang/huggingface/hub"
+SNAPSHOT = f"{CACHE}/models--Qwen--Qwen3-8B/snapshots/{SITE_MODEL_COMMIT}"
+DOWNLOAD = f"Model weights | Download {SITE_MODEL} at {SITE_MODEL_COMMIT[:12]}"
+
+
+def test_the_first_apply_downloads_the_pinned_snapshot(host_pool, hosts, inventory):
+    expected = model_files(LFS_THRESHOLD + 1024 * 1024)
+    for h in hosts:
+        listing = host_pool.run(h, f"cd {SNAPSHOT} && find -L . -type f -printf '%s %P\\n'")
+        assert dict(
+            (path, int(size))
+            for size, path in (line.split(" ", 1) for line in listing.stdout.split("\n") if line)
+        ) == {name: len(content) for name, content in expected.items()}
+        weights = (h.root / SNAPSHOT.lstrip("/") / "model.safetensors").resolve()
+        assert weights.read_bytes() == expected["model.safetensors"]
+    # Complete: the next apply reads sizes only and changes nothing.
+    again = apply(inventory, options=("-v",))
+    assert again.returncode == 0 and again.changed() == [], again.describe()
+    for h in hosts:
+        assert DOWNLOAD in again.unchanged(h.address)
+    assert f"{SITE_MODEL} at {SITE_MODEL_COMMIT}: 3 files" in again.stderr
+    # The service serves that snapshot: the pinned commit on its command line, and the Hub
+    # client offline in its environment, so a restart never reaches the Hub.
+    for h in hosts:
+        argv = json.loads(host_pool.run(h, "cat /run/sglang-standin/30000.json").stdout)["argv"]
+        assert argv[argv.index("--revision") + 1] == SITE_MODEL_COMMIT
+        env = host_pool.run(h, "cat /etc/sglang/sglang.env").stdout.splitlines()
+        assert "HF_HUB_OFFLINE=1" in env
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ("sglang_model_revision=no-such-branch", "the Hub has no such revision"),
+        (
+            'sglang_profile_overrides={"model": "test-org/gated-model"}',
+            "the repository is gated; the token has no access",
+        ),
+    ],
+)
+def test_what_the_hub_refuses_stops_the_run_before_any_change(hosts, inventory, data, message):
+    refused = apply(inventory, options=("--data", data))
+    assert refused.returncode != 0 and refused.logged_changes() == [], refused.describe()
+    assert message in refused.stderr and "Nothing was changed" in refused.stderr
+
+
+def test_too_little_disk_at_the_cache_is_refused_naming_needed_and_free(
+    host_pool, hosts, inventory
+):
+    small, _ = hosts
+    # A 64 MB filesystem over the cache: the snapshot is not there, 10 GB margin is not free.
+    host_pool.run(small, f"mount -t tmpfs -o size=64m model-cache-test {CACHE}")
+    try:
+        refused = apply(inventory)
+        assert refused.returncode != 0 and refused.logged_changes() == [], refused.describe()
+        assert f"host {small.address}: {SITE_MODEL} at {SITE_MODEL_COMMIT} needs" in refused.stderr
+        assert "GB free at /var/lib/sglang/huggingface/hub" in refused.stderr
+        assert "0.1 GB are free" in refused.stderr
+    finally:
+        host_pool.run(small, f"umount {CACHE}")

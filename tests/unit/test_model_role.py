@@ -1,0 +1,67 @@
+"""The model role's operations from fact inputs: a complete snapshot is a no-op with the
+reason, an incomplete one is downloaded in a transient unit, a branch is recorded as the
+commit it stood for (so the service resolves it offline)."""
+
+from __future__ import annotations
+
+from checks.facts import FirstLine
+from roles.model import download_command, model_ref_recorded, model_snapshot_downloaded
+from tests.unit.ophelper import run_operation
+
+COMMIT = "a" * 40
+ARGS = {
+    "repo": "Qwen/Qwen3-8B",
+    "commit": COMMIT,
+    "files": 3,
+    "total_bytes": 16_000_000_000,
+    "missing_bytes": 0,
+    "cache_dir": "/var/lib/sglang/huggingface/hub",
+    "python": "/opt/sglang/venv/bin/python",
+    "endpoint": "https://huggingface.co",
+    "token_file": None,
+    "timeout_s": 3600,
+}
+
+
+def test_a_complete_snapshot_is_a_noop_saying_where():
+    assert run_operation(model_snapshot_downloaded, {}, **ARGS) == (
+        [],
+        [
+            f"Qwen/Qwen3-8B at {COMMIT}: 3 files, 16.0 GB, complete in "
+            f"/var/lib/sglang/huggingface/hub/models--Qwen--Qwen3-8B/snapshots/{COMMIT}"
+        ],
+    )
+
+
+def test_what_is_missing_is_downloaded_in_a_transient_unit():
+    [command], noops = run_operation(model_snapshot_downloaded, {}, **{**ARGS, "missing_bytes": 1})
+    assert command.startswith("FunctionCommand(_download") and noops == []
+    unit = download_command(
+        "Qwen/Qwen3-8B",
+        COMMIT,
+        ARGS["cache_dir"],
+        16_000_000_000,
+        ARGS["python"],
+        {"HF_ENDPOINT": "https://huggingface.co", "HF_TOKEN_PATH": "/run/pyinfra-sglang/hf-token"},
+        3600,
+    )
+    assert unit.startswith(
+        "systemd-run --quiet --unit=pyinfra-sglang-model-download.service "
+        "--property=RuntimeMaxSec=3600 --setenv=HF_ENDPOINT=https://huggingface.co "
+        "--setenv=HF_TOKEN_PATH=/run/pyinfra-sglang/hf-token /opt/sglang/venv/bin/python "
+        "/var/lib/pyinfra-sglang/model_download.py --repo Qwen/Qwen3-8B "
+    )
+    # The token travels in a root-only file the client reads, never on a command line.
+    assert "hf_" not in unit.replace("hf-token", "").replace("huggingface", "")
+
+
+def test_a_branch_is_recorded_as_its_commit_once():
+    path = "/var/lib/sglang/huggingface/hub/models--Qwen--Qwen3-8B/refs/main"
+    assert run_operation(model_ref_recorded, {FirstLine: None}, path=path, commit=COMMIT) == (
+        [f"mkdir -p {path.rsplit('/', 1)[0]} && printf '%s' {COMMIT} > {path}"],
+        [],
+    )
+    assert run_operation(model_ref_recorded, {FirstLine: COMMIT}, path=path, commit=COMMIT) == (
+        [],
+        [f"{path} holds {COMMIT}"],
+    )
