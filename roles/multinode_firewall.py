@@ -10,6 +10,7 @@ from pathlib import PurePosixPath
 
 from pyinfra import host
 from pyinfra.api import deploy
+from pyinfra.facts.systemd import SystemdStatus
 from pyinfra.operations import files, server, systemd
 
 from pyinfra_sglang.inventory import HostConfig, host_config, multinode_member_addresses
@@ -71,17 +72,23 @@ def _install(config: HostConfig, conf: dict) -> None:
         mode="644",
     )
     # did_change is only known while the run executes: it gates operations (_if), never
-    # an argument such as reloaded=.
+    # an argument such as reloaded=. A unit started by this run loads the current rules:
+    # only one that ran before is reloaded when they change.
+    was_running = host.get_fact(SystemdStatus, services=[conf["unit_name"]]).get(
+        conf["unit_name"], False
+    )
     systemd.daemon_reload(name="Reload systemd's units", _if=unit.did_change)
     systemd.service(
         name="Load the multi-node firewall", service=conf["unit_name"], running=True, enabled=True
     )
-    systemd.service(
-        name="Load the changed rules",
-        service=conf["unit_name"],
-        reloaded=True,
-        _if=rules.did_change,
-    )
+    if was_running:
+        # nft itself, not `systemctl reload`: the same atomic replace of the one table (the
+        # unit's ExecReload), with nft's own message when the rules are refused.
+        server.shell(
+            name="Load the changed rules",
+            commands=[f"nft -f {shlex.quote(conf['rules_path'])}"],
+            _if=rules.did_change,
+        )
 
 
 def _remove(conf: dict) -> None:

@@ -149,8 +149,16 @@ def test_only_members_reach_the_group_ports(private_pool, tmp_path):
     assert joined.returncode == 0 and not joined.errors(), joined.describe()
     assert "Multi-node firewall | Load the changed rules" in joined.changed(head.address)
     assert connects(private_pool, stranger, head, RENDEZVOUS)
-    apply(grouped, DEPLOY)  # and shut out again
-    assert not connects(private_pool, stranger, head, RENDEZVOUS)
+    shut_out = apply(grouped, DEPLOY)  # and shut out again
+    assert shut_out.returncode == 0 and not shut_out.errors(), (
+        shut_out.describe()
+        + private_pool.run(
+            head, "journalctl -u sglang-firewall --no-pager | tail -20", check=False
+        ).stdout
+    )
+    assert not connects(private_pool, stranger, head, RENDEZVOUS), private_pool.run(
+        head, f"nft list table {TABLE}; journalctl -u sglang-firewall --no-pager | tail -20"
+    ).stdout
 
     # Leaving the group takes the table, its unit and the pin away.
     alone = write_inventory(
