@@ -24,6 +24,7 @@ from checks.facts import (
     AptPolicy,
     DkmsState,
     FileDigests,
+    FirstLine,
     GpuQueryUnderLoad,
     IommuState,
     NvccRelease,
@@ -34,19 +35,33 @@ from checks.facts import (
     NvidiaTopology,
     PythonPackages,
     SecureBootState,
+    SnapshotDamage,
+    SnapshotFiles,
     SystemdUnitState,
     Virtualization,
 )
 from checks.failures import fail_host
 from checks.host_context import host_position, ship_and_run
+from pyinfra_sglang import data
 from pyinfra_sglang.audit.judge import audit_report, judge, serves_here, unit_installed
 from pyinfra_sglang.audit.record import AuditExpectations, AuditFacts, GpuLoadReading, UnitFiles
 from pyinfra_sglang.audit.report import format_table, safe_name, write_report
 from pyinfra_sglang.host_programs.decode_client import API_KEY_ENV
-from pyinfra_sglang.inventory import HostConfig
+from pyinfra_sglang.inventory import HostConfig, host_profile
+from pyinfra_sglang.model_snapshot import (
+    COMMIT,
+    DEFAULT_ENDPOINT,
+    cache_folder_name,
+    hub_cache_dir,
+    hub_snapshot,
+    is_local_model,
+    ref_file,
+    snapshot_folder,
+)
 from pyinfra_sglang.nvidia import REBOOT_REQUIRED, all_kernel_module_packages, upstream_version
 from pyinfra_sglang.service_files import (
     UNIT_NAME,
+    read_secret,
     read_secrets,
     server_url,
     service_file_path,
@@ -152,6 +167,47 @@ def read_unit_files(config: HostConfig, gpus: list[dict]) -> UnitFiles:
     return UnitFiles(expected=expected, current=host.get_fact(FileDigests, paths=sorted(expected)))
 
 
+def read_model(config: HostConfig) -> dict:
+    """The model's snapshot on this host: which commit the inventory's revision stands for
+    there (a commit as given, else the cache's refs/), its files, what a cut-off download
+    left; for a branch or tag, the commit it stands for on the Hub now (None when the Hub
+    cannot be asked: the audit changes nothing and needs no network)."""
+    model = host_profile(config).model
+    if is_local_model(model):
+        present = host.get_fact(File, path=f"{model.rstrip('/')}/config.json")
+        return {"name": model, "local": True, "files": 1 if present else 0}
+    cache = hub_cache_dir()
+    revision = config.sglang_model_revision or "main"
+    commit = (
+        revision
+        if COMMIT.match(revision)
+        else host.get_fact(FirstLine, path=ref_file(cache, model, revision))
+    )
+    files = (
+        host.get_fact(SnapshotFiles, folder=snapshot_folder(cache, model, commit)) if commit else {}
+    )
+    damage = host.get_fact(SnapshotDamage, model_folder=f"{cache}/{cache_folder_name(model)}")
+    hub_commit = None
+    if commit and files and not COMMIT.match(revision):
+        try:
+            token = read_secret(config.hf_token_file, "hf_token_file", host.name)
+            endpoint = str(config.hf_endpoint or DEFAULT_ENDPOINT).rstrip("/")
+            timeout = float(data.load("model")["audit_api_timeout_s"])
+            hub_commit = hub_snapshot(endpoint, model, revision, token, timeout).commit
+        except PyinfraError:
+            hub_commit = None
+    return {
+        "name": model,
+        "local": False,
+        "revision": revision,
+        "commit": commit,
+        "files": len(files),
+        "broken": damage.get("broken", 0),
+        "incomplete": damage.get("incomplete", 0),
+        "hub_commit": hub_commit,
+    }
+
+
 def read_facts(config: HostConfig, expected: AuditExpectations) -> AuditFacts:
     """Read the current pyinfra host: every fact the judge needs, loads included."""
     gpus = host.get_fact(NvidiaGpus)
@@ -196,6 +252,7 @@ def read_facts(config: HostConfig, expected: AuditExpectations) -> AuditFacts:
         secure_boot=host.get_fact(SecureBootState),
         nvidia_smi_package=host.get_fact(NvidiaSmiPackage),
         module_candidate=upstream_version(candidate) if candidate else None,
+        model=read_model(config),
     )
     if not gpus:
         return facts

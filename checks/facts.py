@@ -300,6 +300,26 @@ class SnapshotFiles(FactBase[dict[str, int]]):
         return files
 
 
+class SnapshotDamage(FactBase[dict[str, int]]):
+    """What a cut-off download leaves in a Hub cache model folder: snapshot links whose blob
+    is missing, and ``.incomplete`` blobs ({"broken": N, "incomplete": M})."""
+
+    def command(self, model_folder: str) -> str:
+        q = shlex.quote(model_folder)
+        return (
+            f"echo broken $(find {q}/snapshots -xtype l 2>/dev/null | wc -l); "
+            f"echo incomplete $(find {q}/blobs -name '*.incomplete' 2>/dev/null | wc -l)"
+        )
+
+    def process(self, output) -> dict[str, int]:
+        counts = {}
+        for line in output:
+            key, _, value = line.strip().partition(" ")
+            if value.strip().isdigit():
+                counts[key] = int(value)
+        return counts
+
+
 class FirstLine(FactBase[str | None]):
     """The first line of the file at ``path`` (a Hub cache ref holds one commit); None when
     there is no such file."""
@@ -321,6 +341,27 @@ class FreeBytes(FactBase[int | None]):
             f'p={shlex.quote(path)}; while [ ! -e "$p" ]; do p=$(dirname "$p"); done; '
             "df -P -B1 \"$p\" | awk 'NR == 2 {print $4}'"
         )
+
+    def process(self, output) -> int | None:
+        values = [line.strip() for line in output if line.strip()]
+        return int(values[-1]) if values and values[-1].isdigit() else None
+
+
+class HttpStatus(FactBase[int | None]):
+    """The HTTP status a GET of ``url`` gets from the host itself within 10 s; None when
+    nothing answers. (python3: on every host the roles provision.)"""
+
+    def command(self, url: str) -> str:
+        probe = (
+            "import sys, urllib.request, urllib.error\n"
+            "try:\n"
+            "    print(urllib.request.urlopen(sys.argv[1], timeout=10).status)\n"
+            "except urllib.error.HTTPError as error:\n"
+            "    print(error.code)\n"
+            "except Exception:\n"
+            "    print('none')\n"
+        )
+        return f"python3 -c {shlex.quote(probe)} {shlex.quote(url)}"
 
     def process(self, output) -> int | None:
         values = [line.strip() for line in output if line.strip()]

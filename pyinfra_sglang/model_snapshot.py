@@ -106,8 +106,11 @@ def _error(repo: str, revision: str, error: urllib.error.HTTPError, token: bool)
 
 
 @cache
-def hub_snapshot(endpoint: str, repo: str, revision: str, token: str | None) -> Snapshot:
-    """The model's files at ``revision`` (asked once per run for all hosts alike)."""
+def hub_snapshot(
+    endpoint: str, repo: str, revision: str, token: str | None, timeout_s: float | None = None
+) -> Snapshot:
+    """The model's files at ``revision`` (asked once per run for all hosts alike), waiting
+    up to ``timeout_s`` (data/model.toml's api_timeout_s by default)."""
     url = (
         f"{endpoint.rstrip('/')}/api/models/{repo}/revision/"
         f"{urllib.parse.quote(revision, safe='')}?blobs=true"
@@ -115,7 +118,7 @@ def hub_snapshot(endpoint: str, repo: str, revision: str, token: str | None) -> 
     request = urllib.request.Request(url, headers={"Accept": "application/json"})
     if token:
         request.add_header("Authorization", f"Bearer {token}")
-    timeout = float(data.load("model")["api_timeout_s"])
+    timeout = timeout_s if timeout_s is not None else float(data.load("model")["api_timeout_s"])
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             info = json.load(response)

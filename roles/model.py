@@ -16,7 +16,7 @@ from pyinfra.api import FunctionCommand, deploy, operation
 from pyinfra.api.exceptions import OperationError, PyinfraError
 from pyinfra.facts.files import File
 
-from checks.facts import FirstLine, FreeBytes, SnapshotFiles
+from checks.facts import FirstLine, FreeBytes, NvidiaGpus, SnapshotFiles
 from checks.host_context import run_on_host
 from pyinfra_sglang import data
 from pyinfra_sglang.host_programs import program_path
@@ -35,6 +35,7 @@ from pyinfra_sglang.model_snapshot import (
 from pyinfra_sglang.redact import redact
 from pyinfra_sglang.service_files import read_secret
 from roles.common import upload_into
+from roles.sglang_service import host_service_files
 
 PROGRAM = "model_download.py"
 _reported: set[tuple[str, str]] = set()
@@ -184,6 +185,11 @@ def local_model_checked(path: str) -> None:
 def model_weights() -> None:
     config = host_config(host)
     model = host_profile(config).model
+    gpus = host.get_fact(NvidiaGpus)
+    if gpus:
+        # GPUs that cannot run the profile are refused first (the service's render checks):
+        # no 400 GB download for a host that will not serve it.
+        host_service_files(config, gpus)
     if is_local_model(model):
         local_model_checked(model)
         return

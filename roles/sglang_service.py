@@ -34,7 +34,7 @@ from pyinfra.api.exceptions import OperationError, PyinfraError
 from pyinfra.facts.server import Command
 from pyinfra.facts.systemd import SystemdStatus
 
-from checks.facts import FileDigests, NvidiaGpus
+from checks.facts import FileDigests, HttpStatus, NvidiaGpus
 from checks.host_context import host_position, run_on_host
 from pyinfra_sglang import data
 from pyinfra_sglang.inventory import HostConfig, host_config
@@ -279,9 +279,12 @@ def _apply_with_rollback(state, host, service: ServiceFiles, keep_previous: bool
         f"{unit}'s journal ends:\n{redact(journal, _known_secrets(host))}"
     )
     if not keep_previous:
+        # Nothing to go back to: stopped and disabled, not left to crash-loop (or to reach
+        # the Hub) in the background until a later run reports it as running.
+        run_on_host(host, f"systemctl disable --now {unit_list}")
         raise OperationError(
             f"the new configuration did not come up ({problem}) "
-            "and there was no previous version to keep"
+            f"and there was no previous version to keep: {unit_list} stopped and disabled"
         )
     restore = " ".join(
         f"if [ -f {q(p + KEEP_SUFFIX)} ]; then mv -f {q(p + KEEP_SUFFIX)} {q(p)}; "
@@ -325,13 +328,23 @@ def sglang_service(config: HostConfig):
         current.get(path) for path in service.stale
     )
     running = host.get_fact(SystemdStatus).get(service.unit_name, False)
-    if unchanged and running:
-        host.noop(f"{service.unit_name} runs the rendered configuration")
+    # Asked only when nothing else calls for an apply: unchanged files, a running unit.
+    healthy = (
+        unchanged
+        and running
+        and (service.health_url is None or host.get_fact(HttpStatus, url=service.health_url) == 200)
+    )
+    if healthy:
+        host.noop(f"{service.unit_name} runs the rendered configuration, healthy")
         return
     if state.is_executing:
         logger.info(
             f"{host.print_prefix}{service.unit_name}: "
-            + ("configuration changed" if not unchanged else "not running")
+            + (
+                "configuration changed"
+                if not unchanged
+                else ("running but not healthy" if running else "not running")
+            )
             + f"; waiting up to {service.start_timeout_s} s for {service.health_url or 'active'}"
         )
     # The files' contents (secrets included) are left out of this command's string form

@@ -84,6 +84,11 @@ def model_hub():
             commits={SITE_MODEL_COMMIT: model_files(LFS_THRESHOLD + 1024 * 1024)},
             refs={"main": SITE_MODEL_COMMIT},
         ),
+        # On the Hub, but the stand-in server fails to load it (its broken/ prefix): for the
+        # rollback tests, which need a start that fails after the download.
+        "broken/model": Repo(
+            commits={SITE_MODEL_COMMIT: model_files(1024)}, refs={"main": SITE_MODEL_COMMIT}
+        ),
         "test-org/gated-model": Repo(
             commits={SITE_MODEL_COMMIT: model_files(1024)},
             refs={"main": SITE_MODEL_COMMIT},

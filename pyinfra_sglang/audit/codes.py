@@ -57,6 +57,21 @@ CODES: dict[str, Code] = {
         "the newest installed kernel (the one that boots next) has no NVIDIA module built by "
         "DKMS: usually its headers are missing",
     ),
+    # --- audit: the model's weights ----------------------------------------------------------
+    "model": Code(("ok",), "the model's snapshot (or local path) is on the host, whole"),
+    "model-missing": Code(
+        ("fail",),
+        "no snapshot of the inventory's revision in the Hub cache, or a local model path "
+        "without config.json",
+    ),
+    "model-incomplete": Code(
+        ("fail",), "snapshot files without their data, or cut-off downloads, in the Hub cache"
+    ),
+    "model-revision-drift": Code(
+        ("warn",),
+        "the branch or tag the inventory names stands for another commit on the Hub now than "
+        "the one the host has",
+    ),
     # --- audit: CUDA, GPUs, links ------------------------------------------------------------
     "cuda": Code(("ok",), "nvcc of the inventory's CUDA release at its path"),
     "cuda-drift": Code(

@@ -271,3 +271,67 @@ def findings_for_secure_boot(secure_boot: dict | None, installed: str | None) ->
             evidence={"installed": installed, "source": secure_boot["source"]},
         )
     ]
+
+
+def findings_for_model(model: dict | None) -> list[Finding]:
+    """The weights the service serves: there, whole, and at the revision the inventory
+    names. ``model``: {"name", "local", "revision", "commit", "files", "broken",
+    "incomplete", "hub_commit"} as checks/audit.read_model reads them."""
+    if not model:
+        return []
+    name, revision = model["name"], model.get("revision")
+    evidence = {k: model.get(k) for k in ("revision", "commit", "files", "hub_commit")}
+    if not model.get("files"):
+        where = (
+            "its local path has no config.json"
+            if model.get("local")
+            else (f"no snapshot of revision {revision} in the Hub cache")
+        )
+        return [
+            Finding(
+                "fail",
+                "model-missing",
+                f"The model {name} is not on the host: {where}. {RUN_SITE} (the model role "
+                "downloads it).",
+                evidence=evidence,
+            )
+        ]
+    findings = []
+    if model.get("broken") or model.get("incomplete"):
+        findings.append(
+            Finding(
+                "fail",
+                "model-incomplete",
+                f"The snapshot of {name} at {model.get('commit')} is incomplete: "
+                f"{model.get('broken', 0)} files without their data, "
+                f"{model.get('incomplete', 0)} cut-off downloads. {RUN_SITE}: the download "
+                "resumes.",
+                evidence={
+                    **evidence,
+                    "broken": model.get("broken"),
+                    "incomplete": model.get("incomplete"),
+                },
+            )
+        )
+    hub = model.get("hub_commit")
+    if hub and model.get("commit") and hub != model["commit"]:
+        findings.append(
+            Finding(
+                "warn",
+                "model-revision-drift",
+                f"{name}'s {revision} is commit {hub} on the Hub now; the host has "
+                f"{model['commit']}. Pin sglang_model_revision to the commit to serve, and "
+                f"{RUN_SITE}.",
+                evidence=evidence,
+            )
+        )
+    if not findings:
+        findings.append(
+            Finding(
+                "ok",
+                "model",
+                f"{name} at {model.get('commit') or 'its local path'}: {model['files']} files",
+                evidence=evidence,
+            )
+        )
+    return findings

@@ -11,6 +11,7 @@ from pyinfra_sglang.audit.drift import (
     findings_for_driver_update,
     findings_for_gpu_count,
     findings_for_iommu,
+    findings_for_model,
     findings_for_persistence,
     findings_for_secure_boot,
     findings_for_sglang_version,
@@ -109,6 +110,7 @@ def judge(expected: AuditExpectations, facts: AuditFacts) -> list[Finding]:
         expected.update_within_branch,
     )
     findings += findings_for_cuda(expected.cuda_version, facts.nvcc, expected.nvcc_path)
+    findings += findings_for_model(facts.model)
     findings += findings_for_gpu_count(expected.expected_gpu_count, gpu_count)
     findings += findings_for_persistence(facts.gpus, facts.persistenced)
     findings += findings_for_topology(facts.topology, gpu_count)

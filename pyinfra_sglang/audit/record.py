@@ -97,6 +97,8 @@ class AuditFacts:
     secure_boot: dict | None = None
     # The package that installed nvidia-smi (dpkg -S); None: not read, or not a package's.
     nvidia_smi_package: str | None = None
+    # The model's snapshot on the host (see checks/audit.read_model); None: not read.
+    model: dict | None = None
 
     @classmethod
     def from_dict(cls, values: dict) -> AuditFacts:

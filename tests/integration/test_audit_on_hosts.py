@@ -151,6 +151,7 @@ def test_a_bare_host_without_a_driver_gets_findings_not_a_traceback(host_pool, t
         "cuda-drift",
         "sglang-version-drift",
         "service-down",
+        "model-missing",
     }
     assert "topology" not in by_code and "pcie-links" not in by_code
 

@@ -169,6 +169,7 @@ def test_recorded_real_reports_judge_again_to_the_same_report(path):
     stored["record"]["facts"].setdefault("module_candidate", None)
     stored["record"]["facts"].setdefault("secure_boot", None)
     stored["record"]["facts"].setdefault("nvidia_smi_package", None)
+    stored["record"]["facts"].setdefault("model", None)
     stored["facts"]["driver"].setdefault("nvidia_smi_package", None)
     stored["record"]["expectations"].setdefault("update_within_branch", False)
     assert json.loads(json.dumps(again)) == stored
@@ -238,3 +239,32 @@ def test_an_unsigned_module_under_secure_boot_fails():
     )
     assert findings_for_secure_boot({**on, "enabled": False}, "590.48.01") == []
     assert findings_for_secure_boot(on, None) == [] and findings_for_secure_boot(None, "1") == []
+
+
+def test_the_models_snapshot_is_judged_there_whole_and_current():
+    from pyinfra_sglang.audit.drift import findings_for_model
+
+    commit, other = "a" * 40, "b" * 40
+    whole = {
+        "name": "org/m",
+        "local": False,
+        "revision": commit,
+        "commit": commit,
+        "files": 3,
+        "broken": 0,
+        "incomplete": 0,
+        "hub_commit": None,
+    }
+    assert [(f.level, f.code) for f in findings_for_model(whole)] == [("ok", "model")]
+    [missing] = findings_for_model({**whole, "files": 0})
+    assert (missing.level, missing.code) == ("fail", "model-missing")
+    assert f"no snapshot of revision {commit}" in missing.message
+    [cut] = findings_for_model({**whole, "broken": 1, "incomplete": 1})
+    assert (cut.level, cut.code) == ("fail", "model-incomplete")
+    moved = {**whole, "revision": "main", "hub_commit": other}
+    [drift] = findings_for_model(moved)
+    assert (drift.level, drift.code) == ("warn", "model-revision-drift")
+    assert f"main is commit {other} on the Hub now; the host has {commit}" in drift.message
+    local = findings_for_model({"name": "/models/m", "local": True, "files": 0})
+    assert "its local path has no config.json" in local[0].message
+    assert findings_for_model(None) == []

@@ -10,7 +10,7 @@ import pytest
 from pyinfra.api.exceptions import OperationError
 from pyinfra.facts.systemd import SystemdStatus
 
-from checks.facts import FileDigests, NvidiaGpus
+from checks.facts import FileDigests, HttpStatus, NvidiaGpus
 from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.parsers.nvidia_smi import GPU_QUERY_FIELDS
 from pyinfra_sglang.render import NodePosition
@@ -96,10 +96,29 @@ def apply_with_rollback(gpus, keep_previous: bool) -> str:
     [
         op_case(
             sglang_service,
-            "same-files-and-running-is-a-noop",
-            {NvidiaGpus: H200X2, FileDigests: ON_HOST, SystemdStatus: {"sglang.service": True}},
+            "same-files-running-and-healthy-is-a-noop",
+            {
+                NvidiaGpus: H200X2,
+                FileDigests: ON_HOST,
+                SystemdStatus: {"sglang.service": True},
+                HttpStatus: 200,
+            },
             {"config": DENSE},
-            noops=["sglang.service runs the rendered configuration"],
+            noops=["sglang.service runs the rendered configuration, healthy"],
+        ),
+        # Before: an active unit with unchanged files was "no change" whatever /health said
+        # (a start still loading, or wedged). Now it is restarted under the health wait.
+        op_case(
+            sglang_service,
+            "same-files-running-but-unhealthy-is-restarted-under-the-wait",
+            {
+                NvidiaGpus: H200X2,
+                FileDigests: ON_HOST,
+                SystemdStatus: {"sglang.service": True},
+                HttpStatus: 503,
+            },
+            {"config": DENSE},
+            commands=[apply_with_rollback(H200X2, keep_previous=True)],
         ),
         # A GPU upgrade (2 -> 8 GPUs) changes the unit: one guarded apply, keeping the old one.
         op_case(
