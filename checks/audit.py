@@ -176,7 +176,7 @@ def read_model(config: HostConfig) -> dict:
     if is_local_model(model):
         present = host.get_fact(File, path=f"{model.rstrip('/')}/config.json")
         return {"name": model, "local": True, "files": 1 if present else 0}
-    cache = hub_cache_dir()
+    cache = hub_cache_dir(config.sglang_model_cache_dir)
     revision = config.sglang_model_revision or "main"
     commit = (
         revision

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -100,6 +101,17 @@ CudaVersion = Annotated[
     Literal[tuple(_nvidia["cuda_versions"])],  # type: ignore[valid-type]
     VersionText,
 ]
+
+
+# Folders the sandboxed service cannot see (ProtectHome=yes in templates/sglang.service.j2).
+HIDDEN_FROM_THE_SERVICE = ("/home", "/root", "/run/user")
+
+
+def _visible_to_the_service(path: str) -> str:
+    hidden = [p for p in HIDDEN_FROM_THE_SERVICE if path == p or path.startswith(p + "/")]
+    if hidden:
+        raise ValueError(f"{path} is under {hidden[0]}, which the sandboxed service cannot see")
+    return path
 
 
 def _allowed(text: str) -> dict[str, str]:
@@ -235,6 +247,22 @@ class HostConfig(BaseModel):
             "reported). Unset: the repository's main branch, resolved the same way."
         ),
         json_schema_extra=_allowed("a commit, branch or tag of the model's repository"),
+    )
+    sglang_model_cache_dir: (
+        Annotated[str, Field(pattern=SAFE_HOST_PATH), AfterValidator(_visible_to_the_service)]
+        | None
+    ) = Field(
+        None,
+        description=(
+            "Hub cache folder the model is downloaded into and served from (HF_HUB_CACHE), on "
+            "a filesystem with room for it: GPU hosts' root filesystems are often small. "
+            "Unset: /var/lib/sglang/huggingface/hub. Not under /home, /root or /run/user (the "
+            "sandboxed service cannot see them)."
+        ),
+        json_schema_extra=_allowed(
+            "an absolute path of letters, digits, '.', '_', '-', '/' outside /home, /root, "
+            "/run/user, or unset"
+        ),
     )
     sglang_model_download_timeout_s: int = Field(
         21600,

@@ -58,11 +58,18 @@ def cache_folder_name(repo: str) -> str:
     return "models--" + repo.replace("/", "--")
 
 
-def hub_cache_dir() -> str:
-    """The Hub cache the service reads (HF_HOME/hub, HF_HOME as the service's env sets it)."""
+def default_hub_cache_dir() -> str:
+    """HF_HOME/hub, HF_HOME as the service's env sets it: where the Hub client looks when
+    HF_HUB_CACHE is not set."""
     from pyinfra_sglang.render import cache_dirs
 
     return cache_dirs()["HF_HOME"] + "/hub"
+
+
+def hub_cache_dir(configured: str | None = None) -> str:
+    """The Hub cache the model goes into and the service reads: ``configured`` (the
+    inventory's sglang_model_cache_dir) or the default."""
+    return (configured or default_hub_cache_dir()).rstrip("/")
 
 
 def snapshot_folder(cache_dir: str, repo: str, commit: str) -> str:

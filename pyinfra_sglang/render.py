@@ -363,6 +363,7 @@ def environment(
     cuda_home: str | None = None,
     mask: bool = False,
     offline: bool = False,
+    hub_cache: str | None = None,
 ) -> dict[str, str]:
     """The service's environment, sorted by name (secrets masked when ``mask``); with
     ``offline``, the Hub client never reaches the Hub (the model role put the files there)."""
@@ -380,6 +381,8 @@ def environment(
         values["HF_TOKEN"] = mask_text() if mask else hf_token.strip()
     if offline:
         values["HF_HUB_OFFLINE"] = "1"
+    if hub_cache:
+        values["HF_HUB_CACHE"] = _absolute_path(hub_cache, "hub_cache")
     return dict(sorted(values.items()))
 
 
@@ -391,10 +394,13 @@ def render_env(
     cuda_home: str | None = None,
     mask: bool = False,
     offline: bool = False,
+    hub_cache: str | None = None,
 ) -> str:
     """sglang.env: caches on persistent disk, PATH, NCCL hints on PCIe-only hosts, HF_TOKEN,
     HF_HUB_OFFLINE when the model is served from the downloaded snapshot."""
-    values = environment(hf_token, venv_path, cache_root, pcie_only, cuda_home, mask, offline)
+    values = environment(
+        hf_token, venv_path, cache_root, pcie_only, cuda_home, mask, offline, hub_cache
+    )
     return _render(
         "sglang.env.j2",
         environment=[(name, _env_value(name, value)) for name, value in values.items()],
@@ -584,6 +590,7 @@ class ServiceSpec:
     # snapshot only (HF_HUB_OFFLINE=1: a restart never reaches the Hub).
     model_revision: str | None = None
     offline: bool = False
+    hub_cache: str | None = None  # HF_HUB_CACHE, when not HF_HOME's own hub/ folder
 
 
 def render_service_files(spec: ServiceSpec) -> list[RenderedFile]:
@@ -616,6 +623,7 @@ def render_service_files(spec: ServiceSpec) -> list[RenderedFile]:
         spec.cuda_home,
         spec.mask,
         spec.offline,
+        spec.hub_cache,
     )
     contents = {
         "unit": render_unit(

@@ -321,6 +321,7 @@ def service_files_for(
         # A Hub model is served from the snapshot the model role downloaded (roles/model.py).
         model_revision=None if is_local_model(profile.model) else config.sglang_model_revision,
         offline=not is_local_model(profile.model),
+        hub_cache=config.sglang_model_cache_dir,
     )
     files = render_service_files(spec)
     routed = bool(config.sglang_router_worker_urls)

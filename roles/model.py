@@ -206,7 +206,7 @@ def model_weights() -> None:
             f"model {model}: revision {revision} is commit {snapshot.commit} now; pin it "
             f"(sglang_model_revision: {snapshot.commit}) so every host serves the same weights"
         )
-    cache = hub_cache_dir()
+    cache = hub_cache_dir(config.sglang_model_cache_dir)
     present = host.get_fact(SnapshotFiles, folder=snapshot_folder(cache, model, snapshot.commit))
     missing = snapshot.missing_bytes(present)
     if snapshot.missing(present):

@@ -74,3 +74,29 @@ def test_too_little_disk_at_the_cache_is_refused_naming_needed_and_free(
         assert "0.1 GB are free" in refused.stderr
     finally:
         host_pool.run(small, f"umount {CACHE}")
+
+
+def test_the_cache_can_live_on_another_filesystem(host_pool, hosts, inventory):
+    elsewhere = "/srv/models/hub"
+    moved = ("--data", f"sglang_model_cache_dir={elsewhere}")
+    try:
+        result = apply(inventory, options=moved)
+        assert result.returncode == 0 and not result.errors(), result.describe()
+        for h in hosts:
+            assert DOWNLOAD in result.changed(h.address)
+            listing = host_pool.run(
+                h, f"find -L {elsewhere}/models--Qwen--Qwen3-8B/snapshots -type f -printf '%P\\n'"
+            ).stdout.split()
+            assert sorted(listing) == sorted(
+                f"{SITE_MODEL_COMMIT}/{name}" for name in model_files(1)
+            )
+            env = host_pool.run(h, "cat /etc/sglang/sglang.env").stdout.splitlines()
+            assert f"HF_HUB_CACHE={elsewhere}" in env
+        again = apply(inventory, options=moved)
+        assert again.returncode == 0 and again.changed() == [], again.describe()
+    finally:
+        back = apply(inventory)
+        assert back.returncode == 0 and not back.errors(), back.describe()
+    for h in hosts:
+        env = host_pool.run(h, "cat /etc/sglang/sglang.env").stdout
+        assert "HF_HUB_CACHE" not in env  # the default: HF_HOME's own hub/ folder
