@@ -71,8 +71,11 @@ def _last_line(host_, path: str) -> str:
     return out.strip().splitlines()[-1] if ok and out.strip() else ""
 
 
-def _download(state, host, repo, commit, cache, total, python, endpoint, token, timeout_s):
-    # pyinfra passes (state, host) to a FunctionCommand function that names them so.
+def _download(state, host, repo, commit, cache, total, python, endpoint, token_path, timeout_s):
+    # pyinfra passes (state, host) to a FunctionCommand function that names them so. The
+    # token is read here from its controller file, not passed in: a FunctionCommand's
+    # arguments show in pyinfra's debug output.
+    token = read_secret(Path(token_path), "hf_token_file", host.name) if token_path else None
     settings = _settings()
     q = shlex.quote
     unit, log = settings["unit"], settings["log"]
@@ -164,10 +167,9 @@ def model_snapshot_downloaded(
             f"{snapshot_folder(cache_dir, repo, commit)}"
         )
         return
-    token = read_secret(Path(token_file), "hf_token_file", host.name) if token_file else None
     yield FunctionCommand(
         _download,
-        (repo, commit, cache_dir, total_bytes, python, endpoint, token, timeout_s),
+        (repo, commit, cache_dir, total_bytes, python, endpoint, token_file, timeout_s),
         {},
     )
 

@@ -269,8 +269,8 @@ def refuse_flavor_for_gpus(config) -> None:
     that runs only on the open ones."""
     if config.nvidia_kernel_modules != "proprietary":
         return
-    archs = sorted({compute_cap_arch(gpu.get("compute_cap")) for gpu in host.get_fact(NvidiaGpus)})
-    blocking = [arch for arch in archs if arch and needs_open_modules(arch)]
+    found = {compute_cap_arch(gpu.get("compute_cap")) for gpu in host.get_fact(NvidiaGpus)}
+    blocking = sorted(arch for arch in found if arch and needs_open_modules(arch))
     if blocking:
         raise DriverFlavorRefused(
             f"host {host.name}: nvidia_kernel_modules is proprietary, but its GPUs are "

@@ -44,9 +44,13 @@ def secure_boot_preflight(config: HostConfig) -> MokPair | None:
     return pair if state["enabled"] else None
 
 
-def _put(state, host, files: list[tuple[bytes, str]]) -> bool:
-    # pyinfra passes (state, host) to a FunctionCommand function that names them so.
-    for content, staging in files:
+def _put(state, host, key_file: str, cert_file: str, staged: list[tuple[str, str]]) -> bool:
+    # pyinfra passes (state, host) to a FunctionCommand function that names them so. The
+    # pair is read here, not passed in: a FunctionCommand's arguments show in pyinfra's
+    # debug output, and the key must not.
+    pair = read_mok_pair(Path(key_file), Path(cert_file))
+    for kind, staging in staged:
+        content = pair.key if kind == "key" else pair.cert
         upload_into(host, content, staging, staging.removesuffix(STAGING_SUFFIX))
     return True
 
@@ -58,8 +62,8 @@ def mok_key_pair_installed(key_file: str, cert_file: str, family: str):
     pair = read_mok_pair(Path(key_file), Path(cert_file))
     paths = mok_paths(family)
     wanted = {
-        paths["key"]: (pair.key, "600"),
-        paths["cert"]: (pair.cert, "644"),
+        paths["key"]: (pair.key, "600", "key"),
+        paths["cert"]: (pair.cert, "644", "cert"),
     }
     current = host.get_fact(FileDigests, paths=sorted(wanted))
     stale = {
@@ -73,11 +77,10 @@ def mok_key_pair_installed(key_file: str, cert_file: str, family: str):
     q = shlex.quote
     folders = sorted({str(PurePosixPath(path).parent) for path in stale})
     prepare = [f"install -d -m 700 {q(folder)}" for folder in folders]
-    for path, (_, mode) in sorted(stale.items()):
+    for path, (_, mode, _) in sorted(stale.items()):
         staging = q(path + STAGING_SUFFIX)
         prepare.append(f"rm -f {staging} && install -m {mode} /dev/null {staging}")
     yield " && ".join(prepare)
-    yield FunctionCommand(
-        _put, ([(content, path + STAGING_SUFFIX) for path, (content, _) in stale.items()],), {}
-    )
+    staged = [(kind, path + STAGING_SUFFIX) for path, (_, _, kind) in sorted(stale.items())]
+    yield FunctionCommand(_put, (key_file, cert_file, staged), {})
     yield " && ".join(f"mv -f {q(path + STAGING_SUFFIX)} {q(path)}" for path in sorted(stale))

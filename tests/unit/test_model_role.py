@@ -33,9 +33,16 @@ def test_a_complete_snapshot_is_a_noop_saying_where():
     )
 
 
-def test_what_is_missing_is_downloaded_in_a_transient_unit():
-    [command], noops = run_operation(model_snapshot_downloaded, {}, **{**ARGS, "missing_bytes": 1})
+def test_what_is_missing_is_downloaded_in_a_transient_unit(tmp_path):
+    token = tmp_path / "hf-token"
+    token.write_text("hf_secret_TOKEN_value\n")
+    token.chmod(0o600)
+    [command], noops = run_operation(
+        model_snapshot_downloaded, {}, **{**ARGS, "missing_bytes": 1, "token_file": str(token)}
+    )
     assert command.startswith("FunctionCommand(_download") and noops == []
+    # The token is read where it is used: not in the command's string form (debug output).
+    assert "hf_secret_TOKEN_value" not in command
     unit = download_command(
         "Qwen/Qwen3-8B",
         COMMIT,

@@ -843,6 +843,10 @@ def test_proprietary_modules_on_blackwell_gpus_found_are_refused_at_planning():
     hopper = {NvidiaGpus: [{"compute_cap": "9.0"}]}
     assert run_operation(Planned, hopper, config=proprietary) == ([], [])
     assert run_operation(Planned, {NvidiaGpus: []}, config=proprietary) == ([], [])
+    # A GPU whose compute capability nvidia-smi could not tell does not break the check.
+    unread = {NvidiaGpus: [{"compute_cap": None}, {"compute_cap": "12.0"}]}
+    with pytest.raises(DriverFlavorRefused, match="sm_120"):
+        run_operation(Planned, unread, config=proprietary)
 
 
 def test_ubuntus_deb822_sources_with_comments_inside_are_two_stanzas():
