@@ -455,7 +455,8 @@ class IommuState(FactBase[dict]):
 
 class SystemdUnitState(FactBase[dict[str, str]]):
     """``systemctl show`` properties of one unit: LoadState (``not-found`` when there is no
-    such unit), ActiveState, SubState, NRestarts, ActiveEnterTimestamp."""
+    such unit), ActiveState, SubState, Result (``start-limit-hit`` after a crash loop),
+    NRestarts, ActiveEnterTimestamp."""
 
     @staticmethod
     def default() -> dict[str, str]:
@@ -463,7 +464,7 @@ class SystemdUnitState(FactBase[dict[str, str]]):
 
     def command(self, unit: str) -> str:
         return (
-            "systemctl show -p LoadState -p ActiveState -p SubState -p NRestarts "
+            "systemctl show -p LoadState -p ActiveState -p SubState -p Result -p NRestarts "
             f"-p ActiveEnterTimestamp {shlex.quote(unit)} 2>/dev/null || true"
         )
 

@@ -137,6 +137,14 @@ class Profile(BaseModel):
 
     watchdog_timeout_s: float | None = Field(None, gt=0)
     start_timeout_s: int = Field(900, gt=0, description="Longest wait from start to healthy.")
+    drain_timeout_s: int = Field(
+        120,
+        gt=0,
+        description=(
+            "Longest a stop waits for the HTTP server to finish the requests in flight "
+            "(TimeoutStopSec) before everything left is killed."
+        ),
+    )
     min_total_gpu_memory_gb: float = Field(gt=0, description="GPU memory over all GPUs needed.")
     # Decode roofline inputs (diagnosis/roofline.py): weights read per generated token.
     active_params_b: float | None = Field(

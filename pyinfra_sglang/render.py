@@ -326,8 +326,10 @@ def render_unit(
         env_path=_absolute_path(env_path or settings["files"]["env"]["path"], "env_path"),
         exec_start=exec_start([python, "-m", SERVER_MODULE, *argv]),
         restart_sec=settings["unit"]["restart_sec"],
-        timeout_start_s=profile.start_timeout_s,
-        timeout_stop_s=settings["unit"]["timeout_stop_s"],
+        timeout_stop_s=profile.drain_timeout_s,
+        start_limit_burst=int(settings["unit"]["start_limit_burst"]),
+        start_limit_interval_s=int(settings["unit"]["start_limit_burst"])
+        * (profile.start_timeout_s + int(settings["unit"]["restart_sec"])),
         limit_nofile=settings["unit"]["limit_nofile"],
         service_user=settings["service_user"],
         read_write_paths=list(cache_dirs(cache_root).values()),

@@ -258,7 +258,9 @@ def _apply_with_rollback(state, host, service: ServiceFiles, keep_previous: bool
     unit_list = " ".join(q(name) for name in units)
     run_on_host(
         host,
-        f"systemctl daemon-reload && systemctl enable {unit_list} && systemctl restart {unit_list}",
+        # reset-failed: a unit its start limit stopped (a crash loop) would refuse the start.
+        f"systemctl daemon-reload && systemctl enable {unit_list} && "
+        f"systemctl reset-failed {unit_list} 2>/dev/null; systemctl restart {unit_list}",
     )
     problem = _wait_healthy(host, unit, service.health_url, service.start_timeout_s)
     if problem is None and service.router_health_url:

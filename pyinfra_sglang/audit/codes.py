@@ -111,7 +111,7 @@ CODES: dict[str, Code] = {
     "service-down": Code(
         ("fail",),
         "`sglang.service` (and `sglang-router.service` when `sglang_router_worker_urls` is "
-        "set) missing or not active/running",
+        "set) missing or not active/running, or stopped by its start limit after a crash loop",
     ),
     "unit": Code(("ok",), "the service files on the host are what the inventory renders"),
     "unit-drift": Code(

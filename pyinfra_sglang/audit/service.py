@@ -15,6 +15,17 @@ def findings_for_service(unit: str, state: dict[str, str]) -> list[Finding]:
                 f"{unit} is not installed. Deploy it with `pyinfra INVENTORY deploy/site.py`.",
             )
         ]
+    if state.get("Result") == "start-limit-hit":
+        return [
+            Finding(
+                "fail",
+                "service-down",
+                f"{unit} crashed at every start until its start limit stopped it (restarted "
+                f"{state.get('NRestarts', '?')} times). Read `journalctl -u {unit} -n 100`; once "
+                "fixed, `pyinfra INVENTORY deploy/site.py` starts it again.",
+                evidence=state,
+            )
+        ]
     if state.get("ActiveState") != "active" or state.get("SubState") != "running":
         return [
             Finding(

@@ -268,3 +268,20 @@ def test_the_models_snapshot_is_judged_there_whole_and_current():
     local = findings_for_model({"name": "/models/m", "local": True, "files": 0})
     assert "its local path has no config.json" in local[0].message
     assert findings_for_model(None) == []
+
+
+def test_a_unit_its_start_limit_stopped_is_named_as_a_crash_loop():
+    from pyinfra_sglang.audit.service import findings_for_service
+
+    [found] = findings_for_service(
+        "sglang.service",
+        {
+            "LoadState": "loaded",
+            "ActiveState": "failed",
+            "SubState": "failed",
+            "Result": "start-limit-hit",
+            "NRestarts": "2",
+        },
+    )
+    assert (found.level, found.code) == ("fail", "service-down")
+    assert "crashed at every start until its start limit stopped it" in found.message

@@ -494,11 +494,16 @@ def test_unit_refuses_an_api_key_on_the_command_line():
 def test_unit_shape():
     unit = service_files()[0].content
     lines = unit.splitlines()
+    assert not [line for line in lines if line.startswith("TimeoutStartSec")]  # no effect
     for line in [
         "Type=simple",
         "Restart=on-failure",
-        "TimeoutStartSec=1200",
-        "KillMode=control-group",
+        # The HTTP server alone gets SIGTERM and drains; a crash loop stops.
+        "KillMode=mixed",
+        "TimeoutStopSec=120",
+        # 3 whole starts of GLM-5 (start_timeout_s 1200) plus RestartSec 10 each.
+        "StartLimitIntervalSec=3630",
+        "StartLimitBurst=3",
         "LimitMEMLOCK=infinity",
         "StandardOutput=journal",
         "EnvironmentFile=/etc/sglang/sglang.env",
