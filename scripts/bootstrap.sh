@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-apt_packages=(systemd-container debootstrap openssh-client gnupg)
+# iproute2: the private test network (a bridge); openssl: the Secure Boot test's MOK pair.
+apt_packages=(systemd-container debootstrap openssh-client gnupg iproute2 openssl)
 missing=()
 for package in "${apt_packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' \
