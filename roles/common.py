@@ -13,7 +13,7 @@ from pyinfra.facts.apt import noninteractive_apt
 from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.server import Arch, LinuxDistribution
 
-from checks.host_context import connector_arguments
+from checks.host_context import connector_arguments, run_on_host
 from pyinfra_sglang import data
 from pyinfra_sglang.platform import Platform, resolve_platform
 
@@ -108,3 +108,27 @@ def upload_into(host_, content: bytes, staging: str, what: str) -> None:
             host_.run_shell_command(f"rm -f {shlex.quote(temp)}")
     if not uploaded:
         raise OperationError(f"could not upload {what}")
+
+
+def put_private_file(host_, content: bytes, path: str, mode: str, what: str) -> None:
+    """Install ``content`` at ``path`` (root's, ``mode``) from inside an operation: a staging
+    file is created with that mode before any content is written (upload_into), then moved
+    into place, so the content is never readable by others, not even half-written."""
+    q = shlex.quote
+    staging = path + ".pyinfra-sglang-new"
+    ok, out = run_on_host(
+        host_,
+        # mkdir -p: a folder that exists (DKMS's own) keeps its mode.
+        f"mkdir -p {q(path.rsplit('/', 1)[0])} && rm -f {q(staging)} && "
+        f"install -m {q(mode)} /dev/null {q(staging)}",
+    )
+    if not ok:
+        raise OperationError(f"could not prepare {what}: {out}")
+    try:
+        upload_into(host_, content, staging, what)
+        ok, out = run_on_host(host_, f"mv -f {q(staging)} {q(path)}")
+        if not ok:
+            raise OperationError(f"could not install {what}: {out}")
+    except Exception:
+        run_on_host(host_, f"rm -f {q(staging)}")
+        raise

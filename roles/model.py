@@ -34,7 +34,7 @@ from pyinfra_sglang.model_snapshot import (
 )
 from pyinfra_sglang.redact import redact
 from pyinfra_sglang.service_files import read_secret
-from roles.common import upload_into
+from roles.common import put_private_file
 from roles.sglang_service import host_service_files
 
 PROGRAM = "model_download.py"
@@ -92,8 +92,7 @@ def _download(state, host, repo, commit, cache, total, python, endpoint, token_p
         raise OperationError(f"could not prepare the model download: {out}")
     env = {**settings["environment"], "HF_ENDPOINT": endpoint, "HF_HUB_CACHE": cache}
     if token:
-        run_on_host(host, f"rm -f {q(token_file)} && install -m 600 /dev/null {q(token_file)}")
-        upload_into(host, token.encode(), token_file, "the Hugging Face token")
+        put_private_file(host, token.encode(), token_file, "600", "the Hugging Face token")
         env["HF_TOKEN_PATH"] = token_file
     try:
         running, _ = run_on_host(host, f"systemctl is-active --quiet {q(unit)}")

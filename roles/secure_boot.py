@@ -5,8 +5,7 @@ from. Refused at planning, so nothing changes on any host."""
 from __future__ import annotations
 
 import hashlib
-import shlex
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from pyinfra import host
 from pyinfra.api import FunctionCommand, operation
@@ -20,9 +19,7 @@ from pyinfra_sglang.secure_boot import (
     read_mok_pair,
     secure_boot_refusal,
 )
-from roles.common import upload_into
-
-STAGING_SUFFIX = ".pyinfra-sglang-new"
+from roles.common import put_private_file
 
 
 class SecureBootRefused(PyinfraError):
@@ -44,14 +41,15 @@ def secure_boot_preflight(config: HostConfig) -> MokPair | None:
     return pair if state["enabled"] else None
 
 
-def _put(state, host, key_file: str, cert_file: str, staged: list[tuple[str, str]]) -> bool:
+def _put(state, host, key_file: str, cert_file: str, paths: dict[str, str]) -> bool:
     # pyinfra passes (state, host) to a FunctionCommand function that names them so. The
     # pair is read here, not passed in: a FunctionCommand's arguments show in pyinfra's
     # debug output, and the key must not.
     pair = read_mok_pair(Path(key_file), Path(cert_file))
-    for kind, staging in staged:
-        content = pair.key if kind == "key" else pair.cert
-        upload_into(host, content, staging, staging.removesuffix(STAGING_SUFFIX))
+    if "key" in paths:
+        put_private_file(host, pair.key, paths["key"], "600", "the MOK private key")
+    if "cert" in paths:
+        put_private_file(host, pair.cert, paths["cert"], "644", "the MOK certificate")
     return True
 
 
@@ -61,26 +59,13 @@ def mok_key_pair_installed(key_file: str, cert_file: str, family: str):
     created with that mode before any content is written; only what differs is written."""
     pair = read_mok_pair(Path(key_file), Path(cert_file))
     paths = mok_paths(family)
-    wanted = {
-        paths["key"]: (pair.key, "600", "key"),
-        paths["cert"]: (pair.cert, "644", "cert"),
-    }
-    current = host.get_fact(FileDigests, paths=sorted(wanted))
+    current = host.get_fact(FileDigests, paths=sorted(paths.values()))
     stale = {
-        path: value
-        for path, value in wanted.items()
-        if current.get(path) != hashlib.sha256(value[0]).hexdigest()
+        kind: path
+        for kind, path in paths.items()
+        if current.get(path) != hashlib.sha256(getattr(pair, kind)).hexdigest()
     }
     if not stale:
         host.noop(f"the MOK key pair is in {paths['key']} and {paths['cert']}")
         return
-    q = shlex.quote
-    folders = sorted({str(PurePosixPath(path).parent) for path in stale})
-    prepare = [f"install -d -m 700 {q(folder)}" for folder in folders]
-    for path, (_, mode, _) in sorted(stale.items()):
-        staging = q(path + STAGING_SUFFIX)
-        prepare.append(f"rm -f {staging} && install -m {mode} /dev/null {staging}")
-    yield " && ".join(prepare)
-    staged = [(kind, path + STAGING_SUFFIX) for path, (_, _, kind) in sorted(stale.items())]
-    yield FunctionCommand(_put, (key_file, cert_file, staged), {})
-    yield " && ".join(f"mv -f {q(path + STAGING_SUFFIX)} {q(path)}" for path in sorted(stale))
+    yield FunctionCommand(_put, (key_file, cert_file, stale), {})

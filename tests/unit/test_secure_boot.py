@@ -137,21 +137,18 @@ def test_the_pair_goes_where_dkms_signs_from_created_0600_before_its_content(tmp
         {FileDigests: {"/var/lib/dkms/mok.key": None, "/var/lib/dkms/mok.pub": None}},
         **args,
     )
-    assert commands[0] == (
-        "install -d -m 700 /var/lib/dkms && "
-        "rm -f /var/lib/dkms/mok.key.pyinfra-sglang-new && "
-        "install -m 600 /dev/null /var/lib/dkms/mok.key.pyinfra-sglang-new && "
-        "rm -f /var/lib/dkms/mok.pub.pyinfra-sglang-new && "
-        "install -m 644 /dev/null /var/lib/dkms/mok.pub.pyinfra-sglang-new"
+    # One upload of both files (put_private_file: 0600/0644 staging first, then moved).
+    assert (
+        commands
+        == [
+            f"FunctionCommand(_put, ({str(key)!r}, {str(cert)!r}, "
+            "{'key': '/var/lib/dkms/mok.key', 'cert': '/var/lib/dkms/mok.pub'}), {})"
+        ]
+        and noops == []
     )
-    assert commands[1].startswith("FunctionCommand(_put")
     # The key is uploaded, never in a command, not even the upload's own string form (which
     # pyinfra's debug output shows).
     assert "MIIE" not in "".join(commands)
-    assert commands[2] == (
-        "mv -f /var/lib/dkms/mok.key.pyinfra-sglang-new /var/lib/dkms/mok.key && "
-        "mv -f /var/lib/dkms/mok.pub.pyinfra-sglang-new /var/lib/dkms/mok.pub"
-    )
     same = {
         "/var/lib/dkms/mok.key": hashlib.sha256(key.read_bytes()).hexdigest(),
         "/var/lib/dkms/mok.pub": hashlib.sha256(cert.read_bytes()).hexdigest(),
@@ -160,34 +157,33 @@ def test_the_pair_goes_where_dkms_signs_from_created_0600_before_its_content(tmp
         [],
         ["the MOK key pair is in /var/lib/dkms/mok.key and /var/lib/dkms/mok.pub"],
     )
-    ubuntu = run_operation(
+    # Only what differs is written; Ubuntu's paths for Ubuntu.
+    only_key = run_operation(
         mok_key_pair_installed,
-        {FileDigests: {}},
+        {
+            FileDigests: {
+                "/var/lib/shim-signed/mok/MOK.der": hashlib.sha256(cert.read_bytes()).hexdigest()
+            }
+        },
         **{**args, "family": "ubuntu"},
     )[0]
-    assert (
-        "install -m 600 /dev/null /var/lib/shim-signed/mok/MOK.priv.pyinfra-sglang-new"
-        in (ubuntu[0])
-    )
+    assert only_key == [
+        f"FunctionCommand(_put, ({str(key)!r}, {str(cert)!r}, "
+        "{'key': '/var/lib/shim-signed/mok/MOK.priv'}), {})"
+    ]
 
 
-FACTS = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
+def test_private_files_are_created_with_their_mode_before_any_content(monkeypatch):
+    # The shared helper (roles/common.py) the MOK pair and the model's token go through.
+    from roles import common
 
-
-def captured(name: str) -> list[str]:
-    return (FACTS / name).read_text().splitlines()
-
-
-def test_the_h200_vm_reports_no_secure_boot_dkms_or_packaged_nvidia_smi():
-    # Captured on the device VM (tests/fixtures/facts/README.md): Firecracker boots without
-    # EFI, the driver comes with the VM's host.
-    from checks.facts import DkmsState, NvidiaSmiPackage
-    from pyinfra_sglang.audit.drift import findings_for_dkms, findings_for_secure_boot
-
-    state = SecureBootState().process(captured("secure_boot_state_h200_vm.txt"))
-    assert state == {"enabled": False, "source": "no EFI firmware", "module_signer": None}
-    assert secure_boot_refusal("h200", state, None, None) is None
-    assert findings_for_secure_boot(state, "580.159.04") == []
-    dkms = DkmsState().process(captured("dkms_state_h200_vm.txt"))
-    assert dkms == {"kernels": [], "built": {}} and findings_for_dkms(dkms, "580.159.04") == []
-    assert NvidiaSmiPackage().process(captured("nvidia_smi_package_h200_vm.txt")) is None
+    calls = []
+    monkeypatch.setattr(common, "run_on_host", lambda host, cmd: calls.append(cmd) or (True, ""))
+    monkeypatch.setattr(common, "upload_into", lambda *a: calls.append(("upload", a[2])))
+    common.put_private_file(object(), b"secret", "/var/lib/dkms/mok.key", "600", "the key")
+    assert calls == [
+        "mkdir -p /var/lib/dkms && rm -f /var/lib/dkms/mok.key.pyinfra-sglang-new && "
+        "install -m 600 /dev/null /var/lib/dkms/mok.key.pyinfra-sglang-new",
+        ("upload", "/var/lib/dkms/mok.key.pyinfra-sglang-new"),
+        "mv -f /var/lib/dkms/mok.key.pyinfra-sglang-new /var/lib/dkms/mok.key",
+    ]
