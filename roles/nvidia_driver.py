@@ -154,6 +154,35 @@ def installed_driver_names(installed: dict[str, list[str]], entries, branch: int
     )
 
 
+@dataclass(frozen=True)
+class DriverChange:
+    """What the driver packages need on this host: entries to install or move, installed
+    packages of another branch to take along, newer releases of the branch to take."""
+
+    stale: list[tuple[str, ...]]
+    moving: list[str]
+    updates: list[str]
+
+    def __bool__(self) -> bool:
+        return bool(self.stale or self.moving or self.updates)
+
+
+def driver_change(
+    entries: list[tuple[str, ...]], branch: int, update_within_branch: bool
+) -> DriverChange:
+    """Read from the current host's facts: the operation installs it, the deploy decides the
+    reboot from it (the facts are read once per host)."""
+    installed = host.get_fact(DebPackages)
+    stale = stale_driver_packages(installed, entries, branch)
+    named = {name for entry in entries for name in entry}
+    moving = [name for name in packages_off_branch(installed, branch) if name not in named]
+    updates: list[str] = []
+    if update_within_branch and not stale and not moving:
+        names = installed_driver_names(installed, entries, branch)
+        updates = updates_within_branch(installed, host.get_fact(AptPolicy, packages=names), branch)
+    return DriverChange(stale, moving, updates)
+
+
 @operation()
 def driver_packages_on_branch(
     entries: list[tuple[str, ...]], branch: int, update_within_branch: bool = False
@@ -162,19 +191,12 @@ def driver_packages_on_branch(
     installed driver package still on another branch (NVIDIA's metapackages depend with
     >=, so apt would leave those where they are); with ``update_within_branch``, also to
     the newest release of the branch apt offers."""
-    installed = host.get_fact(DebPackages)
-    stale = stale_driver_packages(installed, entries, branch)
-    named = {name for entry in entries for name in entry}
-    moving = [name for name in packages_off_branch(installed, branch) if name not in named]
-    updates = []
-    if update_within_branch and not stale and not moving:
-        names = installed_driver_names(installed, entries, branch)
-        updates = updates_within_branch(installed, host.get_fact(AptPolicy, packages=names), branch)
-    if not stale and not moving and not updates:
+    change = driver_change(entries, branch, update_within_branch)
+    if not change:
         newest = " (the newest apt offers)" if update_within_branch else ""
         host.noop(f"{', '.join(' or '.join(e) for e in entries)} on branch {branch}{newest}")
         return
-    yield install_on_branch_command(entries, moving, branch)
+    yield install_on_branch_command(entries, change.moving, branch)
 
 
 @operation()
@@ -289,10 +311,8 @@ def nvidia_driver() -> None:
     signing = secure_boot_preflight(config)
     packages = driver_packages(family, config)
     branch = config.nvidia_driver_branch
-    installed = host.get_fact(DebPackages)
-    changing = bool(
-        stale_driver_packages(installed, packages, branch) or packages_off_branch(installed, branch)
-    )
+    # Within-branch updates change the driver too: the reboot handling follows them.
+    changing = bool(driver_change(packages, branch, config.nvidia_driver_update_within_branch))
 
     if signing is not None:
         mok_key_pair_installed(

@@ -881,3 +881,26 @@ def test_a_comment_inside_a_stanza_does_not_split_it():
         )
     )
     assert (entry["first_line"], entry["last_line"], entry["uris"]) == (1, 4, [REPO])
+
+
+def test_a_within_branch_update_counts_as_a_driver_change_for_the_reboot():
+    # Before: the deploy's own copy of the change check left within-branch updates out, so a
+    # driver moved to a newer release did not reboot (or mark the host) for it.
+    from checks.facts import AptPolicy
+    from roles.nvidia_driver import driver_change
+
+    seen = []
+
+    class Planned:
+        @staticmethod
+        def _inner(**kwargs):
+            seen.append(driver_change(**kwargs))
+            return []
+
+    old = {p: ["590.44.01-1"] for p in NAMES}
+    policy = {p: {"installed": "590.44.01-1", "candidate": "590.48.01-1"} for p in NAMES}
+    args = {"entries": COMPUTE_OPEN, "branch": 590}
+    run_operation(Planned, {DebPackages: old, AptPolicy: policy}, **args, update_within_branch=True)
+    run_operation(Planned, {DebPackages: old}, **args, update_within_branch=False)
+    asked, not_asked = seen
+    assert bool(asked) and asked.updates == NAMES and not not_asked
