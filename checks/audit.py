@@ -160,7 +160,9 @@ def read_unit_files(config: HostConfig, gpus: list[dict]) -> UnitFiles:
     """The service files' digests as the inventory renders them here, and on the host."""
     try:
         secrets = read_secrets(config, host.name)
-        files = service_files(config, host.name, gpus, host_position(config, host), secrets)
+        topology = host.get_fact(NvidiaTopology) if len(gpus) > 1 else None
+        node = host_position(config, host)
+        files = service_files(config, host.name, gpus, node, secrets, topology)
     except (PyinfraError, ValueError, OSError) as error:
         return UnitFiles(problem=str(error))
     expected = {f.path: hashlib.sha256(f.content.encode()).hexdigest() for f in files.files}

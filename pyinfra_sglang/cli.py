@@ -14,6 +14,11 @@ from pyinfra_sglang import inventory
 from pyinfra_sglang.audit import analyze
 from pyinfra_sglang.diagnosis import diagnose
 from pyinfra_sglang.host_programs import api_key, decode_client
+from pyinfra_sglang.parsers.nvidia_smi import (
+    parse_topo_matrix,
+    topology_has_nvlink,
+    widest_pcie_path,
+)
 from pyinfra_sglang.served_benchmark import ab_compare
 
 
@@ -252,6 +257,31 @@ def _render_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="add the NCCL hints for PCIe-only GPUs (default: when the GPU has no NVLink)",
     )
+    parser.add_argument(
+        "--topo",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="the host's `nvidia-smi topo -m` output: NVLink or PCIe, and NCCL_P2P_LEVEL from "
+        "its widest path (default: the spec table's NVLink, NCCL_P2P_LEVEL=PHB)",
+    )
+
+
+def _read_topology(path: Path) -> dict[str, dict[str, str]]:
+    """A topo -m matrix from a file; RenderError naming the file when it holds none."""
+    from pyinfra_sglang.render import RenderError
+
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError as error:
+        raise RenderError(f"--topo {path}: cannot read it: {error.strerror}") from None
+    matrix = parse_topo_matrix(lines)
+    if not matrix:
+        raise RenderError(
+            f"--topo {path}: no GPU rows of `nvidia-smi topo -m` (a header line of GPU0 GPU1 "
+            "..., then one row per GPU) in it"
+        )
+    return matrix
 
 
 def _render_service(args: argparse.Namespace) -> int:
@@ -267,10 +297,15 @@ def _render_service(args: argparse.Namespace) -> int:
         spec = gpus.largest_gpu_of_arch(args.arch) if in_table or args.gpu_mem_gb is None else None
         memory_gb = args.gpu_mem_gb if args.gpu_mem_gb is not None else spec.memory_gb
         pcie_only = args.pcie_only or (args.gpus > 1 and spec is not None and not spec.nvlink)
+        widest = None
+        if args.topo is not None:
+            matrix = _read_topology(args.topo)
+            pcie_only = args.pcie_only or (args.gpus > 1 and not topology_has_nvlink(matrix))
+            widest = widest_pcie_path(matrix)
         service = render.ServiceSpec(
             profile=profile,
             sglang_version=args.sglang_version,
-            gpus=render.GpuSet(args.gpus, memory_gb, args.arch, pcie_only),
+            gpus=render.GpuSet(args.gpus, memory_gb, args.arch, pcie_only, widest),
             host=args.host or str(defaults["sglang_host"].default),
             port=args.port or defaults["sglang_port"].default,
             venv_path=args.venv or data.load("python")["venv"]["path"],

@@ -354,6 +354,18 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("a mapping of profile fields to values"),
     )
+    sglang_env: dict[
+        Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")],
+        Annotated[str, Field(pattern=r"^[^\x00-\x1f\x7f]*$")],
+    ] = Field(
+        default_factory=dict,
+        description=(
+            "Environment variables of this host's SGLang server, over the profile's env and the "
+            'NCCL hints read from the topology, e.g. `{"NCCL_P2P_LEVEL": "SYS"}`. Not for the '
+            "variables pyinfra-sglang sets itself (caches, PATH, CUDA_HOME, HF_TOKEN, HF_HUB_*)."
+        ),
+        json_schema_extra=_allowed("a mapping of variable names to one-line values"),
+    )
     sglang_multinode_group: str | None = Field(
         None,
         description=(

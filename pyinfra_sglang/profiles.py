@@ -49,6 +49,23 @@ SECRET_SERVER_FLAGS = ("--api-key", "--admin-api-key")
 MANAGED_FLAG_ALIASES = ("--model", "--tensor-parallel-size", "--nccl-init-addr")
 
 Backend = Annotated[str, Field(pattern=r"^[a-z0-9_]+$")]
+Arch = Annotated[str, Field(pattern=r"^sm_\d{2,3}$")]
+# An environment variable's name as systemd's EnvironmentFile and every shell take it.
+EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+
+# Fields a per-architecture table ([arch.sm_120]) may set: what the kernels of one GPU
+# architecture need. Its env is merged over the profile's; its min_sglang_version raises the
+# profile's.
+ARCH_FIELDS = (
+    "attention_backend",
+    "sparse_attention_prefill_backend",
+    "sparse_attention_decode_backend",
+    "kv_cache_dtype",
+    "mem_fraction_static",
+    "cuda_graph_max_bs",
+    "min_sglang_version",
+    "env",
+)
 
 
 class ProfileError(PyinfraError):
@@ -101,6 +118,31 @@ def managed_flag_problems(extra_args: Iterable[str]) -> list[str]:
                 "inventory); extra_args must not set it"
             )
     return problems
+
+
+class ArchSettings(BaseModel):
+    """What a profile needs on one GPU architecture, over its top-level values."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    attention_backend: Backend | None = None
+    sparse_attention_prefill_backend: Backend | None = None
+    sparse_attention_decode_backend: Backend | None = None
+    kv_cache_dtype: str | None = None
+    mem_fraction_static: float | None = Field(None, gt=0, lt=1)
+    cuda_graph_max_bs: int | None = Field(None, ge=1)
+    min_sglang_version: str | None = Field(
+        None, description="Oldest SGLang release that runs the profile on this architecture."
+    )
+    env: dict[EnvName, str] = Field(default_factory=dict)
+
+    @field_validator("min_sglang_version", mode="before")
+    @classmethod
+    def _release_number(cls, value: Any) -> Any:
+        if value is not None:
+            parse_version(str(value))
+            return str(value)
+        return value
 
 
 class Profile(BaseModel):
@@ -158,6 +200,18 @@ class Profile(BaseModel):
     extra_args: list[str] = Field(
         default_factory=list, description="Server arguments passed as given, after the rest."
     )
+    env: dict[EnvName, str] = Field(
+        default_factory=dict, description="Environment variables of the server process."
+    )
+    arch: dict[Arch, ArchSettings] = Field(
+        default_factory=dict,
+        description="Per GPU architecture ([arch.sm_120]): values that replace the top-level ones.",
+    )
+    fallback_profile: str | None = Field(
+        None,
+        pattern=NAME_PATTERN,
+        description="The profile to run where this one cannot (named in refusals).",
+    )
 
     @field_validator("min_sglang_version", mode="before")
     @classmethod
@@ -189,7 +243,11 @@ class Profile(BaseModel):
         # Description) or the config file.
         if info.field_name in ("description", "source"):
             return value
-        texts = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+        if isinstance(value, dict) and info.field_name == "env":
+            value_texts = [*value, *value.values()]
+        else:
+            value_texts = value if isinstance(value, list) else []
+        texts = [value] if isinstance(value, str) else value_texts
         found = [c for text in texts if isinstance(text, str) for c in control_characters_in(text)]
         if found:
             raise ValueError(
@@ -200,9 +258,37 @@ class Profile(BaseModel):
 
     @model_validator(mode="after")
     def _graph_size_needs_graphs(self) -> Profile:
-        if self.cuda_graph_max_bs is not None and not self.cuda_graph:
+        sizes = [self.cuda_graph_max_bs] + [a.cuda_graph_max_bs for a in self.arch.values()]
+        if any(size is not None for size in sizes) and not self.cuda_graph:
             raise ValueError("cuda_graph_max_bs is set but cuda_graph is false")
         return self
+
+    @model_validator(mode="after")
+    def _arch_tables_in_archs(self) -> Profile:
+        if self.archs is not None:
+            stray = sorted(set(self.arch) - set(self.archs))
+            if stray:
+                raise ValueError(
+                    f"arch tables for {', '.join(stray)}, which are not in archs "
+                    f"({', '.join(self.archs)})"
+                )
+        return self
+
+    def for_arch(self, arch: str | None) -> Profile:
+        """The profile as it runs on ``arch``: its [arch.<arch>] values in place of the
+        top-level ones, env merged, the later of the two min_sglang_version. Unchanged when
+        ``arch`` is None or has no table."""
+        settings = self.arch.get(arch) if arch else None
+        if settings is None:
+            return self
+        values = self.model_dump(exclude={"name", "source", "arch"}, exclude_unset=True)
+        for key in settings.model_fields_set - {"env", "min_sglang_version"}:
+            values[key] = getattr(settings, key)
+        values["env"] = {**self.env, **settings.env}
+        versions = [v for v in (self.min_sglang_version, settings.min_sglang_version) if v]
+        if versions:
+            values["min_sglang_version"] = max(versions, key=parse_version)
+        return Profile(name=self.name, source=self.source, **values)
 
 
 PROFILE_FIELDS = frozenset(Profile.model_fields) - {"name", "source"}
@@ -296,6 +382,12 @@ def merge_overrides(profile: Profile, overrides: Mapping[str, Any]) -> Profile:
     if not overrides:
         return profile
     values = profile.model_dump(exclude={"name", "source"}, exclude_unset=True)
+    if "arch" not in overrides:
+        # An overridden value wins on every architecture: drop it from the arch tables.
+        tables = values.get("arch", {})
+        for table in tables.values():
+            for key in set(overrides) & set(ARCH_FIELDS):
+                table.pop(key, None)
     values.update(overrides)
     return _validated(profile.name, profile.source, values, context=" with overrides")
 

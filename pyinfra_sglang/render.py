@@ -27,6 +27,7 @@ import jinja2
 from pyinfra.api.exceptions import PyinfraError
 
 from pyinfra_sglang import data, paths
+from pyinfra_sglang.attention_backends import backend_problems, check_release_for_arch, refusal
 from pyinfra_sglang.profiles import Profile, control_characters_in, managed_flag_problems
 from pyinfra_sglang.sglang_flags import FlagVersionError, flag_table
 from pyinfra_sglang.versions import parse_version
@@ -103,6 +104,22 @@ def check_arch(profile: Profile, arch: str) -> None:
             f"profile {profile.name} runs on {', '.join(profile.archs)}; these GPUs are "
             f"{arch}. Use GPUs of those architectures or another profile"
         )
+
+
+def profile_for_gpus(profile: Profile, arch: str | None, sglang_version: str) -> Profile:
+    """The profile as it runs on GPUs of ``arch`` with ``sglang_version``: the architecture
+    allowed, its [arch.*] table applied, its sparse-attention backends ones whose kernels run
+    there (GpuFitError, FlagVersionError otherwise). Unchanged when ``arch`` is None."""
+    if arch is None:
+        return profile
+    check_arch(profile, arch)
+    _check_min_version(profile, sglang_version)
+    check_release_for_arch(profile, arch, sglang_version)
+    resolved = profile.for_arch(arch)
+    problems = backend_problems(resolved, arch, sglang_version)
+    if problems:
+        raise GpuFitError(refusal(profile, arch, sglang_version, problems))
+    return resolved
 
 
 def tp_size_for(profile: Profile, gpu_count: int, nnodes: int = 1) -> int:
@@ -357,6 +374,20 @@ def _env_value(name: str, value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def managed_env_names() -> frozenset[str]:
+    """Variables the renderer sets itself: a profile's env or the inventory's sglang_env must
+    not set them (the caches, PATH, CUDA_HOME, the Hub's token, offline switch and cache)."""
+    cache = _service()["environment"]["cache"]["dirs"]
+    return frozenset({*cache, "PATH", "CUDA_HOME", "HF_TOKEN", "HF_HUB_OFFLINE", "HF_HUB_CACHE"})
+
+
+def nccl_p2p_level(widest_path: str | None) -> str:
+    """NCCL_P2P_LEVEL for GPUs whose widest GPU-to-GPU path in ``nvidia-smi topo -m`` is
+    ``widest_path`` (e.g. SYS); the data's default when the topology was not read."""
+    levels = _service()["environment"]["nccl_p2p_level"]
+    return levels["by_path"].get(widest_path or "", levels["default"])
+
+
 def environment(
     hf_token: str | None,
     venv_path: str,
@@ -366,10 +397,21 @@ def environment(
     mask: bool = False,
     offline: bool = False,
     hub_cache: str | None = None,
+    widest_path: str | None = None,
+    extra: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The service's environment, sorted by name (secrets masked when ``mask``); with
-    ``offline``, the Hub client never reaches the Hub (the model role put the files there)."""
+    ``offline``, the Hub client never reaches the Hub (the model role put the files there).
+    ``extra`` (the profile's env, then the host's sglang_env) goes over the NCCL hints;
+    RenderError when it names a variable the renderer sets itself."""
     settings = _service()["environment"]
+    clash = sorted(set(extra or {}) & managed_env_names())
+    if clash:
+        raise RenderError(
+            f"environment variables {', '.join(clash)} are set by pyinfra-sglang; a profile's "
+            "env and sglang_env must not set them",
+            "sglang_env",
+        )
     path = [_absolute_path(venv_path, "venv_path").rstrip("/") + "/bin"]
     values = dict(cache_dirs(cache_root))
     if cuda_home:
@@ -379,6 +421,8 @@ def environment(
     values["PATH"] = ":".join(path + settings["system_path"])
     if pcie_only:
         values.update(settings["nccl_pcie_only"])
+        values["NCCL_P2P_LEVEL"] = nccl_p2p_level(widest_path)
+    values.update(extra or {})
     if hf_token:
         values["HF_TOKEN"] = mask_text() if mask else hf_token.strip()
     if offline:
@@ -397,11 +441,23 @@ def render_env(
     mask: bool = False,
     offline: bool = False,
     hub_cache: str | None = None,
+    widest_path: str | None = None,
+    extra: Mapping[str, str] | None = None,
 ) -> str:
-    """sglang.env: caches on persistent disk, PATH, NCCL hints on PCIe-only hosts, HF_TOKEN,
-    HF_HUB_OFFLINE when the model is served from the downloaded snapshot."""
+    """sglang.env: caches on persistent disk, PATH, NCCL hints on PCIe-only hosts, the
+    profile's and the host's own variables, HF_TOKEN, HF_HUB_OFFLINE when the model is served
+    from the downloaded snapshot."""
     values = environment(
-        hf_token, venv_path, cache_root, pcie_only, cuda_home, mask, offline, hub_cache
+        hf_token,
+        venv_path,
+        cache_root,
+        pcie_only,
+        cuda_home,
+        mask,
+        offline,
+        hub_cache,
+        widest_path,
+        extra,
     )
     return _render(
         "sglang.env.j2",
@@ -554,6 +610,9 @@ class GpuSet:
     memory_gb: float  # the smallest GPU's
     arch: str | None = None  # e.g. sm_120; None skips the profile's arch check
     pcie_only: bool = False  # several GPUs, none NVLinked: NCCL hints go into the env file
+    # The widest path between two GPUs in `nvidia-smi topo -m` (PIX, PXB, PHB, NODE, SYS);
+    # None when not read. It sets NCCL_P2P_LEVEL on PCIe-only hosts.
+    widest_path: str | None = None
 
 
 @dataclass(frozen=True)
@@ -593,14 +652,14 @@ class ServiceSpec:
     model_revision: str | None = None
     offline: bool = False
     hub_cache: str | None = None  # HF_HUB_CACHE, when not HF_HOME's own hub/ folder
+    host_env: Mapping[str, str] = field(default_factory=dict)  # sglang_env: over the profile's
 
 
 def render_service_files(spec: ServiceSpec) -> list[RenderedFile]:
     """Checks (arch, fit over all nodes, flags for the release), then the unit, the env file
     and the config file, in that order. ``spec.gpus.count`` is per node."""
-    profile, gpus, node = spec.profile, spec.gpus, spec.node
-    if gpus.arch is not None:
-        check_arch(profile, gpus.arch)
+    gpus, node = spec.gpus, spec.node
+    profile = profile_for_gpus(spec.profile, gpus.arch, spec.sglang_version)
     check_fit(profile, gpus.count * node.nnodes, gpus.memory_gb)
     files = {key: dict(value) for key, value in _service()["files"].items()}
     for key, path in (spec.file_paths or {}).items():
@@ -626,6 +685,8 @@ def render_service_files(spec: ServiceSpec) -> list[RenderedFile]:
         spec.mask,
         spec.offline,
         spec.hub_cache,
+        gpus.widest_path,
+        {**profile.env, **spec.host_env},
     )
     contents = {
         "unit": render_unit(

@@ -29,6 +29,7 @@ from pyinfra_sglang.gpus import (
 from pyinfra_sglang.inventory import HostConfig, host_profile
 from pyinfra_sglang.model_snapshot import is_local_model
 from pyinfra_sglang.nvidia import cuda_paths
+from pyinfra_sglang.parsers.nvidia_smi import topology_has_nvlink, widest_pcie_path
 from pyinfra_sglang.profiles import Profile
 from pyinfra_sglang.render import (
     GpuSet,
@@ -231,8 +232,11 @@ def masked_secrets(config: HostConfig) -> Secrets:
 # --- GPUs --------------------------------------------------------------------------------
 
 
-def gpu_set(gpus: list[dict], host_name: str) -> GpuSet:
-    """The GPUs as rendering needs them, from the NvidiaGpus fact's rows."""
+def gpu_set(
+    gpus: list[dict], host_name: str, topology: dict[str, dict[str, str]] | None = None
+) -> GpuSet:
+    """The GPUs as rendering needs them, from the NvidiaGpus fact's rows and, when read, the
+    NvidiaTopology fact's matrix (which tells NVLink and the widest PCIe path for NCCL)."""
     if not gpus:
         raise NoGpusError(
             f"host {host_name}: nvidia-smi reports no GPUs; reboot into the installed driver "
@@ -243,7 +247,12 @@ def gpu_set(gpus: list[dict], host_name: str) -> GpuSet:
         count=len(gpus),
         memory_gb=memory_mib / 1024,
         arch=arch_from_compute_cap(gpus[0]["compute_cap"] or ""),
-        pcie_only=gpu_topology_is_pcie_only(gpus),
+        pcie_only=(
+            len(gpus) > 1 and not topology_has_nvlink(topology)
+            if topology
+            else gpu_topology_is_pcie_only(gpus)
+        ),
+        widest_path=widest_pcie_path(topology) if topology else None,
     )
 
 
@@ -290,10 +299,11 @@ def service_files(
     gpus: list[dict],
     node: NodePosition,
     secrets: Secrets,
+    topology: dict[str, dict[str, str]] | None = None,
 ) -> ServiceFiles:
     """The unit, env and config (and the router's files) for this host and the GPUs found
     on it; GpuFitError and friends when the profile cannot run here."""
-    return service_files_for(config, gpu_set(gpus, host_name), node, secrets)
+    return service_files_for(config, gpu_set(gpus, host_name, topology), node, secrets)
 
 
 def service_files_for(
@@ -322,6 +332,7 @@ def service_files_for(
         model_revision=None if is_local_model(profile.model) else config.sglang_model_revision,
         offline=not is_local_model(profile.model),
         hub_cache=config.sglang_model_cache_dir,
+        host_env=dict(config.sglang_env),
     )
     files = render_service_files(spec)
     routed = bool(config.sglang_router_worker_urls)

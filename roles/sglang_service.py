@@ -34,7 +34,7 @@ from pyinfra.api.exceptions import OperationError, PyinfraError
 from pyinfra.facts.server import Command
 from pyinfra.facts.systemd import SystemdStatus
 
-from checks.facts import FileDigests, HttpStatus, NvidiaGpus
+from checks.facts import FileDigests, HttpStatus, NvidiaGpus, NvidiaTopology
 from checks.host_context import host_position, run_on_host
 from pyinfra_sglang import data
 from pyinfra_sglang.inventory import HostConfig, host_config
@@ -90,7 +90,9 @@ def host_service_files(config: HostConfig, gpus: list[dict] | None = None) -> Se
     if gpus is None:
         gpus = host.get_fact(NvidiaGpus)
     secrets = read_secrets(config, host.name)
-    return service_files(config, host.name, gpus, host_position(config, host), secrets)
+    # The topology tells NVLink from PCIe and the widest PCIe path (NCCL_P2P_LEVEL).
+    topology = host.get_fact(NvidiaTopology) if len(gpus) > 1 else None
+    return service_files(config, host.name, gpus, host_position(config, host), secrets, topology)
 
 
 def _known_secrets(host_) -> list[str]:

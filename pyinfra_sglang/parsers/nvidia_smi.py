@@ -122,6 +122,24 @@ def topology_has_nvlink(matrix: dict[str, dict[str, str]]) -> bool:
     )
 
 
+# PCIe path kinds of `nvidia-smi topo -m`, narrowest first (its legend: PIX at most one
+# bridge, PXB several bridges, PHB a host bridge, NODE between host bridges of one NUMA node,
+# SYS across NUMA nodes).
+PCIE_PATHS = ("PIX", "PXB", "PHB", "NODE", "SYS")
+
+
+def widest_pcie_path(matrix: dict[str, dict[str, str]]) -> str | None:
+    """The widest PCIe path between two different GPUs of a topo -m matrix (e.g. SYS); None
+    when no pair is joined over PCIe alone (NVLink everywhere, one GPU, no matrix)."""
+    found = [
+        PCIE_PATHS.index(cell)
+        for row, cells in matrix.items()
+        for column, cell in cells.items()
+        if row != column and cell in PCIE_PATHS
+    ]
+    return PCIE_PATHS[max(found)] if found else None
+
+
 # `nvidia-smi -q` fields that map onto --query-gpu names, as paths of indented section names.
 _SMI_Q_FIELDS = {
     "name": ("Product Name",),

@@ -30,9 +30,10 @@ from typing import Any
 
 import pytest
 
+from pyinfra_sglang.gpus import known_archs
 from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.profiles import available_profiles, load_profile
-from pyinfra_sglang.render import RenderError, render_config_yaml, server_args
+from pyinfra_sglang.render import RenderError, profile_for_gpus, render_config_yaml, server_args
 from pyinfra_sglang.sglang_flags import FlagVersionError, flag_table
 from pyinfra_sglang.versions import parse_version
 from tests.compat.sglang_env import READY, EnvUnavailable, sglang_env
@@ -43,6 +44,11 @@ HERE = Path(__file__).parent
 PROBE = HERE / "sglang_argparse_probe.py"
 VERSIONS: list[str] = tomllib.loads((HERE / "sglang_versions.toml").read_text())["versions"]
 PROFILES = list(available_profiles())
+# Each profile on every GPU architecture it allows that data/gpus.toml knows.
+ARCHS = {
+    name: [arch for arch in known_archs() if arch in (load_profile(name).archs or known_archs())]
+    for name in PROFILES
+}
 
 TP_SIZE = 8
 HOST = "127.0.0.1"
@@ -67,11 +73,14 @@ LAYOUTS = (
     Layout("1-node-api-key", api_key=API_KEY),
     Layout("2-nodes-rank-1", nnodes=2, node_rank=1, dist_init_addr="10.0.0.1:50000"),
 )
+CASES = [(name, arch, layout) for name in PROFILES for arch in ARCHS[name] for layout in LAYOUTS]
 
 
-def render(profile_name: str, version: str, layout: Layout) -> list[str]:
+def render(profile_name: str, version: str, arch: str, layout: Layout) -> list[str]:
+    """The argv a host with GPUs of ``arch`` gets: the profile resolved for them, as the
+    service role renders it (profile_for_gpus refuses what cannot run there)."""
     return server_args(
-        load_profile(profile_name),
+        profile_for_gpus(load_profile(profile_name), arch, version),
         version,
         TP_SIZE,
         HOST,
@@ -83,8 +92,8 @@ def render(profile_name: str, version: str, layout: Layout) -> list[str]:
     )
 
 
-def case_name(profile_name: str, layout: Layout) -> str:
-    return f"{profile_name}/{layout.name}"
+def case_name(profile_name: str, arch: str, layout: Layout) -> str:
+    return f"{profile_name}/{arch}/{layout.name}"
 
 
 @dataclass
@@ -127,19 +136,18 @@ def sglang_parsers(tmp_path_factory) -> dict[str, ParserRun]:
             run.skip = f"SGLang {version} cannot be installed here: {error}"
             continue
         cases = []
-        for profile_name in PROFILES:
-            for layout in LAYOUTS:
-                try:
-                    argv = render(profile_name, version, layout)
-                except (FlagVersionError, RenderError):
-                    continue  # test_profile_argv_parses asserts and reports the refusal
-                cases.append(
-                    {
-                        "name": case_name(profile_name, layout),
-                        "argv": argv,
-                        "config_yaml": render_config_yaml(layout.api_key),
-                    }
-                )
+        for profile_name, arch, layout in CASES:
+            try:
+                argv = render(profile_name, version, arch, layout)
+            except (FlagVersionError, RenderError):
+                continue  # test_profile_argv_parses asserts and reports the refusal
+            cases.append(
+                {
+                    "name": case_name(profile_name, arch, layout),
+                    "argv": argv,
+                    "config_yaml": render_config_yaml(layout.api_key),
+                }
+            )
         request = workdir / f"request-{version}.json"
         request.write_text(json.dumps({"cases": cases}, sort_keys=True))
         kept = kept_verdict(env.root, request.read_text())
@@ -208,17 +216,21 @@ def _check_value(flag: str, rendered: str, parsed: Any) -> str | None:
     return None if same else f"{flag} {rendered} parsed as {parsed!r}"
 
 
-@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda layout: layout.name)
-@pytest.mark.parametrize("profile_name", PROFILES)
+@pytest.mark.parametrize(
+    ("profile_name", "arch", "layout"),
+    CASES,
+    ids=[case_name(p, a, layout) for p, a, layout in CASES],
+)
 @pytest.mark.parametrize("version", VERSIONS)
-def test_profile_argv_parses(sglang_parsers, version, profile_name, layout):
+def test_profile_argv_parses(sglang_parsers, version, profile_name, arch, layout):
     try:
-        argv = render(profile_name, version, layout)
+        argv = render(profile_name, version, arch, layout)
     except (FlagVersionError, RenderError) as error:
-        # The renderer refuses this pair itself (e.g. min_sglang_version): nothing to parse.
-        pytest.skip(f"render refuses {profile_name} on SGLang {version}: {error}")
+        # The renderer refuses this pair itself (e.g. min_sglang_version, a sparse backend
+        # without kernels for the arch on this release): nothing to parse.
+        pytest.skip(f"render refuses {profile_name} on {arch} with SGLang {version}: {error}")
     output = sglang_parsers[version].output()
-    name = case_name(profile_name, layout)
+    name = case_name(profile_name, arch, layout)
     (result,) = [r for r in output["results"] if r["name"] == name]
     shown = " ".join(argv)
 
@@ -279,3 +291,18 @@ def test_flag_table_matches_the_real_parser(sglang_parsers, version):
         f"SGLang {version}'s parser has {', '.join(present)}, which data/sglang_flags.toml "
         "says it does not"
     )
+
+
+def test_glm5_on_sm120_never_names_trtllm():
+    """FlashInfer's trtllm-gen MLA runner takes SM100/103/107 only: every release either
+    renders GLM-5 for sm_120 without trtllm or refuses it, naming the dense profile."""
+    rendered = 0
+    for version in VERSIONS:
+        try:
+            argv = render("glm-5-nvfp4", version, "sm_120", LAYOUTS[0])
+        except FlagVersionError as error:
+            assert "glm-5-nvfp4-dense" in str(error)
+            continue
+        rendered += 1
+        assert "trtllm" not in argv, (version, argv)
+    assert rendered, "no pinned release renders GLM-5 for sm_120: pin one from 0.5.17 on"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -39,9 +40,20 @@ def test_reference_profile():
     assert profile.model == "nvidia/GLM-5-NVFP4"
     assert profile.quantization == "modelopt_fp4"
     assert profile.trust_remote_code is True
-    assert profile.sparse_attention_prefill_backend == "trtllm"
-    assert profile.sparse_attention_decode_backend == "trtllm"
+    assert profile.sparse_attention_prefill_backend is None  # per architecture, below
     assert profile.attention_backend is None
+    sm100, sm120 = profile.for_arch("sm_100"), profile.for_arch("sm_120")
+    assert (sm100.sparse_attention_prefill_backend, sm100.sparse_attention_decode_backend) == (
+        "trtllm",
+        "trtllm",
+    )
+    assert (sm120.sparse_attention_prefill_backend, sm120.sparse_attention_decode_backend) == (
+        "flashinfer_sparse_mla",
+        "flashinfer_sparse_mla",
+    )
+    assert sm100.kv_cache_dtype == sm120.kv_cache_dtype == "fp8_e4m3"
+    assert (sm100.min_sglang_version, sm120.min_sglang_version) == ("0.5.9", "0.5.17")
+    assert profile.fallback_profile == "glm-5-nvfp4-dense"
     assert profile.mem_fraction_static == 0.92
     assert (profile.cuda_graph, profile.cuda_graph_max_bs) == (True, 64)
     assert profile.chunked_prefill_size == 8192
@@ -53,9 +65,12 @@ def test_reference_profile():
     assert profile.min_sglang_version == "0.5.9"
 
 
-def test_dense_fallback_differs_from_the_reference_only_in_attention():
-    sparse = load_profile("glm-5-nvfp4").model_dump(exclude={"name", "source", "description"})
-    dense = load_profile("glm-5-nvfp4-dense").model_dump(exclude={"name", "source", "description"})
+@pytest.mark.parametrize("arch", ["sm_100", "sm_120"])
+def test_dense_fallback_differs_from_the_reference_only_in_attention(arch):
+    skip = {"name", "source", "description", "arch", "fallback_profile", "min_sglang_version"}
+    sparse = load_profile("glm-5-nvfp4").for_arch(arch).model_dump(exclude=skip)
+    dense = load_profile("glm-5-nvfp4-dense").for_arch(arch).model_dump(exclude=skip | {"env"})
+    sparse.pop("env")
     differ = {key for key in sparse if sparse[key] != dense[key]}
     assert differ == {
         "attention_backend",
@@ -257,3 +272,52 @@ def test_a_binary_profile_file_is_a_clear_error(tmp_path):
     path.write_bytes(b"# " + b"x" * (300 * 1024))
     with pytest.raises(ProfileError, match="larger than 256 KiB"):
         load_profile_file(path)
+
+
+# --- per-architecture tables and env ------------------------------------------------------
+
+
+def test_an_inventory_override_wins_on_every_architecture():
+    profile = merge_overrides(
+        load_profile("glm-5-nvfp4"),
+        {"sparse_attention_decode_backend": "flashmla_kv", "env": {"A": "1"}},
+    )
+    for arch in ("sm_100", "sm_120"):
+        resolved = profile.for_arch(arch)
+        assert resolved.sparse_attention_decode_backend == "flashmla_kv"
+        assert resolved.env == {"A": "1"}
+    # What the override did not name still comes from the arch table.
+    assert profile.for_arch("sm_120").sparse_attention_prefill_backend == "flashinfer_sparse_mla"
+
+
+def test_arch_env_goes_over_the_profile_env_and_min_release_takes_the_later(tmp_path):
+    write(
+        tmp_path,
+        "mine",
+        'model = "a/b"\nmin_total_gpu_memory_gb = 10\nmin_sglang_version = "0.5.12"\n'
+        'env = { A = "top", B = "top" }\n'
+        '[arch.sm_90]\nenv = { B = "hopper" }\nmin_sglang_version = "0.5.10"\n'
+        '[arch.sm_120]\nmin_sglang_version = "0.5.20"\nkv_cache_dtype = "fp8_e4m3"\n',
+    )
+    profile = load_profile("mine", [tmp_path])
+    hopper, sm120 = profile.for_arch("sm_90"), profile.for_arch("sm_120")
+    assert hopper.env == {"A": "top", "B": "hopper"} and hopper.min_sglang_version == "0.5.12"
+    assert sm120.min_sglang_version == "0.5.20" and sm120.kv_cache_dtype == "fp8_e4m3"
+    assert profile.for_arch("sm_80") is profile and profile.for_arch(None) is profile
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ('archs = ["sm_100"]\n[arch.sm_120]\nkv_cache_dtype = "bf16"\n', "not in archs"),
+        ('[arch.sm_120]\nmodel = "x/y"\n', "arch[sm_120][model]: unknown key"),
+        ('[arch.sm120]\nkv_cache_dtype = "bf16"\n', "arch[sm120]"),
+        ('env = { "BAD-NAME" = "1" }\n', "env[BAD-NAME]"),
+        ('env = { A = "line\\nbreak" }\n', "control characters"),
+        ("cuda_graph = false\n[arch.sm_90]\ncuda_graph_max_bs = 8\n", "cuda_graph is false"),
+    ],
+)
+def test_bad_arch_tables_and_env_are_refused(tmp_path, text, problem):
+    write(tmp_path, "mine", 'model = "a/b"\nmin_total_gpu_memory_gb = 10\n' + text)
+    with pytest.raises(ProfileError, match=re.escape(problem)):
+        load_profile("mine", [tmp_path])

@@ -53,8 +53,9 @@ API_KEY = "sk-test-Abc123:#&\"'x"
 HF_TOKEN = "hf_TestTokenValue123"
 
 
-def argv_for(profile_name: str, version: str, gpus: int, **kwargs) -> list[str]:
-    profile = load_profile(profile_name)
+def argv_for(profile_name: str, version: str, gpus: int, arch="sm_100", **kwargs) -> list[str]:
+    """The argv of a profile as it runs on ``arch`` (its [arch.*] table applied)."""
+    profile = load_profile(profile_name).for_arch(arch)
     return server_args(
         profile, version, tp_size_for(profile, gpus), "127.0.0.1", 30000, CONFIG, **kwargs
     )
@@ -211,13 +212,13 @@ ARGV_TABLE = [
             "--disable-shared-experts-fusion": True,
             "--watchdog-timeout": "1800",
             "--enable-metrics": True,
+            "--kv-cache-dtype": "fp8_e4m3",
             "--config": CONFIG,
         },
         [
             "--nsa-prefill-backend",
             "--cuda-graph-max-bs",
             "--attention-backend",
-            "--kv-cache-dtype",
             "--api-key",
         ],
     ),
@@ -278,7 +279,8 @@ def test_argv_table(profile, version, gpus, present, absent):
 
 
 def test_reference_argv_in_full():
-    assert argv_for("glm-5-nvfp4", "0.5.23", 8) == [
+    # The reference deployment: 8x RTX PRO 6000 (sm_120), the newest release read.
+    assert argv_for("glm-5-nvfp4", "0.5.23", 8, arch="sm_120") == [
         "--model-path",
         "nvidia/GLM-5-NVFP4",
         "--served-model-name",
@@ -289,9 +291,11 @@ def test_reference_argv_in_full():
         "modelopt_fp4",
         "--trust-remote-code",
         "--dsa-prefill-backend",
-        "trtllm",
+        "flashinfer_sparse_mla",
         "--dsa-decode-backend",
-        "trtllm",
+        "flashinfer_sparse_mla",
+        "--kv-cache-dtype",
+        "fp8_e4m3",
         "--mem-fraction-static",
         "0.92",
         "--chunked-prefill-size",
@@ -389,7 +393,9 @@ def test_profile_older_than_its_minimum_release():
 
 def test_intent_the_release_lacks_is_an_error_naming_flags_and_release():
     # Without the profile's minimum, the flag table itself refuses sparse backends on 0.5.8.
-    profile = merge_overrides(load_profile("glm-5-nvfp4"), {"min_sglang_version": None})
+    profile = merge_overrides(
+        load_profile("glm-5-nvfp4").for_arch("sm_100"), {"min_sglang_version": None}
+    )
     with pytest.raises(FlagVersionError) as error:
         server_args(profile, "0.5.8", 8, "127.0.0.1", 30000, CONFIG)
     message = str(error.value)
@@ -510,7 +516,7 @@ def test_unit_shape():
         "WantedBy=multi-user.target",
     ]:
         assert line in lines, line
-    argv = argv_for("glm-5-nvfp4", "0.5.23", 8)
+    argv = argv_for("glm-5-nvfp4", "0.5.23", 8, arch="sm_120")
     assert unit_argv(unit) == [f"{VENV}/bin/python", "-m", "sglang.launch_server", *argv]
     assert (
         "ExecStart=/opt/sglang/venv/bin/python -m sglang.launch_server \\\n    --model-path "
@@ -723,8 +729,10 @@ def test_render_command_prints_the_three_files_masked(capsys):
         "# ==> /etc/sglang/sglang.yaml (mode 600) <==",
     ]:
         assert header in out
-    assert "--dsa-prefill-backend trtllm" in out and "--cuda-graph-max-bs-decode 64" in out
-    assert "NCCL_P2P_LEVEL=PHB" in out
+    assert "--dsa-prefill-backend flashinfer_sparse_mla" in out
+    assert "--kv-cache-dtype fp8_e4m3" in out and "--cuda-graph-max-bs-decode 64" in out
+    assert "trtllm" not in out
+    assert "NCCL_P2P_LEVEL=PHB" in out  # no topology given: the data's default
     assert "HF_TOKEN=********" in out and 'api-key: "********"' in out
     assert "(set)" not in out
 
@@ -785,6 +793,38 @@ def test_render_command_version_error(capsys):
     )
     assert code == 1
     assert "needs SGLang 0.5.9 or later" in capsys.readouterr().err
+
+
+PUBLIC_TOPO = Path(__file__).resolve().parents[1] / "fixtures" / "gpu" / "public"
+RENDER_SM120 = ["render", "--profile", "glm-5-nvfp4", "--gpus", "8", "--arch", "sm_120"]
+
+
+@pytest.mark.parametrize(
+    ("topo", "level"),
+    [
+        ("topo_8x_rtxpro6000_server_asus_pix_node_sys_ansi.txt", "SYS"),  # two sockets
+        ("topo_8x_rtxpro6000_wrx90_3switch_pix_pxb_node_trimmed.txt", "PHB"),  # one socket
+    ],
+)
+def test_render_command_reads_the_nccl_level_from_a_posted_topology(capsys, topo, level):
+    args = [*RENDER_SM120, "--sglang-version", "0.5.23", "--topo", str(PUBLIC_TOPO / topo)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert f"NCCL_P2P_LEVEL={level}\n" in out and "PCIe only: yes" in out
+
+
+def test_render_command_refuses_a_topology_file_without_a_matrix(capsys, tmp_path):
+    empty = tmp_path / "topo.txt"
+    empty.write_text("nvidia-smi: command not found\n")
+    assert main([*RENDER_SM120, "--sglang-version", "0.5.23", "--topo", str(empty)]) == 1
+    assert f"--topo {empty}: no GPU rows" in capsys.readouterr().err
+
+
+def test_render_command_refuses_glm5_sparse_on_sm120_before_0_5_17(capsys):
+    assert main([*RENDER_SM120, "--sglang-version", "0.5.16"]) == 1
+    err = capsys.readouterr().err
+    assert "on sm_120 GPUs needs SGLang 0.5.17 or later" in err
+    assert "or use profile glm-5-nvfp4-dense" in err
 
 
 def test_render_command_memory_host_port_and_user_profiles(tmp_path, capsys):

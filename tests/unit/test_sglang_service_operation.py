@@ -10,10 +10,10 @@ import pytest
 from pyinfra.api.exceptions import OperationError
 from pyinfra.facts.systemd import SystemdStatus
 
-from checks.facts import FileDigests, HttpStatus, NvidiaGpus
+from checks.facts import FileDigests, HttpStatus, NvidiaGpus, NvidiaTopology
 from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.parsers.nvidia_smi import GPU_QUERY_FIELDS
-from pyinfra_sglang.render import NodePosition
+from pyinfra_sglang.render import GpuFitError, NodePosition, RenderError
 from pyinfra_sglang.service_files import read_secrets, service_files
 from roles.sglang_service import sglang_service
 from tests.unit.captures import captured_lines
@@ -22,13 +22,26 @@ from tests.unit.ophelper import OP_CASE_FIELDS, op_case, run_operation
 QUERY = f"nvidia-smi --query-gpu={GPU_QUERY_FIELDS} --format=csv"
 H200X2 = NvidiaGpus().process(captured_lines("h200x2-nvlink-vm", QUERY))
 RTX_X8 = NvidiaGpus().process(captured_lines("rtxpro6000x8-pcie-from-smiq", QUERY))
+# topo -m of the same machines: NV18 between the H200s; PIX, NODE and SYS on the dual-socket
+# RTX PRO 6000 box (ASUS ESC8000A-E13P, tests/fixtures/gpu/public).
+TOPO_H200X2 = NvidiaTopology().process(captured_lines("h200x2-nvlink-vm", "nvidia-smi topo -m"))
+TOPO_RTX_X8 = NvidiaTopology().process(
+    captured_lines("rtxpro6000x8-pcie-from-smiq", "nvidia-smi topo -m")
+)
+PUBLIC = Path(__file__).resolve().parents[1] / "fixtures" / "gpu" / "public"
 
 
-def render_for(gpus, config: HostConfig, node: NodePosition | None = None):
+def public_topology(name: str) -> dict:
+    """A posted topo -m without its source line (tests/fixtures/gpu/public/README.md)."""
+    lines = (PUBLIC / name).read_text().splitlines()
+    return NvidiaTopology().process([line for line in lines if not line.startswith("# source")])
+
+
+def render_for(gpus, config: HostConfig, node: NodePosition | None = None, topology=None):
     if node is None:
         node = NodePosition()
     secrets = read_secrets(config, "gpu-host")
-    return service_files(config, "gpu-host", gpus, node, secrets)
+    return service_files(config, "gpu-host", gpus, node, secrets, topology)
 
 
 def unit_of(service):
@@ -53,13 +66,87 @@ def test_tp_follows_the_gpus_found_and_secrets_stay_out_of_the_unit(tmp_path: Pa
     assert service.health_url == "http://127.0.0.1:30000/health"
 
 
+def env_of(service) -> dict[str, str]:
+    text = next(f for f in service.files if f.path.endswith("sglang.env")).content
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line and line[0] != "#")
+
+
 def test_eight_pcie_blackwell_gpus_serve_glm5_at_tp8_with_nccl_hints():
     config = HostConfig(sglang_model_profile="glm-5-nvfp4", sglang_version="0.5.23")
-    service = render_for(RTX_X8, config)
+    service = render_for(RTX_X8, config, topology=TOPO_RTX_X8)
     unit = unit_of(service)
-    assert "--tp-size 8" in unit and "--dsa-prefill-backend trtllm" in unit
-    env = next(f for f in service.files if f.path.endswith("sglang.env")).content
-    assert "NCCL_P2P_LEVEL=PHB" in env and "NCCL_IB_DISABLE=1" in env
+    assert "--tp-size 8" in unit and "--dsa-prefill-backend flashinfer_sparse_mla" in unit
+    assert "--kv-cache-dtype fp8_e4m3" in unit and "trtllm" not in unit
+    env = env_of(service)
+    # The box is dual-socket: GPU pairs across sockets are SYS, so P2P must reach SYS.
+    assert (env["NCCL_P2P_LEVEL"], env["NCCL_IB_DISABLE"]) == ("SYS", "1")
+
+
+@pytest.mark.parametrize(
+    ("topology", "level"),
+    [
+        ("topo_8x_rtxpro6000_wrx90_2switch_pix_node_trimmed.txt", "PHB"),
+        ("topo_8x_rtxpro6000_wrx90_3switch_pix_pxb_node_trimmed.txt", "PHB"),
+        ("topo_8x_rtxpro6000_server_asus_pix_node_sys_ansi.txt", "SYS"),
+    ],
+)
+def test_nccl_p2p_level_follows_the_widest_path_of_posted_topologies(topology, level):
+    # One socket (PIX, PXB, NODE: one NUMA node) -> PHB; two sockets (SYS) -> SYS.
+    config = HostConfig(sglang_model_profile="glm-5-nvfp4-dense")
+    service = render_for(RTX_X8, config, topology=public_topology(topology))
+    assert env_of(service)["NCCL_P2P_LEVEL"] == level
+
+
+def test_a_host_overrides_the_nccl_hints_and_adds_its_own_variables():
+    config = HostConfig(
+        sglang_model_profile="glm-5-nvfp4-dense",
+        sglang_env={"NCCL_P2P_LEVEL": "PHB", "NCCL_DEBUG": "WARN"},
+    )
+    env = env_of(render_for(RTX_X8, config, topology=TOPO_RTX_X8))
+    assert (env["NCCL_P2P_LEVEL"], env["NCCL_DEBUG"]) == ("PHB", "WARN")
+    # The dense profile's own sm_120 variable is there too.
+    assert env["SGLANG_ENABLE_JIT_DEEPGEMM"] == "0"
+
+
+def test_a_host_cannot_set_what_the_renderer_sets():
+    config = HostConfig(sglang_model_profile="dense-bf16", sglang_env={"HF_HUB_OFFLINE": "0"})
+    with pytest.raises(RenderError, match="HF_HUB_OFFLINE are set by pyinfra-sglang") as error:
+        render_for(H200X2, config, topology=TOPO_H200X2)
+    assert error.value.field == "sglang_env"
+
+
+def test_nvlinked_gpus_get_no_pcie_hints_from_their_topology():
+    env = env_of(
+        render_for(H200X2, HostConfig(sglang_model_profile="dense-bf16"), None, TOPO_H200X2)
+    )
+    assert not [name for name in env if name.startswith("NCCL_")]
+
+
+def test_glm5_sparse_on_sm120_before_0_5_17_is_refused_naming_the_dense_profile():
+    config = HostConfig(sglang_model_profile="glm-5-nvfp4", sglang_version="0.5.16")
+    with pytest.raises(Exception, match="needs SGLang 0.5.17 or later") as error:
+        render_for(RTX_X8, config, topology=TOPO_RTX_X8)
+    assert "use profile glm-5-nvfp4-dense" in str(error.value)
+    # The dense profile runs there on that release.
+    dense = HostConfig(sglang_model_profile="glm-5-nvfp4-dense", sglang_version="0.5.16")
+    assert "--attention-backend flashinfer" in unit_of(render_for(RTX_X8, dense, None, TOPO_RTX_X8))
+
+
+def test_a_backend_the_kernels_reject_is_refused_even_when_the_inventory_asks():
+    # The write-up's trtllm on SM120: FlashInfer's trtllm-gen runner takes SM100/103/107 only.
+    config = HostConfig(
+        sglang_model_profile="glm-5-nvfp4",
+        sglang_profile_overrides={
+            "sparse_attention_prefill_backend": "trtllm",
+            "sparse_attention_decode_backend": "trtllm",
+        },
+    )
+    with pytest.raises(GpuFitError) as error:
+        render_for(RTX_X8, config, topology=TOPO_RTX_X8)
+    message = str(error.value)
+    assert "cannot run on sm_120 GPUs with SGLang 0.5.23" in message
+    assert "sparse_attention_decode_backend 'trtllm' has no kernels for sm_120" in message
+    assert "fmhaRunner.cuh" in message and "glm-5-nvfp4-dense" in message
 
 
 def test_two_gpus_cannot_hold_glm5():
@@ -79,12 +166,14 @@ def digests_of(service):
 
 DENSE = HostConfig(sglang_model_profile="dense-bf16")
 H200X8 = [dict(g, name="NVIDIA H200") for g in (H200X2 * 4)]
-ON_HOST = digests_of(render_for(H200X2, DENSE))  # the host has the files for its 2 H200s
+ON_HOST = digests_of(
+    render_for(H200X2, DENSE, topology=TOPO_H200X2)
+)  # the host has the files for its 2 H200s
 
 
 def apply_with_rollback(gpus, keep_previous: bool) -> str:
     """The guarded apply of the files rendered for ``gpus``, in its string form."""
-    service = render_for(gpus, DENSE)
+    service = render_for(gpus, DENSE, topology=TOPO_H200X2 if gpus is H200X2 else {})
     return (
         f"FunctionCommand(_apply_with_rollback, ({service!r},), "
         f"{{'keep_previous': {keep_previous}}})"
@@ -99,6 +188,7 @@ def apply_with_rollback(gpus, keep_previous: bool) -> str:
             "same-files-running-and-healthy-is-a-noop",
             {
                 NvidiaGpus: H200X2,
+                NvidiaTopology: TOPO_H200X2,
                 FileDigests: ON_HOST,
                 SystemdStatus: {"sglang.service": True},
                 HttpStatus: 200,
@@ -113,6 +203,7 @@ def apply_with_rollback(gpus, keep_previous: bool) -> str:
             "same-files-running-but-unhealthy-is-restarted-under-the-wait",
             {
                 NvidiaGpus: H200X2,
+                NvidiaTopology: TOPO_H200X2,
                 FileDigests: ON_HOST,
                 SystemdStatus: {"sglang.service": True},
                 HttpStatus: 503,
@@ -124,7 +215,12 @@ def apply_with_rollback(gpus, keep_previous: bool) -> str:
         op_case(
             sglang_service,
             "gpu-upgrade-is-one-guarded-apply-keeping-the-old-files",
-            {NvidiaGpus: H200X8, FileDigests: ON_HOST, SystemdStatus: {"sglang.service": True}},
+            {
+                NvidiaGpus: H200X8,
+                NvidiaTopology: {},  # no 8x H200 capture: the spec table says NVLink
+                FileDigests: ON_HOST,
+                SystemdStatus: {"sglang.service": True},
+            },
             {"config": DENSE},
             commands=[apply_with_rollback(H200X8, keep_previous=True)],
         ),
@@ -132,7 +228,12 @@ def apply_with_rollback(gpus, keep_previous: bool) -> str:
         op_case(
             sglang_service,
             "same-files-but-stopped-is-applied-keeping-nothing",
-            {NvidiaGpus: H200X2, FileDigests: ON_HOST, SystemdStatus: {"sglang.service": False}},
+            {
+                NvidiaGpus: H200X2,
+                NvidiaTopology: TOPO_H200X2,
+                FileDigests: ON_HOST,
+                SystemdStatus: {"sglang.service": False},
+            },
             {"config": DENSE},
             commands=[apply_with_rollback(H200X2, keep_previous=False)],
         ),

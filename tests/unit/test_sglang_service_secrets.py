@@ -20,7 +20,7 @@ from pyinfra.facts.server import Command
 from pyinfra.facts.systemd import SystemdStatus
 
 import roles.sglang_service as role
-from checks.facts import FileDigests, NvidiaGpus
+from checks.facts import FileDigests, NvidiaGpus, NvidiaTopology
 from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.parsers.nvidia_smi import GPU_QUERY_FIELDS
 from pyinfra_sglang.render import RenderedFile
@@ -286,7 +286,12 @@ def test_the_apply_command_string_holds_no_secret(tmp_path):
         sglang_api_key_file=tmp_path / "api-key",
         hf_token_file=tmp_path / "hf-token",
     )
-    facts = {NvidiaGpus: H200X2, FileDigests: {}, SystemdStatus: {"sglang.service": True}}
+    facts = {
+        NvidiaGpus: H200X2,
+        NvidiaTopology: {},
+        FileDigests: {},
+        SystemdStatus: {"sglang.service": True},
+    }
     [command], _ = run_operation(role.sglang_service, facts, config=config)
     assert command.startswith("FunctionCommand(_apply_with_rollback, (ServiceFiles(")
     assert "/etc/sglang/sglang.yaml" in command and "/etc/sglang/sglang.env" in command
