@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -271,6 +272,75 @@ def test_sigterm_during_warm_up_and_sigint_stop_cleanly(launch):
     ready.wait_status("/health")
     assert ready.record["hf_token_set"] is False
     assert ready.stop(signal.SIGINT) == 0
+
+
+def stream_in_thread(port: int, tokens: int) -> dict:
+    """A streamed chat of exactly ``tokens`` tokens, run in a thread: {"response"} when it
+    completed, {"error"} when it was cut."""
+    outcome: dict = {}
+
+    def run():
+        try:
+            outcome["response"] = chat(
+                port, stream=True, max_tokens=tokens, ignore_eos=True, messages=FRANCE
+            )
+        except (http.client.HTTPException, OSError) as error:
+            outcome["error"] = error
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    outcome["thread"] = thread
+    return outcome
+
+
+def wait_for(condition, what: str) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_sigterm_to_the_http_process_drains_the_requests_in_flight(launch):
+    # KillMode=mixed: systemd signals the main (HTTP) process only.
+    proc = server(launch, "--tp-size", "2", env={"SGLANG_STANDIN_TOKEN_DELAY_S": "0.02"})
+    proc.wait_status("/health")
+    schedulers = proc.record["scheduler_pids"]
+    assert len(schedulers) == 2 and all(pid_alive(pid) for pid in schedulers)
+    outcome = stream_in_thread(proc.port, 100)  # ~2 s of tokens
+    time.sleep(0.5)
+    proc.popen.send_signal(signal.SIGTERM)
+    wait_for(lambda: proc.record["state"] == "draining", "never drained")
+    assert not port_open(proc.port)  # no new connection while the old ones finish
+    assert proc.wait_exit() == 0
+    outcome["thread"].join(TIMEOUT)
+    events = outcome["response"].events()
+    assert events[-1] == "[DONE]"
+    deltas = [e["choices"][0]["delta"] for e in events[:-1] if e["choices"]]
+    assert sum(1 for delta in deltas if "content" in delta) == 100
+    assert "draining 1 request(s) in flight" in proc.stdout
+    assert not any(pid_alive(pid) for pid in schedulers)
+
+
+def test_sigterm_to_every_process_cuts_the_requests_in_flight(launch):
+    # KillMode=control-group: the schedulers get SIGTERM too, have no handler, and die.
+    proc = server(launch, "--tp-size", "2", env={"SGLANG_STANDIN_TOKEN_DELAY_S": "0.02"})
+    proc.wait_status("/health")
+    outcome = stream_in_thread(proc.port, 100)
+    time.sleep(0.5)
+    for pid in [proc.popen.pid, *proc.record["scheduler_pids"]]:
+        os.kill(pid, signal.SIGTERM)
+    assert proc.wait_exit() == 0
+    outcome["thread"].join(TIMEOUT)
+    assert "error" in outcome, "the stream completed although its scheduler died"
+    assert "aborted: the scheduler process exited mid-request" in proc.stderr
 
 
 def test_broken_model_fails_after_a_second_without_serving(launch):
@@ -665,6 +735,44 @@ def metrics_on_loopback() -> list[str]:
 def workers_with_key(launch, tmp_path, key: str, count: int = 2) -> list:
     config = write_config(tmp_path / "workers.yaml", key)
     return [server(launch, "--config", str(config)) for _ in range(count)]
+
+
+def test_router_retries_a_warming_or_stopped_worker_on_the_next_one(launch, tmp_path):
+    # As sgl-router's RetryExecutor: a 503 (a server still warming up) or a refused
+    # connection (a server stopped) is tried again on the next worker.
+    ready = server(launch)
+    warming = server(launch, env={"SGLANG_STANDIN_WARMUP_S": "60"})
+    stopped_port = free_port()
+    urls = [f"http://127.0.0.1:{p}" for p in (warming.port, stopped_port, ready.port)]
+    router = launch(
+        "sglang_router.launch_router",
+        "--worker-urls",
+        *urls,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(free_port()),
+        *metrics_on_loopback(),
+    )
+    ready.wait_status("/health")
+    warming.wait_port()
+    router.wait_status("/readiness")
+    assert chat(warming.port).status == 503
+    assert [chat(router.port).status for _ in range(6)] == [200] * 6
+    # Without retries the warming and the stopped worker's turns fail.
+    single = launch(
+        "sglang_router.launch_router",
+        "--worker-urls",
+        *urls,
+        "--disable-retries",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(free_port()),
+        *metrics_on_loopback(),
+    )
+    single.wait_status("/readiness")
+    assert sorted(chat(single.port).status for _ in range(3)) == [200, 503, 503]
 
 
 def test_router_in_front_of_two_servers(launch, tmp_path):

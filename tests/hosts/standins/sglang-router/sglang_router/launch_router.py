@@ -2,11 +2,15 @@
 
 A ThreadingHTTPServer, standard library only, in front of SGLang servers (--worker-urls):
 requests other than its own endpoints go to the workers in turn (round robin whatever
---policy says; a worker that refuses the connection is skipped), streamed answers relayed
-line by line. Its own endpoints: GET /health and /readiness (200 when at least one worker's
-/health answers 200, else 503), /liveness (200), /workers (each worker, healthy or not).
-SIGTERM or SIGINT stop it (exit 0). It records its pid and argv to
-$SGLANG_STANDIN_RUN_DIR/router-<port>.json (default folder /run/sglang-standin).
+--policy says), streamed answers relayed line by line. Retries as the real router's
+RetryExecutor (sgl-router/src/core/retry.rs; defaults from sglang-router 0.3.2's
+router_args.py): a refused connection or an answer of 408, 429, 500, 502, 503 or 504 is tried
+again on the next worker, after 50 ms x 1.5^n (capped at 30 s), at most
+--retry-max-retries attempts in all (5); the last answer is passed on. Its own endpoints:
+GET /health and /readiness (200 when at least one worker's /health answers 200, else 503),
+/liveness (200), /workers (each worker, healthy or not). SIGTERM or SIGINT stop it (exit 0).
+It records its pid and argv to $SGLANG_STANDIN_RUN_DIR/router-<port>.json (default folder
+/run/sglang-standin).
 
 As the real router (sglang-router 0.3.2, sglang_router/router_args.py and the auth middleware
 of sgl-project/sglang #10826):
@@ -79,9 +83,18 @@ def build_parser() -> argparse.ArgumentParser:
     add("--eviction-interval-secs", type=int, default=120)
     add("--max-tree-size", type=int, default=2**26)
     add("--max-payload-size", type=int, default=512 * 1024 * 1024)
+    add("--retry-max-retries", type=int, default=5)
+    add("--retry-initial-backoff-ms", type=int, default=50)
+    add("--retry-max-backoff-ms", type=int, default=30_000)
+    add("--retry-backoff-multiplier", type=float, default=1.5)
+    add("--disable-retries", action="store_true")
     add("--prometheus-host", default="0.0.0.0")
     add("--prometheus-port", type=int, default=29000)
     return parser
+
+
+# The statuses sgl-router retries (sgl-router/src/core/retry.rs, execute_response_with_retry).
+RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 
 
 def mask_argv(argv: list[str]) -> list[str]:
@@ -233,20 +246,32 @@ class Handler(BaseHTTPRequestHandler):
         if router.args.api_key:
             # Workers given on the command line inherit the router's key.
             headers["Authorization"] = f"Bearer {router.args.api_key}"
-        for worker in router.in_turn():
+        args = router.args
+        attempts = 1 if args.disable_retries else max(1, args.retry_max_retries)
+        for attempt in range(attempts):
+            if attempt:
+                delay_ms = args.retry_initial_backoff_ms * args.retry_backoff_multiplier ** (
+                    attempt - 1
+                )
+                time.sleep(min(delay_ms, args.retry_max_backoff_ms) / 1000)
+            worker = router.in_turn()[0]
             conn = worker.connection(5.0)  # to connect; the answer may take much longer
             try:
                 conn.connect()
-                conn.sock.settimeout(float(router.args.request_timeout_secs))
+                conn.sock.settimeout(float(args.request_timeout_secs))
                 conn.request(
                     self.command, worker.prefix + self.path, body=body or None, headers=headers
                 )
                 response = conn.getresponse()
             except (OSError, http.client.HTTPException):
                 conn.close()
-                continue  # refused or dropped: the next worker's turn
+                continue  # refused or dropped: retried
             worker.requests_total += 1
             router.requests_total += 1
+            if response.status in RETRYABLE_STATUSES and attempt + 1 < attempts:
+                response.read()
+                conn.close()
+                continue
             try:
                 self.relay(response)
             finally:

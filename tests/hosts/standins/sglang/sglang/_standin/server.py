@@ -1,7 +1,11 @@
 """The stand-in SGLang server: SGLang's HTTP surface on a ThreadingHTTPServer, no model.
 
 Lifecycle, as SGLang's: start, warm up (/health answers 503), then "The server is fired up
-and ready to roll!" and /health answers 200; SIGTERM or SIGINT stop it cleanly (exit 0).
+and ready to roll!" and /health answers 200. Processes, as SGLang's: this HTTP (main) process
+and one scheduler child per tensor-parallel rank (``scheduler.py``), which generates the
+tokens and has no SIGTERM handler. SIGTERM or SIGINT to the main process drain it: it stops
+accepting connections, finishes the requests in flight, then tells the schedulers to exit
+and exits 0. A scheduler killed under a request cuts that request's stream short.
 Model paths starting ``broken/`` fail to load (exit 1, port never opened); ``hang/`` opens
 the port and never gets ready; ``wrong/`` answers France's capital wrongly (Lyon);
 ``garbage/`` answers 64 "!" tokens, as a model whose numbers went bad (NaN logits). On a
@@ -26,6 +30,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -95,10 +100,66 @@ class Record:
                 log(f"WARNING sglang stand-in: cannot write {self.path}: {error}", sys.stderr)
 
 
+class SchedulerGone(Exception):
+    """The scheduler process died under a request."""
+
+
+class Schedulers:
+    """The scheduler children, one per tensor-parallel rank; rank 0 generates the tokens."""
+
+    def __init__(self, tp_size: int):
+        self.name = f"sglang-standin-scheduler-{os.getpid()}"
+        self.processes = [
+            subprocess.Popen(
+                [sys.executable, "-m", "sglang._standin.scheduler", self.name, str(rank)],
+                stdin=subprocess.PIPE,
+            )
+            for rank in range(max(1, tp_size))
+        ]
+
+    def up(self) -> bool:
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                probe.connect("\0" + self.name)
+            return True
+        except OSError:
+            return False
+
+    def tokens(self, count: int, delay: float):
+        """Yields once per token as rank 0 generates it; SchedulerGone when it dies first."""
+        try:
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            conn.connect("\0" + self.name)
+            conn.sendall(f"{count} {delay}\n".encode())
+        except OSError as error:
+            raise SchedulerGone(str(error)) from None
+        with conn:
+            for _ in range(count):
+                try:
+                    got = conn.recv(1)
+                except OSError:
+                    got = b""
+                if not got:
+                    raise SchedulerGone("the scheduler process exited mid-request")
+                yield
+
+    def stop(self) -> None:
+        """Tell every scheduler to exit (close its pipe), and wait for it."""
+        for process in self.processes:
+            if process.stdin:
+                process.stdin.close()
+        for process in self.processes:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
 class State:
     def __init__(self, parsed: cli.Parsed):
         args = parsed.args
         self.args = args
+        self.schedulers: Schedulers | None = None
         self.api_key = args.api_key
         self.model_name = args.served_model_name or args.model_path
         self.token_delay = env_seconds("SGLANG_STANDIN_TOKEN_DELAY_S", 0.005)
@@ -119,6 +180,10 @@ class State:
         # the KV cache holds --max-total-tokens (token_usage = tokens of running requests).
         self.running_slots = threading.BoundedSemaphore(args.max_running_requests or 1024)
         self.max_total_tokens = args.max_total_tokens or 500_000
+
+    def in_flight(self) -> int:
+        with self.lock:
+            return self.counters["num_running_reqs"] + self.counters["num_queue_reqs"]
 
     def count(self, **deltas: int) -> None:
         with self.lock:
@@ -276,7 +341,11 @@ class Handler(BaseHTTPRequestHandler):
                     options = request.get("stream_options") or {}
                     self.stream(completion, bool(options.get("include_usage")))
                 else:
-                    time.sleep(self.state.token_delay * completion.completion_tokens)
+                    try:
+                        for _ in self.generated(completion.completion_tokens):
+                            pass
+                    except SchedulerGone as error:
+                        return self.send_error_json(500, f"scheduler died: {error}")
                     self.send_json(200, completion.response())
             finally:
                 self.state.count(
@@ -291,10 +360,11 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
+        generated = self.generated(completion.completion_tokens)
         try:
             for chunk in completion.stream(include_usage):
                 if chunk is None:
-                    time.sleep(self.state.token_delay)
+                    next(generated)
                 else:
                     self.write_chunk(f"data: {json.dumps(chunk)}\n\n".encode())
             self.write_chunk(b"data: [DONE]\n\n")
@@ -302,6 +372,14 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client went away mid-stream
+        except SchedulerGone as error:
+            # The stream ends without its last chunk: the client sees a cut response.
+            log(f"ERROR request {completion.id} aborted: {error}", sys.stderr)
+            self.close_connection = True
+
+    def generated(self, count: int):
+        """One step per token, at the server's pace, from the rank-0 scheduler process."""
+        return self.state.schedulers.tokens(count, self.state.token_delay)
 
     def write_chunk(self, data: bytes) -> None:
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
@@ -537,6 +615,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         record.update(state="failed", exit_code=1, stopped_at=time.time())
         return 1
+    state.schedulers = Schedulers(args.tp_size or 1)
+    record.update(scheduler_pids=[p.pid for p in state.schedulers.processes])
     threading.Thread(
         target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="http", daemon=True
     ).start()
@@ -555,6 +635,8 @@ def main(argv: list[str] | None = None) -> int:
         held = ready_file is not None and not os.path.exists(ready_file)
         if hang or held or time.time() < deadline or len(state.peers) < args.nnodes - 1:
             continue
+        if not state.schedulers.up():
+            continue
         # The line first: whoever sees /health answer 200 finds it in the log already.
         log(READY_LINE)
         record.update(state="ready", ready_at=time.time(), peers_joined=sorted(state.peers))
@@ -562,9 +644,16 @@ def main(argv: list[str] | None = None) -> int:
         break
     state.stop.wait()
 
-    log("Received a stop signal; shutting down")
+    # As SGLang's HTTP server: no new connections, the requests in flight finish, then the
+    # schedulers are told to exit.
     server.shutdown()
     server.server_close()
+    log(f"Received a stop signal; draining {state.in_flight()} request(s) in flight")
+    record.update(state="draining")
+    while state.in_flight():
+        time.sleep(0.05)
+    log("Drained; stopping the scheduler processes")
+    state.schedulers.stop()
     if listener is not None:
         listener.close()
     record.update(state="stopped", exit_code=0, stopped_at=time.time())
