@@ -407,6 +407,16 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("a list of http(s) URLs of SGLang servers"),
     )
+    sglang_rolling_batch: int = Field(
+        1,
+        ge=1,
+        description=(
+            "How many servers behind one router a deploy restarts at once: each waits for "
+            "health before the next starts, the others keep serving. Servers behind no "
+            "router restart together."
+        ),
+        json_schema_extra=_allowed("a whole number, 1 or more"),
+    )
     sglang_router_host: IPv4Address | IPv6Address | None = Field(
         None,
         description=(
@@ -783,6 +793,28 @@ def multinode_member_addresses(config: HostConfig, host: Host) -> list[str]:
     if not config.sglang_multinode_group:
         return []
     return [member_address(m) for m in host.inventory.get_group(config.sglang_multinode_group)]
+
+
+def _url_names(host: Host, config: HostConfig) -> set[str]:
+    """The names a router's worker URL may give this host by."""
+    names = {host.name, member_address(host), str(config.sglang_host)}
+    return {name.strip("[]").lower() for name in names}
+
+
+def rolling_group(host: Host) -> str | None:
+    """The router this host's server stands behind (its worker URLs name the host and its
+    port), as "router <name>": a deploy restarts that router's servers a batch at a time.
+    None behind no router, or in a multi-node group (its members restart together)."""
+    configs = {h.name: host_config(h) for h in host.inventory}
+    config = configs[host.name]
+    if config.sglang_multinode_group:
+        return None
+    names = _url_names(host, config)
+    for router in host.inventory:
+        for url in configs[router.name].sglang_router_worker_urls:
+            if url.port == config.sglang_port and (url.host or "").strip("[]").lower() in names:
+                return f"router {router.name}"
+    return None
 
 
 def node_position_in(config: HostConfig, host: Host):

@@ -82,6 +82,9 @@ class ServiceFiles:
     start_timeout_s: int
     router_health_url: str | None = None  # the router in front of replicas, when configured
     stale: tuple[str, ...] = ()  # files of units no longer configured (a removed router)
+    # Servers behind one router restart `rolling_batch` at a time (roles/sglang_service.py).
+    rolling_group: str | None = None
+    rolling_batch: int = 1
 
 
 def service_file_path(kind: str) -> str:

@@ -25,9 +25,13 @@ import hashlib
 import posixpath
 import shlex
 import time
-from dataclasses import fields
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from weakref import WeakKeyDictionary
 
+from gevent.lock import BoundedSemaphore
 from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, deploy, operation
 from pyinfra.api.exceptions import OperationError, PyinfraError
@@ -37,9 +41,9 @@ from pyinfra.facts.systemd import SystemdStatus
 from checks.facts import FileDigests, HttpStatus, NvidiaGpus, NvidiaTopology
 from checks.host_context import host_position, run_on_host
 from pyinfra_sglang import data
-from pyinfra_sglang.inventory import HostConfig, host_config
+from pyinfra_sglang.inventory import HostConfig, host_config, rolling_group
 from pyinfra_sglang.redact import redact
-from pyinfra_sglang.render import RenderedFile
+from pyinfra_sglang.render import RenderedFile, router_env_path
 from pyinfra_sglang.service_files import (
     ROUTER_UNIT_PATH,
     ServiceFiles,
@@ -92,7 +96,11 @@ def host_service_files(config: HostConfig, gpus: list[dict] | None = None) -> Se
     secrets = read_secrets(config, host.name)
     # The topology tells NVLink from PCIe and the widest PCIe path (NCCL_P2P_LEVEL).
     topology = host.get_fact(NvidiaTopology) if len(gpus) > 1 else None
-    return service_files(config, host.name, gpus, host_position(config, host), secrets, topology)
+    node = host_position(config, host)
+    service = service_files(config, host.name, gpus, node, secrets, topology)
+    return replace(
+        service, rolling_group=rolling_group(host), rolling_batch=config.sglang_rolling_batch
+    )
 
 
 def _known_secrets(host_) -> list[str]:
@@ -237,8 +245,62 @@ def _install(host_, files: tuple[RenderedFile, ...]) -> None:
         raise
 
 
-def _apply_with_rollback(state, host, service: ServiceFiles, keep_previous: bool) -> None:
+# Servers behind one router take turns (sglang_rolling_batch at a time): pyinfra runs an
+# operation on every host at once, each in its own greenlet, so one semaphore per router and
+# run is what turns "all at once" into a rolling change. Not a scheduler: pyinfra still runs
+# the hosts; a turn only waits for a slot.
+
+
+@dataclass
+class _Rollout:
+    """One router's rolling change in one run: the free turns, and who failed first."""
+
+    slot: BoundedSemaphore
+    failed: str | None = None
+
+
+_ROLLOUTS: WeakKeyDictionary = WeakKeyDictionary()  # pyinfra State -> {router: _Rollout}
+
+
+@contextmanager
+def _rolling_turn(state, host_, service: ServiceFiles):
+    """This host's turn in its router's rolling change (at once when behind no router). After
+    a host of the group failed, the hosts still waiting keep their running version."""
+    if service.rolling_group is None:
+        yield
+        return
+    rollouts = _ROLLOUTS.setdefault(state, {})
+    rollout = rollouts.setdefault(
+        service.rolling_group, _Rollout(BoundedSemaphore(service.rolling_batch))
+    )
+    with rollout.slot:
+        if rollout.failed:
+            raise OperationError(
+                f"not changed: the rolling change of the servers behind {service.rolling_group} "
+                f"failed on {rollout.failed} first; this host keeps serving its running version"
+            )
+        logger.info(
+            f"{host_.print_prefix}{service.unit_name}: its turn behind "
+            f"{service.rolling_group} ({service.rolling_batch} at a time)"
+        )
+        try:
+            yield
+        except Exception:
+            rollout.failed = host_.name
+            raise
+
+
+def _apply_with_rollback(
+    state, host, service: ServiceFiles, keep_previous: bool, restart: tuple[str, ...] = ()
+) -> None:
     # pyinfra passes (state, host) to a FunctionCommand function that names them so.
+    with _rolling_turn(state, host, service):
+        _apply(host, service, keep_previous, restart)
+
+
+def _apply(host, service: ServiceFiles, keep_previous: bool, restart: tuple[str, ...]) -> None:
+    """Install the files, restart the units in ``restart`` (those whose files changed, or
+    that are down; all when empty) and wait for health; on failure put the kept files back."""
     q = shlex.quote
     unit = service.unit_name
     paths = [f.path for f in service.files]
@@ -257,11 +319,11 @@ def _apply_with_rollback(state, host, service: ServiceFiles, keep_previous: bool
         )
     _install(host, service.files)
     units = [Path(f.path).name for f in service.files if f.path.endswith(".service")]
-    unit_list = " ".join(q(name) for name in units)
+    unit_list = " ".join(q(name) for name in restart or units)
     run_on_host(
         host,
         # reset-failed: a unit its start limit stopped (a crash loop) would refuse the start.
-        f"systemctl daemon-reload && systemctl enable {unit_list} && "
+        f"systemctl daemon-reload && systemctl enable {' '.join(q(name) for name in units)} && "
         f"systemctl reset-failed {unit_list} 2>/dev/null; systemctl restart {unit_list}",
     )
     problem = _wait_healthy(host, unit, service.health_url, service.start_timeout_s)
@@ -331,7 +393,8 @@ def sglang_service(config: HostConfig):
     unchanged = all(current.get(f.path) == _digest(f.content) for f in service.files) and not any(
         current.get(path) for path in service.stale
     )
-    running = host.get_fact(SystemdStatus).get(service.unit_name, False)
+    units_active = host.get_fact(SystemdStatus)
+    running = units_active.get(service.unit_name, False)
     # Asked only when nothing else calls for an apply: unchanged files, a running unit.
     healthy = (
         unchanged
@@ -341,6 +404,14 @@ def sglang_service(config: HostConfig):
     if healthy:
         host.noop(f"{service.unit_name} runs the rendered configuration, healthy")
         return
+    restart = units_to_restart(
+        service,
+        current,
+        units_active,
+        lambda: (
+            service.health_url is None or host.get_fact(HttpStatus, url=service.health_url) == 200
+        ),
+    )
     if state.is_executing:
         logger.info(
             f"{host.print_prefix}{service.unit_name}: "
@@ -353,7 +424,31 @@ def sglang_service(config: HostConfig):
         )
     # The files' contents (secrets included) are left out of this command's string form
     # (RenderedFile.content has repr=False): pyinfra prints it with -vv and in its debug log.
-    yield FunctionCommand(_apply_with_rollback, (service,), {"keep_previous": running})
+    yield FunctionCommand(
+        _apply_with_rollback, (service,), {"keep_previous": running, "restart": restart}
+    )
+
+
+def units_to_restart(
+    service: ServiceFiles, current: dict, units_active: dict, server_healthy: Callable[[], bool]
+) -> tuple[str, ...]:
+    """The units an apply restarts: each whose files changed or that is not running, and the
+    server when it is not healthy (asked only of a running server with unchanged files). A
+    profile change leaves the router up, so the replicas behind it keep serving while they
+    take turns."""
+    by_unit: dict[str, list[RenderedFile]] = {}
+    for rendered in service.files:
+        router = rendered.path in (ROUTER_UNIT_PATH, router_env_path())
+        by_unit.setdefault(Path(ROUTER_UNIT_PATH).name if router else service.unit_name, []).append(
+            rendered
+        )
+    return tuple(
+        unit
+        for unit, files in by_unit.items()
+        if not units_active.get(unit, False)
+        or any(current.get(f.path) != _digest(f.content) for f in files)
+        or (unit == service.unit_name and not server_healthy())
+    )
 
 
 @deploy("SGLang service")

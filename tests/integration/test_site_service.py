@@ -3,8 +3,11 @@ SGLang server (tests/hosts/standins/sglang): health wait, secrets, GPU upgrade, 
 
 from __future__ import annotations
 
+import http.client
 import json
 import shlex
+import threading
+import time
 import urllib.request
 
 import pytest
@@ -162,7 +165,8 @@ def test_gpu_upgrade_2_to_8_rerenders_and_restarts_only_the_service(host_pool, h
         argv = record(host_pool, upgraded)["argv"]
         assert argv[argv.index("--tp-size") + 1] == "8"
         env = host_pool.run(upgraded, "cat /etc/sglang/sglang.env").stdout
-        assert "NCCL_P2P_LEVEL=PHB" in env  # eight PCIe GPUs, no NVLink
+        # Eight PCIe GPUs, no NVLink, on two sockets (the capture's topo -m has SYS pairs).
+        assert "NCCL_P2P_LEVEL=SYS" in env
         again = apply(inventory)
         assert again.changed() == [], again.describe()
     finally:
@@ -171,6 +175,151 @@ def test_gpu_upgrade_2_to_8_rerenders_and_restarts_only_the_service(host_pool, h
         assert back.returncode == 0, back.describe()
     argv = record(host_pool, upgraded)["argv"]
     assert argv[argv.index("--tp-size") + 1] == "2"
+
+
+def streamed_chat(address: str, tokens: int, outcome: dict) -> None:
+    """A streamed chat of exactly ``tokens`` tokens; outcome["deltas"] counts the content
+    deltas, outcome["done"] whether [DONE] came, outcome["error"] what cut it."""
+    body = json.dumps(
+        {
+            "model": "x",
+            "messages": [{"role": "user", "content": "France?"}],
+            "stream": True,
+            "max_tokens": tokens,
+            "ignore_eos": True,
+        }
+    )
+    conn = http.client.HTTPConnection(address, 30000, timeout=300)
+    outcome.update(deltas=0, done=False)
+    try:
+        conn.request(
+            "POST",
+            "/v1/chat/completions",
+            body,
+            {"Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"},
+        )
+        response = conn.getresponse()
+        outcome["status"] = response.status
+        for line in response:
+            data = line.decode().strip().removeprefix("data: ")
+            if data == "[DONE]":
+                outcome["done"] = True
+            elif data.startswith("{"):
+                choices = json.loads(data)["choices"]
+                outcome["deltas"] += bool(choices and "content" in choices[0]["delta"])
+    except (http.client.HTTPException, OSError) as error:
+        outcome["error"] = repr(error)
+    finally:
+        conn.close()
+
+
+def test_a_redeploy_drains_the_streamed_request_in_flight(host_pool, hosts, inventory):
+    """KillMode=mixed: a profile change restarts the server, whose HTTP process finishes the
+    request in flight (its schedulers alive until then) before the new one starts."""
+    host = hosts[0]
+    slow = (
+        "--limit",
+        host.address,
+        "--data",
+        'sglang_env={"SGLANG_STANDIN_TOKEN_DELAY_S": "0.05"}',
+    )
+    changed = ("--data", 'sglang_profile_overrides={"mem_fraction_static": 0.8}')
+    try:
+        first = apply(inventory, options=slow)
+        assert first.returncode == 0 and first.changed(host.address) == [SERVE_OP], first.describe()
+        old_pid = main_pid(host_pool, host)
+        outcome: dict = {}
+        stream = threading.Thread(target=streamed_chat, args=(host.address, 1200, outcome))
+        stream.start()  # ~60 s of tokens, longer than the re-deploy takes to reach the restart
+        result = apply(inventory, options=slow + changed)
+        stream.join(300)
+        assert result.returncode == 0 and result.changed(host.address) == [SERVE_OP], (
+            result.describe()
+        )
+        assert outcome.get("error") is None and outcome["status"] == 200, outcome
+        assert (outcome["deltas"], outcome["done"]) == (1200, True), outcome
+        assert main_pid(host_pool, host) != old_pid
+        assert record(host_pool, host)["settings"]["mem_fraction_static"] == 0.8
+        journal = host_pool.run(host, f"journalctl -u sglang.service _PID={old_pid} -o cat").stdout
+        assert "draining 1 request(s) in flight" in journal, journal[-2000:]
+    finally:
+        back = apply(inventory, options=("--limit", host.address))
+        assert back.returncode == 0, back.describe()
+
+
+def router_record(host_pool, test_host) -> dict:
+    return json.loads(host_pool.run(test_host, "cat /run/sglang-standin/router-30080.json").stdout)
+
+
+class ClientLoop:
+    """Chat requests through a router, one after another, until stopped: how many were
+    served and which failed (status or error)."""
+
+    def __init__(self, url: str):
+        self.url, self.served, self.failed = url, 0, []
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self) -> None:
+        body = json.dumps({"model": "x", "messages": [{"role": "user", "content": "France?"}]})
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"}
+        while not self.stopped.is_set():
+            request = urllib.request.Request(self.url, data=body.encode(), headers=headers)
+            try:
+                with urllib.request.urlopen(request, timeout=30) as response:
+                    assert "Paris" in json.load(response)["choices"][0]["message"]["content"]
+                self.served += 1
+            except (OSError, AssertionError, ValueError) as error:
+                self.failed.append(repr(error))
+            time.sleep(0.05)
+
+    def __enter__(self) -> ClientLoop:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.stopped.set()
+        self.thread.join(60)
+
+
+def test_a_profile_change_rolls_through_the_replicas_behind_the_router(host_pool, hosts, inventory):
+    """Both replicas behind the router: a profile change restarts one, waits for its health,
+    then the other; a client going through the router all the while sees no failure."""
+    workers = json.dumps([f"http://{h.address}:30000" for h in hosts])
+    # A 3 s warm-up, so a restart leaves a replica unable to serve for a while.
+    routed = (
+        "--data",
+        f"sglang_router_worker_urls={workers}",
+        "--data",
+        'sglang_env={"SGLANG_STANDIN_WARMUP_S": "3"}',
+    )
+    try:
+        first = apply(inventory, options=routed)
+        assert first.returncode == 0 and not first.errors(), first.describe()
+        router_pid = router_record(host_pool, hosts[0])["pid"]
+        with ClientLoop(f"http://{hosts[0].address}:30080/v1/chat/completions") as client:
+            time.sleep(1)
+            result = apply(
+                inventory,
+                options=routed
+                + ("--data", 'sglang_profile_overrides={"mem_fraction_static": 0.8}'),
+            )
+            time.sleep(1)
+        assert result.returncode == 0 and not result.errors(), result.describe()
+        for h in hosts:
+            assert result.changed(h.address) == [SERVE_OP], result.describe()
+            assert record(host_pool, h)["settings"]["mem_fraction_static"] == 0.8
+        assert client.failed == [] and client.served > 20, (client.served, client.failed[:5])
+        # One at a time: the second replica started only once the first was ready.
+        spans = sorted(
+            (record(host_pool, h)["started_at"], record(host_pool, h)["ready_at"]) for h in hosts
+        )
+        assert spans[1][0] >= spans[0][1], spans
+        assert "its turn behind router" in result.stderr + result.stdout
+        assert router_record(host_pool, hosts[0])["pid"] == router_pid  # not restarted
+    finally:
+        back = apply(inventory)
+        assert back.returncode == 0 and not back.errors(), back.describe()
 
 
 def test_broken_start_rolls_back_to_the_working_version(host_pool, hosts, inventory):

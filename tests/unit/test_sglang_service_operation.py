@@ -171,12 +171,12 @@ ON_HOST = digests_of(
 )  # the host has the files for its 2 H200s
 
 
-def apply_with_rollback(gpus, keep_previous: bool) -> str:
+def apply_with_rollback(gpus, keep_previous: bool, restart=("sglang.service",)) -> str:
     """The guarded apply of the files rendered for ``gpus``, in its string form."""
     service = render_for(gpus, DENSE, topology=TOPO_H200X2 if gpus is H200X2 else {})
     return (
         f"FunctionCommand(_apply_with_rollback, ({service!r},), "
-        f"{{'keep_previous': {keep_previous}}})"
+        f"{{'keep_previous': {keep_previous}, 'restart': {restart!r}}})"
     )
 
 

@@ -1,0 +1,145 @@
+"""Rolling restarts: which router a server stands behind (from the inventory alone), the
+turns servers behind one router take, and which units an apply restarts."""
+
+from __future__ import annotations
+
+import hashlib
+from types import SimpleNamespace
+
+import gevent
+import pytest
+from pyinfra.api import Inventory
+from pyinfra.api.exceptions import OperationError
+
+from pyinfra_sglang.inventory import HostConfig, rolling_group
+from pyinfra_sglang.render import GpuSet, NodePosition, Secrets
+from pyinfra_sglang.service_files import ServiceFiles, service_files_for
+from roles.sglang_service import _rolling_turn, units_to_restart
+
+WORKERS = ["http://10.0.0.1:30000", "http://gpu-b:30000", "http://10.0.0.4:31000"]
+
+
+def inventory() -> Inventory:
+    return Inventory(
+        (
+            [
+                ("gpu-a", {"ssh_hostname": "10.0.0.1", "sglang_router_worker_urls": WORKERS}),
+                ("gpu-b", {}),
+                ("gpu-c", {"ssh_hostname": "10.0.0.3"}),  # serves, behind no router
+                ("gpu-d", {"ssh_hostname": "10.0.0.4"}),  # listed, but at another port
+            ],
+            {"sglang_model_profile": "dense-bf16"},
+        )
+    )
+
+
+def test_a_server_stands_behind_the_router_whose_worker_urls_name_it():
+    hosts = inventory()
+    groups = {h.name: rolling_group(h) for h in hosts}
+    assert groups == {
+        "gpu-a": "router gpu-a",  # by its ssh_hostname
+        "gpu-b": "router gpu-a",  # by its name
+        "gpu-c": None,
+        "gpu-d": None,  # the URL's port is not its sglang_port
+    }
+
+
+def service(group: str | None, batch: int = 1) -> ServiceFiles:
+    return ServiceFiles("sglang.service", (), None, 60, rolling_group=group, rolling_batch=batch)
+
+
+class Run:
+    """Stands for a run's pyinfra State: the turns are per run."""
+
+
+def turns(batch: int, fail_first: bool = False) -> tuple[list[str], dict]:
+    """Three hosts behind one router, each holding its turn for a moment."""
+    events: list[str] = []
+    outcome: dict = {}
+    state = Run()
+
+    def apply(name: str, fail: bool):
+        host = SimpleNamespace(name=name, print_prefix=f"[{name}] ")
+        try:
+            with _rolling_turn(state, host, service("router r", batch)):
+                events.append(f"start {name}")
+                gevent.sleep(0.05)
+                if fail:
+                    raise OperationError("did not come up")
+                events.append(f"end {name}")
+            outcome[name] = "ok"
+        except OperationError as error:
+            outcome[name] = str(error)
+
+    greenlets = [gevent.spawn(apply, f"h{i}", fail_first and i == 0) for i in range(3)]
+    gevent.joinall(greenlets, timeout=10)
+    return events, outcome
+
+
+def test_servers_behind_a_router_take_turns_one_at_a_time():
+    events, outcome = turns(batch=1)
+    assert events == ["start h0", "end h0", "start h1", "end h1", "start h2", "end h2"]
+    assert set(outcome.values()) == {"ok"}
+
+
+def test_a_batch_of_two_restarts_two_at_a_time():
+    events, _ = turns(batch=2)
+    assert events[:2] == ["start h0", "start h1"] and events[2:4] == ["end h0", "end h1"]
+
+
+def test_after_a_failed_turn_the_others_keep_their_running_version():
+    events, outcome = turns(batch=1, fail_first=True)
+    assert events == ["start h0"]
+    assert outcome["h0"] == "did not come up"
+    for name in ("h1", "h2"):
+        assert "failed on h0 first; this host keeps serving its running version" in outcome[name]
+
+
+def test_servers_behind_no_router_do_not_wait():
+    events: list[str] = []
+
+    def apply(name):
+        host = SimpleNamespace(name=name, print_prefix="")
+        with _rolling_turn(Run(), host, service(None)):
+            events.append(f"start {name}")
+            gevent.sleep(0.05)
+            events.append(f"end {name}")
+
+    gevent.joinall([gevent.spawn(apply, n) for n in ("a", "b")], timeout=10)
+    assert events[:2] == ["start a", "start b"]
+
+
+def digests(files) -> dict[str, str]:
+    return {f.path: hashlib.sha256(f.content.encode()).hexdigest() for f in files}
+
+
+ROUTED = HostConfig(sglang_model_profile="dense-bf16", sglang_router_worker_urls=WORKERS[:2])
+UNIT = "sglang.service"
+ACTIVE = {UNIT: True, "sglang-router.service": True}
+
+
+def rendered(config: HostConfig) -> ServiceFiles:
+    return service_files_for(config, GpuSet(2, 141, "sm_90"), NodePosition(), Secrets())
+
+
+@pytest.mark.parametrize(
+    ("change", "active", "healthy", "restart"),
+    [
+        # A profile change: the server restarts, its router stays up for the others.
+        (
+            {"sglang_profile_overrides": {"mem_fraction_static": 0.8}},
+            ACTIVE,
+            True,
+            ["sglang.service"],
+        ),
+        # A router change (another worker list): the router alone.
+        ({"sglang_router_worker_urls": WORKERS}, ACTIVE, True, ["sglang-router.service"]),
+        # Nothing changed but a stopped router, or an unhealthy server.
+        ({}, {"sglang.service": True}, True, ["sglang-router.service"]),
+        ({}, ACTIVE, False, ["sglang.service"]),
+    ],
+)
+def test_an_apply_restarts_only_the_units_that_need_it(change, active, healthy, restart):
+    on_host = digests(rendered(ROUTED).files)
+    service = rendered(ROUTED.model_copy(update=change))
+    assert list(units_to_restart(service, on_host, active, lambda: healthy)) == restart
