@@ -17,8 +17,6 @@ from pyinfra_sglang.parsers.nvidia_smi import (
     parse_gpu_query_under_load,
     parse_loaded_module,
     parse_nvcc_release,
-    parse_topo_matrix,
-    parse_topo_p2p,
 )
 from pyinfra_sglang.parsers.system import (
     AptSourceEntry,
@@ -40,6 +38,7 @@ from pyinfra_sglang.parsers.system import (
     parse_systemd_show,
     parse_virtualization,
 )
+from pyinfra_sglang.parsers.topo import parse_topo_matrix, parse_topo_p2p
 from pyinfra_sglang.secure_boot import parse_mok_enrolled, parse_secure_boot_state
 
 
@@ -248,7 +247,7 @@ class NvidiaGpus(FactBase[list[dict[str, str | None]]]):
         )
 
     def process(self, output) -> list[dict[str, str | None]]:
-        return parse_gpu_query_csv(list(output))
+        return parse_gpu_query_csv(output)
 
 
 class PythonPackages(FactBase[dict[str, str]]):
@@ -394,7 +393,7 @@ class NvidiaTopology(FactBase[dict[str, dict[str, str]]]):
         return "command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi topo -m || true"
 
     def process(self, output) -> dict[str, dict[str, str]]:
-        return parse_topo_matrix(list(output))
+        return parse_topo_matrix(output)
 
 
 class NvidiaP2P(FactBase[dict[str, dict[str, str]]]):
@@ -412,7 +411,7 @@ class NvidiaP2P(FactBase[dict[str, dict[str, str]]]):
         )
 
     def process(self, output) -> dict[str, dict[str, str]]:
-        return parse_topo_p2p(list(output))
+        return parse_topo_p2p(output)
 
 
 class GpuQueryUnderLoad(FactBase[dict]):

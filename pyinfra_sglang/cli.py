@@ -14,11 +14,7 @@ from pyinfra_sglang import inventory
 from pyinfra_sglang.audit import analyze
 from pyinfra_sglang.diagnosis import diagnose
 from pyinfra_sglang.host_programs import api_key, decode_client
-from pyinfra_sglang.parsers.nvidia_smi import (
-    parse_topo_matrix,
-    topology_has_nvlink,
-    widest_pcie_path,
-)
+from pyinfra_sglang.parsers.topo import parse_topo_matrix, topology_has_nvlink, widest_pcie_path
 from pyinfra_sglang.served_benchmark import ab_compare
 
 

@@ -29,7 +29,7 @@ from pyinfra_sglang.gpus import (
 from pyinfra_sglang.inventory import HostConfig, host_profile
 from pyinfra_sglang.model_snapshot import is_local_model
 from pyinfra_sglang.nvidia import cuda_paths
-from pyinfra_sglang.parsers.nvidia_smi import topology_has_nvlink, widest_pcie_path
+from pyinfra_sglang.parsers.topo import topology_has_nvlink, widest_pcie_path
 from pyinfra_sglang.profiles import Profile
 from pyinfra_sglang.render import (
     GpuSet,

@@ -83,8 +83,18 @@ CODES: dict[str, Code] = {
     ),
     "persistence-mode": Code(("ok",), "persistence mode on for every GPU"),
     "persistence-mode-off": Code(("warn",), "a GPU without persistence mode"),
+    "persistence-mode-unknown": Code(
+        ("warn",),
+        "a GPU whose persistence mode was not read (no `persistence_mode` column, or N/A): "
+        "not counted as on",
+    ),
     "pcie-links": Code(
         ("ok",), "every GPU's PCIe link at its maximum width and generation (says how read)"
+    ),
+    "pcie-link-unknown": Code(
+        ("warn",),
+        "a GPU whose PCIe link generation or width (current or maximum) was not read (no such "
+        "column, or N/A, [N/A], ERR!): that part of the link is not judged",
     ),
     "pcie-width-degraded": Code(("fail",), "a PCIe link narrower than its maximum (x8 of x16)"),
     "pcie-gen-below-max": Code(

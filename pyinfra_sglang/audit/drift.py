@@ -4,6 +4,7 @@ CUDA toolkit, GPU count, SGLang release, and the driver settings GPUs serve best
 from __future__ import annotations
 
 from pyinfra_sglang.audit.findings import Finding
+from pyinfra_sglang.audit.unread import unread_fields
 from pyinfra_sglang.parsers.system import iommu_passthrough
 
 RUN_SITE = "Run `pyinfra INVENTORY deploy/site.py` to converge it"
@@ -148,9 +149,12 @@ def findings_for_gpu_count(expected: int | None, found: int) -> list[Finding]:
 
 
 def findings_for_persistence(rows: list[dict], persistenced: dict) -> list[Finding]:
+    """persistence-mode-off for GPUs that report Disabled, persistence-mode-unknown for those
+    whose mode was not read (no column, N/A): only Enabled counts as on."""
+    findings: list[Finding] = []
     off = [int(row["index"]) for row in rows if row.get("persistence_mode") == "Disabled"]
     if off:
-        return [
+        findings.append(
             Finding(
                 "warn",
                 "persistence-mode-off",
@@ -159,12 +163,30 @@ def findings_for_persistence(rows: list[dict], persistenced: dict) -> list[Findi
                 f"(it is {persistenced.get('ActiveState', 'unknown')}).",
                 evidence={"gpus": off},
             )
-        ]
-    return (
-        [Finding("ok", "persistence-mode", f"persistence mode on for all {len(rows)} GPUs.")]
-        if rows
-        else []
-    )
+        )
+    unknown = {
+        int(row["index"]): unread_fields(row, ["persistence_mode"])["persistence_mode"]
+        for row in rows
+        if row.get("persistence_mode") not in ("Enabled", "Disabled")
+    }
+    if unknown:
+        why = {"missing": "no persistence_mode column", "unreadable": "nvidia-smi printed N/A"}
+        shown = "; ".join(sorted({why[state] for state in unknown.values()}))
+        findings.append(
+            Finding(
+                "warn",
+                "persistence-mode-unknown",
+                f"Persistence mode of GPUs {sorted(unknown)} was not read ({shown}); expected "
+                "Enabled or Disabled. Check with `nvidia-smi --query-gpu=index,persistence_mode "
+                "--format=csv`.",
+                evidence={"gpus": sorted(unknown), "read": {str(g): unknown[g] for g in unknown}},
+            )
+        )
+    if rows and not findings:
+        findings.append(
+            Finding("ok", "persistence-mode", f"persistence mode on for all {len(rows)} GPUs.")
+        )
+    return findings
 
 
 def findings_for_iommu(iommu: dict, gpu_count: int, vm: str | None) -> list[Finding]:

@@ -8,12 +8,22 @@ offers is a fault (a card in an x8 slot, a bad riser, bifurcation).
 from __future__ import annotations
 
 from pyinfra_sglang.audit.findings import Finding
+from pyinfra_sglang.audit.unread import unread_fields, unread_text
 
 # Loads the audit knows how to put on the GPUs while it samples the links.
 MEASURED_LOADS = {
     "decode": "the decode sanity prompt",
     "copy": "a host-to-GPU copy load",
     "probe": "the link bandwidth probe",
+}
+
+
+# The --query-gpu field behind each link reading.
+LINK_FIELDS = {
+    "gen_current": "pcie.link.gen.current",
+    "gen_max": "pcie.link.gen.max",
+    "width_current": "pcie.link.width.current",
+    "width_max": "pcie.link.width.max",
 }
 
 
@@ -28,12 +38,7 @@ def pcie_links(rows: list[dict]) -> list[dict]:
         {
             "index": int(row["index"]),
             "name": row.get("name"),
-            "pcie": {
-                "gen_current": _int(row.get("pcie.link.gen.current")),
-                "gen_max": _int(row.get("pcie.link.gen.max")),
-                "width_current": _int(row.get("pcie.link.width.current")),
-                "width_max": _int(row.get("pcie.link.width.max")),
-            },
+            "pcie": {key: _int(row.get(field)) for key, field in LINK_FIELDS.items()},
         }
         for row in rows
     ]
@@ -59,10 +64,25 @@ def findings_for_links(idle: list[dict], samples: list[list[dict]], load: str) -
     loaded = links_under_load(samples) if load in MEASURED_LOADS and samples else {}
     when = f"under {MEASURED_LOADS[load]}" if loaded else "while the GPUs may be idle"
     findings: list[Finding] = []
-    for gpu in pcie_links(idle):
+    for row, gpu in zip(idle, pcie_links(idle)):
         index = gpu["index"]
         link = loaded.get(index, gpu["pcie"])
         evidence = {**link, "read": "under load" if loaded else "idle", "load": load}
+        # A reading no sample gave is unknown, never "at its maximum".
+        unread = unread_fields(row, [LINK_FIELDS[k] for k, v in link.items() if v is None])
+        if unread:
+            findings.append(
+                Finding(
+                    "warn",
+                    "pcie-link-unknown",
+                    f"GPU {index} ({gpu['name']}): PCIe link not judged, {unread_text(unread)}. "
+                    "Read it with `nvidia-smi --query-gpu=index,pcie.link.gen.current,"
+                    "pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max --format=csv` "
+                    "or `nvidia-smi -q`.",
+                    gpu=index,
+                    evidence={**evidence, "unread": unread},
+                )
+            )
         if (
             link["width_current"]
             and link["width_max"]

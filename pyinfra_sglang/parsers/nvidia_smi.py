@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import TypedDict
+from typing import NamedTuple, TypedDict
+
+from pyinfra_sglang import data
 
 # One query for everything the roles and checks read per GPU; the same command as the
 # shared captures, so the test double replays it verbatim.
@@ -15,40 +17,119 @@ GPU_QUERY_FIELDS = (
 )
 
 
-def parse_gpu_query_csv(lines: list[str]) -> list[dict[str, str | None]]:
-    """Rows of an ``nvidia-smi --query-gpu=... --format=csv`` output, keyed by field name
-    (units dropped from the header: ``memory.total [MiB]`` -> ``memory.total``).
+class GpuQueryError(ValueError):
+    """A --query-gpu CSV whose rows cannot be told apart (see data/nvidia_smi.toml)."""
 
-    ``[N/A]`` and ``[Not Supported]`` become None. A file holding several samples (several
-    header lines) yields the last sample only. No output (no working driver) yields [].
-    """
-    rows: list[dict[str, str | None]] = []
-    header: list[str] | None = None
-    for line in lines:
-        cells = [cell.strip() for cell in line.split(",")]
-        if cells and cells[0] == "index":
-            header = [cell.split(" [", 1)[0] for cell in cells]
-            rows = []
-        elif header and len(cells) == len(header):
-            rows.append(
-                {
-                    key: (None if value.startswith("[") else value)
-                    for key, value in zip(header, cells)
-                }
+
+_CSV = data.load("nvidia_smi")["query_csv"]
+_UNREADABLE = frozenset(data.load("nvidia_smi")["unreadable"])
+# A header cell: a --query-gpu field name, its unit after it in brackets ("memory.total [MiB]").
+_FIELD = re.compile(r"[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)*(?: \[[^\]]*\])?")
+
+
+def smi_value(text: str) -> str | None:
+    """One value as nvidia-smi printed it; None for what it could not read ([N/A], N/A,
+    ERR!, [Unknown Error] ...) or an empty cell."""
+    value = text.strip()
+    if not value or value in _UNREADABLE or (value.startswith("[") and value.endswith("]")):
+        return None
+    return value
+
+
+def gpu_query_header(line: str) -> list[str] | None:
+    """The field names of a --query-gpu CSV header line (units dropped: ``memory.total
+    [MiB]`` -> ``memory.total``), or None when the line is not a header."""
+    stripped = line.strip()
+    # Data rows start with a digit, a capital or a bracket: a cheap test first.
+    if not stripped or not stripped[0].islower():
+        return None
+    cells = [cell.strip() for cell in stripped.split(",")]
+    if not all(_FIELD.fullmatch(cell) for cell in cells):
+        return None
+    return [cell.split(" [", 1)[0] for cell in cells]
+
+
+class _Sample:
+    """The rows after one header line: the last row per GPU, kept as raw cells."""
+
+    def __init__(self, fields: list[str]):
+        self.fields = fields
+        self.identity = next((f for f in _CSV["identity"] if f in fields), None)
+        self.at = fields.index(self.identity) if self.identity else None
+        self.rows: dict[str, list[str]] = {}
+
+    def add(self, cells: list[str]) -> None:
+        if self.at is not None:
+            self.rows[cells[self.at].strip()] = cells
+            return
+        if len(self.rows) >= _CSV["max_gpus_without_identity"]:
+            names = ", ".join(_CSV["identity"])
+            raise GpuQueryError(
+                f"more than {len(self.rows)} rows after one header and no column naming the "
+                f"GPU ({names}): samples cannot be told from GPUs. Add index to --query-gpu."
             )
-    return rows
+        self.rows[str(len(self.rows))] = cells
+
+    def result(self) -> list[dict[str, str | None]]:
+        rows = []
+        for position, cells in enumerate(self.rows.values()):
+            row = {key: smi_value(value) for key, value in zip(self.fields, cells)}
+            # Without an index column, nvidia-smi's own order (PCI bus order) numbers the GPUs.
+            row.setdefault("index", str(position))
+            rows.append(row)
+        return rows
 
 
-def parse_gpu_query_samples(lines: list[str]) -> list[list[dict[str, str | None]]]:
+class GpuQueryCsv(NamedTuple):
+    samples: list[list[dict[str, str | None]]]  # one per header line, oldest first
+    fields: list[str]  # the last header's field names ([] without a header)
+
+
+def read_gpu_query_csv(lines: Iterable[str], keep: int | None = None) -> GpuQueryCsv:
+    """An ``nvidia-smi --query-gpu=... --format=csv`` output, read as it streams: any fields
+    in any order, with or without units (``nounits``), keyed by the header's field names.
+
+    Each header line starts a sample; within a sample the last row per GPU (by index,
+    pci.bus_id or uuid) stands, so ``-l 1`` output of any length takes memory per GPU, not
+    per row. ``keep``: how many of the latest samples to keep (None: all). Lines that are not
+    rows of the current header (command lines, other output) are skipped. Unreadable values
+    ([N/A], [Not Supported], ERR!) become None; a field missing from the header is no key.
+    """
+    samples: list[list[dict[str, str | None]]] = []
+    sample: _Sample | None = None
+    for line in lines:
+        fields = gpu_query_header(line)
+        if fields is not None:
+            if sample is not None:
+                samples.append(sample.result())
+                if keep:
+                    del samples[:-keep]
+            sample = _Sample(fields)
+            continue
+        if sample is not None:
+            cells = line.split(",")
+            if len(cells) == len(sample.fields):
+                sample.add(cells)
+    if sample is None:
+        return GpuQueryCsv([], [])
+    samples.append(sample.result())
+    if keep:
+        del samples[:-keep]
+    return GpuQueryCsv(samples, sample.fields)
+
+
+def parse_gpu_query_csv(lines: Iterable[str]) -> list[dict[str, str | None]]:
+    """Rows of an ``nvidia-smi --query-gpu=... --format=csv`` output, keyed by field name
+    (see read_gpu_query_csv): the last sample's, one per GPU. No output (no working driver)
+    or no header yields []."""
+    samples = read_gpu_query_csv(lines, keep=1).samples
+    return samples[-1] if samples else []
+
+
+def parse_gpu_query_samples(lines: Iterable[str]) -> list[list[dict[str, str | None]]]:
     """Every sample of a ``--query-gpu`` output that was printed several times (one header
     line per sample), oldest first."""
-    samples: list[list[str]] = []
-    for line in lines:
-        if line.split(",", 1)[0].strip() == "index":
-            samples.append([])
-        if samples:
-            samples[-1].append(line)
-    return [parse_gpu_query_csv(sample) for sample in samples]
+    return read_gpu_query_csv(lines).samples
 
 
 def parse_gpu_query_under_load(output: Iterable[str]) -> dict:
@@ -72,117 +153,52 @@ def parse_gpu_query_under_load(output: Iterable[str]) -> dict:
     }
 
 
-# `nvidia-smi topo -m` and `topo -p2p <mode>` print a matrix: a header naming the devices
-# (GPU0, GPU1, ..., then NICs such as NIC0 or mlx5_0), then CPU/NUMA affinity columns and a
-# legend. The header carries ANSI underline escapes; columns are tab- or space-separated.
+# The underline escapes `nvidia-smi` prints around headers.
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_GPU_NAME = re.compile(r"^GPU\d+$")
-_DEVICE_NAME = re.compile(r"^[A-Za-z][\w.-]*\d$")  # GPU0, NIC1, mlx5_0; not "CPU", "Affinity"
 
 
-def _parse_topo_grid(lines) -> dict[str, dict[str, str]]:
-    """{row GPU: {column GPU: cell}} of a topo matrix, GPU rows and columns only."""
-    columns: list[str] | None = None
-    matrix: dict[str, dict[str, str]] = {}
-    for line in lines:
-        tokens = _ANSI.sub("", line).split()
-        if not tokens or not _GPU_NAME.match(tokens[0]):
-            continue  # blank, legend, NIC row, command line, comment
-        if columns is None:
-            columns = []
-            for token in tokens:
-                if not _DEVICE_NAME.match(token):
-                    break  # affinity columns follow the devices
-                columns.append(token)
-            continue
-        matrix[tokens[0]] = {
-            column: cell for column, cell in zip(columns, tokens[1:]) if _GPU_NAME.match(column)
-        }
-    return matrix
-
-
-def parse_topo_matrix(lines) -> dict[str, dict[str, str]]:
-    """``nvidia-smi topo -m`` as ``{"GPU0": {"GPU0": "X", "GPU1": "NV18"}, ...}``: GPU rows
-    and columns only (NICs, affinity columns and the legend are dropped); {} for no output."""
-    return _parse_topo_grid(lines)
-
-
-def parse_topo_p2p(lines) -> dict[str, dict[str, str]]:
-    """``nvidia-smi topo -p2p r|w|n|a|p`` as ``{"GPU0": {"GPU0": "X", "GPU1": "OK"}, ...}``
-    (cells OK, CNS, GNS, TNS, NS, U); the legend is dropped; {} for no output."""
-    return _parse_topo_grid(lines)
-
-
-def topology_has_nvlink(matrix: dict[str, dict[str, str]]) -> bool:
-    """True when any two different GPUs of a topo -m matrix are joined by NVLink (``NV<n>``)."""
-    return any(
-        row != column and re.fullmatch(r"NV\d+", cell)
-        for row, cells in matrix.items()
-        for column, cell in cells.items()
-    )
-
-
-# PCIe path kinds of `nvidia-smi topo -m`, narrowest first (its legend: PIX at most one
-# bridge, PXB several bridges, PHB a host bridge, NODE between host bridges of one NUMA node,
-# SYS across NUMA nodes).
-PCIE_PATHS = ("PIX", "PXB", "PHB", "NODE", "SYS")
-
-
-def widest_pcie_path(matrix: dict[str, dict[str, str]]) -> str | None:
-    """The widest PCIe path between two different GPUs of a topo -m matrix (e.g. SYS); None
-    when no pair is joined over PCIe alone (NVLink everywhere, one GPU, no matrix)."""
-    found = [
-        PCIE_PATHS.index(cell)
-        for row, cells in matrix.items()
-        for column, cell in cells.items()
-        if row != column and cell in PCIE_PATHS
-    ]
-    return PCIE_PATHS[max(found)] if found else None
-
-
-# `nvidia-smi -q` fields that map onto --query-gpu names, as paths of indented section names.
+# `nvidia-smi -q` paths of the fields shared with --query-gpu (data/nvidia_smi.toml).
 _SMI_Q_FIELDS = {
-    "name": ("Product Name",),
-    "pci.bus_id": ("PCI", "Bus Id"),
-    "pcie.link.gen.current": ("PCI", "GPU Link Info", "PCIe Generation", "Current"),
-    "pcie.link.gen.max": ("PCI", "GPU Link Info", "PCIe Generation", "Max"),
-    "pcie.link.gen.gpumax": ("PCI", "GPU Link Info", "PCIe Generation", "Device Max"),
-    "pcie.link.gen.hostmax": ("PCI", "GPU Link Info", "PCIe Generation", "Host Max"),
-    "pcie.link.width.current": ("PCI", "GPU Link Info", "Link Width", "Current"),
-    "pcie.link.width.max": ("PCI", "GPU Link Info", "Link Width", "Max"),
-    "persistence_mode": ("Persistence Mode",),
-    "memory.total": ("FB Memory Usage", "Total"),
+    key: tuple(path) for key, path in data.load("nvidia_smi")["smi_q"]["fields"].items()
 }
+_SMI_Q_PATHS = {path: key for key, path in _SMI_Q_FIELDS.items()}
+_SMI_Q_GPU = re.compile(r"GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]")
 
 
-def parse_smi_q(lines) -> list[dict[str, str | None]]:
+def parse_smi_q(lines: Iterable[str]) -> list[dict[str, str | None]]:
     """``nvidia-smi -q`` as the rows parse_gpu_query_csv gives (the fields it shares with
-    GPU_QUERY_FIELDS; widths without their ``x``; N/A -> None), one per GPU in order."""
+    GPU_QUERY_FIELDS; widths without their ``x``; N/A, ERR! and the like -> None), one per
+    GPU in order. Read as it streams, keeping only those fields; indentation is taken
+    relative to each GPU's line, so a pasted copy indented as a whole reads the same."""
     driver = None
-    sections: list[dict[tuple[str, ...], str | None]] = []  # one {path: value} per GPU
+    rows: list[dict[str, str | None]] = []
+    base = 0
     path: list[str] = []
     for raw in lines:
-        line = _ANSI.sub("", raw.rstrip("\n"))
-        if re.match(r"^GPU [0-9A-Fa-f]{4,8}:", line):
-            sections.append({})
+        line = _ANSI.sub("", raw.rstrip("\r\n"))
+        stripped = line.strip()
+        indent = len(line) - len(line.lstrip(" "))
+        if _SMI_Q_GPU.fullmatch(stripped):
+            rows.append({"index": str(len(rows)), "driver_version": driver})
+            rows[-1].update(dict.fromkeys(_SMI_Q_FIELDS))
+            base, path = indent, []
             continue
-        key, colon, value = line.strip().partition(":")
-        depth = (len(line) - len(line.lstrip(" "))) // 4  # nvidia-smi indents by 4
-        if not key or depth == 0:
-            if key.strip() == "Driver Version":
-                driver = value.strip()
+        key, colon, value = stripped.partition(":")
+        key = key.strip()
+        if not rows:
+            if key == "Driver Version":
+                driver = smi_value(value)
             continue
-        if not sections:
+        depth = (indent - base) // 4  # nvidia-smi indents by 4
+        if not key or depth < 1:
             continue
-        path = path[: depth - 1] + [key.strip()]
-        if colon:
-            sections[-1][tuple(path)] = None if value.strip() in ("N/A", "") else value.strip()
-    rows = []
-    for index, values in enumerate(sections):
-        row = {key: values.get(fields) for key, fields in _SMI_Q_FIELDS.items()}
+        path = path[: depth - 1] + [key]
+        field = _SMI_Q_PATHS.get(tuple(path)) if colon else None
+        if field:
+            rows[-1][field] = smi_value(value)
+    for row in rows:
         for key in ("pcie.link.width.current", "pcie.link.width.max"):
             row[key] = row[key].removesuffix("x") if row[key] else None
-        rows.append({"index": str(index), "driver_version": driver, **row})
     return rows
 
 

@@ -28,9 +28,8 @@ from pyinfra_sglang.audit.topology import findings_for_p2p, findings_for_topolog
 from pyinfra_sglang.parsers.nvidia_smi import (
     GPU_QUERY_FIELDS,
     parse_gpu_query_samples,
-    parse_topo_matrix,
-    parse_topo_p2p,
 )
+from pyinfra_sglang.parsers.topo import parse_topo_matrix, parse_topo_p2p
 from tests.unit.captures import captured_lines
 from tests.unit.test_topology_facts import public_lines
 

@@ -9,7 +9,8 @@ from pathlib import Path
 from checks.facts import NvidiaGpus
 from pyinfra_sglang.audit.bandwidth import findings_for_bandwidth
 from pyinfra_sglang.audit.links import pcie_links
-from pyinfra_sglang.parsers.nvidia_smi import GPU_QUERY_FIELDS, parse_topo_matrix
+from pyinfra_sglang.parsers.nvidia_smi import GPU_QUERY_FIELDS
+from pyinfra_sglang.parsers.topo import parse_topo_matrix
 from tests.unit.captures import captured_lines
 
 PROBE = json.loads(

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from checks.facts import NvidiaP2P, NvidiaTopology
-from pyinfra_sglang.parsers.nvidia_smi import (
+from pyinfra_sglang.parsers.topo import (
     parse_topo_matrix,
     parse_topo_p2p,
     topology_has_nvlink,
