@@ -85,6 +85,8 @@ class ServiceFiles:
     # Servers behind one router restart `rolling_batch` at a time (roles/sglang_service.py).
     rolling_group: str | None = None
     rolling_batch: int = 1
+    # The members of a multi-node group come up together or all roll back.
+    multinode_group: str | None = None
 
 
 def service_file_path(kind: str) -> str:

@@ -27,10 +27,11 @@ import shlex
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from weakref import WeakKeyDictionary
 
+from gevent.event import Event
 from gevent.lock import BoundedSemaphore
 from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, deploy, operation
@@ -57,6 +58,7 @@ from roles.common import upload_into
 from roles.python_env import venv_packages
 
 KEEP_SUFFIX = ".last-good"
+ABSENT_SUFFIX = ".absent"  # kept for a file that did not exist: a rollback removes it
 STAGING_SUFFIX = ".new"
 ROUTER_START_TIMEOUT_S = 120
 JOURNAL_LINES = 40
@@ -99,7 +101,10 @@ def host_service_files(config: HostConfig, gpus: list[dict] | None = None) -> Se
     node = host_position(config, host)
     service = service_files(config, host.name, gpus, node, secrets, topology)
     return replace(
-        service, rolling_group=rolling_group(host), rolling_batch=config.sglang_rolling_batch
+        service,
+        rolling_group=rolling_group(host),
+        rolling_batch=config.sglang_rolling_batch,
+        multinode_group=config.sglang_multinode_group,
     )
 
 
@@ -122,8 +127,24 @@ SYSTEMD_SETUP_STATUSES = range(200, 244)
 SETUP_FAILURES_TOLERATED = 2
 
 
+# No command of the apply may wait forever on a connection that died: each has this bound,
+# and a poll that runs out counts as "no answer yet" until the wait's own deadline.
+COMMAND_TIMEOUT_S = 60
+
+
+def _run(host_, command: str) -> tuple[bool, str]:
+    return run_on_host(host_, command, _timeout=COMMAND_TIMEOUT_S)
+
+
+def _poll(host_, command: str) -> tuple[bool, str]:
+    try:
+        return run_on_host(host_, command, _timeout=COMMAND_TIMEOUT_S)
+    except (OSError, TimeoutError):
+        return False, ""
+
+
 def _unit_status(host_, unit: str) -> dict[str, str]:
-    _, show = run_on_host(
+    _, show = _poll(
         host_,
         "systemctl show -p ActiveState -p SubState -p ExecMainStatus -p NRestarts "
         + shlex.quote(unit),
@@ -177,7 +198,7 @@ def _wait_healthy(host_, unit: str, health_url: str | None, timeout_s: float) ->
             if status.get("ActiveState") == "active":
                 return None
         else:
-            _, code = run_on_host(
+            _, code = _poll(
                 host_,
                 f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {shlex.quote(health_url)} || true",
             )
@@ -290,37 +311,130 @@ def _rolling_turn(state, host_, service: ServiceFiles):
             raise
 
 
+@dataclass
+class _GroupApply:
+    """One multi-node group's apply in one run: the members that apply (registered while
+    pyinfra checks for changes, before anything runs) and how each one's start ended."""
+
+    members: set[str] = field(default_factory=set)
+    outcomes: dict[str, str | None] = field(default_factory=dict)
+    done: Event = field(default_factory=Event)
+
+    def post(self, name: str, problem: str | None) -> None:
+        self.outcomes.setdefault(name, problem)
+        if set(self.outcomes) >= self.members:
+            self.done.set()
+
+
+_GROUP_APPLIES: WeakKeyDictionary = WeakKeyDictionary()  # pyinfra State -> {group: _GroupApply}
+
+
+def _group_apply(state, service: ServiceFiles) -> _GroupApply | None:
+    if service.multinode_group is None:
+        return None
+    return _GROUP_APPLIES.setdefault(state, {}).setdefault(service.multinode_group, _GroupApply())
+
+
+def _group_outcome(state, host_, service: ServiceFiles, problem: str | None) -> str | None:
+    """The group's verdict for this member: its own problem, else the first other member's
+    (the group rolls back as one), else None once every member that applies came up."""
+    group = _group_apply(state, service)
+    if group is None or len(group.members) < 2:
+        return problem
+    group.post(host_.name, problem)
+    if not group.done.wait(timeout=service.start_timeout_s):
+        missing = ", ".join(sorted(group.members - set(group.outcomes)))
+        return problem or (
+            f"group {service.multinode_group}: {missing} did not finish its start within "
+            f"{service.start_timeout_s} s; the group rolls back as one"
+        )
+    if problem:
+        return problem
+    failed = sorted((name, p) for name, p in group.outcomes.items() if p)
+    if failed:
+        name, other = failed[0]
+        return (
+            f"group {service.multinode_group} rolls back as one: {name} did not come up ({other})"
+        )
+    return None
+
+
 def _apply_with_rollback(
     state, host, service: ServiceFiles, keep_previous: bool, restart: tuple[str, ...] = ()
+) -> bool:
+    # pyinfra passes (state, host) to a FunctionCommand function that names them so. A
+    # failure ends with its message and False (the operation failed): pyinfra prints any
+    # exception a callback raises as "Unexpected error in Python callback", with a traceback.
+    unit = service.unit_name
+    try:
+        with _rolling_turn(state, host, service):
+            _apply(state, host, service, keep_previous, restart)
+    except (OperationError, OSError, TimeoutError) as error:
+        message = str(error) if isinstance(error, OperationError) else f"{unit}: {error!r}"
+        group = _group_apply(state, service)
+        if group is not None:
+            group.post(host.name, message)  # the other members stop waiting for this one
+        logger.error(f"{host.print_prefix}{message}")
+        return False
+    return True
+
+
+def _keep_command(path: str) -> str:
+    """Keep ``path``'s running version for a rollback: a copy (``.last-good``), or a mark that
+    it did not exist (``.absent``). What an interrupted run kept is the version that ran
+    before it, so it is never overwritten."""
+    q = shlex.quote
+    kept, absent = q(path + KEEP_SUFFIX), q(path + ABSENT_SUFFIX)
+    return (
+        f"if [ -e {kept} ] || [ -e {absent} ]; then :; "
+        f"elif [ -f {q(path)} ]; then cp -p {q(path)} {kept}; else : > {absent}; fi"
+    )
+
+
+def _restore_command(path: str) -> str:
+    """Put ``path``'s kept version back; a unit that did not exist before is disabled (and
+    stopped) before its file goes."""
+    q = shlex.quote
+    kept, absent = q(path + KEEP_SUFFIX), q(path + ABSENT_SUFFIX)
+    drop_unit = (
+        f"systemctl disable --now {q(Path(path).name)} 2>/dev/null; "
+        if path.endswith(".service")
+        else ""
+    )
+    return (
+        f"if [ -f {kept} ]; then mv -f {kept} {q(path)}; "
+        f"elif [ -e {absent} ]; then {drop_unit}rm -f {q(path)} {absent}; fi;"
+    )
+
+
+def _forget_kept_command(paths: list[str]) -> str:
+    q = shlex.quote
+    return "rm -f " + " ".join(f"{q(p + KEEP_SUFFIX)} {q(p + ABSENT_SUFFIX)}" for p in paths)
+
+
+def _apply(
+    state, host, service: ServiceFiles, keep_previous: bool, restart: tuple[str, ...]
 ) -> None:
-    # pyinfra passes (state, host) to a FunctionCommand function that names them so.
-    with _rolling_turn(state, host, service):
-        _apply(host, service, keep_previous, restart)
-
-
-def _apply(host, service: ServiceFiles, keep_previous: bool, restart: tuple[str, ...]) -> None:
     """Install the files, restart the units in ``restart`` (those whose files changed, or
-    that are down; all when empty) and wait for health; on failure put the kept files back."""
+    that are down; all when empty) and wait for health; on failure put the kept files back,
+    stale units included. OperationError says how it ended."""
     q = shlex.quote
     unit = service.unit_name
     paths = [f.path for f in service.files]
+    kept_paths = paths + list(service.stale)
+    if keep_previous:
+        _run(host, " && ".join(_keep_command(p) for p in kept_paths))
     for stale in service.stale:
-        run_on_host(
+        _run(
             host,
             f"if [ -f {q(stale)} ]; then "
             f"systemctl disable --now {q(Path(stale).name)}; rm -f {q(stale)}; fi",
         )
-    if keep_previous:
-        run_on_host(
-            host,
-            " && ".join(
-                f"{{ [ ! -f {q(p)} ] || cp -p {q(p)} {q(p + KEEP_SUFFIX)}; }}" for p in paths
-            ),
-        )
     _install(host, service.files)
     units = [Path(f.path).name for f in service.files if f.path.endswith(".service")]
-    unit_list = " ".join(q(name) for name in restart or units)
-    run_on_host(
+    restarted = list(restart or units)
+    unit_list = " ".join(q(name) for name in restarted)
+    _run(
         host,
         # reset-failed: a unit its start limit stopped (a crash loop) would refuse the start.
         f"systemctl daemon-reload && systemctl enable {' '.join(q(name) for name in units)} && "
@@ -331,13 +445,12 @@ def _apply(host, service: ServiceFiles, keep_previous: bool, restart: tuple[str,
         problem = _wait_healthy(
             host, Path(ROUTER_UNIT_PATH).name, service.router_health_url, ROUTER_START_TIMEOUT_S
         )
+    problem = _group_outcome(state, host, service, problem)
     if problem is None:
-        run_on_host(host, " ".join(f"rm -f {q(p + KEEP_SUFFIX)};" for p in paths))
+        _run(host, _forget_kept_command(kept_paths))
         logger.info(f"{host.print_prefix}{unit} is healthy ({service.health_url or 'active'})")
         return
-    _, journal = run_on_host(
-        host, f"journalctl -u {q(unit)} -n {JOURNAL_LINES} --no-pager -o cat || true"
-    )
+    _, journal = _run(host, f"journalctl -u {q(unit)} -n {JOURNAL_LINES} --no-pager -o cat || true")
     # SGLang logs its arguments at start, API keys included (sgl-project/sglang#37457), and
     # this tail goes to the controller's output and CI logs: masked.
     logger.error(
@@ -347,17 +460,20 @@ def _apply(host, service: ServiceFiles, keep_previous: bool, restart: tuple[str,
     if not keep_previous:
         # Nothing to go back to: stopped and disabled, not left to crash-loop (or to reach
         # the Hub) in the background until a later run reports it as running.
-        run_on_host(host, f"systemctl disable --now {unit_list}")
+        _run(host, f"systemctl disable --now {unit_list}")
         raise OperationError(
             f"the new configuration did not come up ({problem}) "
             f"and there was no previous version to keep: {unit_list} stopped and disabled"
         )
-    restore = " ".join(
-        f"if [ -f {q(p + KEEP_SUFFIX)} ]; then mv -f {q(p + KEEP_SUFFIX)} {q(p)}; "
-        f"else rm -f {q(p)}; fi;"
-        for p in paths
+    restore = " ".join(_restore_command(p) for p in kept_paths)
+    # Every unit whose file is back: those restarted for this run, and a stale one removed.
+    again = " ".join(
+        f"if [ -f {q(p)} ]; then systemctl enable {q(Path(p).name)} && "
+        f"systemctl restart {q(Path(p).name)}; fi;"
+        for p in kept_paths
+        if p.endswith(".service") and (Path(p).name in restarted or p in service.stale)
     )
-    run_on_host(host, f"{restore} systemctl daemon-reload && systemctl restart {unit_list}")
+    _run(host, f"{restore} systemctl daemon-reload; {again} true")
     previous = _wait_healthy(host, unit, service.health_url, service.start_timeout_s)
     state_note = "is healthy again" if previous is None else f"did not come back either: {previous}"
     raise OperationError(
@@ -424,6 +540,11 @@ def sglang_service(config: HostConfig):
         )
     # The files' contents (secrets included) are left out of this command's string form
     # (RenderedFile.content has repr=False): pyinfra prints it with -vv and in its debug log.
+    group = _group_apply(state, service)
+    if group is not None and not state.is_executing:
+        # pyinfra checks every host for changes before it runs anything: the members that
+        # will apply are known before the first one starts.
+        group.members.add(host.name)
     yield FunctionCommand(
         _apply_with_rollback, (service,), {"keep_previous": running, "restart": restart}
     )

@@ -347,12 +347,51 @@ def test_broken_start_rolls_back_to_the_working_version(host_pool, hosts, invent
         staged = [
             name
             for name in host_pool.run(h, "ls -A /etc/sglang").stdout.split()
-            if name.endswith((".new", ".last-good"))
+            if name.endswith((".new", ".last-good", ".absent"))
         ]
         assert staged == []
         assert "Paris" in chat(h.address, "What is the capital of France?")
     again = apply(inventory)
     assert again.returncode == 0 and again.changed() == [], again.describe()
+
+
+def test_a_failed_run_that_removed_the_router_puts_it_back(host_pool, hosts, inventory):
+    """The router's files are kept before a run removes them: when that run's server does not
+    come up, the router comes back with the previous version, enabled and serving."""
+    workers = json.dumps([f"http://{h.address}:30000" for h in hosts])
+    host = hosts[0]
+    try:
+        routed = apply(
+            inventory,
+            options=("--limit", host.address, "--data", f"sglang_router_worker_urls={workers}"),
+        )
+        assert routed.returncode == 0 and not routed.errors(), routed.describe()
+        failed = apply(
+            inventory,
+            options=(
+                "--limit",
+                host.address,
+                "--data",
+                'sglang_profile_overrides={"model": "broken/model"}',
+            ),
+        )
+        assert failed.returncode != 0 and "rolled back" in failed.stderr, failed.describe()
+        # It ends with its message, not with pyinfra's "Unexpected error" and a traceback.
+        assert "Unexpected error in Python callback" not in failed.stderr
+        assert "Traceback" not in failed.stderr
+        states = host_pool.run(
+            host, "systemctl is-active sglang-router; systemctl is-enabled sglang-router"
+        ).stdout.split()
+        assert states == ["active", "enabled"]
+        kept = host_pool.run(
+            host,
+            "ls -A /etc/sglang /etc/systemd/system | grep -E '[.](last-good|absent|new)$'",
+            check=False,
+        ).stdout
+        assert kept == ""
+    finally:
+        back = apply(inventory, options=("--limit", host.address))
+        assert back.returncode == 0 and not back.errors(), back.describe()
 
 
 def test_a_profile_these_gpus_cannot_run_is_refused_before_any_change(host_pool, hosts, inventory):

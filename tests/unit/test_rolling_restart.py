@@ -1,9 +1,11 @@
-"""Rolling restarts: which router a server stands behind (from the inventory alone), the
-turns servers behind one router take, and which units an apply restarts."""
+"""Rolling restarts and rollbacks: which router a server stands behind (from the inventory
+alone), the turns servers behind one router take, which units an apply restarts, what a
+rollback puts back, and a multi-node group that comes up or rolls back as one."""
 
 from __future__ import annotations
 
 import hashlib
+import subprocess
 from types import SimpleNamespace
 
 import gevent
@@ -14,7 +16,14 @@ from pyinfra.api.exceptions import OperationError
 from pyinfra_sglang.inventory import HostConfig, rolling_group
 from pyinfra_sglang.render import GpuSet, NodePosition, Secrets
 from pyinfra_sglang.service_files import ServiceFiles, service_files_for
-from roles.sglang_service import _rolling_turn, units_to_restart
+from roles.sglang_service import (
+    _group_apply,
+    _group_outcome,
+    _keep_command,
+    _restore_command,
+    _rolling_turn,
+    units_to_restart,
+)
 
 WORKERS = ["http://10.0.0.1:30000", "http://gpu-b:30000", "http://10.0.0.4:31000"]
 
@@ -143,3 +152,56 @@ def test_an_apply_restarts_only_the_units_that_need_it(change, active, healthy, 
     on_host = digests(rendered(ROUTED).files)
     service = rendered(ROUTED.model_copy(update=change))
     assert list(units_to_restart(service, on_host, active, lambda: healthy)) == restart
+
+
+# --- rollback: what is kept and put back --------------------------------------------------
+
+
+def sh(command: str) -> None:
+    subprocess.run(["bash", "-c", command], check=True)
+
+
+def test_a_kept_file_from_an_interrupted_run_is_not_overwritten(tmp_path):
+    unit = tmp_path / "sglang.service"
+    unit.write_text("the version that ran\n")
+    sh(_keep_command(str(unit)))
+    unit.write_text("half-applied by a run that was interrupted\n")
+    sh(_keep_command(str(unit)))  # the next run keeps again
+    sh(_restore_command(str(unit)))
+    assert unit.read_text() == "the version that ran\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sglang.service"]
+
+
+def test_a_file_that_did_not_exist_is_removed_again(tmp_path):
+    env = tmp_path / "sglang-router.env"
+    sh(_keep_command(str(env)))
+    env.write_text("new\n")
+    sh(_restore_command(str(env)))
+    assert list(tmp_path.iterdir()) == []
+
+
+def members_apply(outcomes: dict[str, str | None]) -> dict[str, str | None]:
+    """Every member of one multi-node group ends its start with its own problem (None:
+    healthy); what each member then concludes."""
+    run = Run()
+    group = ServiceFiles("sglang.service", (), None, 5, multinode_group="pair")
+    for name in outcomes:
+        _group_apply(run, group).members.add(name)
+    verdicts: dict[str, str | None] = {}
+
+    def member(name: str):
+        gevent.sleep(0.01 * len(verdicts))
+        host = SimpleNamespace(name=name, print_prefix="")
+        verdicts[name] = _group_outcome(run, host, group, outcomes[name])
+
+    gevent.joinall([gevent.spawn(member, n) for n in outcomes], timeout=10)
+    return verdicts
+
+
+def test_a_multinode_group_comes_up_together_or_rolls_back_as_one():
+    assert members_apply({"rank0": None, "rank1": None}) == {"rank0": None, "rank1": None}
+    verdicts = members_apply({"rank0": "health not 200 after 1200 s", "rank1": None})
+    assert verdicts["rank0"] == "health not 200 after 1200 s"
+    assert verdicts["rank1"] == (
+        "group pair rolls back as one: rank0 did not come up (health not 200 after 1200 s)"
+    )
