@@ -113,8 +113,9 @@ CODES: dict[str, Code] = {
     "flash-attn-arch-mismatch": Code(
         ("fail",),
         "the venv's flash-attn was built without kernels for a GPU architecture found (a GPU "
-        'upgrade: "no kernel image is available" at run time), for other architectures than '
-        "`flash_attn_cuda_archs`, or its build record names none; the next deploy rebuilds it",
+        'upgrade: "no kernel image is available" at run time; the next deploy rebuilds it), '
+        "for other architectures than `flash_attn_cuda_archs`, or its build record names none; "
+        "or `flash_attn_cuda_archs` itself lacks a GPU architecture found",
     ),
     "sglang-version": Code(("ok",), "the venv's SGLang is the pinned release"),
     "sglang-version-drift": Code(("fail",), "the venv's SGLang is not the pinned release"),

@@ -8,6 +8,7 @@ from pyinfra_sglang.flash_attn_build_plan import (
     archs_from_compute_caps,
     archs_text,
     rebuild_reason,
+    uncovered_archs,
 )
 from pyinfra_sglang.parsers.system import iommu_passthrough
 
@@ -366,6 +367,19 @@ def findings_for_flash_attn(
                 f'flash-attn {version}: {reason}; its kernels then fail with "no kernel image '
                 f'is available for execution on the device". {RUN_SITE} (it builds '
                 "flash-attn again for them).",
+                evidence=evidence,
+            )
+        ]
+    missing = uncovered_archs(built or (), gpu_archs)
+    if archs_override and missing:
+        return [
+            Finding(
+                "fail",
+                "flash-attn-arch-mismatch",
+                f"flash-attn {version} is built for flash_attn_cuda_archs "
+                f"({archs_text(archs_override)}), which lacks the GPUs' {archs_text(missing)}: "
+                "add them to flash_attn_cuda_archs, or unset it to build for the GPUs found, "
+                "then run `pyinfra INVENTORY deploy/site.py`.",
                 evidence=evidence,
             )
         ]

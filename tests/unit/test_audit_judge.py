@@ -326,6 +326,15 @@ def test_flash_attn_built_for_the_gpus_found_or_a_mismatch_after_an_upgrade():
         "fail",
         "flash-attn-arch-mismatch",
     )
+    # An inventory list that lacks the GPUs found: built as asked, still no kernels for them.
+    [(level, code, message)] = flash_attn(
+        judge(
+            expectations(flash_attn_cuda_archs=["90"]),
+            h200_facts(gpus=rtx, flash_attn=built_for_90),
+        )
+    )
+    assert (level, code) == ("fail", "flash-attn-arch-mismatch")
+    assert "flash_attn_cuda_archs (90), which lacks the GPUs' 120" in message
     # Another version (the next deploy builds the pin) or none installed: nothing to judge,
     # as in records made before flash-attn was read.
     older = {"installed": "2.8.2", "built_archs": ["90"]}
