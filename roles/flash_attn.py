@@ -113,8 +113,8 @@ def flash_attn_built(
     log, record = build_log_paths(version)
     if state.is_executing:
         logger.info(
-            f"{host.print_prefix}flash-attn {version} build ({why}) plan: {plan.describe()}; "
-            f"log: {log}"
+            f"{host.print_prefix}flash-attn {version} build plan: {plan.describe()}; "
+            f"log: {log}; building because {why}"
         )
     env = {**plan.env(), "CUDA_HOME": cuda_home}
     exports = " ".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
