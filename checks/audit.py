@@ -27,6 +27,7 @@ from checks.facts import (
     FirstLine,
     GpuQueryUnderLoad,
     IommuState,
+    JsonRecord,
     NvccRelease,
     NvidiaGpus,
     NvidiaLoadedModule,
@@ -46,6 +47,7 @@ from pyinfra_sglang import data
 from pyinfra_sglang.audit.judge import audit_report, judge, serves_here, unit_installed
 from pyinfra_sglang.audit.record import AuditExpectations, AuditFacts, GpuLoadReading, UnitFiles
 from pyinfra_sglang.audit.report import format_table, safe_name, write_report
+from pyinfra_sglang.flash_attn_build_plan import build_log_paths, built_archs
 from pyinfra_sglang.host_programs.decode_client import API_KEY_ENV
 from pyinfra_sglang.inventory import HostConfig, host_profile
 from pyinfra_sglang.model_snapshot import (
@@ -210,6 +212,16 @@ def read_model(config: HostConfig) -> dict:
     }
 
 
+def read_flash_attn(packages: dict[str, str]) -> dict | None:
+    """The venv's flash-attn and the CUDA architectures its build record names."""
+    installed = packages.get("flash-attn")
+    if not installed:
+        return None
+    record = host.get_fact(JsonRecord, path=build_log_paths(installed)[1])
+    archs = built_archs(record)
+    return {"installed": installed, "built_archs": list(archs) if archs else None}
+
+
 def read_facts(config: HostConfig, expected: AuditExpectations) -> AuditFacts:
     """Read the current pyinfra host: every fact the judge needs, loads included."""
     gpus = host.get_fact(NvidiaGpus)
@@ -255,6 +267,7 @@ def read_facts(config: HostConfig, expected: AuditExpectations) -> AuditFacts:
         nvidia_smi_package=host.get_fact(NvidiaSmiPackage),
         module_candidate=upstream_version(candidate) if candidate else None,
         model=read_model(config),
+        flash_attn=read_flash_attn(packages),
     )
     if not gpus:
         return facts

@@ -30,6 +30,7 @@ from pyinfra_sglang.parsers.system import (
     parse_dkms_state,
     parse_file_digests,
     parse_iommu_state,
+    parse_json_record,
     parse_kernel_headers,
     parse_meminfo,
     parse_python_packages,
@@ -329,6 +330,17 @@ class FirstLine(FactBase[str | None]):
     def process(self, output) -> str | None:
         lines = [line.strip() for line in output]
         return lines[0] if lines and lines[0] else None
+
+
+class JsonRecord(FactBase[dict | None]):
+    """The JSON object in the file at ``path`` (flash-attn's build record); None when there is
+    no such file or it holds no JSON object (see parse_json_record)."""
+
+    def command(self, path: str) -> str:
+        return f"cat {shlex.quote(path)} 2>/dev/null || true"
+
+    def process(self, output) -> dict | None:
+        return parse_json_record(output)
 
 
 class FreeBytes(FactBase[int | None]):

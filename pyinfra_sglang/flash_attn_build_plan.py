@@ -65,6 +65,70 @@ def archs_from_compute_caps(compute_caps: list[str]) -> tuple[str, ...]:
     return tuple(sorted(archs, key=int))
 
 
+def build_log_paths(version: str) -> tuple[str, str]:
+    """The build's log and its record on the host: what the role writes and the audit reads."""
+    log_dir = data.load("python")["flash_attn"]["log_dir"]
+    return f"{log_dir}/flash-attn-{version}-build.log", f"{log_dir}/flash-attn-{version}-build.json"
+
+
+def _arch_key(arch: str) -> tuple[int, str]:
+    digits = arch.rstrip("a")
+    return (int(digits) if digits.isdigit() else 0, arch)
+
+
+def archs_text(archs) -> str:
+    return ", ".join(sorted(archs, key=_arch_key)) or "none"
+
+
+def built_archs(record: dict | None) -> tuple[str, ...] | None:
+    """The CUDA architectures a build record says flash-attn was built for: its ``archs``, or,
+    in a record written before it held them, the FLASH_ATTN_CUDA_ARCHS of its ``env``. None
+    when there is no record or it names none."""
+    if not isinstance(record, dict):
+        return None
+    archs = record.get("archs")
+    if not isinstance(archs, list):
+        env = record.get("env")
+        text = env.get("FLASH_ATTN_CUDA_ARCHS") if isinstance(env, dict) else None
+        archs = text.split(";") if isinstance(text, str) else []
+    archs = [str(arch).strip() for arch in archs if str(arch).strip()]
+    return tuple(sorted(set(archs), key=_arch_key)) or None
+
+
+def uncovered_archs(built: tuple[str, ...], gpu_archs: tuple[str, ...]) -> list[str]:
+    """The GPUs' architectures a build has no kernels for ("90a" kernels run on 9.0 GPUs)."""
+    return [arch for arch in gpu_archs if arch not in built and f"{arch}a" not in built]
+
+
+def rebuild_reason(
+    built: tuple[str, ...] | None,
+    gpu_archs: tuple[str, ...],
+    archs_override: list[str] | tuple[str, ...] | None,
+) -> str | None:
+    """Why an installed flash-attn of the pinned version must be built again, or None when
+    its build covers what is wanted: ``flash_attn_cuda_archs`` exactly when set, else every
+    architecture among the GPUs found (none found: nothing to judge against).
+
+    ``built``: ``built_archs`` of the host's record (None: no record names them)."""
+    if built is None:
+        return "no build record names the CUDA architectures it was built for"
+    if archs_override:
+        wanted = tuple(sorted(set(archs_override), key=_arch_key))
+        if wanted != built:
+            return (
+                f"flash_attn_cuda_archs is {archs_text(wanted)}, the installed build is for "
+                f"{archs_text(built)}"
+            )
+        return None
+    missing = uncovered_archs(built, gpu_archs)
+    if missing:
+        return (
+            f"the GPUs found are {archs_text(gpu_archs)}: the installed build has no kernels "
+            f"for {archs_text(missing)} (built for {archs_text(built)})"
+        )
+    return None
+
+
 def plan_flash_attn_build(
     cores: int,
     available_gb: float,

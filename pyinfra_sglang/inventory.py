@@ -903,7 +903,7 @@ def _service_problems(
         except SecretFileError as error:
             problems.append(problem(field, error.reason))
     problems += _mok_problems(host, config, problem, warn)
-    problems += _module_flavor_problems(config, problem)
+    problems += _driver_problems(config, problem)
     problems += _exposure_problems(host, config, problem)
     node = node_position_in(config, host)
     sides = [("", config)]
@@ -923,27 +923,35 @@ def _service_problems(
     return problems
 
 
-def _module_flavor_problems(config: HostConfig, problem: Callable[..., Problem]) -> list[Problem]:
-    """Proprietary kernel modules for a profile whose every GPU architecture needs the open
-    ones (Blackwell): the driver would install and find no GPU."""
-    from pyinfra_sglang.nvidia import needs_open_modules
+def _driver_problems(config: HostConfig, problem: Callable[..., Problem]) -> list[Problem]:
+    """A driver branch or kernel module flavor that can run none of the GPU architectures the
+    profile runs on (proprietary modules for a Blackwell-only profile): the driver would
+    install and find no GPU. GPUs a host reports are checked again by the driver role."""
+    from pyinfra_sglang.nvidia import driver_mismatches
 
-    if config.nvidia_kernel_modules != "proprietary":
-        return []
     try:
         archs = host_profile(config).archs or []
     except PyinfraError:  # the profile's own problem is reported with the render
         return []
-    if archs and all(needs_open_modules(arch) for arch in archs):
-        return [
-            problem(
-                "nvidia_kernel_modules",
-                f"proprietary kernel modules, but the profile runs on {', '.join(archs)} only: "
-                "Blackwell GPUs and later run only on NVIDIA's open modules",
-                "open",
-            )
-        ]
-    return []
+    found = {
+        arch: driver_mismatches(arch, config.nvidia_driver_branch, config.nvidia_kernel_modules)
+        for arch in archs
+    }
+    if not archs or not all(found.values()):
+        return []
+    by_field: dict[str, list] = {}
+    for mismatches in found.values():
+        for mismatch in mismatches:
+            by_field.setdefault(mismatch.field, []).append(mismatch)
+    return [
+        problem(
+            field,
+            f"the profile runs on {', '.join(archs)} only: "
+            + "; ".join(m.message for m in mismatches),
+            "; ".join(dict.fromkeys(m.allowed for m in mismatches)),
+        )
+        for field, mismatches in by_field.items()
+    ]
 
 
 def _mok_problems(

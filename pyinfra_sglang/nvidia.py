@@ -4,6 +4,8 @@ them and the audit that checks them."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pyinfra_sglang import data
 from pyinfra_sglang.inventory import HostConfig
 
@@ -79,11 +81,98 @@ def packages_off_branch(installed: dict[str, list[str]], branch: int) -> list[st
     )
 
 
+@dataclass(frozen=True)
+class ArchDriverNeeds:
+    """What GPUs of one CUDA architecture need of the driver (data/nvidia.toml
+    [[driver.architectures]])."""
+
+    arch: str  # "sm_120"
+    name: str  # "Blackwell"
+    min_branch: int | None
+    max_branch: int | None
+    modules: tuple[str, ...]
+
+
+def _arch_number(arch: str) -> int | None:
+    number = arch.removeprefix("sm_").rstrip("a")
+    return int(number) if number.isdigit() else None
+
+
+def arch_driver_needs(arch: str) -> ArchDriverNeeds | None:
+    """The row of data/nvidia.toml that holds for ``arch`` ("sm_120"): the last whose
+    ``from_arch`` is at most its number. None for an architecture below every row."""
+    number = _arch_number(arch)
+    if number is None:
+        return None
+    rows = sorted(data.load("nvidia")["driver"]["architectures"], key=lambda r: r["from_arch"])
+    holding = [row for row in rows if row["from_arch"] <= number]
+    if not holding:
+        return None
+    row = holding[-1]
+    return ArchDriverNeeds(
+        arch=f"sm_{number}",
+        name=row["name"],
+        min_branch=row.get("min_branch"),
+        max_branch=row.get("max_branch"),
+        modules=tuple(row["modules"]),
+    )
+
+
 def needs_open_modules(arch: str) -> bool:
     """sm_120 -> True: Blackwell and later run only on the open kernel modules."""
-    number = arch.removeprefix("sm_")
-    threshold = int(data.load("nvidia")["driver"]["open_modules_only_from_arch"])
-    return number.isdigit() and int(number) >= threshold
+    needs = arch_driver_needs(arch)
+    return needs is not None and needs.modules == ("open",)
+
+
+@dataclass(frozen=True)
+class DriverMismatch:
+    """An inventory driver setting that cannot run GPUs of one architecture."""
+
+    field: str  # "nvidia_driver_branch" or "nvidia_kernel_modules"
+    arch: str
+    message: str
+    allowed: str
+
+
+def driver_mismatches(arch: str, branch: int, modules: str) -> list[DriverMismatch]:
+    """What of ``branch`` and ``modules`` cannot run GPUs of ``arch``: each with what is
+    allowed instead (branches among those this project installs)."""
+    needs = arch_driver_needs(arch)
+    if needs is None:
+        return []
+    gpus = f"{needs.name} GPUs ({needs.arch})"
+    mismatches = []
+    low, high = needs.min_branch, needs.max_branch
+    if (low is not None and branch < low) or (high is not None and branch > high):
+        known = data.load("nvidia")["driver_branches"]
+        fits = [b for b in known if (low is None or b >= low) and (high is None or b <= high)]
+        span = (
+            f"branches {low} to {high}"
+            if low is not None and high is not None
+            else f"branch {low} or later"
+            if low is not None
+            else f"branches up to {high}"
+        )
+        mismatches.append(
+            DriverMismatch(
+                "nvidia_driver_branch",
+                needs.arch,
+                f"driver branch {branch} cannot run {gpus}: they run on {span}",
+                ", ".join(str(b) for b in fits)
+                or f"none of the branches this project installs ({', '.join(map(str, known))})",
+            )
+        )
+    if modules not in needs.modules:
+        mismatches.append(
+            DriverMismatch(
+                "nvidia_kernel_modules",
+                needs.arch,
+                f"{modules} kernel modules cannot run {gpus}: they run only on NVIDIA's "
+                f"{' or '.join(needs.modules)} modules",
+                ", ".join(needs.modules),
+            )
+        )
+    return mismatches
 
 
 def compute_cap_arch(compute_cap: str | None) -> str | None:

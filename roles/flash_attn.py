@@ -1,6 +1,8 @@
 """flash-attn built from source into the SGLang virtualenv, with a job count that fits the
 host's memory and only the CUDA architectures its GPUs have. A re-apply with the same pin
-is a no-op; the build log stays on the host.
+is a no-op while the build's record covers the GPUs' architectures (or names exactly
+``flash_attn_cuda_archs``); after a GPU upgrade to another architecture it builds again. The
+build log and its record stay on the host.
 
 The memory side of the plan is checked before anything changes on any host. The GPUs are
 read when the build runs: on a fresh host the driver that lets nvidia-smi see them is
@@ -17,21 +19,20 @@ from pyinfra.api import QuoteString, StringCommand, deploy, operation
 from pyinfra.api.exceptions import OperationError
 from pyinfra.facts.hardware import Cpus
 
-from checks.facts import MemoryInfo, NvidiaGpus, PythonPackages
+from checks.facts import JsonRecord, MemoryInfo, NvidiaGpus, PythonPackages
 from pyinfra_sglang import data
 from pyinfra_sglang.flash_attn_build_plan import (
     BuildPlan,
     archs_from_compute_caps,
+    archs_text,
+    build_log_paths,
+    built_archs,
     plan_flash_attn_build,
+    rebuild_reason,
 )
 from pyinfra_sglang.inventory import host_config
 from pyinfra_sglang.nvidia import cuda_paths
 from roles.python_env import index_options, uv_path, venv_packages
-
-
-def build_log_paths(version: str) -> tuple[str, str]:
-    log_dir = data.load("python")["flash_attn"]["log_dir"]
-    return f"{log_dir}/flash-attn-{version}-build.log", f"{log_dir}/flash-attn-{version}-build.json"
 
 
 def host_build_plan(archs: list[str] | tuple[str, ...], memory_fraction: float) -> BuildPlan:
@@ -45,7 +46,37 @@ def host_cuda_archs(archs_override: list[str] | None) -> tuple[str, ...]:
     """The architectures to build for: the inventory's, else those of the GPUs found."""
     if archs_override:
         return tuple(archs_override)
+    return gpu_archs()
+
+
+def gpu_archs() -> tuple[str, ...]:
+    """The CUDA architectures of the GPUs nvidia-smi reports ("90", "120")."""
     return archs_from_compute_caps([gpu["compute_cap"] or "" for gpu in host.get_fact(NvidiaGpus)])
+
+
+def build_due(venv: str, version: str, archs_override: list[str] | None) -> tuple[bool, str]:
+    """Must flash-attn ``version`` be built on this host, and why (or why not): another
+    version (or none) in the venv, or a build whose record does not cover the GPUs'
+    architectures (or is not exactly ``flash_attn_cuda_archs``)."""
+    found = host.get_fact(PythonPackages, venv=venv).get("flash-attn")
+    if found != version:
+        return True, f"the venv has {f'flash-attn {found}' if found else 'no flash-attn'}"
+    built = built_archs(host.get_fact(JsonRecord, path=build_log_paths(version)[1]))
+    gpus = gpu_archs()
+    reason = rebuild_reason(built, gpus, archs_override)
+    if reason:
+        return True, reason
+    against = (
+        "flash_attn_cuda_archs"
+        if archs_override
+        else f"the GPUs' {archs_text(gpus)}"
+        if gpus
+        else "no GPUs reported to check against"
+    )
+    return (
+        False,
+        f"flash-attn {version} is installed, built for {archs_text(built or ())} ({against})",
+    )
 
 
 @operation()
@@ -57,12 +88,12 @@ def flash_attn_built(
     cuda_home: str,
     index_url: str,
 ):
-    """Build and install flash-attn ``version`` unless the venv has it. The log and a record
-    of the build (seconds, variables) stay under /var/log/pyinfra-sglang; a failed build
-    shows the log's tail."""
-    found = host.get_fact(PythonPackages, venv=venv).get("flash-attn")
-    if found == version:
-        host.noop(f"flash-attn {version} is installed")
+    """Build and install flash-attn ``version`` unless the venv has it, built for what is
+    wanted (see build_due). The log and a record of the build (seconds, CUDA architectures,
+    variables) stay under /var/log/pyinfra-sglang; a failed build shows the log's tail."""
+    due, why = build_due(venv, version, archs_override)
+    if not due:
+        host.noop(why)
         return
     archs = host_cuda_archs(archs_override)
     if not archs:
@@ -82,13 +113,14 @@ def flash_attn_built(
     log, record = build_log_paths(version)
     if state.is_executing:
         logger.info(
-            f"{host.print_prefix}flash-attn {version} build plan: {plan.describe()}; log: {log}"
+            f"{host.print_prefix}flash-attn {version} build plan: {plan.describe()}; "
+            f"log: {log}; building because {why}"
         )
     env = {**plan.env(), "CUDA_HOME": cuda_home}
     exports = " ".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
     q_log, q_record = shlex.quote(log), shlex.quote(record)
     # The record is JSON: the values go in as printf's arguments, quoted for the shell.
-    record_format = '{"version": %s, "seconds": %d, "log": %s, "env": %s}\\n'
+    record_format = '{"version": %s, "seconds": %d, "log": %s, "archs": %s, "env": %s}\\n'
     seconds = "$(( $(date +%s) - start ))"
     indexes = index_options("uv", index_url)
     yield from indexes.uploads
@@ -99,11 +131,15 @@ def flash_attn_built(
         "pip install --python",
         QuoteString(f"{venv}/bin/python"),
         "--no-build-isolation",
+        # The same version again (other GPUs): uv would keep it, or reuse the wheel it built
+        # for the old architectures from its cache (FLASH_ATTN_CUDA_ARCHS is not in its key).
+        "--reinstall-package flash-attn --no-cache",
         *indexes.args,
         QuoteString(f"flash-attn=={version}"),
         f"> {q_log} 2>&1; then "
         f"printf {shlex.quote(record_format)} {shlex.quote(json.dumps(version))} {seconds} "
-        f"{shlex.quote(json.dumps(log))} {shlex.quote(json.dumps(env, sort_keys=True))} "
+        f"{shlex.quote(json.dumps(log))} {shlex.quote(json.dumps(list(plan.archs)))} "
+        f"{shlex.quote(json.dumps(env, sort_keys=True))} "
         f"> {q_record}; "
         f"else rc=$?; echo {shlex.quote(f'flash-attn {version} build failed after')} "
         f'"{seconds}" {shlex.quote(f"s; log: {log}; its last lines:")} >&2; '
@@ -115,10 +151,7 @@ def flash_attn_built(
 def flash_attn() -> None:
     config = host_config(host)
     settings = data.load("python")["flash_attn"]
-    if (
-        host.get_fact(PythonPackages, venv=config.venv_path).get("flash-attn")
-        != config.flash_attn_version
-    ):
+    if build_due(config.venv_path, config.flash_attn_version, config.flash_attn_cuda_archs)[0]:
         # A build is due: refuse now, before any host changes, if not even one job fits.
         host_build_plan(config.flash_attn_cuda_archs or ["any"], config.flash_attn_memory_fraction)
     venv_packages(

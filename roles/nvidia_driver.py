@@ -22,10 +22,10 @@ from pyinfra_sglang.nvidia import (
     REBOOT_REQUIRED,
     REBOOT_REQUIRED_PKGS,
     compute_cap_arch,
+    driver_mismatches,
     driver_packages,
     installed_on_branch,
     kernel_module_packages,
-    needs_open_modules,
     newer_on_branch,
     packages_off_branch,
     pinning_package,
@@ -282,32 +282,47 @@ def driver_reboot(
     )
 
 
-class DriverFlavorRefused(PyinfraError):
-    """The GPUs the host has need the other kernel module flavor."""
+class DriverRefusedForGpus(PyinfraError):
+    """The GPUs the host has need another driver branch or kernel module flavor."""
 
 
-def refuse_flavor_for_gpus(config) -> None:
-    """Proprietary modules on a host whose nvidia-smi (a driver already there) reports a GPU
-    that runs only on the open ones."""
-    if config.nvidia_kernel_modules != "proprietary":
+def gpus_text(gpus: list[dict]) -> str:
+    """'GPU 0 (NVIDIA H200)', 'GPUs 0, 1 (NVIDIA H200)'."""
+    indexes = ", ".join(str(gpu.get("index", "?")) for gpu in gpus)
+    names = ", ".join(sorted({str(gpu.get("name") or "unnamed") for gpu in gpus}))
+    return f"GPU{'s' if len(gpus) > 1 else ''} {indexes} ({names})"
+
+
+def refuse_driver_for_gpus(config) -> None:
+    """A driver branch or module flavor that cannot run a GPU nvidia-smi reports (a driver is
+    there already: a GPU upgrade, a re-apply) is refused, naming the GPUs, the field and what
+    is allowed (data/nvidia.toml [[driver.architectures]])."""
+    by_mismatch: dict = {}
+    for gpu in host.get_fact(NvidiaGpus):
+        arch = compute_cap_arch(gpu.get("compute_cap"))
+        if not arch:
+            continue
+        for mismatch in driver_mismatches(
+            arch, config.nvidia_driver_branch, config.nvidia_kernel_modules
+        ):
+            by_mismatch.setdefault(mismatch, []).append(gpu)
+    if not by_mismatch:
         return
-    found = {compute_cap_arch(gpu.get("compute_cap")) for gpu in host.get_fact(NvidiaGpus)}
-    blocking = sorted(arch for arch in found if arch and needs_open_modules(arch))
-    if blocking:
-        raise DriverFlavorRefused(
-            f"host {host.name}: nvidia_kernel_modules is proprietary, but its GPUs are "
-            f"{', '.join(blocking)}, which run only on NVIDIA's open modules; allowed: open. "
-            "Nothing was changed."
-        )
+    lines = [
+        f"host {host.name}: {m.field} = {getattr(config, m.field)!r} cannot run "
+        f"{gpus_text(gpus)}: {m.message}; allowed: {m.allowed}"
+        for m, gpus in by_mismatch.items()
+    ]
+    raise DriverRefusedForGpus("\n".join(lines) + "\nNothing was changed.")
 
 
 @deploy("NVIDIA driver")
 def nvidia_driver() -> None:
     config = host_config(host)
     family = host_platform().driver_family
-    # Refused here, at planning (before any change): GPUs the flavor cannot drive, Secure
-    # Boot on without an enrolled key to sign the module with.
-    refuse_flavor_for_gpus(config)
+    # Refused here, at planning (before any change): GPUs the branch or flavor cannot run,
+    # Secure Boot on without an enrolled key to sign the module with.
+    refuse_driver_for_gpus(config)
     signing = secure_boot_preflight(config)
     packages = driver_packages(family, config)
     branch = config.nvidia_driver_branch

@@ -115,6 +115,18 @@ CODES: dict[str, Code] = {
     ),
     "iommu-translation": Code(("warn",), "IOMMU on without `iommu=pt`, several GPUs, bare metal"),
     # --- audit: SGLang -----------------------------------------------------------------------
+    "flash-attn": Code(
+        ("ok",),
+        "the venv's flash-attn (the pinned version) was built for every GPU architecture found, "
+        "or for exactly `flash_attn_cuda_archs`",
+    ),
+    "flash-attn-arch-mismatch": Code(
+        ("fail",),
+        "the venv's flash-attn was built without kernels for a GPU architecture found (a GPU "
+        'upgrade: "no kernel image is available" at run time; the next deploy rebuilds it), '
+        "for other architectures than `flash_attn_cuda_archs`, or its build record names none; "
+        "or `flash_attn_cuda_archs` itself lacks a GPU architecture found",
+    ),
     "sglang-version": Code(("ok",), "the venv's SGLang is the pinned release"),
     "sglang-version-drift": Code(("fail",), "the venv's SGLang is not the pinned release"),
     "service": Code(("ok",), "the unit is active/running"),

@@ -5,6 +5,12 @@ from __future__ import annotations
 
 from pyinfra_sglang.audit.findings import Finding
 from pyinfra_sglang.audit.unread import unread_fields
+from pyinfra_sglang.flash_attn_build_plan import (
+    archs_from_compute_caps,
+    archs_text,
+    rebuild_reason,
+    uncovered_archs,
+)
 from pyinfra_sglang.parsers.system import iommu_passthrough
 
 RUN_SITE = "Run `pyinfra INVENTORY deploy/site.py` to converge it"
@@ -357,3 +363,56 @@ def findings_for_model(model: dict | None) -> list[Finding]:
             )
         )
     return findings
+
+
+def findings_for_flash_attn(
+    version: str | None,
+    archs_override: list[str] | None,
+    flash_attn: dict | None,
+    gpus: list[dict],
+) -> list[Finding]:
+    """Does the installed flash-attn have kernels for the GPUs found (or exactly the
+    inventory's ``flash_attn_cuda_archs``)? The same rule as the role's rebuild. Judged only
+    for the pinned version: another one is rebuilt by the next deploy anyway."""
+    if not flash_attn or not version or flash_attn.get("installed") != version:
+        return []
+    recorded = flash_attn.get("built_archs")
+    built = tuple(recorded) if recorded else None
+    gpu_archs = archs_from_compute_caps([gpu.get("compute_cap") or "" for gpu in gpus])
+    evidence = {"built": recorded, "gpus": list(gpu_archs), "flash_attn_cuda_archs": archs_override}
+    reason = rebuild_reason(built, gpu_archs, archs_override)
+    if reason:
+        return [
+            Finding(
+                "fail",
+                "flash-attn-arch-mismatch",
+                f'flash-attn {version}: {reason}; its kernels then fail with "no kernel image '
+                f'is available for execution on the device". {RUN_SITE} (it builds '
+                "flash-attn again for them).",
+                evidence=evidence,
+            )
+        ]
+    missing = uncovered_archs(built or (), gpu_archs)
+    if archs_override and missing:
+        return [
+            Finding(
+                "fail",
+                "flash-attn-arch-mismatch",
+                f"flash-attn {version} is built for flash_attn_cuda_archs "
+                f"({archs_text(archs_override)}), which lacks the GPUs' {archs_text(missing)}: "
+                "add them to flash_attn_cuda_archs, or unset it to build for the GPUs found, "
+                "then run `pyinfra INVENTORY deploy/site.py`.",
+                evidence=evidence,
+            )
+        ]
+    if not gpu_archs and not archs_override:
+        return []
+    against = "flash_attn_cuda_archs" if archs_override else f"the GPUs' {archs_text(gpu_archs)}"
+    return [
+        Finding(
+            "ok",
+            "flash-attn",
+            f"flash-attn {version} built for {archs_text(built or ())} ({against}).",
+            evidence=evidence,
+        )
+    ]

@@ -9,6 +9,7 @@ from pyinfra_sglang.audit.drift import (
     findings_for_dkms,
     findings_for_driver,
     findings_for_driver_update,
+    findings_for_flash_attn,
     findings_for_gpu_count,
     findings_for_iommu,
     findings_for_model,
@@ -119,6 +120,9 @@ def judge(expected: AuditExpectations, facts: AuditFacts) -> list[Finding]:
     installed_sglang = facts.sglang_version
     findings += findings_for_sglang_version(
         expected.sglang_version, installed_sglang, expected.venv_path
+    )
+    findings += findings_for_flash_attn(
+        expected.flash_attn_version, expected.flash_attn_cuda_archs, facts.flash_attn, facts.gpus
     )
     findings += _service_findings(expected, facts)
     if facts.gpus:

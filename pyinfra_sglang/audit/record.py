@@ -30,6 +30,9 @@ class AuditExpectations:
     router_unit: str | None  # the router's unit name when the inventory configures one
     # Does the inventory move the driver within its branch? (Recorded before: no.)
     update_within_branch: bool = False
+    # flash-attn's pin and the inventory's architectures for it (None in records made before).
+    flash_attn_version: str | None = None
+    flash_attn_cuda_archs: list[str] | None = None
 
     @classmethod
     def from_config(cls, config: HostConfig, unit_name: str, node_rank: int) -> AuditExpectations:
@@ -44,6 +47,8 @@ class AuditExpectations:
             venv_path=config.venv_path,
             unit_name=unit_name,
             update_within_branch=config.nvidia_driver_update_within_branch,
+            flash_attn_version=config.flash_attn_version,
+            flash_attn_cuda_archs=config.flash_attn_cuda_archs,
             node_rank=node_rank,
             router_unit=ROUTER_UNIT_PATH.rsplit("/", 1)[1] if routed else None,
         )
@@ -99,6 +104,9 @@ class AuditFacts:
     nvidia_smi_package: str | None = None
     # The model's snapshot on the host (see checks/audit.read_model); None: not read.
     model: dict | None = None
+    # flash-attn in the venv: {"installed": version, "built_archs": [...] or None (no record
+    # names them)}; None: not read, or not installed.
+    flash_attn: dict | None = None
 
     @classmethod
     def from_dict(cls, values: dict) -> AuditFacts:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from typing import TypedDict
@@ -286,6 +287,19 @@ def parse_python_packages(output: Iterable[str]) -> dict[str, str]:
         if version:
             packages[re.sub(r"[-_.]+", "-", name).lower()] = version
     return packages
+
+
+def parse_json_record(output: Iterable[str]) -> dict | None:
+    """A JSON object a file holds (a build record: printf wrote it on one line); None when the
+    file is missing, empty or not a JSON object (a cut-off write)."""
+    text = "\n".join(output).strip()
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def parse_python_version(output: Iterable[str]) -> str | None:

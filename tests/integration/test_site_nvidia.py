@@ -365,3 +365,33 @@ def test_secure_boot_refuses_without_an_enrolled_key_then_signs_with_it(
             "rm -rf /usr/local/sbin/mokutil /etc/mokutil-standin "
             "/var/lib/dkms/mok.key /var/lib/dkms/mok.pub",
         )
+
+
+def test_a_flavor_that_cannot_run_the_gpus_found_is_refused_before_any_change(
+    host_pool, hosts, inventory
+):
+    # The first host's GPUs are now eight RTX PRO 6000 (Blackwell, 12.0): proprietary modules
+    # cannot run them. The inventory (dense-bf16: any architecture) passes validation; the
+    # driver role refuses at planning, from what nvidia-smi reports.
+    upgraded, other = hosts
+    host_pool.run(
+        upgraded,
+        "mkdir -p /etc/nvidia-smi-replay "
+        "&& echo rtxpro6000x8-pcie-from-smiq > /etc/nvidia-smi-replay/capture",
+    )
+    before = {h.address: host_pool.run(h, "dpkg-query -W").stdout for h in hosts}
+    try:
+        refused = apply(inventory, options=("--data", "nvidia_kernel_modules=proprietary"))
+        assert refused.returncode != 0 and not refused.executed, refused.describe()
+        assert refused.logged_changes() == []
+        assert (
+            f"host {upgraded.address}: nvidia_kernel_modules = 'proprietary' cannot run GPUs "
+            "0, 1, 2, 3, 4, 5, 6, 7 (NVIDIA RTX PRO 6000 Blackwell Server Edition): "
+            "proprietary kernel modules cannot run Blackwell GPUs (sm_120): they run only on "
+            "NVIDIA's open modules; allowed: open" in refused.stderr
+        )
+        assert "Nothing was changed." in refused.stderr
+        assert f"host {other.address}: nvidia_kernel_modules" not in refused.stderr  # H200s
+        assert {h.address: host_pool.run(h, "dpkg-query -W").stdout for h in hosts} == before
+    finally:
+        host_pool.run(upgraded, "rm -f /etc/nvidia-smi-replay/capture")

@@ -55,12 +55,95 @@ def test_venv_holds_the_pins_and_flash_attn_was_built_with_the_plan(
         assert seen["CUDA_HOME"] == "/usr/local/cuda-13.1"
         assert seen["torch_version"] == "2.14.1+cu130"  # no build isolation
         assert record["seconds"] >= 0 and record["log"].endswith("flash-attn-2.8.3-build.log")
+        assert record["archs"] == ["90"]
         # The plan fits: threads x 5 GB under 75% of the host's memory, threads <= cores.
         mem_kb = int(host_pool.run(h, "awk '/MemTotal/ {print $2}' /proc/meminfo").stdout)
         cores = int(host_pool.run(h, "nproc").stdout)
         threads = int(seen["MAX_JOBS"]) * int(seen["NVCC_THREADS"])
         assert threads * 5 <= 0.75 * mem_kb / 1024**2 and threads <= cores
     assert "flash-attn 2.8.3 build plan: MAX_JOBS=" in site_first_apply.stderr
+
+
+CAPTURE_CHOICE = "/etc/nvidia-smi-replay/capture"
+BUILD_OP = "flash-attn | Build flash-attn 2.8.3"
+SERVE_OP = "SGLang service | Serve dense-bf16 with SGLang 0.5.23"
+
+
+def flash_attn_findings(inventory, report_dir, address: str) -> list[tuple[str, str, str]]:
+    """The audit's flash-attn findings on one host: (level, code, message)."""
+    result = apply(
+        inventory,
+        "deploy/audit.py",
+        options=("--limit", address, "--data", f"audit_report_dir={report_dir}"),
+    )
+    assert result.executed and result.changed() == [], result.describe()
+    report = json.loads((report_dir / f"{address}.json").read_text())
+    return [
+        (f["level"], f["code"], f["message"])
+        for f in report["findings"]
+        if f["code"].startswith("flash-attn")
+    ]
+
+
+def test_a_gpu_upgrade_to_another_architecture_rebuilds_flash_attn_once(
+    host_pool, hosts, inventory, tmp_path
+):
+    upgraded, other = hosts
+    record = RECORD.format("2.8.3")
+    # Built for the replayed H200s (9.0), and the record says so.
+    assert json.loads(host_pool.run(upgraded, f"cat {record}").stdout)["archs"] == ["90"]
+    again = apply(inventory, options=("-v",))
+    assert again.returncode == 0 and again.changed() == [], again.describe()
+    assert (
+        f"[{upgraded.address}] noop: flash-attn 2.8.3 is installed, built for 90 (the GPUs' 90)"
+        in again.stderr
+    )
+    assert flash_attn_findings(inventory, tmp_path / "before", upgraded.address) == [
+        ("ok", "flash-attn", "flash-attn 2.8.3 built for 90 (the GPUs' 90).")
+    ]
+    # The host's GPUs are now eight RTX PRO 6000 (12.0), as on the real server.
+    host_pool.run(
+        upgraded,
+        f"mkdir -p {CAPTURE_CHOICE.rsplit('/', 1)[0]} "
+        f"&& echo rtxpro6000x8-pcie-from-smiq > {CAPTURE_CHOICE}",
+    )
+    try:
+        [(level, code, message)] = flash_attn_findings(
+            inventory, tmp_path / "upgraded", upgraded.address
+        )
+        assert (level, code) == ("fail", "flash-attn-arch-mismatch"), message
+        assert "the installed build has no kernels for 120 (built for 90)" in message
+
+        rebuilt = apply(inventory, options=("-v",))
+        assert rebuilt.returncode == 0 and not rebuilt.errors(), rebuilt.describe()
+        # The same version built again, for 120 only; the service restarts for TP 8.
+        assert rebuilt.changed(upgraded.address) == [BUILD_OP, SERVE_OP], rebuilt.describe()
+        assert rebuilt.changed(other.address) == []
+        assert (
+            "building because the GPUs found are 120: the installed build has no kernels for 120"
+            in rebuilt.stderr
+        )
+        seen = json.loads(host_pool.run(upgraded, f"cat {SITE}/flash_attn/build_env.json").stdout)
+        assert seen["FLASH_ATTN_CUDA_ARCHS"] == "120"  # uv built it anew, no cached wheel
+        written = json.loads(host_pool.run(upgraded, f"cat {record}").stdout)
+        assert written["archs"] == ["120"] and written["env"]["FLASH_ATTN_CUDA_ARCHS"] == "120"
+        assert venv_versions(host_pool, upgraded)["flash_attn"] == "2.8.3"
+
+        settled = apply(inventory, options=("-v",))
+        assert settled.returncode == 0 and settled.changed() == [], settled.describe()
+        assert (
+            f"[{upgraded.address}] noop: flash-attn 2.8.3 is installed, built for 120 "
+            "(the GPUs' 120)" in settled.stderr
+        )
+        assert flash_attn_findings(inventory, tmp_path / "after", upgraded.address) == [
+            ("ok", "flash-attn", "flash-attn 2.8.3 built for 120 (the GPUs' 120).")
+        ]
+    finally:
+        host_pool.run(upgraded, f"rm -f {CAPTURE_CHOICE}")
+        back = apply(inventory)
+        assert back.returncode == 0 and not back.errors(), back.describe()
+    # Back on the H200s: built for 90 again.
+    assert json.loads(host_pool.run(upgraded, f"cat {record}").stdout)["archs"] == ["90"]
 
 
 def test_changed_pins_change_exactly_their_package(host_pool, hosts, inventory):

@@ -172,6 +172,10 @@ def test_recorded_real_reports_judge_again_to_the_same_report(path):
     stored["record"]["facts"].setdefault("model", None)
     stored["facts"]["driver"].setdefault("nvidia_smi_package", None)
     stored["record"]["expectations"].setdefault("update_within_branch", False)
+    # Recorded before the audit read flash-attn: not read, so not judged.
+    stored["record"]["facts"].setdefault("flash_attn", None)
+    stored["record"]["expectations"].setdefault("flash_attn_version", None)
+    stored["record"]["expectations"].setdefault("flash_attn_cuda_archs", None)
     assert json.loads(json.dumps(again)) == stored
 
 
@@ -285,3 +289,54 @@ def test_a_unit_its_start_limit_stopped_is_named_as_a_crash_loop():
     )
     assert (found.level, found.code) == ("fail", "service-down")
     assert "crashed at every start until its start limit stopped it" in found.message
+
+
+def test_flash_attn_built_for_the_gpus_found_or_a_mismatch_after_an_upgrade():
+    rtx = NvidiaGpus().process(captured_lines("rtxpro6000x8-pcie-from-smiq", QUERY))
+    built_for_90 = {"installed": "2.8.3", "built_archs": ["90"]}
+
+    def flash_attn(findings):
+        return [(f.level, f.code, f.message) for f in findings if f.code.startswith("flash-attn")]
+
+    # The H200s (9.0) with a build for 90: ok.
+    assert flash_attn(judge(expectations(), h200_facts(flash_attn=built_for_90))) == [
+        ("ok", "flash-attn", "flash-attn 2.8.3 built for 90 (the GPUs' 90).")
+    ]
+    # The same host after its GPUs became RTX PRO 6000s (12.0): the build has no kernels.
+    [(level, code, message)] = flash_attn(
+        judge(expectations(), h200_facts(gpus=rtx, flash_attn=built_for_90))
+    )
+    assert (level, code) == ("fail", "flash-attn-arch-mismatch")
+    assert "the installed build has no kernels for 120 (built for 90)" in message
+    assert "deploy/site.py" in message
+    # Built for them, or no record to tell: ok, and a mismatch.
+    rebuilt = {"installed": "2.8.3", "built_archs": ["120"]}
+    assert flash_attn(judge(expectations(), h200_facts(gpus=rtx, flash_attn=rebuilt)))[0][:2] == (
+        "ok",
+        "flash-attn",
+    )
+    unknown = {"installed": "2.8.3", "built_archs": None}
+    assert flash_attn(judge(expectations(), h200_facts(flash_attn=unknown)))[0][:2] == (
+        "fail",
+        "flash-attn-arch-mismatch",
+    )
+    # The inventory's list is what counts when set.
+    pinned = expectations(flash_attn_cuda_archs=["90", "120"])
+    assert flash_attn(judge(pinned, h200_facts(flash_attn=built_for_90)))[0][:2] == (
+        "fail",
+        "flash-attn-arch-mismatch",
+    )
+    # An inventory list that lacks the GPUs found: built as asked, still no kernels for them.
+    [(level, code, message)] = flash_attn(
+        judge(
+            expectations(flash_attn_cuda_archs=["90"]),
+            h200_facts(gpus=rtx, flash_attn=built_for_90),
+        )
+    )
+    assert (level, code) == ("fail", "flash-attn-arch-mismatch")
+    assert "flash_attn_cuda_archs (90), which lacks the GPUs' 120" in message
+    # Another version (the next deploy builds the pin) or none installed: nothing to judge,
+    # as in records made before flash-attn was read.
+    older = {"installed": "2.8.2", "built_archs": ["90"]}
+    assert flash_attn(judge(expectations(), h200_facts(gpus=rtx, flash_attn=older))) == []
+    assert flash_attn(judge(expectations(), h200_facts())) == []

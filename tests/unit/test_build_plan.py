@@ -119,3 +119,48 @@ def test_build_plan_command_takes_archs_with_semicolons_and_a_fraction_of_1(caps
     args = ["--cores", "32", "--mem-gb", "256", "--archs", "90;120a", "--memory-fraction", "1"]
     assert main(["build-plan", *args]) == 0
     assert "FLASH_ATTN_CUDA_ARCHS=90;120a" in capsys.readouterr().out
+
+
+# -- what a build covers ------------------------------------------------------------------------
+
+
+def test_built_archs_read_from_the_record_or_its_env():
+    from pyinfra_sglang.flash_attn_build_plan import built_archs
+
+    assert built_archs({"archs": ["120", "90"]}) == ("90", "120")
+    # Records written before they held "archs": the variable the build ran with.
+    assert built_archs({"env": {"FLASH_ATTN_CUDA_ARCHS": "90;120"}}) == ("90", "120")
+    assert built_archs({"env": {}}) is None
+    assert built_archs(None) is None
+    assert built_archs({"archs": []}) is None
+
+
+def test_rebuild_reason_names_what_the_build_lacks():
+    from pyinfra_sglang.flash_attn_build_plan import rebuild_reason
+
+    assert rebuild_reason(("90",), ("90",), None) is None
+    assert rebuild_reason(("90", "120"), ("120",), None) is None
+    assert rebuild_reason(("90a",), ("90",), None) is None
+    assert rebuild_reason(("90",), (), None) is None  # no GPUs to judge against
+    assert rebuild_reason(("90",), ("120",), None) == (
+        "the GPUs found are 120: the installed build has no kernels for 120 (built for 90)"
+    )
+    assert rebuild_reason(("90",), ("90", "120"), None) == (
+        "the GPUs found are 90, 120: the installed build has no kernels for 120 (built for 90)"
+    )
+    assert "no build record" in rebuild_reason(None, ("90",), None)
+    # The inventory's list is built exactly, whatever the GPUs.
+    assert rebuild_reason(("90", "120"), ("120",), ["120", "90"]) is None
+    assert rebuild_reason(("90", "120"), ("120",), ["120"]) == (
+        "flash_attn_cuda_archs is 120, the installed build is for 90, 120"
+    )
+
+
+def test_a_record_file_is_read_as_json_or_not_at_all():
+    from pyinfra_sglang.parsers.system import parse_json_record
+
+    line = '{"version": "2.8.3", "seconds": 1500, "archs": ["90"], "env": {}}'
+    assert parse_json_record([line])["archs"] == ["90"]
+    assert parse_json_record([]) is None  # no such file
+    assert parse_json_record([line[:20]]) is None  # a cut-off write
+    assert parse_json_record(["[1, 2]"]) is None

@@ -34,7 +34,9 @@ from checks.facts import (
     PythonVersion,
     Virtualization,
 )
+from pyinfra_sglang.flash_attn_build_plan import built_archs
 from pyinfra_sglang.inventory import HostConfig
+from pyinfra_sglang.parsers.system import parse_json_record
 from pyinfra_sglang.served_benchmark.settings import KEY_UNREADABLE, bench_script, bench_settings
 from roles import flash_attn, python_env
 from roles.base import kernel_headers
@@ -218,6 +220,9 @@ def test_flash_attn_build_passes_venv_and_index_as_one_argument_each(sandbox, ve
         "--python",
         f"{venv}/bin/python",
         "--no-build-isolation",
+        "--reinstall-package",
+        "flash-attn",
+        "--no-cache",
         "--index-url",
         index,
         "flash-attn==2.8.3",
@@ -227,6 +232,10 @@ def test_flash_attn_build_passes_venv_and_index_as_one_argument_each(sandbox, ve
     assert record["version"] == "2.8.3" and record["seconds"] >= 0
     assert record["log"] == str(sandbox.root / "logs" / "build.log")
     assert record["env"]["FLASH_ATTN_CUDA_ARCHS"] == "90"
+    # What it was built for, read back by the parser the role and the audit use.
+    assert record["archs"] == ["90"]
+    lines = (sandbox.root / "logs" / "build.json").read_text().splitlines()
+    assert built_archs(parse_json_record(lines)) == ("90",)
 
 
 def test_failed_flash_attn_build_names_its_log_and_shows_its_tail(sandbox):

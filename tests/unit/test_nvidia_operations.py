@@ -826,27 +826,69 @@ def test_proprietary_modules_for_a_blackwell_only_profile_are_refused_by_validat
     assert problems("dense-bf16", "proprietary") == []  # a Hopper host may take them
 
 
+def found_gpus(capture: str) -> list[dict]:
+    """NvidiaGpus as read from a real machine's nvidia-smi (tests/fixtures/gpu/)."""
+    from pyinfra_sglang.parsers.nvidia_smi import GPU_QUERY_FIELDS
+    from tests.unit.captures import captured_lines
+
+    query = f"nvidia-smi --query-gpu={GPU_QUERY_FIELDS} --format=csv"
+    return NvidiaGpus().process(captured_lines(capture, query))
+
+
+class PlannedDriverCheck:  # run_operation drives a generator; this check yields nothing
+    @staticmethod
+    def _inner(**kwargs):
+        from roles.nvidia_driver import refuse_driver_for_gpus
+
+        refuse_driver_for_gpus(**kwargs)
+        return []
+
+
 def test_proprietary_modules_on_blackwell_gpus_found_are_refused_at_planning():
-    from roles.nvidia_driver import DriverFlavorRefused, refuse_flavor_for_gpus
+    from roles.nvidia_driver import DriverRefusedForGpus
 
-    class Planned:  # run_operation drives a generator; this check yields nothing
-        @staticmethod
-        def _inner(**kwargs):
-            refuse_flavor_for_gpus(**kwargs)
-            return []
-
-    blackwell = {NvidiaGpus: [{"compute_cap": "12.0"}, {"compute_cap": "12.0"}]}
+    blackwell = {NvidiaGpus: found_gpus("rtxpro6000x8-pcie-from-smiq")}
     proprietary = HostConfig(nvidia_kernel_modules="proprietary")
-    with pytest.raises(DriverFlavorRefused, match=r"host op-test-host: nvidia_kernel_modules"):
-        run_operation(Planned, blackwell, config=proprietary)
-    assert run_operation(Planned, blackwell, config=HostConfig()) == ([], [])
-    hopper = {NvidiaGpus: [{"compute_cap": "9.0"}]}
-    assert run_operation(Planned, hopper, config=proprietary) == ([], [])
-    assert run_operation(Planned, {NvidiaGpus: []}, config=proprietary) == ([], [])
+    with pytest.raises(DriverRefusedForGpus) as refused:
+        run_operation(PlannedDriverCheck, blackwell, config=proprietary)
+    # Host, field, GPUs, why and what is allowed, in one line; nothing changed.
+    assert str(refused.value) == (
+        "host op-test-host: nvidia_kernel_modules = 'proprietary' cannot run GPUs "
+        "0, 1, 2, 3, 4, 5, 6, 7 (NVIDIA RTX PRO 6000 Blackwell Server Edition): proprietary "
+        "kernel modules cannot run Blackwell GPUs (sm_120): they run only on NVIDIA's open "
+        "modules; allowed: open\nNothing was changed."
+    )
+    assert run_operation(PlannedDriverCheck, blackwell, config=HostConfig()) == ([], [])
+    hopper = {NvidiaGpus: found_gpus("h200x2-nvlink-vm")}
+    assert run_operation(PlannedDriverCheck, hopper, config=proprietary) == ([], [])
+    assert run_operation(PlannedDriverCheck, {NvidiaGpus: []}, config=proprietary) == ([], [])
     # A GPU whose compute capability nvidia-smi could not tell does not break the check.
-    unread = {NvidiaGpus: [{"compute_cap": None}, {"compute_cap": "12.0"}]}
-    with pytest.raises(DriverFlavorRefused, match="sm_120"):
-        run_operation(Planned, unread, config=proprietary)
+    unread = {
+        NvidiaGpus: [{"index": "0", "compute_cap": None}, {"index": "1", "compute_cap": "12.0"}]
+    }
+    with pytest.raises(DriverRefusedForGpus, match=r"GPU 1 \(unnamed\): .*sm_120"):
+        run_operation(PlannedDriverCheck, unread, config=proprietary)
+
+
+def test_a_branch_past_a_retired_architecture_is_refused_naming_the_branches_allowed():
+    from roles.nvidia_driver import DriverRefusedForGpus
+
+    # No capture of a Volta machine here: one nvidia-smi row as --query-gpu prints it.
+    volta = {NvidiaGpus: [{"index": "0", "name": "Tesla V100-SXM2-32GB", "compute_cap": "7.0"}]}
+    with pytest.raises(DriverRefusedForGpus) as refused:
+        run_operation(PlannedDriverCheck, volta, config=HostConfig(nvidia_driver_branch=590))
+    lines = str(refused.value).splitlines()
+    assert lines == [
+        "host op-test-host: nvidia_driver_branch = 590 cannot run GPU 0 (Tesla V100-SXM2-32GB): "
+        "driver branch 590 cannot run Volta GPUs (sm_70): they run on branches 384 to 580; "
+        "allowed: 580",
+        "host op-test-host: nvidia_kernel_modules = 'open' cannot run GPU 0 "
+        "(Tesla V100-SXM2-32GB): open kernel modules cannot run Volta GPUs (sm_70): they run "
+        "only on NVIDIA's proprietary modules; allowed: proprietary",
+        "Nothing was changed.",
+    ]
+    fits = HostConfig(nvidia_driver_branch=580, nvidia_kernel_modules="proprietary")
+    assert run_operation(PlannedDriverCheck, volta, config=fits) == ([], [])
 
 
 def test_ubuntus_deb822_sources_with_comments_inside_are_two_stanzas():

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from pyinfra.api.exceptions import OperationError
 from pyinfra.facts.hardware import Cpus
 
-from checks.facts import MemoryInfo, NvidiaGpus, PythonPackages, PythonVersion
+from checks.facts import JsonRecord, MemoryInfo, NvidiaGpus, PythonPackages, PythonVersion
 from pyinfra_sglang.flash_attn_build_plan import BuildPlanError
 from roles.flash_attn import flash_attn_built
 from roles.python_env import missing_requirements, python_venv, uv_installed, venv_packages
@@ -58,6 +60,18 @@ BUILD_ARGS = dict(
     index_url=INDEX,
 )
 BUILD_LOG = "/var/log/pyinfra-sglang/flash-attn-2.8.3-build.log"
+INSTALLED = {**BUILD_FACTS, PythonPackages: {"flash-attn": "2.8.3"}}
+
+
+def record_of(archs: list[str]) -> dict:
+    """A build record as the role writes it (see flash_attn_build)."""
+    return {
+        "version": "2.8.3",
+        "seconds": 1500,
+        "log": BUILD_LOG,
+        "archs": archs,
+        "env": {"FLASH_ATTN_CUDA_ARCHS": ";".join(archs)},
+    }
 
 
 def flash_attn_build(
@@ -73,11 +87,12 @@ def flash_attn_build(
         f"FLASH_ATTN_CUDA_ARCHS={archs_export} FLASH_ATTENTION_FORCE_BUILD=TRUE "
         "CUDA_HOME=/usr/local/cuda-13.1 PATH=/usr/local/cuda-13.1/bin:$PATH "
         f"/opt/sglang/uv/bin/uv pip install --python {VENV}/bin/python "
-        f"--no-build-isolation {index_args}"
-        f"flash-attn==2.8.3 > {BUILD_LOG} 2>&1; "
+        "--no-build-isolation --reinstall-package flash-attn --no-cache "
+        f"{index_args}flash-attn==2.8.3 > {BUILD_LOG} 2>&1; "
         "then printf "
-        '\'{"version": %s, "seconds": %d, "log": %s, "env": %s}\\n\' '
+        '\'{"version": %s, "seconds": %d, "log": %s, "archs": %s, "env": %s}\\n\' '
         f"'\"2.8.3\"' $(( $(date +%s) - start )) '\"{BUILD_LOG}\"' "
+        f"'{json.dumps(archs.split(';'))}' "
         '\'{"CUDA_HOME": "/usr/local/cuda-13.1", "FLASH_ATTENTION_FORCE_BUILD": "TRUE", '
         f'"FLASH_ATTN_CUDA_ARCHS": "{archs}", "MAX_JOBS": "3", "NVCC_THREADS": "3"}}\' '
         "> /var/log/pyinfra-sglang/flash-attn-2.8.3-build.json; "
@@ -227,10 +242,67 @@ CASES = [
     ),
     op_case(
         flash_attn_built,
-        "at-the-pin-is-a-noop",
-        {**BUILD_FACTS, PythonPackages: {"flash-attn": "2.8.3"}},
+        "at-the-pin-built-for-the-gpus-is-a-noop",
+        {**INSTALLED, JsonRecord: record_of(["90"])},
         BUILD_ARGS,
-        noops=["flash-attn 2.8.3 is installed"],
+        noops=["flash-attn 2.8.3 is installed, built for 90 (the GPUs' 90)"],
+    ),
+    op_case(
+        flash_attn_built,
+        "a-build-for-more-than-the-gpus-is-a-noop",
+        {**INSTALLED, JsonRecord: record_of(["90", "120"])},
+        BUILD_ARGS,
+        noops=["flash-attn 2.8.3 is installed, built for 90, 120 (the GPUs' 90)"],
+    ),
+    op_case(
+        flash_attn_built,
+        "90a-kernels-cover-9.0-gpus",
+        {**INSTALLED, JsonRecord: record_of(["90a"])},
+        BUILD_ARGS,
+        noops=["flash-attn 2.8.3 is installed, built for 90a (the GPUs' 90)"],
+    ),
+    op_case(
+        flash_attn_built,
+        "a-record-from-before-archs-were-recorded-is-read-from-its-env",
+        {**INSTALLED, JsonRecord: {"version": "2.8.3", "env": {"FLASH_ATTN_CUDA_ARCHS": "90"}}},
+        BUILD_ARGS,
+        noops=["flash-attn 2.8.3 is installed, built for 90 (the GPUs' 90)"],
+    ),
+    op_case(
+        flash_attn_built,
+        "no-gpus-reported-leaves-a-recorded-build-alone",
+        {**INSTALLED, NvidiaGpus: [], JsonRecord: record_of(["90"])},
+        BUILD_ARGS,
+        noops=["flash-attn 2.8.3 is installed, built for 90 (no GPUs reported to check against)"],
+    ),
+    # -- the same version, built again for GPUs of another architecture -----------------------
+    op_case(
+        flash_attn_built,
+        "gpus-the-build-has-no-kernels-for-rebuild-it",
+        {**INSTALLED, NvidiaGpus: [gpu("12.0")], JsonRecord: record_of(["90"])},
+        BUILD_ARGS,
+        commands=[flash_attn_build(archs_export="120", archs="120")],
+    ),
+    op_case(
+        flash_attn_built,
+        "no-record-of-what-it-was-built-for-rebuilds",
+        {**INSTALLED, JsonRecord: None},
+        BUILD_ARGS,
+        commands=[flash_attn_build(archs_export="90", archs="90")],
+    ),
+    op_case(
+        flash_attn_built,
+        "changed-inventory-archs-rebuild",
+        {**INSTALLED, JsonRecord: record_of(["90"])},
+        {**BUILD_ARGS, "archs_override": ["90", "120"]},
+        commands=[flash_attn_build(archs_export="'90;120'", archs="90;120")],
+    ),
+    op_case(
+        flash_attn_built,
+        "inventory-archs-as-built-are-a-noop-whatever-the-gpus",
+        {**INSTALLED, NvidiaGpus: [gpu("12.0")], JsonRecord: record_of(["90", "120"])},
+        {**BUILD_ARGS, "archs_override": ["120", "90"]},
+        noops=["flash-attn 2.8.3 is installed, built for 90, 120 (flash_attn_cuda_archs)"],
     ),
 ]
 
