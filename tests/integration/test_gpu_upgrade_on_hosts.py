@@ -64,6 +64,14 @@ def test_an_h200_host_upgraded_to_eight_rtx_pro_6000_converges_in_one_apply(
             assert op in changed, converged.describe()
         seen = json.loads(host_pool.run(upgraded, f"cat {SITE}/flash_attn/build_env.json").stdout)
         assert seen["FLASH_ATTN_CUDA_ARCHS"] == "120"
+        # The unit follows the new GPUs: TP 8, and PCIe-only NCCL hints for a box whose GPU
+        # pairs cross its two sockets (the capture's topo -m: SYS).
+        argv = json.loads(host_pool.run(upgraded, "cat /run/sglang-standin/30000.json").stdout)[
+            "argv"
+        ]
+        assert argv[argv.index("--tp-size") + 1] == "8"
+        env = host_pool.run(upgraded, "cat /etc/sglang/sglang.env").stdout.splitlines()
+        assert {"NCCL_P2P_LEVEL=SYS", "NCCL_IB_DISABLE=1"} <= set(env), env
 
         again = apply(inventory, options=("--limit", upgraded.address, *NEW_BOX))
         assert again.returncode == 0 and again.changed() == [], again.describe()
@@ -82,6 +90,11 @@ def test_an_h200_host_upgraded_to_eight_rtx_pro_6000_converges_in_one_apply(
         host_pool.run(upgraded, f"rm -f {CAPTURE_CHOICE}")
         back = apply(inventory)
         assert back.returncode == 0 and not back.errors(), back.describe()
-    # Back on the H200s and branch 590; the other host was never touched.
+    # Back on the H200s and branch 590 (the reverse upgrade: flash-attn built for 90 again,
+    # NVLink, no PCIe hints); the other host was never touched.
+    assert "flash-attn | Build flash-attn 2.8.3" in back.changed(upgraded.address)
+    seen = json.loads(host_pool.run(upgraded, f"cat {SITE}/flash_attn/build_env.json").stdout)
+    assert seen["FLASH_ATTN_CUDA_ARCHS"] == "90"
+    assert "NCCL_P2P_LEVEL" not in host_pool.run(upgraded, "cat /etc/sglang/sglang.env").stdout
     assert back.changed(other.address) == [], back.describe()
     assert apply(inventory).changed() == []
