@@ -8,6 +8,7 @@ its facts, operations, disconnect), from pyinfra's own phase headers and --debug
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import resource
@@ -18,12 +19,16 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.hosts import aptrepo, pyindex
 from tests.hosts.apply import PYINFRA, REPO, ApplyResult, apply, write_inventory
+from tests.hosts.hubstandin import Hub, Repo
+from tests.hosts.hubstandin import serve as serve_hub
+from tests.hosts.site_model import SITE_MODEL, SITE_MODEL_COMMIT, model_files
 from tests.hosts.testhosts import TestHostPool, why_unavailable
 
 SIZES = (1, 4, 16)
@@ -239,6 +244,82 @@ def parse_sizes(text: str) -> tuple[int, ...]:
     return tuple(sizes)
 
 
+@dataclass
+class Site:
+    """Test hosts converged by deploy/site.py, and inventories of any of them."""
+
+    hosts: list
+    data: dict
+    workdir: Path
+
+    def inventory(self, name: str, hosts: Sequence, **extra) -> Path:
+        """An inventory of ``hosts`` with the site's data and ``extra``: each host serves
+        SGLang on its own address (test hosts share this machine's network)."""
+        entries = [(h.address, {**self.data, **extra, "sglang_host": h.address}) for h in hosts]
+        return write_inventory(self.workdir / f"{name}.py", {"gpu_hosts": entries})
+
+
+@contextmanager
+def converged_site(count: int, **extra) -> Iterator[Site]:
+    """``count`` test hosts booted and converged by deploy/site.py against the tests'
+    stand-ins (NVIDIA's repository, PyPI, the Hugging Face Hub with the dense-bf16 profile's
+    model, SGLang), all served locally; the hosts are stopped at the end."""
+    reason = why_unavailable()
+    if reason:
+        raise SystemExit(f"cannot boot test hosts: {reason}")
+    with tempfile.TemporaryDirectory(prefix="bench-") as folder:
+        workdir = Path(folder)
+        mirror = aptrepo.build_repo(workdir / "mirror")
+        index = pyindex.build_index(workdir / "index")
+        pool = TestHostPool(workdir / "hosts")
+        hub = Hub(
+            {
+                SITE_MODEL: Repo(
+                    commits={SITE_MODEL_COMMIT: model_files(1024 * 1024)},
+                    refs={"main": SITE_MODEL_COMMIT},
+                )
+            }
+        )
+        with (
+            aptrepo.serve(mirror.root) as mirror_url,
+            aptrepo.serve(index.root) as index_url,
+            serve_hub(hub) as hub_url,
+        ):
+            urls = pyindex.Index(url=index_url, root=index.root)
+            data = {
+                **pool.inventory_data(),
+                "nvidia_apt_mirror": mirror_url,
+                "nvidia_keyring_sha256": hashlib.sha256(
+                    (mirror.root / "debian12/x86_64/cuda-keyring_1.1-1_all.deb").read_bytes()
+                ).hexdigest(),
+                "pypi_index_url": urls.pypi_url,
+                "torch_index_url": urls.torch_url,
+                "python_version": "3.11",  # Debian 12's own: uv downloads no interpreter
+                "sglang_model_profile": "dense-bf16",
+                "hf_endpoint": hub_url,
+                "sglang_model_revision": SITE_MODEL_COMMIT,
+                **extra,
+            }
+            try:
+                start = time.monotonic()
+                hosts = pool.boot(count)
+                print(f"booted {count} test hosts in {time.monotonic() - start:.1f} s")
+                site = Site(hosts, data, workdir)
+                start = time.monotonic()
+                everyone = site.inventory(f"hosts{count}-converge", hosts)
+                converge = apply(everyone, timeout=max(1200, 120 * count))
+                if converge.returncode != 0:
+                    raise SystemExit(f"deploy/site.py failed:\n{converge.describe()}")
+                print(
+                    f"converged {count} hosts with deploy/site.py in "
+                    f"{time.monotonic() - start:.1f} s",
+                    flush=True,
+                )
+                yield site
+            finally:
+                pool.stop_all()
+
+
 def main(description: str, run: Run, argv: Sequence[str] | None = None) -> int:
     """A scale benchmark's command line: ``[--repeat N] [--sizes 1,4,16]``; boots the
     largest count of hosts, converges them, writes one inventory per count, times ``run`` on
@@ -260,47 +341,11 @@ def main(description: str, run: Run, argv: Sequence[str] | None = None) -> int:
     if reason:
         print(f"cannot boot test hosts: {reason}", file=sys.stderr)
         return 2
-    with tempfile.TemporaryDirectory(prefix="scale-") as folder:
-        workdir = Path(folder)
-        mirror = aptrepo.build_repo(workdir / "mirror")
-        index = pyindex.build_index(workdir / "index")
-        pool = TestHostPool(workdir / "hosts")
-        with aptrepo.serve(mirror.root) as mirror_url, aptrepo.serve(index.root) as index_url:
-            urls = pyindex.Index(url=index_url, root=index.root)
-            data = {
-                **pool.inventory_data(),
-                "nvidia_apt_mirror": mirror_url,
-                "pypi_index_url": urls.pypi_url,
-                "torch_index_url": urls.torch_url,
-                "python_version": "3.11",  # Debian 12's own: uv downloads no interpreter
-                "sglang_model_profile": "dense-bf16",
-            }
-            largest = max(sizes)
-            try:
-                start = time.monotonic()
-                hosts = pool.boot(largest)
-                print(f"booted {largest} test hosts in {time.monotonic() - start:.1f} s")
-                # Test hosts share this machine's network: each serves SGLang on its own address.
-                entries = [(h.address, {**data, "sglang_host": h.address}) for h in hosts]
-                inventories = {
-                    size: write_inventory(
-                        workdir / f"hosts{size}.py", {"gpu_hosts": entries[:size]}
-                    )
-                    for size in sizes
-                }
-                start = time.monotonic()
-                converge = apply(inventories[largest], timeout=max(1200, 120 * largest))
-                if converge.returncode != 0:
-                    raise SystemExit(f"deploy/site.py failed:\n{converge.describe()}")
-                print(
-                    f"converged {largest} hosts with deploy/site.py in "
-                    f"{time.monotonic() - start:.1f} s",
-                    flush=True,
-                )
-                print_scale(inventories, run, args.repeat)
-                if not args.no_trace:
-                    trace = trace_run(run, largest, inventories[largest])
-                    print(trace.describe(largest))
-            finally:
-                pool.stop_all()
+    largest = max(sizes)
+    with converged_site(largest) as site:
+        inventories = {size: site.inventory(f"hosts{size}", site.hosts[:size]) for size in sizes}
+        print_scale(inventories, run, args.repeat)
+        if not args.no_trace:
+            trace = trace_run(run, largest, inventories[largest])
+            print(trace.describe(largest))
     return 0

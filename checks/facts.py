@@ -332,6 +332,30 @@ class FirstLine(FactBase[str | None]):
         return lines[0] if lines and lines[0] else None
 
 
+class Virtualenvs(FactBase[list[str]]):
+    """The virtualenvs in the folder ``root`` (each holds a pyvenv.cfg), newest first by when
+    that file was written (the venv's creation); [] when there are none."""
+
+    @staticmethod
+    def default() -> list[str]:
+        return []
+
+    def command(self, root: str) -> str:
+        return (
+            f"for d in {shlex.quote(root.rstrip('/'))}/*/; do "
+            '[ -f "$d/pyvenv.cfg" ] && stat -c \'%Y %n\' "$d/pyvenv.cfg"; done 2>/dev/null '
+            "| sort -rn || true"
+        )
+
+    def process(self, output) -> list[str]:
+        found = []
+        for line in output:
+            parts = line.strip().split(" ", 1)
+            if len(parts) == 2 and parts[0].isdigit() and parts[1].endswith("/pyvenv.cfg"):
+                found.append(parts[1].removesuffix("/pyvenv.cfg").rstrip("/"))
+        return found
+
+
 class JsonRecord(FactBase[dict | None]):
     """The JSON object in the file at ``path`` (flash-attn's build record); None when there is
     no such file or it holds no JSON object (see parse_json_record)."""

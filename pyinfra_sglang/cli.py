@@ -283,7 +283,7 @@ def _read_topology(path: Path) -> dict[str, dict[str, str]]:
 def _render_service(args: argparse.Namespace) -> int:
     from pyinfra.api.exceptions import PyinfraError
 
-    from pyinfra_sglang import data, gpus, profiles, render
+    from pyinfra_sglang import gpus, profiles, render
 
     defaults = inventory.HostConfig.model_fields
     try:
@@ -304,7 +304,12 @@ def _render_service(args: argparse.Namespace) -> int:
             gpus=render.GpuSet(args.gpus, memory_gb, args.arch, pcie_only, widest),
             host=args.host or str(defaults["sglang_host"].default),
             port=args.port or defaults["sglang_port"].default,
-            venv_path=args.venv or data.load("python")["venv"]["path"],
+            venv_path=args.venv
+            or inventory.versioned_venv_path(
+                args.sglang_version,
+                defaults["python_version"].default,
+                defaults["cuda_version"].default,
+            ),
             secrets=render.Secrets(api_key="(set)", hf_token="(set)"),
             mask=True,
         )

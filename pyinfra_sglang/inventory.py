@@ -137,6 +137,13 @@ def _control_characters(value: Any) -> bool:
     return False
 
 
+def versioned_venv_path(sglang_version: str, python_version: str, cuda_version: str) -> str:
+    """The virtualenv of one SGLang / Python / CUDA combination (data/python.toml [venv])."""
+    venv = _python["venv"]
+    name = venv["name"].format(sglang=sglang_version, python=python_version, cuda=cuda_version)
+    return f"{venv['root'].rstrip('/')}/{name}"
+
+
 class HostConfig(BaseModel):
     """What pyinfra-sglang needs to know about one host; every field has a working default."""
 
@@ -306,9 +313,15 @@ class HostConfig(BaseModel):
         json_schema_extra=_allowed("3.N, such as 3.12"),
     )
     venv_path: Annotated[str, Field(pattern=SAFE_HOST_PATH)] = Field(
-        _python["venv"]["path"],
-        description="Where the SGLang virtualenv lives on the host.",
-        json_schema_extra=_allowed("an absolute path of letters, digits, '.', '_', '-', '/'"),
+        None,  # filled in by _versioned_venv
+        description=(
+            "Where the SGLang virtualenv lives on the host; unset: one per SGLang, Python and "
+            "CUDA release, `/opt/sglang/venvs/<sglang>-py<python>-cu<cuda>`, built beside the "
+            "running one and switched to in the service step (the newest two are kept)."
+        ),
+        json_schema_extra=_allowed(
+            "an absolute path of letters, digits, '.', '_', '-', '/', or unset"
+        ),
     )
     torch_index_url: HttpUrl | None = Field(
         None,
@@ -573,6 +586,18 @@ class HostConfig(BaseModel):
                         "control characters (newline, tab, NUL, ...) cannot go into a unit, "
                         "env or config file",
                     )
+        return values
+
+    @model_validator(mode="before")
+    @classmethod
+    def _versioned_venv(cls, values: Any) -> Any:
+        # A fixed path would be changed in place under the running server.
+        if isinstance(values, dict) and values.get("venv_path") is None:
+            release = {
+                name: values.get(name) or cls.model_fields[name].default
+                for name in ("sglang_version", "python_version", "cuda_version")
+            }
+            values = {**values, "venv_path": versioned_venv_path(**release)}
         return values
 
     def routed(self) -> bool:

@@ -39,7 +39,7 @@ from pyinfra.api.exceptions import OperationError, PyinfraError
 from pyinfra.facts.server import Command
 from pyinfra.facts.systemd import SystemdStatus
 
-from checks.facts import FileDigests, HttpStatus, NvidiaGpus, NvidiaTopology
+from checks.facts import FileDigests, HttpStatus, NvidiaGpus, NvidiaTopology, Virtualenvs
 from checks.host_context import host_position, run_on_host
 from pyinfra_sglang import data
 from pyinfra_sglang.inventory import HostConfig, host_config, rolling_group
@@ -572,6 +572,25 @@ def units_to_restart(
     )
 
 
+def venvs_to_remove(present: list[str], current: str, keep: int) -> list[str]:
+    """Of the virtualenvs ``present`` (newest first), those beyond the ``keep`` newest, the
+    one the server now runs from (``current``) always kept."""
+    kept = [current] + [path for path in present if path != current][: max(0, keep - 1)]
+    return [path for path in present if path not in kept]
+
+
+@operation()
+def old_venvs_removed(root: str, current: str, keep: int):
+    """After the server switched to ``current``: the venvs in ``root`` beyond the newest
+    ``keep`` removed (a rollback needs the one before)."""
+    present = [path.rstrip("/") for path in host.get_fact(Virtualenvs, root=root)]
+    remove = venvs_to_remove(present, current.rstrip("/"), keep)
+    if not remove:
+        host.noop(f"{root} holds {len(present)} virtualenv(s), at most {keep} kept")
+        return
+    yield "rm -rf " + " ".join(shlex.quote(path) for path in remove)
+
+
 @deploy("SGLang service")
 def sglang_service_role() -> None:
     config = host_config(host)
@@ -595,3 +614,12 @@ def sglang_service_role() -> None:
         name=f"Serve {config.sglang_model_profile} with SGLang {config.sglang_version}",
         config=config,
     )
+    venvs = data.load("python")["venv"]
+    root = venvs["root"].rstrip("/")
+    if config.venv_path.startswith(root + "/"):
+        old_venvs_removed(
+            name="Remove virtualenvs of earlier releases",
+            root=root,
+            current=config.venv_path,
+            keep=int(venvs["keep"]),
+        )

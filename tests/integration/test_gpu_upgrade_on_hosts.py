@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from pyinfra_sglang.inventory import HostConfig
 from tests.hosts.apply import apply
 
 pytestmark = pytest.mark.hosts
 
 CAPTURE_CHOICE = "/etc/nvidia-smi-replay/capture"
 NEW_BOX = ("--data", "nvidia_driver_branch=595", "--data", "expected_gpu_count=8")
-SITE = "/opt/sglang/venv/lib/python3.11/site-packages"
+SITE = f"{HostConfig(python_version='3.11').venv_path}/lib/python3.11/site-packages"
 
 
 def audit(inventory, report_dir: Path, address: str) -> dict[str, list[dict]]:

@@ -9,19 +9,22 @@ import shlex
 
 import pytest
 
+from pyinfra_sglang.inventory import HostConfig
 from roles.python_env import CREDENTIALS_DIR
 from tests.hosts import aptrepo
 from tests.hosts.apply import apply
 
 pytestmark = pytest.mark.hosts
 
-VENV = "/opt/sglang/venv"
+# One venv per SGLang / Python / CUDA combination (Debian 12's Python 3.11 on test hosts).
+VENV = HostConfig(python_version="3.11").venv_path
+VENV_0_5_22 = HostConfig(python_version="3.11", sglang_version="0.5.22").venv_path
 SITE = f"{VENV}/lib/python3.11/site-packages"
 RECORD = "/var/log/pyinfra-sglang/flash-attn-{}-build.json"
 
 
-def venv_versions(host_pool, test_host) -> dict[str, str]:
-    out = host_pool.run(test_host, f"ls -d {SITE}/*.dist-info").stdout
+def venv_versions(host_pool, test_host, venv: str = VENV) -> dict[str, str]:
+    out = host_pool.run(test_host, f"ls -d {venv}/lib/python3.11/site-packages/*.dist-info").stdout
     names = [line.rsplit("/", 1)[-1].removesuffix(".dist-info") for line in out.split()]
     return dict(name.split("-", 1) for name in names)
 
@@ -146,33 +149,50 @@ def test_a_gpu_upgrade_to_another_architecture_rebuilds_flash_attn_once(
     assert json.loads(host_pool.run(upgraded, f"cat {record}").stdout)["archs"] == ["90"]
 
 
-def test_changed_pins_change_exactly_their_package(host_pool, hosts, inventory):
+def unit_venv(host_pool, test_host) -> str:
+    """The venv the server's unit runs from (its ExecStart's python)."""
+    unit = host_pool.run(test_host, "cat /etc/systemd/system/sglang.service").stdout
+    return unit.split("ExecStart=", 1)[1].split("/bin/python", 1)[0]
+
+
+def test_a_new_release_goes_into_its_own_venv_and_back(host_pool, hosts, inventory):
+    """A new SGLang release is built into a venv of its own beside the running one; the unit
+    switches to it in the service step; going back switches back to the old venv, which was
+    kept untouched, without building anything; venvs beyond the newest two are removed."""
     before = {h.address: venv_versions(host_pool, h) for h in hosts}
+    # An older venv left by an earlier release: the oldest of three, so the one removed.
+    stale = "/opt/sglang/venvs/0.5.9-py3.11-cu13.1"
+    for h in hosts:
+        host_pool.run(h, f"mkdir -p {stale} && touch -d '2 days ago' {stale}/pyvenv.cfg")
+    new_pins = ("--data", "flash_attn_version=2.8.2", "--data", "sglang_version=0.5.22")
     try:
-        result = apply(
-            inventory,
-            options=("--data", "flash_attn_version=2.8.2", "--data", "sglang_version=0.5.22"),
-        )
+        result = apply(inventory, options=new_pins)
         assert result.returncode == 0 and not result.errors(), result.describe()
         for h in hosts:
-            assert sorted(result.changed(h.address)) == [
+            changed = result.changed(h.address)
+            for op in (
+                "Python environment | Create the virtualenv (Python 3.11)",
                 "Python environment | Install SGLang 0.5.22",
-                # A new SGLang release means a restart; a new flash-attn build alone does not.
-                "SGLang service | Serve dense-bf16 with SGLang 0.5.22",
                 "flash-attn | Build flash-attn 2.8.2",
-            ], result.describe()
-            after = venv_versions(host_pool, h)
-            changed = {
-                k
-                for k in after.keys() | before[h.address].keys()
-                if after.get(k) != before[h.address].get(k)
-            }
-            assert changed == {"sglang", "flash_attn"}, (before[h.address], after)
+                "SGLang service | Serve dense-bf16 with SGLang 0.5.22",
+                "SGLang service | Remove virtualenvs of earlier releases",
+            ):
+                assert op in changed, result.describe()
+            after = venv_versions(host_pool, h, VENV_0_5_22)
             assert (after["sglang"], after["flash_attn"]) == ("0.5.22", "2.8.2")
+            assert venv_versions(host_pool, h) == before[h.address]  # the old venv untouched
+            assert unit_venv(host_pool, h) == VENV_0_5_22
+            assert host_pool.run(h, f"test -e {stale}", check=False).returncode == 1
+        again = apply(inventory, options=new_pins)
+        assert again.changed() == [], again.describe()
     finally:
         back = apply(inventory)
         assert back.returncode == 0 and not back.errors(), back.describe()
-    assert venv_versions(host_pool, hosts[0])["flash_attn"] == "2.8.3"
+    for h in hosts:
+        # Back to the kept venv: nothing to create, install or build; the server restarts.
+        assert back.changed(h.address) == [SERVE_OP], back.describe()
+        assert unit_venv(host_pool, h) == VENV
+        assert venv_versions(host_pool, h)["flash_attn"] == "2.8.3"
 
 
 def test_impossible_plan_refuses_before_any_change(host_pool, hosts, inventory):
@@ -268,7 +288,7 @@ def test_index_credentials_reach_pip_and_uv_but_never_a_command_line(
         assert INDEX_PASSWORD not in result.stdout + result.stderr
         for h in hosts:
             assert "Python environment | Install uv 0.13.9" in result.changed(h.address)
-            versions = venv_versions(host_pool, h)
+            versions = venv_versions(host_pool, h, VENV_0_5_22)
             assert (versions["sglang"], versions["flash_attn"]) == ("0.5.22", "2.8.2")
             seen = json.loads(host_pool.run(h, "cat /root/sampler.json").stdout)
             assert seen["leaks"] == []

@@ -12,10 +12,12 @@ import urllib.request
 
 import pytest
 
+from pyinfra_sglang.inventory import HostConfig
 from tests.hosts.apply import apply
 
 pytestmark = pytest.mark.hosts
 
+VENV = HostConfig(python_version="3.11").venv_path  # the site hosts' venv
 API_KEY = "sk-site-APIKEY-0123456789"
 HF_TOKEN = "hf_site_TOKEN_abcdefghij"
 SERVE_OP = "SGLang service | Serve dense-bf16 with SGLang 0.5.23"
@@ -112,7 +114,7 @@ def test_the_server_is_sandboxed(host_pool, hosts, inventory):
     for denied in (
         "touch /etc/sglang/probe",
         "touch /etc/probe",
-        "touch /opt/sglang/venv/probe",
+        f"touch {VENV}/probe",
         "touch /var/lib/sglang/probe",
         "cat /etc/sglang/sglang.env",
         "ls /root",
@@ -415,7 +417,7 @@ def test_router_in_front_of_the_replicas_then_removed(host_pool, hosts, inventor
             # The pinned router may be in the venv already (an earlier test installed it).
             changed = result.changed(h.address)
             assert changed in ([ROUTER_INSTALL_OP, SERVE_OP], [SERVE_OP]), changed
-            installed = host_pool.run(h, "ls /opt/sglang/venv/lib/python3*/site-packages").stdout
+            installed = host_pool.run(h, f"ls {VENV}/lib/python3*/site-packages").stdout
             assert "sglang_router-0.3.2.dist-info" in installed.split()
             assert (
                 host_pool.run(h, "systemctl is-active sglang-router.service").stdout.strip()

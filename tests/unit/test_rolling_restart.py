@@ -13,6 +13,7 @@ import pytest
 from pyinfra.api import Inventory
 from pyinfra.api.exceptions import OperationError
 
+from checks.facts import Virtualenvs
 from pyinfra_sglang.inventory import HostConfig, rolling_group
 from pyinfra_sglang.render import GpuSet, NodePosition, Secrets
 from pyinfra_sglang.service_files import ServiceFiles, service_files_for
@@ -23,6 +24,7 @@ from roles.sglang_service import (
     _restore_command,
     _rolling_turn,
     units_to_restart,
+    venvs_to_remove,
 )
 
 WORKERS = ["http://10.0.0.1:30000", "http://gpu-b:30000", "http://10.0.0.4:31000"]
@@ -205,3 +207,35 @@ def test_a_multinode_group_comes_up_together_or_rolls_back_as_one():
     assert verdicts["rank1"] == (
         "group pair rolls back as one: rank0 did not come up (health not 200 after 1200 s)"
     )
+
+
+# --- one venv per release -----------------------------------------------------------------
+
+
+def test_each_release_combination_has_its_own_venv():
+    assert HostConfig().venv_path == "/opt/sglang/venvs/0.5.23-py3.12-cu13.1"
+    assert (
+        HostConfig(sglang_version="0.5.22", python_version="3.11").venv_path
+        == "/opt/sglang/venvs/0.5.22-py3.11-cu13.1"
+    )
+    assert HostConfig(venv_path="/srv/venv").venv_path == "/srv/venv"  # set: kept as set
+
+
+def test_venvs_beyond_the_newest_two_go_but_never_the_running_one():
+    present = ["/v/c", "/v/b", "/v/a"]  # newest first
+    assert venvs_to_remove(present, "/v/c", keep=2) == ["/v/a"]
+    # Back on an older release: it and the newest other stay.
+    assert venvs_to_remove(present, "/v/a", keep=2) == ["/v/b"]
+    assert venvs_to_remove(["/v/a"], "/v/a", keep=2) == []
+
+
+def test_the_venv_fact_reads_newest_first_and_skips_what_is_no_venv():
+    output = [
+        "1764600000 /opt/sglang/venvs/0.5.23-py3.12-cu13.1//pyvenv.cfg",
+        "1764500000 /opt/sglang/venvs/0.5.22-py3.12-cu13.1//pyvenv.cfg",
+        "stat: cannot statx '/opt/sglang/venvs/x//pyvenv.cfg': No such file or directory",
+    ]
+    assert Virtualenvs().process(output) == [
+        "/opt/sglang/venvs/0.5.23-py3.12-cu13.1",
+        "/opt/sglang/venvs/0.5.22-py3.12-cu13.1",
+    ]
