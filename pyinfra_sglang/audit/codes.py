@@ -165,11 +165,18 @@ CODES: dict[str, Code] = {
     "interconnect-bound": Code(
         ("warn",),
         "diagnosis: a PCIe or NVLink direction at >= {saturated_fraction} of the link's rate in "
-        "at least {saturated_share} of the samples",
+        "at least {saturated_share} of the samples, or both directions added while the GPU "
+        "computes nothing (copies taking turns)",
+    ),
+    "memory-bandwidth-bound": Code(
+        ("ok",),
+        "diagnosis: the GPU is busy streaming its own memory: memory utilization >= "
+        "{hbm_mem_util_pct}, the SM clock at its max and power under {hbm_max_power_fraction} "
+        "of the limit; with the model's profile, the decode roofline's share reached",
     ),
     "compute-bound": Code(
         ("ok",),
-        "diagnosis: the GPU is busy with power near its limit, the SM clock pulled down, or "
+        "diagnosis: the GPU is busy with power near its limit or the SM clock pulled down, and "
         "memory utilization a copy does not reach",
     ),
     "host-bound": Code(
@@ -197,6 +204,8 @@ def _thresholds() -> dict[str, str]:
         "low_fraction": f"{t['bandwidth']['low_fraction']:.0%}",
         "saturated_fraction": f"{t['link']['saturated_fraction']:.0%}",
         "saturated_share": f"{t['link']['share']:.0%}",
+        "hbm_mem_util_pct": f"{t['memory_bandwidth']['mem_util_pct']}%",
+        "hbm_max_power_fraction": f"{t['memory_bandwidth']['max_power_fraction']:.0%}",
     }
 
 

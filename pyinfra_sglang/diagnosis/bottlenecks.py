@@ -2,9 +2,12 @@
 the load.
 
 Per GPU, first match wins (thresholds and why: pyinfra_sglang/data/diagnosis.toml):
-``interconnect-bound`` (PCIe or NVLink near its capacity), ``compute-bound`` (busy, with power,
-clock or memory-utilization evidence: NVML's GPU utilization also reads 100% during pure copies,
-so busy alone is never taken for compute), ``undetermined`` (busy or links active, unexplained).
+``interconnect-bound`` (a PCIe or NVLink direction near its capacity), ``memory-bandwidth-bound``
+(busy, memory utilization high, SM clock at its max, power under the limit: streaming HBM),
+``compute-bound`` (busy, with power or clock evidence: NVML's GPU utilization also reads 100%
+during pure copies, so busy alone is never taken for compute), ``interconnect-bound`` again for
+a GPU that computes nothing while a link's two directions together keep it busy (copies taking
+turns), ``undetermined`` (busy or links active, unexplained).
 When every GPU is quiet (mostly idle, links idle): ``host-bound`` if load ran (the benchmark,
 the server's CPU or some GPU activity says so), else ``idle``. ``memory-capacity-bound`` from
 the server's KV cache use and queue.
@@ -18,6 +21,7 @@ from dataclasses import asdict, dataclass
 
 from pyinfra_sglang import data
 from pyinfra_sglang.audit.findings import Finding
+from pyinfra_sglang.diagnosis.roofline import DecodeRoofline, stream_rate
 from pyinfra_sglang.diagnosis.samples import (
     CpuSummary,
     GpuSummary,
@@ -73,18 +77,27 @@ class _Link:
     name: str  # "PCIe Gen5 x16", "NVLink"
     capacity: float | None  # GB/s per direction
     series: tuple[float, ...]  # the busier direction, per sample
+    both: tuple[float, ...]  # both directions added, per sample
     limits: dict
 
     @property
     def p90(self) -> float:
         return percentile(list(self.series), 90) or 0.0
 
-    @property
-    def saturated_share(self) -> float:
-        if not self.capacity or not self.series:
+    def _share_at_floor(self, series: tuple[float, ...]) -> float:
+        if not self.capacity or not series:
             return 0.0
         floor = self.limits["link"]["saturated_fraction"] * self.capacity
-        return sum(v >= floor for v in self.series) / len(self.series)
+        return sum(v >= floor for v in series) / len(series)
+
+    @property
+    def saturated_share(self) -> float:
+        return self._share_at_floor(self.series)
+
+    @property
+    def busy_both_share(self) -> float:
+        """Share of samples whose two directions together reach the saturated floor."""
+        return self._share_at_floor(self.both)
 
     @property
     def idle(self) -> bool:
@@ -104,6 +117,14 @@ class _Link:
             f"p90 {format_gbs(self.p90)}{share}"
         )
 
+    def both_text(self) -> str:
+        both = list(self.both)
+        return (
+            f"{self.name} both directions added: median "
+            f"{format_gbs(statistics.median(both) if both else None)}, p90 "
+            f"{format_gbs(percentile(both, 90))} of {self.capacity or 0:.1f} GB/s per direction"
+        )
+
 
 class _GpuView:
     """One GPU's summary with its links and limits, and the facts the rules ask about."""
@@ -111,10 +132,26 @@ class _GpuView:
     def __init__(self, summary: GpuSummary, facts: Mapping, limits: dict):
         self.summary, self.limits = summary, limits
         pcie_capacity, pcie_name = link_capacity(summary, facts.get("pcie"))
-        self.links = [_Link(pcie_name, pcie_capacity, summary.pcie_busier_series, limits)]
+        self.links = [
+            _Link(
+                pcie_name,
+                pcie_capacity,
+                summary.pcie_busier_series,
+                summary.pcie_both_series,
+                limits,
+            )
+        ]
         if summary.nvlink_busier_series:
             capacity = nvlink_capacity(summary, facts)
-            self.links.append(_Link("NVLink", capacity, summary.nvlink_busier_series, limits))
+            self.links.append(
+                _Link(
+                    "NVLink",
+                    capacity,
+                    summary.nvlink_busier_series,
+                    summary.nvlink_both_series,
+                    limits,
+                )
+            )
         self.power_limit = facts.get("power_limit_w") or summary.power_limit_w
         self.clock_max = facts.get("sm_clock_max_mhz") or summary.sm_clock_max_mhz
         self.busy = summary.busy_share >= limits["busy"]["share"]
@@ -124,6 +161,23 @@ class _GpuView:
         shares = [(link.saturated_share, link) for link in self.links]
         share, link = max(shares, key=lambda pair: pair[0])
         return link if share >= self.limits["link"]["share"] else None
+
+    @property
+    def busy_both_link(self) -> _Link | None:
+        """A link whose two directions together are busy enough (copies taking turns)."""
+        shares = [(link.busy_both_share, link) for link in self.links]
+        share, link = max(shares, key=lambda pair: pair[0])
+        return link if share >= self.limits["link"]["share"] else None
+
+    @property
+    def power_fraction(self) -> float | None:
+        power = self.summary.busy_power_w
+        return power / self.power_limit if power and self.power_limit else None
+
+    @property
+    def clock_fraction(self) -> float | None:
+        clock = self.summary.busy_sm_clock_mhz
+        return clock / self.clock_max if clock and self.clock_max else None
 
     @property
     def quiet(self) -> bool:
@@ -149,9 +203,29 @@ class _GpuView:
                     f"SM clock pulled down to {summary.busy_sm_clock_mhz:.0f} MHz = {fraction:.0%} "
                     f"of its {self.clock_max:.0f} MHz max"
                 )
-        if summary.busy_mem_util >= compute["hbm_mem_util_pct"]:
-            why.append(f"memory utilization {summary.busy_mem_util:.0f}%: streaming GPU memory")
         return why
+
+    def memory_evidence(self) -> list[str]:
+        """Why streaming the GPU's own memory limits it (empty: no such evidence). Power and
+        clock must be known: without them a busy memory cannot be told from a power-limited
+        compute load that also reads a lot (so this says nothing rather than guess)."""
+        memory, summary = self.limits["memory_bandwidth"], self.summary
+        power, clock = self.power_fraction, self.clock_fraction
+        if not self.busy or power is None or clock is None:
+            return []
+        if (summary.busy_mem_util or 0) < memory["mem_util_pct"]:
+            return []
+        if power >= memory["max_power_fraction"]:
+            return []
+        if clock <= self.limits["compute"]["max_clock_fraction"]:
+            return []
+        return [
+            f"memory utilization {summary.busy_mem_util:.0f}% (HBM busy that share of the time)",
+            f"SM clock at {summary.busy_sm_clock_mhz:.0f} MHz = {clock:.0%} of its "
+            f"{self.clock_max:.0f} MHz max",
+            f"power {summary.busy_power_w:.0f} W = {power:.0%} of the {self.power_limit:.0f} W "
+            "limit: not power-limited",
+        ]
 
     def load_text(self) -> str:
         summary = self.summary
@@ -194,6 +268,13 @@ class _GpuView:
         }
 
 
+NEXT_STEPS_MEMORY_BANDWIDTH = (
+    "more tokens per byte read: larger batches (more concurrent requests, a larger "
+    "max_running_requests or cuda_graph_max_bs), quantized weights and KV cache (FP8/FP4: "
+    "fewer bytes per token), speculative decoding (MTP/EAGLE: several tokens per weight read), "
+    "or more GPUs (TP: each reads a share of the weights)."
+)
+
 NEXT_STEPS_BY_LINK = {
     "PCIe": (
         "keep data on the GPU (fewer host<->device copies, pinned memory), put tensor-parallel "
@@ -207,21 +288,73 @@ NEXT_STEPS_BY_LINK = {
 }
 
 
-def _gpu_finding(view: _GpuView) -> Finding | None:
+def _roofline_text(roofline: DecodeRoofline | None, bench: list[dict]) -> tuple[str, dict]:
+    """The decode roofline and each benchmark row's share of it, as text and evidence."""
+    if roofline is None:
+        return "", {}
+    runs = [(row, stream_rate(row)) for row in bench]
+    shares = [
+        f"concurrency {row.get('max_concurrency', '?')}: {rate:.1f} tok/s per stream = "
+        f"{roofline.fraction(rate):.0%}"
+        for row, rate in runs
+        if rate
+    ]
+    text = (
+        f" Decode roofline: {roofline.tokens_per_s:.0f} tok/s per stream "
+        f"({roofline.gb_per_token:.3g} GB of weights per token at "
+        f"{roofline.aggregate_bandwidth_gbs:.0f} GB/s; KV-cache reads left out)"
+        + (f"; {'; '.join(shares)} of it." if shares else "; no benchmark rate to compare.")
+    )
+    evidence = {
+        **roofline.as_dict(),
+        "runs": [
+            {
+                "max_concurrency": row.get("max_concurrency"),
+                "fraction_of_bound": (round(roofline.fraction(rate), 4) if rate else None),
+            }
+            for row, rate in runs
+        ],
+    }
+    return text, evidence
+
+
+def _link_finding(view: _GpuView, link: _Link, how: str) -> Finding:
+    return Finding(
+        "warn",
+        "interconnect-bound",
+        f"GPU {view.summary.index}: {how} ({view.links_text()}); {view.load_text()}. "
+        f"The link limits this load (GPU utilization counts copies as busy). Try next: "
+        f"{NEXT_STEPS_BY_LINK['NVLink' if link.name == 'NVLink' else 'PCIe']}",
+        gpu=view.summary.index,
+        evidence=view.evidence(),
+    )
+
+
+def _gpu_finding(
+    view: _GpuView, roofline: DecodeRoofline | None = None, bench: list[dict] | None = None
+) -> Finding | None:
     """The per-GPU rules, first match wins; None for a quiet GPU (judged host-wide)."""
     index = view.summary.index
+    floor = view.limits["link"]["saturated_fraction"]
     link = view.saturated_link
     if link is not None:
-        floor = view.limits["link"]["saturated_fraction"]
+        how = f"{link.name} ran at >= {floor:.0%} of its capacity in {link.saturated_share:.0%} "
+        return _link_finding(view, link, how + "of samples")
+    memory = view.memory_evidence()
+    if memory:
+        roof_text, roof_evidence = _roofline_text(roofline, bench or [])
+        evidence = view.evidence()
+        if roof_evidence:
+            evidence["roofline"] = roof_evidence
         return Finding(
-            "warn",
-            "interconnect-bound",
-            f"GPU {index}: {link.name} ran at >= {floor:.0%} of its capacity in "
-            f"{link.saturated_share:.0%} of samples ({view.links_text()}); {view.load_text()}. "
-            f"The link limits this load (GPU utilization counts copies as busy). Try next: "
-            f"{NEXT_STEPS_BY_LINK['NVLink' if link.name == 'NVLink' else 'PCIe']}",
+            "ok",
+            "memory-bandwidth-bound",
+            f"GPU {index}: {'; '.join(memory)}; {view.load_text()}; links not saturated "
+            f"({view.links_text()}). Streaming the GPU's own memory limits this load, not "
+            f"arithmetic: the memory bandwidth is used.{roof_text} Try next: "
+            f"{NEXT_STEPS_MEMORY_BANDWIDTH}",
             gpu=index,
-            evidence=view.evidence(),
+            evidence=evidence,
         )
     why = view.compute_evidence()
     if view.busy and why:
@@ -236,6 +369,14 @@ def _gpu_finding(view: _GpuView) -> Finding | None:
             gpu=index,
             evidence=view.evidence(),
         )
+    link = view.busy_both_link
+    if link is not None and not why:
+        how = (
+            f"{link.name}'s two directions together carried >= {floor:.0%} of one direction's "
+            f"capacity in {link.busy_both_share:.0%} of samples ({link.both_text()}), neither "
+            "alone near it, while the GPU computed nothing: copies taking turns"
+        )
+        return _link_finding(view, link, how)
     if view.quiet:
         return None
     what = "busy" if view.busy else "moving data"
@@ -366,6 +507,7 @@ def diagnose(
     virtualization: Mapping | None = None,
     bench: list[dict] | None = None,
     server: Mapping | None = None,
+    roofline: DecodeRoofline | None = None,
 ) -> list[Finding]:
     """Findings for ``samples`` (pyinfra_sglang.diagnosis.samples' shape).
 
@@ -373,7 +515,8 @@ def diagnose(
     "width_max"}, "power_limit_w", "sm_clock_max_mhz", "nvlink_gbs"}`` (NVLink capacity per
     direction; what is missing comes from the samples and the GPU spec table);
     ``virtualization``: ``{"container", "vm"}``; ``bench``: bench_serving rows; ``server``:
-    ``{"kv_cache_usage": 0..1, "queued_requests": n}``.
+    ``{"kv_cache_usage": 0..1, "queued_requests": n}``; ``roofline``: the model's decode
+    roofline, whose share each bench row reached a memory-bandwidth-bound finding names.
     """
     limits = thresholds()
     gpu_facts = gpu_facts or {}
@@ -382,7 +525,7 @@ def diagnose(
         _GpuView(summarize_gpu(samples, index, busy_util), gpu_facts.get(index, {}), limits)
         for index in gpu_indexes(samples)
     ]
-    findings = [f for f in map(_gpu_finding, views) if f is not None]
+    findings = [f for f in (_gpu_finding(v, roofline, bench) for v in views) if f is not None]
     quiet = [v for v in views if v.quiet]
     if views and len(quiet) == len(views):
         cpu = summarize_cpu(samples)

@@ -48,7 +48,7 @@ from pyinfra.api.exceptions import PyinfraError
 
 from pyinfra_sglang.audit.findings import Finding
 from pyinfra_sglang.diagnosis.bottlenecks import diagnose, format_gbs, link_capacity, thresholds
-from pyinfra_sglang.diagnosis.roofline import DecodeRoofline, roofline_for
+from pyinfra_sglang.diagnosis.roofline import DecodeRoofline, roofline_for, stream_rate
 from pyinfra_sglang.diagnosis.samples import (
     gpu_indexes,
     read_json_lines,
@@ -56,7 +56,7 @@ from pyinfra_sglang.diagnosis.samples import (
     summarize_gpu,
 )
 
-__all__ = ["diagnose", "diagnose_results", "format_report", "load_results"]
+__all__ = ["diagnose", "diagnose_results", "format_report", "load_results", "stream_rate"]
 
 PROFILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
 # What the rules read, per file: these must be numbers (or null) where present.
@@ -317,25 +317,16 @@ def roofline_from(spec: dict) -> DecodeRoofline:
     return roof
 
 
-def stream_rate(row: dict) -> float | None:
-    """One stream's decode tokens/s in a bench_serving row: 1000 / median TPOT (at concurrency
-    1 also the output throughput)."""
-    tpot = row.get("median_tpot_ms")
-    if tpot and tpot > 0:
-        return 1000 / tpot
-    if row.get("max_concurrency") == 1:
-        return row.get("output_throughput")
-    return None
-
-
 def diagnose_results(results: dict) -> dict:
     """Findings, per-GPU summaries and the roofline of loaded results, as plain data."""
+    roof = roofline_from(results["profile"]) if results["profile"] else None
     findings = diagnose(
         results["samples"],
         results["gpu_facts"],
         results["virtualization"],
         results["bench"],
         results["server"],
+        roof,
     )
     busy_util = thresholds()["busy"]["gpu_util_pct"]
     summaries = []
@@ -344,11 +335,11 @@ def diagnose_results(results: dict) -> dict:
         pcie = results["gpu_facts"].get(index, {}).get("pcie")
         capacity, name = link_capacity(summary, pcie)
         row = asdict(summary)
-        del row["pcie_busier_series"], row["nvlink_busier_series"]
+        for series in ("pcie_busier", "pcie_both", "nvlink_busier", "nvlink_both"):
+            del row[f"{series}_series"]
         summaries.append({**row, "pcie_link": name, "pcie_capacity_gbs": capacity})
     report = {"findings": findings, "gpus": summaries, "roofline": None}
-    if results["profile"]:
-        roof = roofline_from(results["profile"])
+    if roof is not None:
         runs = []
         for row in results["bench"]:
             rate = stream_rate(row)

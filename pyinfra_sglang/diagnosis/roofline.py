@@ -48,6 +48,17 @@ class DecodeRoofline:
         }
 
 
+def stream_rate(row: dict) -> float | None:
+    """One stream's decode tokens/s in a bench_serving row: 1000 / median TPOT (at concurrency
+    1 also the output throughput)."""
+    tpot = row.get("median_tpot_ms")
+    if tpot and tpot > 0:
+        return 1000 / tpot
+    if row.get("max_concurrency") == 1:
+        return row.get("output_throughput")
+    return None
+
+
 def roofline_for(profile: Profile, gpu_name: str, tp_size: int) -> DecodeRoofline:
     """The roofline of ``profile`` served on ``tp_size`` GPUs named ``gpu_name`` (gpus.toml).
     ValueError when the profile lacks active_params_b or bytes_per_param."""

@@ -105,8 +105,12 @@ class GpuSummary:
     busy_sm_clock_mhz: float | None
     busy_power_w: float | None
     pcie_busier_series: tuple[float, ...]  # per sample, for shares against a link's capacity
+    # Both directions added, per sample: copies that take turns keep a link busy with neither
+    # direction near its rate (tests/fixtures/gpu/h200-llm-phases-sampler, pcie_alt).
+    pcie_both_series: tuple[float, ...]
     nvlink_busier_gbs: Spread | None  # where the sampler read NVLink counters
     nvlink_busier_series: tuple[float, ...]
+    nvlink_both_series: tuple[float, ...]
     # Facts the sampler recorded (None when the samples lack them).
     sm_clock_max_mhz: float | None
     power_limit_w: float | None
@@ -118,16 +122,17 @@ def _series(readings: list[dict], key: str) -> list[float]:
     return [r[key] for r in readings if r.get(key) is not None]
 
 
-def _busier_direction_gbs(reading: dict) -> float | None:
+def _pcie_gbs(reading: dict, combine=max) -> float | None:
+    """The busier PCIe direction's GB/s (``combine=sum``: both directions added)."""
     directions = [reading.get("pcie_tx_kbps"), reading.get("pcie_rx_kbps")]
     known = [d for d in directions if d is not None]
-    return max(known) / KBPS_PER_GBS if known else None
+    return combine(known) / KBPS_PER_GBS if known else None
 
 
-def _nvlink_rates_gbs(timed: list[tuple[float, dict]]) -> list[float]:
-    """The busier NVLink direction's GB/s between consecutive samples, from NVML's cumulative
-    KiB counters (on a real H200 pair their rate matched a 384.8 GB/s copy:
-    tests/fixtures/gpu/h200x2-nvlink-vm-sampler)."""
+def _nvlink_rates_gbs(timed: list[tuple[float, dict]], combine=max) -> list[float]:
+    """The busier NVLink direction's GB/s between consecutive samples (``combine=sum``: both
+    directions added), from NVML's cumulative KiB counters (on a real H200 pair their rate
+    matched a 384.8 GB/s copy: tests/fixtures/gpu/h200x2-nvlink-vm-sampler)."""
     rates = []
     for (t0, a), (t1, b) in zip(timed, timed[1:]):
         raw_a, raw_b = a.get("nvlink_raw") or {}, b.get("nvlink_raw") or {}
@@ -137,7 +142,7 @@ def _nvlink_rates_gbs(timed: list[tuple[float, dict]]) -> list[float]:
             if raw_a.get(name) is not None and raw_b[name] is not None
         ]
         if deltas and t1 > t0:
-            rates.append(max(deltas) * NVLINK_COUNTER_BYTES / 1e9 / (t1 - t0))
+            rates.append(combine(deltas) * NVLINK_COUNTER_BYTES / 1e9 / (t1 - t0))
     return rates
 
 
@@ -146,7 +151,8 @@ def summarize_gpu(samples: list[dict], index: int, busy_util_pct: float) -> GpuS
     timed = [(s["t"], g) for s in samples for g in s["gpus"] if g["index"] == index]
     readings = [g for _, g in timed]
     busy = [r for r in readings if (r.get("gpu_util") or 0) >= busy_util_pct]
-    links = [v for v in map(_busier_direction_gbs, readings) if v is not None]
+    links = [v for v in map(_pcie_gbs, readings) if v is not None]
+    links_both = [v for v in (_pcie_gbs(r, sum) for r in readings) if v is not None]
     nvlink = _nvlink_rates_gbs(timed)
 
     def busy_median(key: str) -> float | None:
@@ -173,8 +179,10 @@ def summarize_gpu(samples: list[dict], index: int, busy_util_pct: float) -> GpuS
         busy_sm_clock_mhz=busy_median("sm_clock_mhz"),
         busy_power_w=busy_median("power_w"),
         pcie_busier_series=tuple(links),
+        pcie_both_series=tuple(links_both),
         nvlink_busier_gbs=Spread.of(nvlink) if nvlink else None,
         nvlink_busier_series=tuple(nvlink),
+        nvlink_both_series=tuple(_nvlink_rates_gbs(timed, sum)),
         sm_clock_max_mhz=fact("sm_clock_max_mhz"),
         power_limit_w=fact("power_limit_w"),
         pcie_gen_max=fact("pcie_gen_max"),
