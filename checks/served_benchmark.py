@@ -28,6 +28,7 @@ from pyinfra_sglang.diagnosis.samples import read_json_lines
 from pyinfra_sglang.host_programs import program_path
 from pyinfra_sglang.inventory import HostConfig, host_profile
 from pyinfra_sglang.render import tp_size_for
+from pyinfra_sglang.report.page import default_output, read_run, write_ab_report, write_report
 from pyinfra_sglang.served_benchmark.ab_compare import compare, runs_by_concurrency
 from pyinfra_sglang.served_benchmark.ab_compare import format_table as format_comparisons
 from pyinfra_sglang.served_benchmark.bench_serving import run_settings
@@ -51,6 +52,7 @@ from pyinfra_sglang.served_benchmark.settings import (
     SAMPLER_LOG_FILE,
     SAMPLER_PROGRAM,
     SAMPLES_FILE,
+    STEPS_FILE,
     BenchSettings,
     bench_script,
     bench_settings,
@@ -63,7 +65,7 @@ PROGRAMS = (SAMPLER_PROGRAM, KEY_READER_PROGRAM)
 # shape is ever used in the commands that follow (rm -rf among them).
 TEMP_TEMPLATE = "/tmp/pyinfra-sglang-bench." + "X" * 10
 TEMP_FOLDER = re.compile(r"/tmp/pyinfra-sglang-bench\.[A-Za-z0-9]{10}")
-FETCHED = (BENCH_FILE, SAMPLES_FILE, LOG_FILE, SAMPLER_LOG_FILE, METRICS_FILE)
+FETCHED = (BENCH_FILE, SAMPLES_FILE, STEPS_FILE, LOG_FILE, SAMPLER_LOG_FILE, METRICS_FILE)
 
 
 def why_not_ready(service: dict[str, str], sglang_version: str | None, venv: str) -> str | None:
@@ -160,6 +162,16 @@ def diagnosis_text(run_dir: Path) -> str:
         )
 
 
+def write_report_logged(write) -> None:
+    """Run ``write`` (a report writer returning the page's path) and log where the page is;
+    a run whose folder cannot be reported on (no samples) is logged, not failed: the benchmark
+    itself passed."""
+    try:
+        logger.info(f"{host.print_prefix}report: {write()}")
+    except (ValueError, KeyError, OSError, PyinfraError) as error:
+        logger.warning(f"{host.print_prefix}no report: {error}")
+
+
 def not_the_head(config: HostConfig) -> bool:
     """True (and the operation a no-op) on a multi-node rank > 0: only the group's first host
     serves HTTP, so only it is benchmarked."""
@@ -220,6 +232,7 @@ def bench_host(config: HostConfig, results_dir: str, compare_previous: bool = Tr
         logger.info(f"{host.print_prefix}diagnosis of {run_dir}:\n{diagnosis_text(run_dir)}")
     except ValueError as error:  # no samples: the sampler could not read the GPUs
         logger.warning(f"{host.print_prefix}no diagnosis: {error}")
+    write_report_logged(lambda: write_report(read_run(run_dir), default_output(run_dir, None)))
     if failures:
         yield fail_host("bench", failures)
         return
@@ -255,6 +268,11 @@ def ab_report(config_a: HostConfig, config_b: HostConfig, results_dir: str, sinc
             "b_overrides": config_b.bench_ab_overrides,
             "comparisons": [asdict(c) for c in comparisons],
         },
+    )
+    write_report_logged(
+        lambda: write_ab_report(
+            read_run(found["A"]), read_run(found["B"]), default_output(found["A"], found["B"])
+        )
     )
     logger.info(
         f"{host.print_prefix}A/B, B = {config_b.bench_ab_overrides} (A: {found['A'].name}, "

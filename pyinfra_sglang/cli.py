@@ -15,6 +15,7 @@ from pyinfra_sglang.audit import analyze
 from pyinfra_sglang.diagnosis import diagnose
 from pyinfra_sglang.host_programs import api_key, decode_client
 from pyinfra_sglang.parsers.topo import parse_topo_matrix, topology_has_nvlink, widest_pcie_path
+from pyinfra_sglang.report import page as report_page
 from pyinfra_sglang.served_benchmark import ab_compare
 
 
@@ -433,6 +434,12 @@ COMMANDS = (
         "tell a throughput difference between two sets of benchmark runs from noise",
         ab_compare.add_arguments,
         ab_compare.run,
+    ),
+    Command(
+        "report",
+        "write an HTML page of a benchmark run's charts and findings (an A/B page of two)",
+        report_page.add_arguments,
+        report_page.run,
     ),
 )
 

@@ -4,8 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# iproute2: the private test network (a bridge); openssl: the Secure Boot test's MOK pair.
-apt_packages=(systemd-container debootstrap openssh-client gnupg iproute2 openssl)
+# iproute2: the private test network (a bridge); openssl: the Secure Boot test's MOK pair;
+# chromium: the headless browser that renders the benchmark report (tests/browser/).
+apt_packages=(systemd-container debootstrap openssh-client gnupg iproute2 openssl chromium)
 missing=()
 for package in "${apt_packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' \
@@ -17,7 +18,7 @@ if ((${#missing[@]})); then
         apt-get update -q
         DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
     else
-        echo "bootstrap: not root, so not installing ${missing[*]}; tests that boot hosts will skip" >&2
+        echo "bootstrap: not root, so not installing ${missing[*]}; tests that need them will skip" >&2
     fi
 fi
 

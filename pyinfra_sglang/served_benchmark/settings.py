@@ -19,6 +19,10 @@ BENCH_FILE = "bench.jsonl"
 SAMPLES_FILE = "samples.jsonl"
 LOG_FILE = "bench.log"
 SAMPLER_LOG_FILE = "sampler.log"
+# One line per finished benchmark call, its Unix start and end on the host's clock (the
+# sampler's ``time``): bench_serving's own lines carry no time, and the report marks each
+# concurrency's span on the GPU timelines with these.
+STEPS_FILE = "steps.jsonl"
 SAMPLER_PROGRAM = "gpu_sampler.py"
 KEY_READER_PROGRAM = "api_key.py"  # host_programs/api_key.py reads the service's key
 # Exit status of the script when the API key cannot be read (bench_serving exits 1 or 2).
@@ -142,10 +146,13 @@ def bench_script(
             for a in bench_args(settings, server_url(config), concurrency, BENCH_FILE)
         )
         what = f"repeat {repeat}/{settings.repeat}, concurrency {concurrency}"
+        step = f'{{"repeat": {repeat}, "concurrency": {concurrency}, "start": %s, "end": %s}}\\n'
         lines += [
             f"echo 'benchmark: {what}, {settings.num_prompts(concurrency)} prompts'",
+            "start=$(date +%s.%N)",
             f"timeout {int(fixed['timeout_s'])} {python} -m {module} {args} >>{LOG_FILE} 2>&1 || "
             f"{{ rc=$?; echo 'benchmark failed ({what}), exit '$rc', its log ends:' >&2; "
             f"tail -n 25 {LOG_FILE} >&2; exit $rc; }}",
+            f'printf {shlex.quote(step)} "$start" "$(date +%s.%N)" >>{STEPS_FILE}',
         ]
     return "\n".join(lines) + "\n"

@@ -56,6 +56,10 @@ def test_ab_benchmarks_both_sides_and_ends_on_a(host_pool, hosts, inventory, tmp
         [row] = ab["comparisons"]
         assert (row["concurrency"], row["runs_a"], row["runs_b"]) == (2, 2, 2)
         assert row["verdict"] in ("noise", "real") and row["mean_a"] > 0 and row["mean_b"] > 0
+        # The A/B page beside ab.json names both runs; each run has its own page too.
+        page = (side_b / "ab-report" / "report.html").read_text()
+        assert f"A/B: {h.address} / {side_a.name} (A) against {h.address} / {side_b.name}" in page
+        assert all((side / "report" / "report.html").is_file() for side in (side_a, side_b))
         # Back on A: the same unit as before, served without the B flag.
         assert host_pool.run(h, f"sha256sum {UNIT}").stdout == before[h.address]
         assert "--disable-cuda-graph" not in argv(host_pool, h)

@@ -7,6 +7,7 @@ folder is what `pyinfra-sglang diagnose` reads."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -24,6 +25,8 @@ SETTINGS = {"bench_concurrencies": "[1,4]", "bench_input_len": "32", "bench_outp
 RUN_FILES = {
     "bench.jsonl",
     "samples.jsonl",
+    "steps.jsonl",
+    "report",
     "links.json",
     "profile.json",
     "settings.json",
@@ -57,7 +60,7 @@ def assert_key_secret(result, results: Path) -> None:
     assert API_KEY not in result.stdout + result.stderr
     for path in results.rglob("*"):
         if path.is_file():
-            assert API_KEY not in path.read_text(), path
+            assert API_KEY.encode() not in path.read_bytes(), path  # the report's PNGs too
 
 
 def test_bench_writes_a_results_folder_per_host_and_changes_nothing(
@@ -97,6 +100,20 @@ def test_bench_writes_a_results_folder_per_host_and_changes_nothing(
         assert server["polls"] >= 1 and 0 <= server["peak_kv_cache_usage"] <= 1
         # At most 4 requests at once against the stand-in's 1024 running slots: none waits.
         assert server["queued_requests"] == server["peak_queued_requests"] == 0
+        # The report page names its run, holds the charts and the findings, loads nothing.
+        page = (folder / "report" / "report.html").read_text()
+        assert f"Benchmark report: {h.address} / {folder.name}</h1>" in page
+        assert page.count('src="data:image/png;base64,') == 3  # throughput, GPU 0, GPU 1
+        assert "Findings" in page and "<script" not in page
+        assert not re.search(r'(src|href)="(?!data:)[a-z]+:', page)  # nothing from elsewhere
+        assert {p.name for p in (folder / "report").iterdir()} == {
+            "report.html",
+            "throughput.png",
+            "gpu0-timeline.png",
+            "gpu1-timeline.png",
+        }
+        steps = [json.loads(x) for x in (folder / "steps.jsonl").read_text().splitlines()]
+        assert [s["concurrency"] for s in steps] == [1, 4]
         settings = json.loads((folder / "settings.json").read_text())
         assert (
             settings["settings"]["concurrencies"] == [1, 4]

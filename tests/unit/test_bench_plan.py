@@ -4,9 +4,11 @@ benchmark's arguments (real bench_serving flag names) and the script run on the 
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -211,6 +213,11 @@ def test_script_runs_every_benchmark_with_the_key_from_the_config_file(tmp_path)
     result, folder = run_script(tmp_path, str(config_file))
     assert result.returncode == 0, result.stderr
     assert len((folder / "bench.jsonl").read_text().splitlines()) == 2
+    # Each call's span on the host's clock, for the report's timeline marks.
+    steps = [json.loads(x) for x in (folder / "steps.jsonl").read_text().splitlines()]
+    assert [(s["repeat"], s["concurrency"]) for s in steps] == [(1, 1), (1, 2)]
+    assert all(time.time() - 60 < s["start"] <= s["end"] <= time.time() for s in steps)
+    assert steps[0]["end"] <= steps[1]["start"]
     assert (folder / "key.seen").read_text() == f"{API_KEY}\n"  # in the benchmark's environment
     assert API_KEY not in result.stdout + result.stderr
     assert result.stdout.splitlines() == [
@@ -226,6 +233,7 @@ def test_script_stops_at_a_failed_benchmark_and_shows_its_log(tmp_path):
     assert "benchmark failed (repeat 1/1, concurrency 1), exit 3, its log ends:" in result.stderr
     assert "Traceback: the benchmark broke" in result.stderr
     assert result.stdout.count("benchmark:") == 1 and not (folder / "bench.jsonl").exists()
+    assert not (folder / "steps.jsonl").exists()  # a failed call marks no step
     assert sampler_stopped(folder)
 
 

@@ -63,7 +63,7 @@ def bad_inputs(tmp: Path) -> dict[str, list[list[str]]]:
     render = ["--profile", "dense-bf16", "--gpus", "1", "--arch", "sm_90"]
     render += ["--sglang-version", "0.5.23"]
     url = f"http://127.0.0.1:{free_port()}"
-    return {
+    cases = {
         "inventory-reference": [
             ["--write", missing],
             ["--write", str(folder)],
@@ -283,6 +283,20 @@ def bad_inputs(tmp: Path) -> dict[str, list[list[str]]]:
             ],
         ],
     }
+    timed = {**GOOD_SAMPLE, "time": 1796017808.0}
+    blocker = tmp / "a-file-in-the-way"
+    blocker.write_text("not a folder\n")
+    cases["report"] = [
+        # Every folder diagnose refuses, report refuses too: it reads them the same way; but
+        # for a profile.json without a roofline's numbers, where it leaves the roofline out
+        # and says why (tests/unit/test_report.py), as deploy/bench.py's diagnosis does.
+        *[argv for argv in cases["diagnose"] if argv and "/profile-" not in argv[0]],
+        [_folder(tmp, "steps-text", {"samples.jsonl": [timed], "steps.jsonl": "[1]\n{}\n"})],
+        [_folder(tmp, "steps-start", {"samples.jsonl": [timed], "steps.jsonl": [{"start": "x"}]})],
+        [results("good-a"), missing],  # side B missing
+        [results("good-b"), "--output", str(blocker)],  # cannot write there
+    ]
+    return cases
 
 
 def _run(argv: list[str]) -> int | str:

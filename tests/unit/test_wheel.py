@@ -27,6 +27,7 @@ OFFLINE_COMMANDS = {
     "analyze",
     "diagnose",
     "ab-compare",
+    "report",
 }
 
 pytestmark = pytest.mark.skipif(shutil.which("uv") is None, reason="uv builds the wheel")
@@ -129,6 +130,9 @@ def test_analyze_diagnose_decode_check_and_ab_compare(installed, tmp_path):
     shutil.copy(GPU_FIXTURES / "h200x2-nvlink-vm" / "samples.json", results / "samples.json")
     diagnosed = run(installed, tmp_path, "diagnose", str(results))
     assert diagnosed.returncode == 0 and "GPU 0: 19 samples" in diagnosed.stdout
+    reported = run(installed, tmp_path, "report", str(results))
+    assert reported.returncode == 0, reported.stderr
+    assert (results / "report" / "report.html").read_text().count("data:image/png") == 3
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

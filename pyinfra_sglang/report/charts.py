@@ -1,0 +1,174 @@
+"""The report's charts as PNG bytes: per-GPU timelines with the benchmark's steps marked, and
+output throughput and TPOT against concurrency.
+
+matplotlib draws through its Agg canvas directly (no pyplot: no global figure state, no GUI
+backend chosen at import). The same input gives the same bytes: fixed size and DPI, the
+default style pinned, and no "Software" tag in the PNG (Agg writes no date).
+"""
+
+from __future__ import annotations
+
+import io
+import statistics
+from dataclasses import dataclass
+
+import matplotlib
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from pyinfra_sglang import data
+from pyinfra_sglang.diagnosis.samples import NVLINK_COUNTER_BYTES
+
+DPI = 100
+STYLE = {
+    **matplotlib.rcParamsDefault,
+    "font.size": 9,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "figure.dpi": DPI,
+    "savefig.dpi": DPI,
+    "path.simplify": False,  # every sample drawn: a short spike is what one looks for
+}
+# Shading of alternate steps, and the colour of each side of an A/B (matplotlib's first two).
+STEP_SHADES = ("#dde6f2", "#f2eadd")
+SIDE_COLOURS = {"A": "tab:blue", "B": "tab:orange"}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One benchmark call (or a labelled phase) on the sampler's time axis, in seconds."""
+
+    label: str
+    start: float
+    end: float
+
+
+def png(figure: Figure) -> bytes:
+    buffer = io.BytesIO()
+    FigureCanvasAgg(figure)
+    figure.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def _series(samples: list[dict], index: int, field: str, scale: float):
+    times, values = [], []
+    for sample in samples:
+        for gpu in sample["gpus"]:
+            if gpu["index"] == index and gpu.get(field) is not None:
+                times.append(sample["t"])
+                values.append(gpu[field] * scale)
+    return times, values
+
+
+def _counter_rates(samples: list[dict], index: int, counter: str, scale: float):
+    """GB/s between consecutive samples of one cumulative NVLink counter (KiB per NVML)."""
+    timed = [
+        (s["t"], (g.get("nvlink_raw") or {}).get(counter))
+        for s in samples
+        for g in s["gpus"]
+        if g["index"] == index
+    ]
+    times, values = [], []
+    for (t0, a), (t1, b) in zip(timed, timed[1:]):
+        if a is not None and b is not None and t1 > t0:
+            times.append(t1)
+            values.append((b - a) * NVLINK_COUNTER_BYTES / 1e9 / (t1 - t0) * scale)
+    return times, values
+
+
+def _mark_steps(axes, steps: list[Step], label_axes) -> None:
+    for number, step in enumerate(steps):
+        for ax in axes:
+            ax.axvspan(step.start, step.end, color=STEP_SHADES[number % 2], zorder=0, lw=0)
+        label_axes.text(
+            (step.start + step.end) / 2,
+            1.02,
+            step.label,
+            transform=label_axes.get_xaxis_transform(),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+            clip_on=False,
+        )
+
+
+def timeline_png(samples: list[dict], index: int, steps: list[Step], title: str) -> bytes:
+    """GPU ``index``'s readings over the run, one panel per data/report.toml entry."""
+    panels = data.load("report")["panel"]
+    with matplotlib.rc_context(STYLE):
+        figure = Figure(figsize=(10, 1.7 * len(panels) + 0.8))
+        axes = figure.subplots(len(panels), 1, sharex=True)
+        for ax, panel in zip(axes, panels):
+            drawn = False
+            for series in panel["series"]:
+                if "counter" in series:
+                    times, values = _counter_rates(
+                        samples, index, series["counter"], series["scale"]
+                    )
+                else:
+                    times, values = _series(samples, index, series["field"], series["scale"])
+                if values:
+                    ax.plot(times, values, lw=1.2, label=series["label"])
+                    drawn = True
+            limit = panel.get("limit")
+            if limit:
+                _, ceiling = _series(samples, index, limit["field"], 1)
+                if ceiling:
+                    ax.axhline(max(ceiling), ls="--", lw=1, color="0.4", label=limit["label"])
+            ax.set_ylim(bottom=0)  # rates, shares, clocks, watts: never below 0
+            ax.set_ylabel(f"{panel['title']}\n{panel['unit']}")
+            if drawn:
+                ax.legend(loc="upper right", fontsize=7, framealpha=0.8)
+            else:
+                ax.text(0.5, 0.5, "not sampled", transform=ax.transAxes, ha="center", color="0.4")
+        _mark_steps(axes, steps, axes[0])
+        axes[-1].set_xlabel("seconds since the sampler started")
+        figure.suptitle(title, fontsize=10)
+        figure.tight_layout()
+        return png(figure)
+
+
+def _by_concurrency(rows: list[dict], field: str) -> dict[int, list[float]]:
+    found: dict[int, list[float]] = {}
+    for row in rows:
+        concurrency, value = row.get("max_concurrency"), row.get(field)
+        if isinstance(concurrency, int) and value is not None:
+            found.setdefault(concurrency, []).append(value)
+    return found
+
+
+def throughput_png(sides: dict[str, list[dict]]) -> bytes:
+    """Output throughput and median TPOT against concurrency: every run a dot, the means a
+    line; one colour per side (``{"A": rows}`` alone for a single run)."""
+    with matplotlib.rc_context(STYLE):
+        figure = Figure(figsize=(10, 3.6))
+        axes = figure.subplots(1, 2)
+        fields = (
+            ("output_throughput", "output throughput, tok/s"),
+            ("median_tpot_ms", "median TPOT, ms"),
+        )
+        concurrencies: set[int] = set()
+        for ax, (field, label) in zip(axes, fields):
+            for side, rows in sides.items():
+                found = _by_concurrency(rows, field)
+                concurrencies |= found.keys()
+                colour = SIDE_COLOURS[side]
+                name = side if len(sides) > 1 else None
+                for concurrency, values in sorted(found.items()):
+                    ax.scatter([concurrency] * len(values), values, s=14, color=colour, alpha=0.6)
+                means = [(c, statistics.fmean(v)) for c, v in sorted(found.items())]
+                if means:
+                    ax.plot(*zip(*means), marker="o", lw=1.5, color=colour, label=name)
+            ax.set_xlabel("concurrency")
+            ax.set_ylabel(label)
+            ax.set_ylim(bottom=0)
+            if len(sides) > 1:
+                ax.legend(fontsize=8)
+        for ax in axes:
+            # Concurrencies double: a log axis spaces them evenly; ticks at those measured.
+            if concurrencies and max(concurrencies) > 2 * min(concurrencies):
+                ax.set_xscale("log", base=2)
+            ax.set_xticks(sorted(concurrencies), [str(c) for c in sorted(concurrencies)])
+            ax.minorticks_off()
+        figure.tight_layout()
+        return png(figure)
