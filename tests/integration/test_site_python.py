@@ -258,8 +258,10 @@ def test_index_credentials_reach_pip_and_uv_but_never_a_command_line(
     host_pool, hosts, inventory, private_index
 ):
     for h in hosts:
-        # uv reinstalled by pip, new pins: every install of the Python roles runs.
+        # uv reinstalled by pip, new pins into a venv made afresh (an earlier test may have
+        # left 0.5.22's, which is kept): every install of the Python roles runs.
         host_pool.run(h, "rm -rf /opt/sglang/uv/lib/python3*/site-packages/uv-*.dist-info")
+        host_pool.run(h, f"rm -rf {VENV_0_5_22}")
         host_pool.run(h, f"printf %s {INDEX_PASSWORD} > /root/needle; rm -f /root/sampler.*")
         host_pool.run(
             h,
