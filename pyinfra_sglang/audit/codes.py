@@ -171,13 +171,13 @@ CODES: dict[str, Code] = {
     "memory-bandwidth-bound": Code(
         ("ok",),
         "diagnosis: the GPU is busy streaming its own memory: memory utilization >= "
-        "{hbm_mem_util_pct}, the SM clock at its max and power under {hbm_max_power_fraction} "
-        "of the limit; with the model's profile, the decode roofline's share reached",
+        "{hbm_mem_util_pct} with the SM clock at its max (not throttled); with the model's "
+        "profile, the decode roofline's share reached",
     ),
     "compute-bound": Code(
         ("ok",),
-        "diagnosis: the GPU is busy with power near its limit or the SM clock pulled down, and "
-        "memory utilization a copy does not reach",
+        "diagnosis: the GPU is busy with power at >= {compute_power_fraction} of its limit or "
+        "the SM clock pulled down, and memory utilization a copy does not reach",
     ),
     "host-bound": Code(
         ("warn",),
@@ -205,7 +205,7 @@ def _thresholds() -> dict[str, str]:
         "saturated_fraction": f"{t['link']['saturated_fraction']:.0%}",
         "saturated_share": f"{t['link']['share']:.0%}",
         "hbm_mem_util_pct": f"{t['memory_bandwidth']['mem_util_pct']}%",
-        "hbm_max_power_fraction": f"{t['memory_bandwidth']['max_power_fraction']:.0%}",
+        "compute_power_fraction": f"{t['compute']['min_power_fraction']:.0%}",
     }
 
 

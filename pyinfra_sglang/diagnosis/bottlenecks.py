@@ -215,16 +215,14 @@ class _GpuView:
             return []
         if (summary.busy_mem_util or 0) < memory["mem_util_pct"]:
             return []
-        if power >= memory["max_power_fraction"]:
-            return []
         if clock <= self.limits["compute"]["max_clock_fraction"]:
-            return []
+            return []  # throttled: the power limit holds the arithmetic back
         return [
             f"memory utilization {summary.busy_mem_util:.0f}% (HBM busy that share of the time)",
             f"SM clock at {summary.busy_sm_clock_mhz:.0f} MHz = {clock:.0%} of its "
-            f"{self.clock_max:.0f} MHz max",
+            f"{self.clock_max:.0f} MHz max: not throttled",
             f"power {summary.busy_power_w:.0f} W = {power:.0%} of the {self.power_limit:.0f} W "
-            "limit: not power-limited",
+            "limit",
         ]
 
     def load_text(self) -> str:

@@ -134,6 +134,8 @@ def _nvlink_rates_gbs(timed: list[tuple[float, dict]], combine=max) -> list[floa
     directions added), from NVML's cumulative KiB counters (on a real H200 pair their rate
     matched a 384.8 GB/s copy: tests/fixtures/gpu/h200x2-nvlink-vm-sampler)."""
     rates = []
+    # The sampler reads the counters every --nvlink-interval: pair the samples that hold them.
+    timed = [(t, reading) for t, reading in timed if reading.get("nvlink_raw")]
     for (t0, a), (t1, b) in zip(timed, timed[1:]):
         raw_a, raw_b = a.get("nvlink_raw") or {}, b.get("nvlink_raw") or {}
         deltas = [

@@ -22,9 +22,12 @@ One line per sample time (``t``: seconds since start; ``time``: Unix time):
 A reading the GPU or driver does not offer is null (the first failure of each is reported on
 stderr). ``nvlink_raw`` holds NVML's NVLink throughput counters summed over the active links,
 as read: cumulative counters whose unit NVML documents as KiB; a rate is the difference between
-samples. ``cpu`` is the CPU time of processes whose command line matches ``--cpu-pattern`` and of
-their children, in percent of one core over the last interval (the sampler itself and what
-``--cpu-exclude`` matches are left out).
+the samples that hold them. They are read every ``--nvlink-interval`` seconds (1 by default;
+``nvlink_raw`` is null in the samples between): on an H200 each read costs ~28 ms of system
+CPU, which at every 0.1 s sample took 75% of a core on two GPUs and stretched the interval to
+0.19 s (tests/fixtures/gpu/h200x2-tp-dp-sampler). ``cpu`` is the CPU time of processes
+whose command line matches ``--cpu-pattern`` and of their children, in percent of one core
+over the last interval (the sampler itself and what ``--cpu-exclude`` matches are left out).
 """
 
 from __future__ import annotations
@@ -108,8 +111,19 @@ class GpuReader:
                 break
         return links
 
-    def read(self) -> dict:
+    def pcie_rx(self):
+        return self.optional(
+            "pcie_rx",
+            pynvml.nvmlDeviceGetPcieThroughput,
+            self.handle,
+            pynvml.NVML_PCIE_UTIL_RX_BYTES,
+        )
+
+    def read(self, pool: ThreadPoolExecutor, with_nvlink: bool = True) -> dict:
         h = self.handle
+        # Each throughput call blocks ~21 ms while NVML samples the link (it sleeps: ~1 ms of
+        # CPU): RX in another thread while this one reads TX and the rest.
+        rx = pool.submit(self.pcie_rx)
         util = self.optional("utilization", pynvml.nvmlDeviceGetUtilizationRates, h)
         memory = self.optional("memory", pynvml.nvmlDeviceGetMemoryInfo, h)
         record = {
@@ -117,13 +131,10 @@ class GpuReader:
             "name": self.static["name"],
             "gpu_util": util.gpu if util is not None else None,
             "mem_util": util.memory if util is not None else None,
-            # Each throughput call blocks ~20 ms while NVML samples the link.
             "pcie_tx_kbps": self.optional(
                 "pcie_tx", pynvml.nvmlDeviceGetPcieThroughput, h, pynvml.NVML_PCIE_UTIL_TX_BYTES
             ),
-            "pcie_rx_kbps": self.optional(
-                "pcie_rx", pynvml.nvmlDeviceGetPcieThroughput, h, pynvml.NVML_PCIE_UTIL_RX_BYTES
-            ),
+            "pcie_rx_kbps": None,
             # The current generation drops when idle: read it at every sample, under load too.
             "pcie_gen": self.optional("pcie_gen", pynvml.nvmlDeviceGetCurrPcieLinkGeneration, h),
             "pcie_width": self.optional("pcie_width", pynvml.nvmlDeviceGetCurrPcieLinkWidth, h),
@@ -139,7 +150,10 @@ class GpuReader:
         }
         if self.nvlink_fields:
             record["nvlink_links"] = len(self.nvlinks)
-            record["nvlink_raw"] = self._nvlink_counters()
+            # The counters are cumulative: read less often, their rate is as exact, averaged
+            # over longer (null in between).
+            record["nvlink_raw"] = self._nvlink_counters() if with_nvlink else None
+        record["pcie_rx_kbps"] = rx.result()
         return record
 
     def _nvlink_counters(self) -> dict[str, int | None]:
@@ -247,10 +261,13 @@ def sample(args: argparse.Namespace, out) -> int:
         readers = [GpuReader(i) for i in range(pynvml.nvmlDeviceGetCount())]
         cpu = ProcessCpu(args.cpu_pattern, args.cpu_exclude)
         start = time.monotonic()
-        # One thread per GPU: the PCIe throughput calls block ~20 ms each, and NVML is
-        # thread-safe, so 8 GPUs still fit in a 0.2 s interval.
-        with ThreadPoolExecutor(max_workers=max(len(readers), 1)) as pool:
+        # Two threads per GPU: the PCIe throughput calls block ~21 ms each (TX and RX side by
+        # side), and NVML is thread-safe. The NVLink counters cost ~0.8 ms of system CPU per
+        # link and direction (28 ms a sample on an H200's 18 links: bench/nvml_call_cost.py),
+        # so they are read every --nvlink-interval seconds, not at every sample.
+        with ThreadPoolExecutor(max_workers=max(2 * len(readers), 1)) as pool:
             tick = 1
+            nvlink_due = 0.0
             while True:
                 due = start + tick * args.interval
                 if due - start > args.duration + 1e-9:
@@ -258,7 +275,12 @@ def sample(args: argparse.Namespace, out) -> int:
                 if stop.wait(max(due - time.monotonic(), 0)):
                     break  # SIGTERM or SIGINT
                 t = time.monotonic() - start
-                gpus = list(pool.map(GpuReader.read, readers))
+                # Due within half an interval counts as due: sample times jitter.
+                with_nvlink = t + args.interval / 2 >= nvlink_due
+                if with_nvlink:
+                    nvlink_due = t + args.nvlink_interval
+                reads = [pool.submit(reader.read, pool, with_nvlink) for reader in readers]
+                gpus = [read.result() for read in reads]
                 # Wall-clock time too, to line samples up with the benchmark's own log.
                 line = {
                     "t": round(t, 3),
@@ -279,6 +301,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--duration", type=float, default=60.0, help="seconds to sample")
     parser.add_argument("--interval", type=float, default=0.2, help="seconds between samples")
+    parser.add_argument(
+        "--nvlink-interval",
+        type=float,
+        default=1.0,
+        help="seconds between readings of the NVLink counters (costly in system CPU)",
+    )
     parser.add_argument("--cpu-pattern", default="sglang", help="regex on process command lines")
     parser.add_argument("--cpu-exclude", default=DEFAULT_CPU_EXCLUDE, help="regex to leave out")
     parser.add_argument("--output", help="file to write (default: standard output)")

@@ -108,9 +108,13 @@ def test_static_readings_come_from_the_real_capture(sampled):
     assert (gpu["power_limit_w"], gpu["sm_clock_max_mhz"], gpu["memory_used_mib"]) == (700, 1980, 0)
 
 
-def test_nvlink_counters_are_recorded_raw_with_their_names(sampled):
-    lines, _, _ = sampled
-    for k, line in enumerate(lines):
+def test_nvlink_counters_are_recorded_raw_with_their_names_every_nvlink_interval():
+    # Costly reads (~28 ms of system CPU on an H200): every 0.3 s here, not every 0.1 s sample.
+    lines, _, _ = _run_sampler("--duration", "1.0", "--interval", "0.1", "--nvlink-interval", "0.3")
+    read = [line for line in lines if line["gpus"][1]["nvlink_raw"] is not None]
+    assert 3 <= len(read) <= 4 < len(lines)
+    assert all(b["t"] - a["t"] >= 0.25 for a, b in zip(read, read[1:]))
+    for k, line in enumerate(read):
         gpu = line["gpus"][1]
         assert gpu["nvlink_links"] == 18  # all 18 links of the capture are up
         # The double's synthetic counters: k-th read, per link TX k*1024, RX k*512 (KiB).
@@ -136,13 +140,15 @@ def test_failing_optional_readings_become_null_and_are_reported_once():
         "0.5",
         "--interval",
         "0.1",
+        "--nvlink-interval",
+        "0.1",
         PYNVML_DOUBLE_FAIL="nvmlDeviceGetPowerUsage,nvmlDeviceGetFieldValues:argerror",
     )
     assert len(lines) >= 3
     for line in lines:
         for gpu in line["gpus"]:
             assert gpu["power_w"] is None
-            assert set(gpu["nvlink_raw"].values()) == {None}
+            assert set(gpu["nvlink_raw"].values()) == {None}  # asked for, failed
             assert gpu["gpu_util"] is not None  # the other readings go on
     assert stderr.count("power unavailable: Not Supported") == 2  # once per GPU
     assert stderr.count("nvlink_throughput unavailable: argument 3") == 2
