@@ -177,3 +177,24 @@ def test_the_host_download_program_logs_progress_and_completes(hub, tmp_path):
         .split(" ", 1)[1]
         .startswith("failed: RevisionNotFoundError: ")
     )
+
+
+def test_a_repository_throttle_slows_that_repository_only(hub):
+    # The resume test on the hosts cuts a download off mid-file: it needs one repository's
+    # files to arrive slowly while the others' stay fast.
+    import time
+    import urllib.request
+
+    server, endpoint = hub
+    server.repos[GATED].gated_token = None
+    server.repos[REPO].throttle_bytes_per_s = 4 * 1024 * 1024  # ~2.6 s for the weights
+
+    def seconds(repo: str) -> float:
+        started = time.monotonic()
+        url = f"{endpoint}/{repo}/resolve/{COMMIT}/model.safetensors"
+        with urllib.request.urlopen(url, timeout=30) as response:
+            assert response.read() == WEIGHTS
+        return time.monotonic() - started
+
+    assert seconds(REPO) >= len(WEIGHTS) / (4 * 1024 * 1024) * 0.9
+    assert seconds(GATED) < 1.0
