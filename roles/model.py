@@ -123,7 +123,15 @@ def _download(state, host, repo, commit, cache, total, python, endpoint, token_p
             return True
         why = last or "no word from the download"
         if not last.startswith("failed:"):
-            why = f"stopped after {timeout_s} s (sglang_model_download_timeout_s): {why}"
+            # Ended without its last word: stopped by its timeout, or killed (the unit's
+            # Result says which: "timeout", "signal", ...).
+            _, result = run_on_host(host, f"systemctl show -p Result --value {q(unit)}")
+            result = result.strip() or "unknown"
+            why = (
+                f"stopped after {timeout_s} s (sglang_model_download_timeout_s): {why}"
+                if result == "timeout"
+                else f"the download process ended ({result}) at: {why}"
+            )
         logger.error(
             f"{host.print_prefix}{repo} at {commit}: the download failed: "
             f"{redact(why, [token] if token else [])}; it resumes on the next run ({log})"
