@@ -28,6 +28,7 @@ from pyinfra_sglang.model_snapshot import (
     hub_cache_dir,
     hub_snapshot,
     is_local_model,
+    model_revision,
     needed_bytes,
     ref_file,
     snapshot_folder,
@@ -193,7 +194,8 @@ def local_model_checked(path: str) -> None:
 @deploy("Model weights")
 def model_weights() -> None:
     config = host_config(host)
-    model = host_profile(config).model
+    profile = host_profile(config)
+    model = profile.model
     gpus = host.get_fact(NvidiaGpus)
     if gpus:
         # GPUs that cannot run the profile are refused first (the service's render checks):
@@ -204,7 +206,7 @@ def model_weights() -> None:
         return
     token = read_secret(config.hf_token_file, "hf_token_file", host.name)
     endpoint = str(config.hf_endpoint or DEFAULT_ENDPOINT).rstrip("/")
-    revision = config.sglang_model_revision or "main"
+    revision = model_revision(config.sglang_model_revision, profile.revision)
     try:
         snapshot = hub_snapshot(endpoint, model, revision, token)
     except ModelPlanError as error:
