@@ -158,6 +158,9 @@ def test_a_download_killed_mid_file_resumes_on_the_next_apply(
         resumed = apply(inventory, options=options)
         assert resumed.returncode == 0 and not resumed.errors(), resumed.describe()
         assert download in resumed.changed(target.address)
+        assert (
+            f"{RESUMABLE_MODEL}: complete: " in resumed.stderr and " fetched in " in resumed.stderr
+        )
         # The client asked for the rest of the weights only, from where the cut left them.
         gets = [
             rng

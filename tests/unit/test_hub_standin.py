@@ -6,6 +6,7 @@ controller's planner (pyinfra_sglang/model_snapshot.py) against the same server.
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 import pytest
@@ -167,7 +168,12 @@ def test_the_host_download_program_logs_progress_and_completes(hub, tmp_path):
     lines = [line.split(" ", 1)[1] for line in log.read_text().splitlines()]
     assert lines[0] == f"downloading {REPO} at {COMMIT} into {tmp_path / 'hub'}"
     assert any(" GB, " in line and "MB/s, ETA " in line for line in lines[1:-1]), lines
-    assert lines[-1].startswith(f"complete: {total / 1e9:.1f} of {total / 1e9:.1f} GB")
+    folder = tmp_path / "hub" / "models--test-org--tiny-model" / "snapshots" / COMMIT
+    assert re.fullmatch(
+        rf"complete: {total / 1e9:.1f} GB in {folder}; {total / 1e9:.1f} GB fetched in "
+        r"0m0\ds, \d+ MB/s",
+        lines[-1],
+    ), lines[-1]
 
     failed = run("0" * 40)
     assert failed.returncode == 1
