@@ -266,7 +266,9 @@ class Profile(BaseModel):
 
     @model_validator(mode="after")
     def _revision_of_a_hub_model(self) -> Profile:
-        if self.revision and self.model.startswith("/"):
+        from pyinfra_sglang.model_snapshot import is_local_model
+
+        if self.revision and is_local_model(self.model):
             raise ValueError(
                 f"revision is set but model {self.model} is a local path (served as it is there)"
             )

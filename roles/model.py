@@ -182,6 +182,17 @@ def model_snapshot_downloaded(
     )
 
 
+def plan_refusal(host_name: str, error: ModelPlanError, pinned_by: str | None) -> str:
+    """Why the Hub's answer stops the run; ``pinned_by``: the profile whose revision was
+    asked for (no sglang_model_revision set), which the user may not know they asked."""
+    pin = (
+        f" (the revision profile {pinned_by} pins; sglang_model_revision names another)"
+        if pinned_by
+        else ""
+    )
+    return f"host {host_name}: {error}{pin}. Nothing was changed."
+
+
 def local_model_checked(path: str) -> None:
     """A local model path must hold a model (its config.json) before anything changes."""
     if not host.get_fact(File, path=f"{path.rstrip('/')}/config.json"):
@@ -210,7 +221,8 @@ def model_weights() -> None:
     try:
         snapshot = hub_snapshot(endpoint, model, revision, token)
     except ModelPlanError as error:
-        raise ModelRefused(f"host {host.name}: {error}. Nothing was changed.") from None
+        pinned_by = None if config.sglang_model_revision else profile.revision and profile.name
+        raise ModelRefused(plan_refusal(host.name, error, pinned_by)) from None
     if snapshot.commit != revision and (model, revision) not in _reported:
         _reported.add((model, revision))
         logger.warning(

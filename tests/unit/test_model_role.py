@@ -105,3 +105,18 @@ def test_the_download_lines_say_done_of_total_rate_eta_then_what_was_fetched():
     assert complete_line(400e9, 187.6e9, 938, "/hub/snapshots/c") == (
         "complete: 400.0 GB in /hub/snapshots/c; 187.6 GB fetched in 15m38s, 200 MB/s"
     )
+
+
+def test_a_revision_the_hub_lacks_names_the_profile_that_pinned_it():
+    from pyinfra_sglang.model_snapshot import ModelPlanError
+    from roles.model import plan_refusal
+
+    error = ModelPlanError(
+        "model nvidia/GLM-5-NVFP4 at revision " + "d" * 40 + ": the Hub has no such revision "
+        "(a commit, branch or tag of nvidia/GLM-5-NVFP4)"
+    )
+    assert plan_refusal("gpu-1", error, "glm-5-nvfp4") == (
+        f"host gpu-1: {error} (the revision profile glm-5-nvfp4 pins; sglang_model_revision "
+        "names another). Nothing was changed."
+    )
+    assert plan_refusal("gpu-1", error, None) == f"host gpu-1: {error}. Nothing was changed."
