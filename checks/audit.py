@@ -57,6 +57,7 @@ from pyinfra_sglang.model_snapshot import (
     hub_cache_dir,
     hub_snapshot,
     is_local_model,
+    model_revision,
     ref_file,
     snapshot_folder,
 )
@@ -176,12 +177,13 @@ def read_model(config: HostConfig) -> dict:
     there (a commit as given, else the cache's refs/), its files, what a cut-off download
     left; for a branch or tag, the commit it stands for on the Hub now (None when the Hub
     cannot be asked: the audit changes nothing and needs no network)."""
-    model = host_profile(config).model
+    profile = host_profile(config)
+    model = profile.model
     if is_local_model(model):
         present = host.get_fact(File, path=f"{model.rstrip('/')}/config.json")
         return {"name": model, "local": True, "files": 1 if present else 0}
     cache = hub_cache_dir(config.sglang_model_cache_dir)
-    revision = config.sglang_model_revision or "main"
+    revision = model_revision(config.sglang_model_revision, profile.revision)
     commit = (
         revision
         if COMMIT.match(revision)

@@ -285,10 +285,12 @@ def _render_service(args: argparse.Namespace) -> int:
     from pyinfra.api.exceptions import PyinfraError
 
     from pyinfra_sglang import gpus, profiles, render
+    from pyinfra_sglang.model_snapshot import is_local_model
 
     defaults = inventory.HostConfig.model_fields
     try:
         profile = profiles.load_profile(args.profile, args.profile_dir)
+        local = is_local_model(profile.model)
         # The spec table's largest GPU of the arch gives the memory (unless given) and links.
         in_table = args.arch in gpus.known_archs()
         spec = gpus.largest_gpu_of_arch(args.arch) if in_table or args.gpu_mem_gb is None else None
@@ -313,6 +315,10 @@ def _render_service(args: argparse.Namespace) -> int:
             ),
             secrets=render.Secrets(api_key="(set)", hf_token="(set)"),
             mask=True,
+            # As a host with no sglang_model_revision gets it (service_files.py): a Hub model
+            # at the profile's pinned commit, served offline from the downloaded snapshot.
+            model_revision=None if local else profile.revision,
+            offline=not local,
         )
         rendered = render.render_service_files(service)
     except PyinfraError as error:

@@ -251,7 +251,8 @@ class HostConfig(BaseModel):
         description=(
             "Revision of the profile's Hub model to download and serve: a commit (40 hex "
             "digits; a branch or tag is resolved to its commit before any change and "
-            "reported). Unset: the repository's main branch, resolved the same way."
+            "reported). Unset: the commit the profile pins (its revision), else the "
+            "repository's main branch, resolved the same way."
         ),
         json_schema_extra=_allowed("a commit, branch or tag of the model's repository"),
     )

@@ -53,6 +53,12 @@ def is_local_model(model: str) -> bool:
     return model.startswith("/")
 
 
+def model_revision(inventory_revision: str | None, profile_revision: str | None) -> str:
+    """The revision of the Hub model to download and serve: the inventory's
+    sglang_model_revision, else the profile's pinned commit, else the main branch."""
+    return inventory_revision or profile_revision or "main"
+
+
 def cache_folder_name(repo: str) -> str:
     """The Hub cache's folder of a model: models--<org>--<name> (huggingface_hub's layout)."""
     return "models--" + repo.replace("/", "--")

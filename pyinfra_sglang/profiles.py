@@ -155,6 +155,14 @@ class Profile(BaseModel):
     description: str = ""
 
     model: str = Field(min_length=1, description="Hugging Face repository id or local path.")
+    revision: Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")] | None = Field(
+        None,
+        description=(
+            "Commit of the Hub model to download and serve (40 hex digits); the inventory's "
+            "sglang_model_revision wins, and overriding model drops it. Unset: main, resolved "
+            "and reported at each run."
+        ),
+    )
     served_model_name: str | None = Field(None, description="Model name the API reports.")
     quantization: str | None = Field(None, description="Quantization method, e.g. modelopt_fp4.")
     trust_remote_code: bool = False
@@ -255,6 +263,16 @@ class Profile(BaseModel):
                 "config file"
             )
         return value
+
+    @model_validator(mode="after")
+    def _revision_of_a_hub_model(self) -> Profile:
+        from pyinfra_sglang.model_snapshot import is_local_model
+
+        if self.revision and is_local_model(self.model):
+            raise ValueError(
+                f"revision is set but model {self.model} is a local path (served as it is there)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _graph_size_needs_graphs(self) -> Profile:
@@ -388,6 +406,9 @@ def merge_overrides(profile: Profile, overrides: Mapping[str, Any]) -> Profile:
         for table in tables.values():
             for key in set(overrides) & set(ARCH_FIELDS):
                 table.pop(key, None)
+    if "model" in overrides and "revision" not in overrides:
+        # The profile's pinned commit is one of its own model's: another model has its own.
+        values.pop("revision", None)
     values.update(overrides)
     return _validated(profile.name, profile.source, values, context=" with overrides")
 

@@ -334,7 +334,11 @@ def service_files_for(
         node=node,
         mask=mask,
         # A Hub model is served from the snapshot the model role downloaded (roles/model.py).
-        model_revision=None if is_local_model(profile.model) else config.sglang_model_revision,
+        model_revision=(
+            None
+            if is_local_model(profile.model)
+            else config.sglang_model_revision or profile.revision
+        ),
         offline=not is_local_model(profile.model),
         hub_cache=config.sglang_model_cache_dir,
         host_env=dict(config.sglang_env),

@@ -28,6 +28,7 @@ from pyinfra_sglang.model_snapshot import (
     hub_cache_dir,
     hub_snapshot,
     is_local_model,
+    model_revision,
     needed_bytes,
     ref_file,
     snapshot_folder,
@@ -123,7 +124,15 @@ def _download(state, host, repo, commit, cache, total, python, endpoint, token_p
             return True
         why = last or "no word from the download"
         if not last.startswith("failed:"):
-            why = f"stopped after {timeout_s} s (sglang_model_download_timeout_s): {why}"
+            # Ended without its last word: stopped by its timeout, or killed (the unit's
+            # Result says which: "timeout", "signal", ...).
+            _, result = run_on_host(host, f"systemctl show -p Result --value {q(unit)}")
+            result = result.strip() or "unknown"
+            why = (
+                f"stopped after {timeout_s} s (sglang_model_download_timeout_s): {why}"
+                if result == "timeout"
+                else f"the download process ended ({result}) at: {why}"
+            )
         logger.error(
             f"{host.print_prefix}{repo} at {commit}: the download failed: "
             f"{redact(why, [token] if token else [])}; it resumes on the next run ({log})"
@@ -173,6 +182,17 @@ def model_snapshot_downloaded(
     )
 
 
+def plan_refusal(host_name: str, error: ModelPlanError, pinned_by: str | None) -> str:
+    """Why the Hub's answer stops the run; ``pinned_by``: the profile whose revision was
+    asked for (no sglang_model_revision set), which the user may not know they asked."""
+    pin = (
+        f" (the revision profile {pinned_by} pins; sglang_model_revision names another)"
+        if pinned_by
+        else ""
+    )
+    return f"host {host_name}: {error}{pin}. Nothing was changed."
+
+
 def local_model_checked(path: str) -> None:
     """A local model path must hold a model (its config.json) before anything changes."""
     if not host.get_fact(File, path=f"{path.rstrip('/')}/config.json"):
@@ -185,7 +205,8 @@ def local_model_checked(path: str) -> None:
 @deploy("Model weights")
 def model_weights() -> None:
     config = host_config(host)
-    model = host_profile(config).model
+    profile = host_profile(config)
+    model = profile.model
     gpus = host.get_fact(NvidiaGpus)
     if gpus:
         # GPUs that cannot run the profile are refused first (the service's render checks):
@@ -196,11 +217,12 @@ def model_weights() -> None:
         return
     token = read_secret(config.hf_token_file, "hf_token_file", host.name)
     endpoint = str(config.hf_endpoint or DEFAULT_ENDPOINT).rstrip("/")
-    revision = config.sglang_model_revision or "main"
+    revision = model_revision(config.sglang_model_revision, profile.revision)
     try:
         snapshot = hub_snapshot(endpoint, model, revision, token)
     except ModelPlanError as error:
-        raise ModelRefused(f"host {host.name}: {error}. Nothing was changed.") from None
+        pinned_by = None if config.sglang_model_revision else profile.revision and profile.name
+        raise ModelRefused(plan_refusal(host.name, error, pinned_by)) from None
     if snapshot.commit != revision and (model, revision) not in _reported:
         _reported.add((model, revision))
         logger.warning(

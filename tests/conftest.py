@@ -15,6 +15,9 @@ import pytest
 from tests.hosts import aptrepo, pyindex
 from tests.hosts.apply import apply, write_inventory
 from tests.hosts.site_model import (
+    RESUMABLE_MODEL,
+    RESUMABLE_RATE,
+    RESUMABLE_WEIGHTS,
     SITE_HF_TOKEN,
     SITE_MODEL,
     SITE_MODEL_COMMIT,
@@ -75,8 +78,9 @@ def site_secrets(tmp_path_factory):
 @pytest.fixture(scope="session")
 def model_hub():
     """A stand-in for the Hugging Face Hub on 127.0.0.1 (tests/hosts/hubstandin.py): the site
-    profile's model at a commit (also its main branch), and a gated repository the site's
-    token may not open; yields (endpoint, hub)."""
+    profile's model at a commit (also its main branch), a gated repository the site's token
+    may not open, and a model served slowly (for a download killed mid-file); yields
+    (endpoint, hub)."""
     from tests.hosts.hubstandin import LFS_THRESHOLD, Hub, Repo, serve
 
     repos = {
@@ -93,6 +97,11 @@ def model_hub():
             commits={SITE_MODEL_COMMIT: model_files(1024)},
             refs={"main": SITE_MODEL_COMMIT},
             gated_token="hf_other_account_TOKEN",
+        ),
+        RESUMABLE_MODEL: Repo(
+            commits={SITE_MODEL_COMMIT: model_files(RESUMABLE_WEIGHTS)},
+            refs={"main": SITE_MODEL_COMMIT},
+            throttle_bytes_per_s=RESUMABLE_RATE,
         ),
     }
     hub = Hub(repos, tokens=(SITE_HF_TOKEN,))

@@ -30,14 +30,28 @@ def cached_bytes(blobs: Path) -> int:
     return total
 
 
+def duration(seconds: float) -> str:
+    return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
+
+
 def progress_line(done: int, total: int, rate: float) -> str:
     gb = 1e9
     eta = (total - done) / rate if rate > 0 else None
-    eta_text = f"{int(eta // 60)}m{int(eta % 60):02d}s" if eta is not None else "unknown"
+    eta_text = duration(eta) if eta is not None else "unknown"
     return (
         f"{done / gb:.1f} of {total / gb:.1f} GB, {rate / 1e6:.0f} MB/s, ETA {eta_text}"
         if total
         else f"{done / gb:.1f} GB"
+    )
+
+
+def complete_line(done: int, fetched: int, seconds: float, folder: str) -> str:
+    """What this run fetched (a resumed run fetches only the rest), in how long, at what
+    mean rate, and the whole snapshot's size."""
+    rate = fetched / seconds if seconds > 0 else 0.0
+    return (
+        f"complete: {done / 1e9:.1f} GB in {folder}; {fetched / 1e9:.1f} GB fetched in "
+        f"{duration(seconds)}, {rate / 1e6:.0f} MB/s"
     )
 
 
@@ -70,6 +84,7 @@ def main(argv=None) -> int:
             last, last_at = now, at
 
     log(log_path, f"downloading {args.repo} at {args.commit} into {args.cache_dir}")
+    started_bytes, started_at = cached_bytes(blobs), time.monotonic()
     threading.Thread(target=report, daemon=True).start()
     try:
         from huggingface_hub import snapshot_download
@@ -82,9 +97,8 @@ def main(argv=None) -> int:
         log(log_path, f"failed: {type(error).__name__}: {str(error).splitlines()[0][:300]}")
         return 1
     done.set()
-    log(
-        log_path, f"complete: {progress_line(cached_bytes(blobs), args.total_bytes, 0)} in {folder}"
-    )
+    now = cached_bytes(blobs)
+    log(log_path, complete_line(now, now - started_bytes, time.monotonic() - started_at, folder))
     return 0
 
 

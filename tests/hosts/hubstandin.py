@@ -16,8 +16,11 @@ utils/_http.py read these; the client's errors come from the X-Error-Code header
   ``GatedRepo``; a token it does not know 401 "Invalid credentials in Authorization header".
 
 Revisions are commits (40 hex digits) or branch names (``refs``). Files at or above
-``LFS_THRESHOLD`` bytes are LFS files. ``throttle_bytes_per_s`` slows file bodies (for
-progress and resume tests).
+``LFS_THRESHOLD`` bytes are LFS files. ``throttle_bytes_per_s`` slows file bodies, of every
+repository (``Hub``) or of one (``Repo``, over the Hub's): for progress tests, and for resume
+tests that cut a download off while a file is partly written. Every request is kept in
+``Hub.requests`` as (method, path, Range header), for tests to read (a resumed file is a GET
+with ``Range: bytes=N-``, N > 0).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ class Repo:
     commits: dict[str, dict[str, bytes]]  # commit sha -> {path: content}
     refs: dict[str, str] = field(default_factory=dict)  # branch or tag -> commit sha
     gated_token: str | None = None  # gated: only this token gets in
+    throttle_bytes_per_s: int | None = None  # this repository's file bodies, over the Hub's
 
     def resolve(self, revision: str) -> str | None:
         if revision in self.commits:
@@ -198,11 +202,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if content is None:
                 self._error(404, "EntryNotFound", f"{name} does not exist at {revision}")
                 return
-            self._file(commit, content)
+            self._file(commit, content, repo.throttle_bytes_per_s or self.hub.throttle_bytes_per_s)
             return
         self._error(404, None, "Not Found")
 
-    def _file(self, commit: str, content: bytes) -> None:
+    def _file(self, commit: str, content: bytes, rate: int | None) -> None:
         entry = file_entry("", content)
         etag = entry["lfs"]["oid"] if "lfs" in entry else entry["oid"]
         start = 0
@@ -220,7 +224,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if self.command == "HEAD":
             return
-        rate = self.hub.throttle_bytes_per_s
         chunk = 256 * 1024
         for offset in range(start, len(content), chunk):
             try:

@@ -8,6 +8,13 @@ SITE_MODEL = "Qwen/Qwen3-8B"  # the dense-bf16 profile's model
 SITE_MODEL_COMMIT = hashlib.sha1(b"pyinfra-sglang stand-in of Qwen/Qwen3-8B").hexdigest()
 SITE_HF_TOKEN = "hf_site_TOKEN_abcdefghij"
 
+# A model the Hub stand-in serves slowly, for the test that kills its download mid-file: its
+# weights arrive at RESUMABLE_RATE, so the client (which writes 10 MiB at a time) has written
+# part of them for seconds before the rest comes.
+RESUMABLE_MODEL = "test-org/resumable-model"
+RESUMABLE_WEIGHTS = 24 * 1024 * 1024
+RESUMABLE_RATE = 2 * 1024 * 1024  # bytes/s: ~12 s for the weights
+
 
 def model_files(size: int) -> dict[str, bytes]:
     """A small model's files: a config, a tokenizer and an LFS-sized weights file."""

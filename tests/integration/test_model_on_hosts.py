@@ -1,16 +1,25 @@
 """The model role on the site hosts: the profile's model downloaded from a Hub stand-in at a
-pinned commit by the venv's real huggingface_hub, a second apply that changes nothing, and
-refusals before any change (a revision the Hub lacks, a gated repository, too little disk)."""
+pinned commit by the venv's real huggingface_hub, a second apply that changes nothing, a
+download killed mid-file that the next apply resumes, and refusals before any change (a
+revision the Hub lacks, a gated repository, too little disk)."""
 
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 
 from tests.hosts.apply import apply
 from tests.hosts.hubstandin import LFS_THRESHOLD
-from tests.hosts.site_model import SITE_MODEL, SITE_MODEL_COMMIT, model_files
+from tests.hosts.site_model import (
+    RESUMABLE_MODEL,
+    RESUMABLE_WEIGHTS,
+    SITE_MODEL,
+    SITE_MODEL_COMMIT,
+    model_files,
+)
 
 pytestmark = pytest.mark.hosts
 
@@ -100,3 +109,77 @@ def test_the_cache_can_live_on_another_filesystem(host_pool, hosts, inventory):
     for h in hosts:
         env = host_pool.run(h, "cat /etc/sglang/sglang.env").stdout
         assert "HF_HUB_CACHE" not in env  # the default: HF_HOME's own hub/ folder
+
+
+def test_a_download_killed_mid_file_resumes_on_the_next_apply(
+    host_pool, hosts, inventory, model_hub
+):
+    hub = model_hub[1]
+    target = hosts[0]
+    folder = f"{CACHE}/models--test-org--resumable-model"
+    blobs = target.root / folder.lstrip("/") / "blobs"
+    weights_url = f"/{RESUMABLE_MODEL}/resolve/{SITE_MODEL_COMMIT}/model.safetensors"
+    options = (
+        "--limit",
+        target.address,
+        "--data",
+        f'sglang_profile_overrides={{"model": "{RESUMABLE_MODEL}"}}',
+    )
+    download = f"Model weights | Download {RESUMABLE_MODEL} at {SITE_MODEL_COMMIT[:12]}"
+    first: list = []
+    try:
+        # The stand-in sends the weights at 2 MiB/s: kill the download unit's processes
+        # (SIGKILL: no clean-up) once part of the weights is on disk.
+        applying = threading.Thread(target=lambda: first.append(apply(inventory, options=options)))
+        applying.start()
+        cut = 0
+        deadline = time.monotonic() + 300
+        while not cut and applying.is_alive() and time.monotonic() < deadline:
+            for partial in blobs.glob("*.incomplete") if blobs.is_dir() else ():
+                size = partial.stat().st_size
+                if 0 < size < RESUMABLE_WEIGHTS:
+                    host_pool.run(
+                        target,
+                        "systemctl kill --signal=SIGKILL pyinfra-sglang-model-download.service",
+                    )
+                    cut = size
+            time.sleep(0.05)
+        applying.join(timeout=300)
+        assert cut, first[0].describe() if first else "no partial weights file appeared"
+        (killed,) = first
+        assert killed.returncode != 0, killed.describe()
+        assert "the download failed: the download process ended (signal)" in killed.stderr
+        assert "it resumes on the next run" in killed.stderr
+        (partial,) = blobs.glob("*.incomplete")
+        left = partial.stat().st_size
+        assert cut <= left < RESUMABLE_WEIGHTS
+
+        seen = len(hub.requests)
+        resumed = apply(inventory, options=options)
+        assert resumed.returncode == 0 and not resumed.errors(), resumed.describe()
+        assert download in resumed.changed(target.address)
+        assert (
+            f"{RESUMABLE_MODEL}: complete: " in resumed.stderr and " fetched in " in resumed.stderr
+        )
+        # The client asked for the rest of the weights only, from where the cut left them.
+        gets = [
+            rng
+            for method, path, rng in hub.requests[seen:]
+            if (method, path) == ("GET", weights_url)
+        ]
+        assert gets == [f"bytes={left}-"], hub.requests[seen:]
+        expected = model_files(RESUMABLE_WEIGHTS)
+        snapshot = target.root / folder.lstrip("/") / "snapshots" / SITE_MODEL_COMMIT
+        assert {p.name: p.stat().st_size for p in snapshot.iterdir()} == {
+            name: len(content) for name, content in expected.items()
+        }
+        assert (snapshot / "model.safetensors").read_bytes() == expected["model.safetensors"]
+        assert not list(blobs.glob("*.incomplete"))
+
+        again = apply(inventory, options=options)
+        assert again.returncode == 0 and again.changed() == [], again.describe()
+        assert download in again.unchanged(target.address)
+    finally:
+        back = apply(inventory, options=("--limit", target.address))
+        assert back.returncode == 0 and not back.errors(), back.describe()
+        host_pool.run(target, f"rm -rf {folder}")

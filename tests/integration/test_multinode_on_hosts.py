@@ -1,6 +1,7 @@
 """SGLang's multi-node mode across the two site test hosts (one group): tensor parallelism
 over both, the first host the rendezvous point and the only one serving HTTP; then audited
-and benchmarked, and back to two single-node replicas."""
+and benchmarked, and back to two single-node replicas. Each node of the group downloads the
+model itself and serves it offline."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import urllib.request
 import pytest
 
 from tests.hosts.apply import apply
+from tests.hosts.hubstandin import LFS_THRESHOLD
+from tests.hosts.site_model import SITE_MODEL, SITE_MODEL_COMMIT, model_files
 
 pytestmark = pytest.mark.hosts
 
@@ -108,3 +111,37 @@ def test_two_hosts_serve_one_model_then_go_back_to_replicas(host_pool, hosts, in
         argv = argv_of(host_pool, h)
         assert flag(argv, "--tp-size") == "2" and "--nnodes" not in argv
     assert apply(inventory).changed() == []
+
+
+def test_each_node_of_a_group_downloads_the_snapshot_and_serves_it_offline(
+    host_pool, hosts, inventory
+):
+    cache = "/var/lib/sglang/huggingface/hub/models--Qwen--Qwen3-8B"
+    download = f"Model weights | Download {SITE_MODEL} at {SITE_MODEL_COMMIT[:12]}"
+    expected = model_files(LFS_THRESHOLD + 1024 * 1024)
+    for h in hosts:
+        host_pool.run(h, f"rm -rf {cache}")  # as on hosts that never had the model
+    try:
+        result = apply(inventory, options=MULTINODE)
+        assert result.returncode == 0 and not result.errors(), result.describe()
+        for rank, h in enumerate(hosts):
+            assert download in result.changed(h.address)
+            snapshot = h.root / cache.lstrip("/") / "snapshots" / SITE_MODEL_COMMIT
+            assert {p.name: p.stat().st_size for p in snapshot.iterdir()} == {
+                name: len(content) for name, content in expected.items()
+            }
+            assert (snapshot / "model.safetensors").read_bytes() == expected["model.safetensors"]
+            # Each node's server reads that snapshot, never the Hub: the pinned commit on its
+            # command line, the Hub client offline in its environment.
+            argv = argv_of(host_pool, h)
+            assert (flag(argv, "--node-rank"), flag(argv, "--revision")) == (
+                str(rank),
+                SITE_MODEL_COMMIT,
+            )
+            env = host_pool.run(h, "cat /etc/sglang/sglang.env").stdout.splitlines()
+            assert "HF_HUB_OFFLINE=1" in env
+        again = apply(inventory, options=MULTINODE)
+        assert again.returncode == 0 and again.changed() == [], again.describe()
+    finally:
+        back = apply(inventory)
+        assert back.returncode == 0 and not back.errors(), back.describe()

@@ -6,6 +6,7 @@ controller's planner (pyinfra_sglang/model_snapshot.py) against the same server.
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 import pytest
@@ -167,7 +168,12 @@ def test_the_host_download_program_logs_progress_and_completes(hub, tmp_path):
     lines = [line.split(" ", 1)[1] for line in log.read_text().splitlines()]
     assert lines[0] == f"downloading {REPO} at {COMMIT} into {tmp_path / 'hub'}"
     assert any(" GB, " in line and "MB/s, ETA " in line for line in lines[1:-1]), lines
-    assert lines[-1].startswith(f"complete: {total / 1e9:.1f} of {total / 1e9:.1f} GB")
+    folder = tmp_path / "hub" / "models--test-org--tiny-model" / "snapshots" / COMMIT
+    assert re.fullmatch(
+        rf"complete: {total / 1e9:.1f} GB in {folder}; {total / 1e9:.1f} GB fetched in "
+        r"0m0\ds, \d+ MB/s",
+        lines[-1],
+    ), lines[-1]
 
     failed = run("0" * 40)
     assert failed.returncode == 1
@@ -177,3 +183,24 @@ def test_the_host_download_program_logs_progress_and_completes(hub, tmp_path):
         .split(" ", 1)[1]
         .startswith("failed: RevisionNotFoundError: ")
     )
+
+
+def test_a_repository_throttle_slows_that_repository_only(hub):
+    # The resume test on the hosts cuts a download off mid-file: it needs one repository's
+    # files to arrive slowly while the others' stay fast.
+    import time
+    import urllib.request
+
+    server, endpoint = hub
+    server.repos[GATED].gated_token = None
+    server.repos[REPO].throttle_bytes_per_s = 4 * 1024 * 1024  # ~2.6 s for the weights
+
+    def seconds(repo: str) -> float:
+        started = time.monotonic()
+        url = f"{endpoint}/{repo}/resolve/{COMMIT}/model.safetensors"
+        with urllib.request.urlopen(url, timeout=30) as response:
+            assert response.read() == WEIGHTS
+        return time.monotonic() - started
+
+    assert seconds(REPO) >= len(WEIGHTS) / (4 * 1024 * 1024) * 0.9
+    assert seconds(GATED) < 1.0

@@ -92,3 +92,31 @@ def test_the_cache_folder_is_the_services_and_stays_visible_to_it():
     for hidden in ("/home/models", "/root/hub", "/run/user/0/hub", "relative/hub", "/a b"):
         with pytest.raises(ValidationError, match="sglang_model_cache_dir"):
             HostConfig(sglang_model_cache_dir=hidden)
+
+
+def test_the_download_lines_say_done_of_total_rate_eta_then_what_was_fetched():
+    from pyinfra_sglang.host_programs.model_download import complete_line, progress_line
+
+    assert progress_line(212_400_000_000, 400_000_000_000, 200e6) == (
+        "212.4 of 400.0 GB, 200 MB/s, ETA 15m38s"
+    )
+    assert progress_line(0, 400_000_000_000, 0.0) == "0.0 of 400.0 GB, 0 MB/s, ETA unknown"
+    # A resumed run fetched only the rest: its rate is that part's over its own time.
+    assert complete_line(400e9, 187.6e9, 938, "/hub/snapshots/c") == (
+        "complete: 400.0 GB in /hub/snapshots/c; 187.6 GB fetched in 15m38s, 200 MB/s"
+    )
+
+
+def test_a_revision_the_hub_lacks_names_the_profile_that_pinned_it():
+    from pyinfra_sglang.model_snapshot import ModelPlanError
+    from roles.model import plan_refusal
+
+    error = ModelPlanError(
+        "model nvidia/GLM-5-NVFP4 at revision " + "d" * 40 + ": the Hub has no such revision "
+        "(a commit, branch or tag of nvidia/GLM-5-NVFP4)"
+    )
+    assert plan_refusal("gpu-1", error, "glm-5-nvfp4") == (
+        f"host gpu-1: {error} (the revision profile glm-5-nvfp4 pins; sglang_model_revision "
+        "names another). Nothing was changed."
+    )
+    assert plan_refusal("gpu-1", error, None) == f"host gpu-1: {error}. Nothing was changed."

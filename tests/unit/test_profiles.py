@@ -63,6 +63,33 @@ def test_reference_profile():
     assert profile.start_timeout_s == 1200
     assert profile.min_total_gpu_memory_gb == 480
     assert profile.min_sglang_version == "0.5.9"
+    # Pinned: every host, every node of a group, serves the same weights.
+    assert profile.revision == "dc54ff55a7e9e71b85db953d8bc22eca894b44c6"
+
+
+def test_a_profile_pins_its_own_models_commit_only(tmp_path):
+    from pyinfra_sglang.model_snapshot import model_revision
+
+    profile = load_profile("glm-5-nvfp4")
+    pinned = profile.revision
+    # Another model (a Hub copy, a local path) does not inherit the reference model's commit,
+    # unless the override names one for it.
+    assert merge_overrides(profile, {"model": "other-org/GLM-5-NVFP4"}).revision is None
+    assert merge_overrides(profile, {"model": "/models/glm-5"}).revision is None
+    assert merge_overrides(profile, {"model": "o/m", "revision": "b" * 40}).revision == "b" * 40
+    assert merge_overrides(profile, {"cuda_graph_max_bs": 32}).revision == pinned
+    assert profile.for_arch("sm_120").revision == pinned
+    # The inventory's sglang_model_revision wins over the profile's; neither: main.
+    assert model_revision("v1.0", pinned) == "v1.0"
+    assert model_revision(None, pinned) == pinned
+    assert model_revision(None, None) == "main"
+    for text, problem in (
+        ('model = "o/m"\nrevision = "main"\n', "revision = 'main': String should match"),
+        ('model = "/models/m"\nrevision = "' + "c" * 40 + '"\n', "model /models/m is a local"),
+    ):
+        path = write(tmp_path, "pinned", text + "min_total_gpu_memory_gb = 1\n")
+        with pytest.raises(ProfileError, match=problem):
+            load_profile_file(path)
 
 
 @pytest.mark.parametrize("arch", ["sm_100", "sm_120"])

@@ -735,6 +735,10 @@ def test_render_command_prints_the_three_files_masked(capsys):
     assert "NCCL_P2P_LEVEL=PHB" in out  # no topology given: the data's default
     assert "HF_TOKEN=********" in out and 'api-key: "********"' in out
     assert "(set)" not in out
+    # As a host without sglang_model_revision gets it: the profile's pinned commit, served
+    # offline from the snapshot the model role downloaded.
+    assert "    --revision dc54ff55a7e9e71b85db953d8bc22eca894b44c6 \\\n" in out
+    assert "\nHF_HUB_OFFLINE=1\n" in out
 
 
 def test_render_command_output_is_stable(capsys):
@@ -755,6 +759,7 @@ def test_render_command_output_is_stable(capsys):
     assert capsys.readouterr().out == first
     assert "PCIe only: no" in first and "NCCL_" not in first  # H200s have NVLink
     assert "--nsa-prefill-backend" not in first and "--tp-size 2" in first
+    assert "--revision" not in first  # dense-bf16 pins none: main, via the cache's refs/main
 
 
 def test_render_command_refuses_what_does_not_fit(capsys):

@@ -115,6 +115,19 @@ def test_a_host_cannot_set_what_the_renderer_sets():
     assert error.value.field == "sglang_env"
 
 
+def test_the_server_gets_the_profiles_pinned_commit_unless_the_inventory_names_one():
+    def revision(**fields):
+        config = HostConfig(sglang_model_profile="glm-5-nvfp4-dense", **fields)
+        argv = unit_of(render_for(RTX_X8, config, topology=TOPO_RTX_X8)).split()
+        return argv[argv.index("--revision") + 1] if "--revision" in argv else None
+
+    assert revision() == "dc54ff55a7e9e71b85db953d8bc22eca894b44c6"
+    assert revision(sglang_model_revision="d" * 40) == "d" * 40
+    # Another model, no pin of its own: the model role records the commit main stands for in
+    # the cache's refs/main, which the offline server resolves.
+    assert revision(sglang_profile_overrides={"model": "o/m"}) is None
+
+
 def test_nvlinked_gpus_get_no_pcie_hints_from_their_topology():
     env = env_of(
         render_for(H200X2, HostConfig(sglang_model_profile="dense-bf16"), None, TOPO_H200X2)
