@@ -1,7 +1,8 @@
 """The model role on the site hosts: the profile's model downloaded from a Hub stand-in at a
-pinned commit by the venv's real huggingface_hub, a second apply that changes nothing, a
-download killed mid-file that the next apply resumes, and refusals before any change (a
-revision the Hub lacks, a gated repository, too little disk)."""
+pinned commit by the venv's real huggingface_hub, a second apply that changes nothing, the
+service starting from that snapshot alone, a download killed mid-file that the next apply
+resumes, and refusals before any change (a revision the Hub lacks, a gated repository, too
+little disk)."""
 
 from __future__ import annotations
 
@@ -51,6 +52,25 @@ def test_the_first_apply_downloads_the_pinned_snapshot(host_pool, hosts, invento
         assert argv[argv.index("--revision") + 1] == SITE_MODEL_COMMIT
         env = host_pool.run(h, "cat /etc/sglang/sglang.env").stdout.splitlines()
         assert "HF_HUB_OFFLINE=1" in env
+
+
+def test_the_service_starts_from_the_snapshot_alone(host_pool, hosts, inventory):
+    """Served offline: the server loads the downloaded snapshot (the stand-in resolves it as
+    huggingface_hub does with HF_HUB_OFFLINE=1); without it, a restart fails although the Hub
+    is up, instead of fetching 400 GB behind the health wait. The next apply downloads it
+    again and brings the service back."""
+    host = hosts[0]
+    record = json.loads(host_pool.run(host, "cat /run/sglang-standin/30000.json").stdout)
+    assert record["snapshot"] == SNAPSHOT
+    host_pool.run(host, f"rm -rf {SNAPSHOT}")
+    host_pool.run(host, "systemctl restart sglang.service; sleep 3", check=False)
+    journal = host_pool.run(host, "journalctl -u sglang.service -n 30 -o cat").stdout
+    assert "LocalEntryNotFoundError: Cannot find an appropriate cached snapshot" in journal
+    back = apply(inventory, options=("--limit", host.address))
+    assert back.returncode == 0 and not back.errors(), back.describe()
+    assert DOWNLOAD in back.changed(host.address), back.describe()
+    record = json.loads(host_pool.run(host, "cat /run/sglang-standin/30000.json").stdout)
+    assert (record["state"], record["snapshot"]) == ("ready", SNAPSHOT)
 
 
 @pytest.mark.parametrize(

@@ -343,6 +343,28 @@ def test_sigterm_to_every_process_cuts_the_requests_in_flight(launch):
     assert "aborted: the scheduler process exited mid-request" in proc.stderr
 
 
+def test_offline_it_starts_only_from_the_local_hub_cache(launch, tmp_path):
+    # HF_HUB_OFFLINE=1, as the service runs it: the snapshot at the revision, or exit 1 with
+    # huggingface_hub's offline error (nothing reaches the Hub).
+    cache = tmp_path / "hub"
+    commit = "ab" * 20
+    env = {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(cache)}
+    missing = server(launch, "--revision", commit, env=env)
+    assert missing.wait_exit() == 1
+    assert "LocalEntryNotFoundError: Cannot find an appropriate cached snapshot" in missing.stderr
+    assert not port_open(missing.port)
+    snapshot = cache / "models--org--model" / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    (cache / "models--org--model" / "refs").mkdir()
+    (cache / "models--org--model" / "refs" / "main").write_text(commit)
+    for revision in (commit, "main"):  # a commit, or a branch through refs/
+        found = server(launch, "--revision", revision, env=env)
+        found.wait_status("/health")
+        assert found.record["snapshot"] == str(snapshot)
+        assert found.stop() == 0
+
+
 def test_broken_model_fails_after_a_second_without_serving(launch):
     proc = launch("sglang.launch_server", "--model-path", "broken/GLM-5", "--tp-size", "8")
     opened = False

@@ -39,6 +39,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from sglang._standin import args as cli
+from sglang._standin import weights
 from sglang._standin.chat import BadRequest, Completion
 from sglang.version import __version__
 
@@ -578,6 +579,15 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.model_path.startswith("broken/"):
         return fail_loading(state, record)
+    if os.environ.get("HF_HUB_OFFLINE") == "1" and weights.is_hub_id(args.model_path):
+        # As SGLang offline: the weights come from the local Hub cache, or nowhere.
+        snapshot = weights.offline_snapshot(args.model_path, args.revision)
+        if snapshot is None:
+            log(f"Load weight begin (model {args.model_path}, revision {args.revision})")
+            log(weights.OFFLINE_ERROR, sys.stderr)
+            record.update(state="failed", exit_code=1, stopped_at=time.time())
+            return 1
+        record.update(snapshot=str(snapshot))
 
     if args.nnodes > 1 and not args.dist_init_addr:
         log("ValueError: --dist-init-addr is required when --nnodes > 1", sys.stderr)
