@@ -19,6 +19,7 @@ from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -49,6 +50,17 @@ SECRET_SERVER_FLAGS = ("--api-key", "--admin-api-key")
 MANAGED_FLAG_ALIASES = ("--model", "--tensor-parallel-size", "--nccl-init-addr")
 
 Backend = Annotated[str, Field(pattern=r"^[a-z0-9_]+$")]
+
+
+def _release_text(value: Any) -> Any:
+    """A release number as text (TOML may give 0.5 as a float): checked, else ValueError."""
+    if value is None:
+        return value
+    parse_version(str(value))
+    return str(value)
+
+
+Release = Annotated[str, BeforeValidator(_release_text)]
 Arch = Annotated[str, Field(pattern=r"^sm_\d{2,3}$")]
 # An environment variable's name as systemd's EnvironmentFile and every shell take it.
 EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
@@ -131,18 +143,10 @@ class ArchSettings(BaseModel):
     kv_cache_dtype: str | None = None
     mem_fraction_static: float | None = Field(None, gt=0, lt=1)
     cuda_graph_max_bs: int | None = Field(None, ge=1)
-    min_sglang_version: str | None = Field(
+    min_sglang_version: Release | None = Field(
         None, description="Oldest SGLang release that runs the profile on this architecture."
     )
     env: dict[EnvName, str] = Field(default_factory=dict)
-
-    @field_validator("min_sglang_version", mode="before")
-    @classmethod
-    def _release_number(cls, value: Any) -> Any:
-        if value is not None:
-            parse_version(str(value))
-            return str(value)
-        return value
 
 
 class Profile(BaseModel):
@@ -203,7 +207,9 @@ class Profile(BaseModel):
     bytes_per_param: float | None = Field(
         None, gt=0, description="Bytes per weight as stored, scales included (bf16: 2)."
     )
-    min_sglang_version: str | None = Field(None, description="Oldest SGLang release that works.")
+    min_sglang_version: Release | None = Field(
+        None, description="Oldest SGLang release that works."
+    )
     enable_metrics: bool = True
     extra_args: list[str] = Field(
         default_factory=list, description="Server arguments passed as given, after the rest."
@@ -220,14 +226,6 @@ class Profile(BaseModel):
         pattern=NAME_PATTERN,
         description="The profile to run where this one cannot (named in refusals).",
     )
-
-    @field_validator("min_sglang_version", mode="before")
-    @classmethod
-    def _release_number(cls, value: Any) -> Any:
-        if value is not None:
-            parse_version(str(value))
-            return str(value)
-        return value
 
     @field_validator("chunked_prefill_size")
     @classmethod
