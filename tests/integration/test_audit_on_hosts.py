@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.hosts.apply import apply
+from tests.hosts.audit_report import findings, levels
 
 pytestmark = pytest.mark.hosts
 
@@ -23,18 +24,6 @@ def audit(inventory, report_dir: Path, *options: str):
     # A check never changes a host. A failed run prints no JSON results: read pyinfra's log.
     assert result.changed() == [] and result.logged_changes() == [], result.describe()
     return result
-
-
-def findings(report_dir: Path, address: str) -> dict[str, list[dict]]:
-    """{code: [findings]} of one host's report."""
-    by_code: dict[str, list[dict]] = {}
-    for finding in json.loads((report_dir / f"{address}.json").read_text())["findings"]:
-        by_code.setdefault(finding["code"], []).append(finding)
-    return by_code
-
-
-def levels(by_code: dict[str, list[dict]], level: str) -> set[str]:
-    return {code for code, found in by_code.items() if any(f["level"] == level for f in found)}
 
 
 def test_audit_of_served_hosts_changes_nothing_and_fails_on_driver_drift(

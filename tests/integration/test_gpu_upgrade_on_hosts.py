@@ -12,6 +12,7 @@ import pytest
 
 from pyinfra_sglang.inventory import HostConfig
 from tests.hosts.apply import apply
+from tests.hosts.audit_report import findings, levels
 
 pytestmark = pytest.mark.hosts
 
@@ -28,14 +29,7 @@ def audit(inventory, report_dir: Path, address: str) -> dict[str, list[dict]]:
         options=("--limit", address, "--data", f"audit_report_dir={report_dir}", *NEW_BOX),
     )
     assert result.executed and result.changed() == [], result.describe()
-    by_code: dict[str, list[dict]] = {}
-    for finding in json.loads((report_dir / f"{address}.json").read_text())["findings"]:
-        by_code.setdefault(finding["code"], []).append(finding)
-    return by_code
-
-
-def levels(by_code: dict[str, list[dict]], level: str) -> set[str]:
-    return {code for code, found in by_code.items() if any(f["level"] == level for f in found)}
+    return findings(report_dir, address)
 
 
 def test_an_h200_host_upgraded_to_eight_rtx_pro_6000_converges_in_one_apply(
