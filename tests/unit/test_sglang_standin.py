@@ -754,6 +754,21 @@ def metrics_on_loopback() -> list[str]:
     return ["--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port())]
 
 
+def router(launch, urls: list[str], *args: str):
+    """The router stand-in in front of ``urls``, on loopback (its metrics too)."""
+    return launch(
+        "sglang_router.launch_router",
+        "--worker-urls",
+        *urls,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(free_port()),
+        *args,
+        *metrics_on_loopback(),
+    )
+
+
 def workers_with_key(launch, tmp_path, key: str, count: int = 2) -> list:
     config = write_config(tmp_path / "workers.yaml", key)
     return [server(launch, "--config", str(config)) for _ in range(count)]
@@ -766,33 +781,14 @@ def test_router_retries_a_warming_or_stopped_worker_on_the_next_one(launch, tmp_
     warming = server(launch, env={"SGLANG_STANDIN_WARMUP_S": "60"})
     stopped_port = free_port()
     urls = [f"http://127.0.0.1:{p}" for p in (warming.port, stopped_port, ready.port)]
-    router = launch(
-        "sglang_router.launch_router",
-        "--worker-urls",
-        *urls,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(free_port()),
-        *metrics_on_loopback(),
-    )
+    retrying = router(launch, urls)
     ready.wait_status("/health")
     warming.wait_port()
-    router.wait_status("/readiness")
+    retrying.wait_status("/readiness")
     assert chat(warming.port).status == 503
-    assert [chat(router.port).status for _ in range(6)] == [200] * 6
+    assert [chat(retrying.port).status for _ in range(6)] == [200] * 6
     # Without retries the warming and the stopped worker's turns fail.
-    single = launch(
-        "sglang_router.launch_router",
-        "--worker-urls",
-        *urls,
-        "--disable-retries",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(free_port()),
-        *metrics_on_loopback(),
-    )
+    single = router(launch, urls, "--disable-retries")
     single.wait_status("/readiness")
     assert sorted(chat(single.port).status for _ in range(3)) == [200, 503, 503]
 
