@@ -138,7 +138,7 @@ def _run(host_, command: str) -> tuple[bool, str]:
 
 def _poll(host_, command: str) -> tuple[bool, str]:
     try:
-        return run_on_host(host_, command, _timeout=COMMAND_TIMEOUT_S)
+        return _run(host_, command)
     except (OSError, TimeoutError):
         return False, ""
 
