@@ -23,6 +23,7 @@ from functools import cache
 from ipaddress import IPv4Address, IPv6Address, ip_address
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
+from weakref import WeakKeyDictionary
 
 from pydantic import (
     AfterValidator,
@@ -831,16 +832,31 @@ def rolling_group(host: Host) -> str | None:
     """The router this host's server stands behind (its worker URLs name the host and its
     port), as "router <name>": a deploy restarts that router's servers a batch at a time.
     None behind no router, or in a multi-node group (its members restart together)."""
-    configs = {h.name: host_config(h) for h in host.inventory}
-    config = configs[host.name]
+    config = host_config(host)
     if config.sglang_multinode_group:
         return None
-    names = _url_names(host, config)
-    for router in host.inventory:
-        for url in configs[router.name].sglang_router_worker_urls:
-            if url.port == config.sglang_port and (url.host or "").strip("[]").lower() in names:
-                return f"router {router.name}"
-    return None
+    routers = _routers_by_worker(host.inventory)
+    keys = [(name, config.sglang_port) for name in _url_names(host, config)]
+    listed = [routers[key] for key in keys if key in routers]
+    # The first router in the inventory's order that lists it, by any of its names.
+    return f"router {min(listed)[1]}" if listed else None
+
+
+# Inventory -> its routers by worker; weak, so an inventory gone leaves no stale entry.
+_routers: WeakKeyDictionary = WeakKeyDictionary()
+
+
+def _routers_by_worker(inventory: Inventory) -> dict[tuple[str, int | None], tuple[int, str]]:
+    """(worker host, port) -> (position, name) of the first router listing it; built once
+    per inventory (every host asks, several times a run)."""
+    if inventory not in _routers:
+        found: dict[tuple[str, int | None], tuple[int, str]] = {}
+        for position, router in enumerate(inventory):
+            for url in host_config(router).sglang_router_worker_urls:
+                name = (url.host or "").strip("[]").lower()
+                found.setdefault((name, url.port), (position, router.name))
+        _routers[inventory] = found
+    return _routers[inventory]
 
 
 def node_position_in(config: HostConfig, host: Host):
