@@ -47,6 +47,7 @@ from pyinfra_sglang.served_benchmark.results import (
 from pyinfra_sglang.served_benchmark.server_metrics import METRICS_FILE, summarize_polls
 from pyinfra_sglang.served_benchmark.settings import (
     BENCH_FILE,
+    DRIVER_PROGRAM,
     KEY_READER_PROGRAM,
     LOG_FILE,
     SAMPLER_LOG_FILE,
@@ -60,7 +61,7 @@ from pyinfra_sglang.served_benchmark.settings import (
 from pyinfra_sglang.service_files import UNIT_NAME, service_file_path
 
 SCRIPT = "run.sh"
-PROGRAMS = (SAMPLER_PROGRAM, KEY_READER_PROGRAM)
+PROGRAMS = (SAMPLER_PROGRAM, KEY_READER_PROGRAM, DRIVER_PROGRAM)
 # mktemp replaces the trailing run of Xs with random characters; only a folder of that
 # shape is ever used in the commands that follow (rm -rf among them).
 TEMP_TEMPLATE = "/tmp/pyinfra-sglang-bench." + "X" * 10
@@ -110,7 +111,7 @@ def _run_on_host(config: HostConfig, settings: BenchSettings, run_dir: Path) -> 
         for local, remote in uploads:
             if not host.put_file(local, remote, **connector_arguments(host)):
                 return f"cannot upload {remote}"
-        calls = settings.repeat * len(settings.concurrencies)
+        calls = settings.repeat * len(settings.concurrencies) + 1  # and the warm-up
         # The script bounds each call itself; this bounds the whole if the host stops answering.
         passed, output = run_on_host(
             host,

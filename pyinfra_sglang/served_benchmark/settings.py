@@ -24,6 +24,8 @@ SAMPLER_LOG_FILE = "sampler.log"
 # concurrency's span on the GPU timelines with these.
 STEPS_FILE = "steps.jsonl"
 SAMPLER_PROGRAM = "gpu_sampler.py"
+# host_programs/bench_driver.py: every call of a run in one process (no start-up per call).
+DRIVER_PROGRAM = "bench_driver.py"
 KEY_READER_PROGRAM = "api_key.py"  # host_programs/api_key.py reads the service's key
 # Exit status of the script when the API key cannot be read (bench_serving exits 1 or 2).
 KEY_UNREADABLE = 90
@@ -77,9 +79,10 @@ def bench_settings(config: HostConfig, sglang_version: str) -> BenchSettings:
     )
 
 
-def bench_args(settings: BenchSettings, url: str, concurrency: int, output_file: str) -> list[str]:
-    """One benchmark call's arguments after ``python -m <module>``. ``--base-url`` rather than
-    ``--host``/``--port``: older releases join those without IPv6 brackets."""
+def bench_args(settings: BenchSettings, url: str, output_file: str) -> list[str]:
+    """The benchmark's arguments for every call of a run; the bench driver sets each call's
+    concurrency and prompt count. ``--base-url`` rather than ``--host``/``--port``: older
+    releases join those without IPv6 brackets."""
     return [
         "--backend",
         settings.backend,
@@ -93,10 +96,6 @@ def bench_args(settings: BenchSettings, url: str, concurrency: int, output_file:
         str(settings.output_len),
         "--random-range-ratio",
         str(settings.range_ratio),
-        "--num-prompts",
-        str(settings.num_prompts(concurrency)),
-        "--max-concurrency",
-        str(concurrency),
         "--output-file",
         output_file,
     ]
@@ -116,15 +115,17 @@ def _key_export(config_file: str) -> str:
 def bench_script(
     config: HostConfig, settings: BenchSettings, folder: str, api_key_file: str | None
 ) -> str:
-    """The script run on the host in ``folder`` (which holds the sampler and the key reader):
-    the sampler in the background for the whole run, then every repeat of every concurrency,
-    each bounded; stops at the first failing benchmark and shows its log's tail."""
+    """The script run on the host in ``folder`` (which holds the programs): the sampler and the
+    /metrics poller in the background for the whole run, then one bench driver process for
+    every repeat of every concurrency, after a warm-up at the highest concurrency; bounded; a
+    failing call stops it and shows its log's tail."""
     fixed = run_settings()
     python = shlex.quote(f"{config.venv_path}/bin/python")
-    module = shlex.quote(bench_module(settings.sglang_version))
     calls = [(r, c) for r in range(1, settings.repeat + 1) for c in settings.concurrencies]
-    # Bounded even if nobody stops it: every call's timeout, and a minute to spare.
-    sampler_s = len(calls) * fixed["timeout_s"] + 60
+    top = max(settings.concurrencies)
+    # Bounded even if nobody stops it: every call's timeout (the warm-up's too), and a minute.
+    driver_s = (len(calls) + 1) * fixed["timeout_s"] + 30
+    sampler_s = driver_s + 60
     lines = ["set -u", f"cd {shlex.quote(folder)}"]
     if api_key_file:
         lines.append(_key_export(api_key_file))
@@ -140,19 +141,23 @@ def bench_script(
         # sampler cleanly).
         "trap 'kill $sampler $poller 2>/dev/null; wait $sampler $poller 2>/dev/null' EXIT",
     ]
-    for repeat, concurrency in calls:
-        args = " ".join(
-            shlex.quote(a)
-            for a in bench_args(settings, server_url(config), concurrency, BENCH_FILE)
-        )
-        what = f"repeat {repeat}/{settings.repeat}, concurrency {concurrency}"
-        step = f'{{"repeat": {repeat}, "concurrency": {concurrency}, "start": %s, "end": %s}}\\n'
-        lines += [
-            f"echo 'benchmark: {what}, {settings.num_prompts(concurrency)} prompts'",
-            "start=$(date +%s.%N)",
-            f"timeout {int(fixed['timeout_s'])} {python} -m {module} {args} >>{LOG_FILE} 2>&1 || "
-            f"{{ rc=$?; echo 'benchmark failed ({what}), exit '$rc', its log ends:' >&2; "
-            f"tail -n 25 {LOG_FILE} >&2; exit $rc; }}",
-            f'printf {shlex.quote(step)} "$start" "$(date +%s.%N)" >>{STEPS_FILE}',
-        ]
+    driver = [
+        f"timeout {int(driver_s)}",
+        python,
+        DRIVER_PROGRAM,
+        "--module",
+        shlex.quote(bench_module(settings.sglang_version)),
+        "--log",
+        LOG_FILE,
+        "--steps",
+        STEPS_FILE,
+        "--timeout",
+        str(int(fixed["timeout_s"])),
+        "--warmup",
+        f"{top},{settings.num_prompts(top)}",
+        *(f"--step {r},{c},{settings.num_prompts(c)}" for r, c in calls),
+        "--",
+        *(shlex.quote(a) for a in bench_args(settings, server_url(config), BENCH_FILE)),
+    ]
+    lines.append(" ".join(driver))
     return "\n".join(lines) + "\n"

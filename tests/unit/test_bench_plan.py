@@ -31,8 +31,10 @@ STANDIN = (
     [
         ("0.5.5", "sglang.bench_serving"),
         ("0.5.9.post1", "sglang.bench_serving"),
-        ("0.5.17", "sglang.bench_serving"),
-        ("0.5.18", "sglang.benchmark.serving"),
+        ("0.5.14", "sglang.bench_serving"),
+        ("0.5.15", "sglang.benchmark.serving"),
+        # The real 0.5.17 on the H200 warns that sglang.bench_serving is deprecated.
+        ("0.5.17", "sglang.benchmark.serving"),
         ("0.5.23", "sglang.benchmark.serving"),
     ],
 )
@@ -114,7 +116,7 @@ def real_flags() -> set[str]:
 
 def test_benchmark_arguments_use_real_flag_names():
     settings = bench_settings(config(bench_input_len=300, bench_output_len=20), "0.5.23")
-    args = bench_args(settings, "http://127.0.0.1:30000", 4, "bench.jsonl")
+    args = bench_args(settings, "http://127.0.0.1:30000", "bench.jsonl")
     flags = [a for a in args if a.startswith("--")]
     assert set(flags) <= real_flags()
     pairs = dict(zip(args[::2], args[1::2]))
@@ -125,22 +127,20 @@ def test_benchmark_arguments_use_real_flag_names():
         "--random-input-len": "300",
         "--random-output-len": "20",
         "--random-range-ratio": "1.0",
-        "--num-prompts": "16",
-        "--max-concurrency": "4",
         "--output-file": "bench.jsonl",
     }
 
 
-def test_script_reads_the_key_on_the_host_and_bounds_every_step():
+def test_script_reads_the_key_on_the_host_and_runs_every_step_in_one_process():
     cfg = config(
         bench_concurrencies=[1, 4],
         bench_repeat=2,
         sglang_api_key_file="/k",
-        sglang_version="0.5.17",
+        sglang_version="0.5.14",
     )
     script = bench_script(
         cfg,
-        bench_settings(cfg, "0.5.17"),
+        bench_settings(cfg, "0.5.14"),
         "/tmp/pyinfra-sglang-bench.abc",
         "/etc/sglang/sglang.yaml",
     )
@@ -150,12 +150,17 @@ def test_script_reads_the_key_on_the_host_and_bounds_every_step():
         and "python3 api_key.py" in script
         and "/etc/sglang/sglang.yaml" in script
     )
-    calls = [line for line in script.splitlines() if " -m sglang." in line]
-    assert len(calls) == 4 and all("-m sglang.bench_serving " in c for c in calls)
-    assert [c.split("--max-concurrency ")[1].split()[0] for c in calls] == ["1", "4", "1", "4"]
-    assert all(c.startswith(f"timeout {run_settings()['timeout_s']} ") for c in calls)
+    [driver] = [line for line in script.splitlines() if "bench_driver.py" in line]
+    assert "--module sglang.bench_serving " in driver
+    # A warm-up at the highest concurrency, then each repeat of each concurrency, in order.
+    assert "--warmup 4,16 " in driver
+    assert re.findall(r"--step (\S+)", driver) == ["1,1,8", "1,4,16", "2,1,8", "2,4,16"]
+    # Each call bounded by the driver; the whole (5 calls, the warm-up's too) by timeout.
+    bound = run_settings()["timeout_s"]
+    assert f"--timeout {bound} " in driver and driver.startswith(f"timeout {5 * bound + 30} ")
+    assert "--max-concurrency" not in driver and "--num-prompts" not in driver
     sampler = script.index("gpu_sampler.py --duration")
-    assert sampler < script.index(calls[0])  # sampling starts before the first benchmark
+    assert sampler < script.index(driver)  # sampling starts before the first benchmark
     assert "trap 'kill $sampler" in script  # and stops when the script ends, however it ends
     assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
 
@@ -163,30 +168,51 @@ def test_script_reads_the_key_on_the_host_and_bounds_every_step():
 def test_script_without_an_api_key_sets_none():
     cfg = config()
     script = bench_script(cfg, bench_settings(cfg, "0.5.23"), "/tmp/x", None)
-    assert "OPENAI_API_KEY" not in script and "-m sglang.benchmark.serving" in script
+    assert "OPENAI_API_KEY" not in script and "--module sglang.benchmark.serving " in script
 
 
-FAKE_PYTHON = """#!/bin/bash
-# The venv's python, faked: `-m MODULE ...` is the benchmark, anything else the sampler.
-if [ "$1" = "-m" ]; then
-    echo "$OPENAI_API_KEY" > key.seen
-    out="${@: -1}"
-    if [ -e fail ]; then echo "Traceback: the benchmark broke" >&2; exit 3; fi
-    echo '{"max_concurrency": 1}' >> "$out"
-    exit 0
-fi
-exec -a "fake-sampler $PWD" sleep 60
+# The venv's python is this interpreter; the folder holds a fake sampler (it sleeps) and a
+# fake SGLang whose benchmark module records the key it saw and writes one result per call.
+FAKE_SAMPLER = "import time\ntime.sleep(60)\n"
+FAKE_BENCHMARK = """
+import argparse, json, os, sys
+
+def run_benchmark(args):
+    with open("key.seen", "a") as seen:
+        seen.write(os.environ.get("OPENAI_API_KEY", "") + "\\n")
+    if os.path.exists("fail"):
+        print("Traceback: the benchmark broke", file=sys.stderr)
+        sys.exit(3)
+    row = {"max_concurrency": args.max_concurrency, "completed": args.num_prompts}
+    with open(args.output_file, "a") as out:
+        out.write(json.dumps(row) + "\\n")
+
+def cli_main():
+    parser = argparse.ArgumentParser()
+    for flag in ("--backend", "--base-url", "--dataset-name", "--random-input-len",
+                 "--random-output-len", "--random-range-ratio", "--output-file"):
+        parser.add_argument(flag)
+    parser.add_argument("--max-concurrency", type=int)
+    parser.add_argument("--num-prompts", type=int, default=1000)
+    run_benchmark(parser.parse_args())
+
+if __name__ == "__main__":
+    cli_main()
 """
 
 
 def run_script(tmp_path: Path, key_file: str | None, fail: bool = False):
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
-    (venv / "bin" / "python").write_text(FAKE_PYTHON)
-    (venv / "bin" / "python").chmod(0o755)
+    (venv / "bin" / "python").symlink_to(sys.executable)
     folder = tmp_path / "work"
-    folder.mkdir()
-    (folder / "api_key.py").write_bytes(program_path("api_key.py").read_bytes())
+    (folder / "sglang" / "benchmark").mkdir(parents=True)
+    for package in ("sglang", "sglang/benchmark"):
+        (folder / package / "__init__.py").touch()
+    (folder / "sglang" / "benchmark" / "serving.py").write_text(FAKE_BENCHMARK)
+    (folder / "gpu_sampler.py").write_text(FAKE_SAMPLER)
+    for name in ("api_key.py", "bench_driver.py"):
+        (folder / name).write_bytes(program_path(name).read_bytes())
     if fail:
         (folder / "fail").touch()
     cfg = config(venv_path=str(venv), bench_concurrencies=[1, 2], sglang_api_key_file="/k")
@@ -212,15 +238,27 @@ def test_script_runs_every_benchmark_with_the_key_from_the_config_file(tmp_path)
     config_file.write_text(f'host: "127.0.0.1"\napi-key: "{API_KEY}"\n')
     result, folder = run_script(tmp_path, str(config_file))
     assert result.returncode == 0, result.stderr
-    assert len((folder / "bench.jsonl").read_text().splitlines()) == 2
-    # Each call's span on the host's clock, for the report's timeline marks.
+    rows = [json.loads(x) for x in (folder / "bench.jsonl").read_text().splitlines()]
+    assert [(r["max_concurrency"], r["completed"]) for r in rows] == [(1, 8), (2, 8)]
+    # The warm-up's result stays out of the run's results.
+    assert json.loads((folder / "warmup.jsonl").read_text())["max_concurrency"] == 2
+    # Each call's span on the host's clock, for the report's timeline marks and the
+    # diagnosis per step; the warm-up is marked as such.
     steps = [json.loads(x) for x in (folder / "steps.jsonl").read_text().splitlines()]
-    assert [(s["repeat"], s["concurrency"]) for s in steps] == [(1, 1), (1, 2)]
+    assert [(s.get("repeat"), s["concurrency"], s.get("warmup")) for s in steps] == [
+        (None, 2, True),
+        (1, 1, None),
+        (1, 2, None),
+    ]
     assert all(time.time() - 60 < s["start"] <= s["end"] <= time.time() for s in steps)
-    assert steps[0]["end"] <= steps[1]["start"]
-    assert (folder / "key.seen").read_text() == f"{API_KEY}\n"  # in the benchmark's environment
+    assert all(a["end"] <= b["start"] for a, b in zip(steps, steps[1:]))
+    # Three calls, one process: the key in the benchmark's environment each time.
+    assert (folder / "key.seen").read_text() == f"{API_KEY}\n" * 3
     assert API_KEY not in result.stdout + result.stderr
-    assert result.stdout.splitlines() == [
+    lines = result.stdout.splitlines()
+    assert re.fullmatch(r"benchmark: sglang.benchmark.serving ready in [\d.]+ s", lines[0])
+    assert lines[1:] == [
+        "benchmark: warm-up, 8 prompts",
         "benchmark: repeat 1/1, concurrency 1, 8 prompts",
         "benchmark: repeat 1/1, concurrency 2, 8 prompts",
     ]
@@ -230,9 +268,10 @@ def test_script_runs_every_benchmark_with_the_key_from_the_config_file(tmp_path)
 def test_script_stops_at_a_failed_benchmark_and_shows_its_log(tmp_path):
     result, folder = run_script(tmp_path, None, fail=True)
     assert result.returncode == 3
-    assert "benchmark failed (repeat 1/1, concurrency 1), exit 3, its log ends:" in result.stderr
+    assert "benchmark failed (warm-up), exit 3, its log ends:" in result.stderr
     assert "Traceback: the benchmark broke" in result.stderr
-    assert result.stdout.count("benchmark:") == 1 and not (folder / "bench.jsonl").exists()
+    assert result.stdout.count("benchmark: warm-up") == 1 and "concurrency" not in result.stdout
+    assert not (folder / "bench.jsonl").exists()
     assert not (folder / "steps.jsonl").exists()  # a failed call marks no step
     assert sampler_stopped(folder)
 

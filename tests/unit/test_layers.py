@@ -107,7 +107,7 @@ def test_the_host_program_check_fails_on_a_project_import(tmp_path, monkeypatch)
     assert any("imports pyinfra" in problem for problem in host_program_problems(copy))
 
 
-def test_served_benchmark_ships_only_the_sampler_and_the_key_reader():
+def test_served_benchmark_ships_only_the_sampler_the_key_reader_and_the_driver():
     from checks.served_benchmark import PROGRAMS
 
-    assert sorted(PROGRAMS) == ["api_key.py", "gpu_sampler.py"]
+    assert sorted(PROGRAMS) == ["api_key.py", "bench_driver.py", "gpu_sampler.py"]

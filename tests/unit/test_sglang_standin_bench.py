@@ -184,11 +184,71 @@ def test_benchmark_sends_every_request_and_writes_sglangs_fields(server, tmp_pat
     assert len(out.read_text().splitlines()) == 2
 
 
-def test_benchmark_module_moved_in_0_5_18(server, tmp_path):
+DRIVER = SAMPLER.parent / "bench_driver.py"
+
+
+def drive(tree: Path, folder: Path, module: str, url: str, *steps: str):
+    """host_programs/bench_driver.py in ``folder`` with the stand-in on the path."""
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(tree), "OPENAI_API_KEY": API_KEY}
+    base = ARGS[: ARGS.index("--num-prompts")]  # the driver sets prompts and concurrency
+    return subprocess.run(
+        [sys.executable, "-S", str(DRIVER), "--module", module, "--log", "bench.log"]
+        + ["--steps", "steps.jsonl", "--timeout", "60", *steps, "--", "--base-url", url]
+        + [*base, "--output-file", "bench.jsonl"],
+        env=env,
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+
+
+def test_the_driver_runs_every_step_in_one_process(server, tmp_path):
+    result = drive(
+        client(tmp_path, "0.5.17"),
+        tmp_path,
+        "sglang.bench_serving",
+        server,
+        *("--warmup", "3,3", "--step", "1,1,8", "--step", "1,3,12", "--step", "2,1,8"),
+    )
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(x) for x in (tmp_path / "bench.jsonl").read_text().splitlines()]
+    assert [(r["max_concurrency"], r["completed"]) for r in rows] == [(1, 8), (3, 12), (1, 8)]
+    assert json.loads((tmp_path / "warmup.jsonl").read_text())["completed"] == 3
+    steps = [json.loads(x) for x in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    assert [s.get("label") or f"{s['repeat']}:{s['concurrency']}" for s in steps] == [
+        "warm-up",
+        "1:1",
+        "1:3",
+        "2:1",
+    ]
+    # One import, one parse: the deprecation warning of the old path shows once per import
+    # (the module run as __main__ to parse, then imported), not once per step.
+    log = (tmp_path / "bench.log").read_text()
+    assert log.count("Serving Benchmark Result") == 4
+    assert log.count("`sglang.bench_serving` is deprecated") == 2
+    assert API_KEY not in result.stdout + result.stderr + log
+
+
+def test_the_driver_names_a_missing_module_and_a_bad_step(server, tmp_path):
+    missing = drive(
+        client(tmp_path, "0.5.14"), tmp_path, "sglang.benchmark.serving", server, "--step", "1,1,8"
+    )
+    assert missing.returncode == 1
+    assert "benchmark failed (starting sglang.benchmark.serving), exit 1" in missing.stderr
+    assert "No module named" in missing.stderr and not (tmp_path / "bench.jsonl").exists()
+    bad = drive(
+        client(tmp_path, "0.5.17"), tmp_path, "sglang.benchmark.serving", server, "--step", "1,0,8"
+    )
+    assert bad.returncode == 2 and "'1,0,8': expected 3 whole numbers above 0" in bad.stderr
+
+
+def test_benchmark_module_moved_in_0_5_15(server, tmp_path):
     out = str(tmp_path / "b.jsonl")
-    new, old = client(tmp_path, "0.5.23"), client(tmp_path, "0.5.17")
+    new, old = client(tmp_path, "0.5.17"), client(tmp_path, "0.5.14")
     moved = bench(new, "sglang.bench_serving", server, *ARGS, "--output-file", out)
-    assert moved.returncode == 0 and "sglang.bench_serving is deprecated" in moved.stderr
+    # Real 0.5.17's FutureWarning (tests/fixtures/sglang-0.5.17-h200).
+    assert moved.returncode == 0 and "`sglang.bench_serving` is deprecated" in moved.stderr
     before = bench(old, "sglang.bench_serving", server, *ARGS, "--output-file", out)
     assert before.returncode == 0 and "deprecated" not in before.stderr
     missing = bench(old, "sglang.benchmark.serving", server, *ARGS, "--output-file", out)

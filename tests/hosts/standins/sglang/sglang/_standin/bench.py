@@ -1,4 +1,4 @@
-"""The stand-in of SGLang's serving benchmark (``python -m sglang.bench_serving`` before 0.5.18,
+"""The stand-in of SGLang's serving benchmark (``python -m sglang.bench_serving`` before 0.5.15,
 ``python -m sglang.benchmark.serving`` from it): real flags, real requests, real measurements.
 
 It sends ``--num-prompts`` streamed chat completions to ``/v1/chat/completions`` of the server
@@ -274,14 +274,26 @@ def run(server: Server, model: str, requests: list, args: argparse.Namespace) ->
 
 
 def main(prog: str, argv: list | None = None) -> int:
-    args = build_parser(prog).parse_args(argv)
+    """``python -m`` of the module: parse, then run_benchmark, as SGLang's cli_main does."""
+    try:
+        run_benchmark(build_parser(prog).parse_args(argv))
+    except SystemExit as stop:
+        return stop.code if isinstance(stop.code, int) else 1
+    return 0
+
+
+def run_benchmark(args: argparse.Namespace) -> dict:
+    """One benchmark with parsed ``args``: SGLang's ``run_benchmark(args_)``, which a caller
+    may call many times in one process (the project's bench driver does). Like SGLang it
+    exits (SystemExit) when it cannot run and raises when the warm-up fails; returns the
+    result it appended to ``--output-file``."""
     if args.backend not in CHAT_BACKENDS or args.dataset_name not in GENERATED:
         print(
-            f"{prog} (test stand-in): only --backend {'/'.join(CHAT_BACKENDS)} with "
+            f"{sys.argv[0]} (test stand-in): only --backend {'/'.join(CHAT_BACKENDS)} with "
             f"--dataset-name {'/'.join(GENERATED)} is supported",
             file=sys.stderr,
         )
-        return 2
+        sys.exit(2)
     base_url = args.base_url or f"http://{args.host}:{args.port or 30000}"
     server = Server(base_url)
     print(f"benchmark_args={args}")
@@ -289,7 +301,7 @@ def main(prog: str, argv: list | None = None) -> int:
         model = args.model or server.get_json("/v1/models")["data"][0]["id"]
     except (OSError, RuntimeError, ValueError, KeyError, IndexError) as error:
         print(f"Failed to fetch model from {base_url}/v1/models. Error: {error}")
-        return 1
+        sys.exit(1)
     requests = requests_of(args)
     print(f"Starting warmup with {args.warmup_requests} sequences...")
     warm = (
@@ -327,7 +339,7 @@ def main(prog: str, argv: list | None = None) -> int:
     )
     with open(args.output_file or default_name, "a") as out:
         out.write(json.dumps(result) + "\n")
-    return 0
+    return result
 
 
 def print_table(result: dict) -> None:

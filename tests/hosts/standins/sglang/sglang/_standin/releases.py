@@ -6,7 +6,7 @@ from __future__ import annotations
 from sglang._standin.args import parse_version
 
 # The serving benchmark moved from sglang.bench_serving to sglang.benchmark.serving.
-BENCH_MOVED = "0.5.18"
+BENCH_MOVED = "0.5.15"
 
 
 def at_least(version: str, boundary: str) -> bool:
