@@ -18,7 +18,13 @@ RESULTS_DIR holds:
 ``server_metrics.json`` (optional)
     ``{"kv_cache_usage": 0.97, "queued_requests": 12}``: SGLang's /metrics
     ``sglang:token_usage`` and ``sglang:num_queue_reqs`` during the run.
-``profile.json`` (optional: the decode roofline)
+``steps.jsonl`` (optional: the diagnosis per step)
+    One line per benchmark call, as host_programs/bench_driver.py writes it:
+    ``{"repeat": 1, "concurrency": 8, "start": <Unix s>, "end": <Unix s>}`` (a warm-up
+    ``{"label": "warm-up", "warmup": true, ...}``). With it (and samples that carry the
+    sampler's ``time``), each concurrency is judged on the samples where its load ran
+    (diagnosis/steps.py), not on the whole sampled span, most of which is start-up and idle.
+``profile.json`` (optional: the decode roofline, the server's settings)
     ``{"profile": "glm-5-nvfp4", "gpu": "NVIDIA H200", "tp_size": 8}`` (optional
     ``"profile_dirs": [...]`` for your own profiles), or the numbers themselves:
     ``{"active_params_b": 40, "bytes_per_param": 0.5625, "memory_bandwidth_gbs": 4800,
@@ -41,7 +47,7 @@ import json
 import math
 import re
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from pyinfra.api.exceptions import PyinfraError
@@ -55,6 +61,7 @@ from pyinfra_sglang.diagnosis.samples import (
     samples_from_capture,
     summarize_gpu,
 )
+from pyinfra_sglang.diagnosis.steps import diagnose_steps, run_text, steps_on_sample_axis
 
 __all__ = ["diagnose", "diagnose_results", "format_report", "load_results", "stream_rate"]
 
@@ -241,10 +248,32 @@ def _checked_server(path: Path) -> dict | None:
     return server
 
 
+def _checked_steps(path: Path, samples: list[dict]) -> list:
+    if not path.is_file():
+        return []
+    try:
+        return steps_on_sample_axis(_json_lines(path), samples)
+    except ValueError as error:
+        raise ResultsError(f"{path}: {error}") from None
+
+
+def served_settings(profile: dict | None) -> dict | None:
+    """The server's settings profile.json records (cuda_graph, cuda_graph_max_bs), checked."""
+    if not profile:
+        return None
+    served = {}
+    if isinstance(profile.get("cuda_graph"), bool):
+        served["cuda_graph"] = profile["cuda_graph"]
+    max_bs = profile.get("cuda_graph_max_bs")
+    if isinstance(max_bs, int) and not isinstance(max_bs, bool) and max_bs > 0:
+        served["cuda_graph_max_bs"] = max_bs
+    return served or None
+
+
 def load_results(folder: str | Path) -> dict:
     """Everything a results folder holds, parsed and checked: samples, gpu_facts,
-    virtualization, bench, server, profile (each None or empty where its file is absent).
-    ResultsError naming the file and what is wrong in it."""
+    virtualization, bench, server, profile, steps (each None or empty where its file is
+    absent). ResultsError naming the file and what is wrong in it."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ResultsError(f"{folder}: {'not a folder' if folder.exists() else 'no such folder'}")
@@ -263,6 +292,7 @@ def load_results(folder: str | Path) -> dict:
         "bench": _checked_bench(folder / "bench.jsonl"),
         "server": _checked_server(folder / "server_metrics.json"),
         "profile": profile,
+        "steps": _checked_steps(folder / "steps.jsonl", samples),
     }
 
 
@@ -317,17 +347,44 @@ def roofline_from(spec: dict) -> DecodeRoofline:
     return roof
 
 
+def _per_concurrency_findings(by_step: dict, server: dict | None) -> list[Finding]:
+    """Each concurrency's findings, named by it, then the server's memory-capacity finding."""
+    findings = [
+        replace(f, message=f"{v.label}: {f.message}")
+        for v in by_step["concurrencies"]
+        for f in v.findings
+        if f.code != "memory-capacity-bound"
+    ]
+    return findings + [f for f in diagnose([], server=server) if f.code == "memory-capacity-bound"]
+
+
 def diagnose_results(results: dict) -> dict:
-    """Findings, per-GPU summaries and the roofline of loaded results, as plain data."""
+    """Findings, per-GPU summaries, the roofline and (with steps) the verdicts per step and
+    per concurrency of loaded results, as plain data. With steps the findings are those of
+    each concurrency's load window; without, of the whole sampled span."""
     roof = roofline_from(results["profile"]) if results["profile"] else None
-    findings = diagnose(
-        results["samples"],
-        results["gpu_facts"],
-        results["virtualization"],
-        results["bench"],
-        results["server"],
-        roof,
-    )
+    served = served_settings(results["profile"])
+    steps = [s for s in results.get("steps") or [] if not s.warmup]
+    by_step = None
+    if steps:
+        context = {
+            "gpu_facts": results["gpu_facts"],
+            "virtualization": results["virtualization"],
+            "roofline": roof,
+            "served": served,
+        }
+        by_step = diagnose_steps(results["samples"], results["steps"], results["bench"], context)
+        findings = _per_concurrency_findings(by_step, results["server"])
+    else:
+        findings = diagnose(
+            results["samples"],
+            results["gpu_facts"],
+            results["virtualization"],
+            results["bench"],
+            results["server"],
+            roof,
+            served,
+        )
     busy_util = thresholds()["busy"]["gpu_util_pct"]
     summaries = []
     for index in gpu_indexes(results["samples"]):
@@ -338,7 +395,14 @@ def diagnose_results(results: dict) -> dict:
         for series in ("pcie_busier", "pcie_both", "nvlink_busier", "nvlink_both"):
             del row[f"{series}_series"]
         summaries.append({**row, "pcie_link": name, "pcie_capacity_gbs": capacity})
-    report = {"findings": findings, "gpus": summaries, "roofline": None}
+    report = {"findings": findings, "gpus": summaries, "roofline": None, "steps": None}
+    if by_step is not None:
+        report["steps"] = {
+            "run": by_step["run"],
+            "run_text": run_text(by_step),
+            "concurrencies": [v.as_dict() for v in by_step["concurrencies"]],
+            "steps": [v.as_dict() for v in by_step["steps"]],
+        }
     if roof is not None:
         runs = []
         for row in results["bench"]:
@@ -363,6 +427,22 @@ def _spread(value: dict | None, unit: str = "") -> str:
     return f"{value['median']:.0f}/{value['p90']:.0f}{unit}"
 
 
+def _repeats(steps: list[dict]) -> dict:
+    found: dict = {}
+    for step in steps:
+        found.setdefault(step["concurrency"], []).append(step)
+    return found
+
+
+def _step_text(step: dict) -> str:
+    roofline = step.get("roofline_share")
+    share = f", {roofline:.0%} of the decode roofline" if roofline is not None else ""
+    return (
+        f"{step['verdict']} (load {step['load_s']:.1f} of {step['span_s']:.1f} s, GPU busy in "
+        f"{step['busy_share']:.0%} of the step's samples{share})"
+    )
+
+
 def format_report(report: dict) -> str:
     """The report as text: per-GPU summary, findings with evidence, the roofline."""
     lines = ["GPU samples (median/p90):"]
@@ -377,6 +457,16 @@ def format_report(report: dict) -> str:
             f"RX {_spread(g['pcie_rx_gbs'], 'GB/s')} ({g['pcie_link']}){nvlink}, "
             f"SM {_spread(g['sm_clock_mhz'], ' MHz')}, power {_spread(g['power_w'], ' W')}"
         )
+    if report.get("steps"):
+        lines += ["", "Verdict per benchmark step (judged where its load ran):"]
+        for step in report["steps"]["steps"]:
+            lines.append(f"  {step['label']}: {_step_text(step)}")
+        if any(len(v) > 1 for v in _repeats(report["steps"]["steps"]).values()):
+            lines.append("  per concurrency, repeats together:")
+            lines += [
+                f"    {v['label']}: {_step_text(v)}" for v in report["steps"]["concurrencies"]
+            ]
+        lines.append(f"  run: {report['steps']['run_text']}")
     lines += ["", "Findings:"]
     lines += [f"  [{f.level}] {f.code}: {f.message}" for f in report["findings"]]
     roof = report["roofline"]

@@ -37,6 +37,10 @@ from urllib.parse import urlsplit
 
 DEFAULT_PROMPT = "What is the capital of France? Answer in one word."
 DEFAULT_EXPECT = "Paris"
+EMPTY_EXPECT = (
+    "the expected word must hold a letter or digit: an empty one is in every answer, so the "
+    "check could not fail"
+)
 # For the whole check: the health probe, the model listing and both answers.
 DEFAULT_TIMEOUT_S = 300.0
 # Room for a reasoning model to think before it answers.
@@ -677,6 +681,8 @@ def decode_check(
     """
     if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
         raise ValueError(f"the timeout must be a number of seconds above 0, not {timeout!r}")
+    if not (isinstance(expect, str) and expect.strip()):
+        raise ValueError(f"{EMPTY_EXPECT}, not {expect!r}")
     deadline = _Deadline(timeout)
     result = {
         "ok": False,
@@ -832,6 +838,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--expect",
+        type=_expected_word,
         default=DEFAULT_EXPECT,
         metavar="WORD",
         help=f"word the answer must contain (default {DEFAULT_EXPECT})",
@@ -866,6 +873,14 @@ def _url_argument(text: str) -> str:
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
     return text
+
+
+def _expected_word(text: str) -> str:
+    """An --expect: a word to find. An empty one is found in any answer: a check that cannot
+    fail."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{EMPTY_EXPECT}, not {text!r}")
+    return text.strip()
 
 
 def _seconds(text: str) -> float:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import statistics
-from dataclasses import dataclass
 
 import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -18,6 +17,7 @@ from matplotlib.figure import Figure
 
 from pyinfra_sglang import data
 from pyinfra_sglang.diagnosis.samples import NVLINK_COUNTER_BYTES
+from pyinfra_sglang.diagnosis.steps import Step
 
 DPI = 100
 STYLE = {
@@ -32,15 +32,6 @@ STYLE = {
 # Shading of alternate steps, and the colour of each side of an A/B (matplotlib's first two).
 STEP_SHADES = ("#dde6f2", "#f2eadd")
 SIDE_COLOURS = {"A": "tab:blue", "B": "tab:orange"}
-
-
-@dataclass(frozen=True)
-class Step:
-    """One benchmark call (or a labelled phase) on the sampler's time axis, in seconds."""
-
-    label: str
-    start: float
-    end: float
 
 
 def png(figure: Figure) -> bytes:

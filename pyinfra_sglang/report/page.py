@@ -32,8 +32,9 @@ from pyinfra_sglang.diagnosis.diagnose import (
     diagnose_results,
     load_results,
 )
-from pyinfra_sglang.diagnosis.samples import gpu_indexes, read_json_lines
-from pyinfra_sglang.report.charts import Step, throughput_png, timeline_png
+from pyinfra_sglang.diagnosis.samples import gpu_indexes
+from pyinfra_sglang.diagnosis.steps import Step
+from pyinfra_sglang.report.charts import throughput_png, timeline_png
 from pyinfra_sglang.served_benchmark.ab_compare import Comparison, compare, runs_by_concurrency
 from pyinfra_sglang.served_benchmark.settings import BENCH_FILE, SAMPLES_FILE, STEPS_FILE
 
@@ -118,38 +119,6 @@ def _number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def read_steps(path: Path, samples: list[dict]) -> list[Step]:
-    """The steps in ``path`` on the samples' time axis: the sampler's ``time`` (Unix) minus its
-    ``t`` (since start) gives the offset. Each line: ``start`` and ``end`` (Unix seconds), and a
-    ``label`` or the ``concurrency`` (and ``repeat``) to name it by."""
-    if not path.is_file():
-        return []
-    try:
-        lines = read_json_lines(path)
-    except (OSError, ValueError) as error:
-        raise ResultsError(f"{path}: {error}") from None
-    timed = next((s for s in samples if _number(s.get("time"))), None)
-    if timed is None:
-        return []
-    offset = timed["time"] - timed["t"]
-    repeats = {line.get("repeat") for line in lines if isinstance(line, dict)}
-    steps = []
-    for number, line in enumerate(lines, 1):
-        where = f"{path}: line {number}"
-        if not isinstance(line, dict):
-            raise ResultsError(f"{where} is not a JSON object")
-        for key in ("start", "end"):
-            if not _number(line.get(key)):
-                raise ResultsError(f"{where}: {key} is {line.get(key)!r}, not Unix seconds")
-        label = line.get("label")
-        if label is None:
-            label = f"c={line.get('concurrency')}"
-            if len(repeats) > 1:
-                label += f" #{line.get('repeat')}"
-        steps.append(Step(str(label), line["start"] - offset, line["end"] - offset))
-    return steps
-
-
 def read_run(folder: str | Path) -> Run:
     """A run folder, read and diagnosed; ResultsError when it holds no results or a file in it
     cannot be read. The roofline is left out (and said why) when its numbers are missing."""
@@ -162,7 +131,7 @@ def read_run(folder: str | Path) -> Run:
     except (ValueError, KeyError, PyinfraError) as error:
         report = diagnose_results({**results, "profile": None})
         notes.append(f"no decode roofline: {error}")
-    steps = read_steps(folder / STEPS_FILE, results["samples"])
+    steps = results["steps"]
     if not steps:
         notes.append(f"no {STEPS_FILE} with sampler times: the benchmark's steps are not marked")
     settings = None
@@ -222,6 +191,30 @@ def _bench_table(run: Run) -> str:
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
 
+def _verdict_table(run: Run) -> str:
+    """The verdict of each benchmark step, judged where its load ran (diagnosis/steps.py)."""
+    by_step = run.report.get("steps")
+    if not by_step:
+        return ""
+    head = (
+        '<tr><th class="text">step</th><th class="text">verdict</th><th>load s</th>'
+        "<th>step s</th><th>GPU busy</th><th>roofline</th></tr>"
+    )
+    rows = [
+        f'<tr><td class="text">{_e(v["label"])}</td><td class="text"><code>{_e(v["verdict"])}'
+        f"</code></td><td>{v['load_s']:.1f}</td><td>{v['span_s']:.1f}</td>"
+        f"<td>{v['busy_share']:.0%}</td><td>"
+        + (f"{v['roofline_share']:.0%}" if v["roofline_share"] is not None else "")
+        + "</td></tr>"
+        for v in by_step["steps"]
+    ]
+    return (
+        f"<h2>Verdict per step</h2><table>{head}{''.join(rows)}</table>"
+        f'<p class="note">Run: {_e(by_step["run_text"])}. Each step is judged on the samples '
+        "where its load ran, not on the whole sampled span.</p>"
+    )
+
+
 def _settings(run: Run) -> str:
     facts = []
     if run.settings:
@@ -272,7 +265,7 @@ def write_report(run: Run, out: str | Path) -> Path:
         f"<h1>Benchmark report: {_e(run.name)}</h1>",
         _settings(run),
         f'<section class="pair"><div><h2>Throughput and TPOT by concurrency</h2>{chart}'
-        f"{_bench_table(run)}</div>{_findings(run, 'Findings')}</section>",
+        f"{_bench_table(run)}{_verdict_table(run)}</div>{_findings(run, 'Findings')}</section>",
         "<h2>GPU timelines</h2>",
         '<p class="note">Shaded spans: the benchmark\'s steps (c = concurrency).</p>',
         _timelines(run, out, "", ""),

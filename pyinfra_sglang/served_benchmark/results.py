@@ -53,9 +53,16 @@ def links_document(gpus: list[dict], virtualization: dict | None) -> dict:
 def profile_document(profile: Profile, gpus: list[dict], tp_size: int) -> dict:
     """profile.json: the decode roofline's numbers, from the profile as served (inventory
     overrides applied) and the GPUs; without them when the profile or the GPU spec lacks them
-    (diagnosis/diagnose.py then reports no roofline)."""
+    (diagnosis/diagnose.py then reports no roofline). And the server's CUDA graph settings,
+    which the advice for launch-bound load names."""
     gpu = gpus[0].get("name") if gpus else None
-    document = {"model_profile": profile.name, "gpu": gpu, "tp_size": tp_size}
+    document = {
+        "model_profile": profile.name,
+        "gpu": gpu,
+        "tp_size": tp_size,
+        "cuda_graph": profile.cuda_graph,
+        "cuda_graph_max_bs": profile.cuda_graph_max_bs,
+    }
     try:
         document.update(roofline_for(profile, gpu or "", tp_size).as_dict())
     except (ValueError, UnknownGpuError):

@@ -117,10 +117,13 @@ def test_links_and_profile_documents_are_what_diagnose_reads():
         2 * 4800 / dense.active_params_b
     )
     # Without the numbers (no GPU known) there is no roofline, and the document says what is known.
+    # The server's CUDA graph settings go with it, for the advice on launch-bound load.
     assert profile_document(dense, [], 0) == {
         "model_profile": "dense-bf16",
         "gpu": None,
         "tp_size": 0,
+        "cuda_graph": True,
+        "cuda_graph_max_bs": None,
     }
 
 

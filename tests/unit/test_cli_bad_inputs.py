@@ -124,6 +124,8 @@ def bad_inputs(tmp: Path) -> dict[str, list[list[str]]]:
             ["--url", url, "--timeout", "-1"],
             ["--url", url, "--timeout", "nan"],
             ["--url", url, "--timeout", "inf"],
+            ["--url", url, "--expect", ""],
+            ["--url", url, "--expect", " \t"],
             ["--url", "ftp://127.0.0.1/"],
             ["--url", "http://127.0.0.1:99999"],
             ["--url", "127.0.0.1:30000"],

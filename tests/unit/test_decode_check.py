@@ -737,3 +737,17 @@ def test_timeout_must_be_a_finite_number_above_zero(bad, capsys):
         assert "argument --timeout" in capsys.readouterr().err
     with pytest.raises(ValueError, match="above 0"):
         decode.decode_check("http://127.0.0.1:1", timeout=float(bad) if bad != "soon" else 0)
+
+
+@pytest.mark.parametrize("empty", ["", " ", "\t\n"])
+def test_an_empty_expected_word_is_refused_as_a_check_that_cannot_fail(empty, capsys):
+    # An empty word is in every answer: `--expect ""` passed on a real server's noise.
+    assert decode.contains_word("noise, more noise", "")
+    for entry in (cli.main, lambda argv: decode.main(argv[1:])):
+        with pytest.raises(SystemExit) as exit_:
+            entry(["decode-check", "--url", "http://127.0.0.1:1", "--expect", empty])
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err
+        assert "argument --expect: the expected word must hold a letter or digit" in err
+    with pytest.raises(ValueError, match="could not fail"):
+        decode.decode_check("http://127.0.0.1:1", expect=empty, timeout=1)

@@ -11,7 +11,9 @@ import re
 import pytest
 
 from pyinfra_sglang.cli import main
-from pyinfra_sglang.report.page import read_run, read_steps, write_ab_report, write_report
+from pyinfra_sglang.diagnosis.samples import read_json_lines
+from pyinfra_sglang.diagnosis.steps import steps_on_sample_axis
+from pyinfra_sglang.report.page import read_run, write_ab_report, write_report
 from tests.report_runs import SAMPLER, h200_sampler_run, host_run
 
 DATA_URI = re.compile(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"')
@@ -48,7 +50,7 @@ def test_the_same_run_gives_the_same_bytes(tmp_path):
 def test_steps_land_on_the_sampler_time_axis(tmp_path):
     folder = h200_sampler_run(tmp_path)
     samples = read_run(folder).results["samples"]
-    steps = read_steps(folder / "steps.jsonl", samples)
+    steps = steps_on_sample_axis(read_json_lines(folder / "steps.jsonl"), samples)
     phases = json.loads((SAMPLER / "phases.json").read_text())
     assert [s.label for s in steps] == list(phases)
     # The sampler's first line: t 0.1 at Unix 1796017808.096; h2d began at 1796017819.597.
@@ -62,7 +64,10 @@ def test_steps_land_on_the_sampler_time_axis(tmp_path):
     ]
     path = tmp_path / "steps.jsonl"
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    assert [s.label for s in read_steps(path, samples)] == ["c=4 #1", "c=4 #2"]
+    assert [s.label for s in steps_on_sample_axis(read_json_lines(path), samples)] == [
+        "c=4 #1",
+        "c=4 #2",
+    ]
 
 
 def test_a_run_from_a_test_host_names_its_settings_and_steps(tmp_path):
