@@ -390,9 +390,7 @@ def _gpu_finding(
     )
 
 
-def _load_evidence(
-    views: list[_GpuView], cpu: CpuSummary | None, bench: list[dict], limits: dict
-) -> list[str]:
+def _load_evidence(views: list[_GpuView], bench: list[dict], limits: dict) -> list[str]:
     """Why we believe load ran while sampling (empty: no sign of it)."""
     why = []
     ran = [r for r in bench if (r.get("completed") or 0) + (r.get("output_throughput") or 0) > 0]
@@ -402,8 +400,8 @@ def _load_evidence(
             f"the benchmark delivered {best.get('output_throughput') or 0:.0f} output tok/s at "
             f"concurrency {best.get('max_concurrency', '?')}"
         )
-    if cpu and (cpu.max_process_percent.p90 or 0) >= limits["host"]["busy_process_cpu_pct"]:
-        why.append(f"a server process kept {cpu.max_process_percent.p90:.0f}% of a core busy (p90)")
+    # A busy server process alone is no sign of load: real SGLang's scheduler polls at ~100%
+    # of a core while idle (tests/fixtures/sglang-0.5.17-h200).
     floor = limits["busy"]["active_gpu_util_pct"]
     active = [str(v.summary.index) for v in views if (v.summary.gpu_util.median or 0) >= floor]
     if active:
@@ -468,7 +466,7 @@ def _quiet_host_finding(
         "gpus": {v.summary.index: v.evidence() for v in views},
         "cpu": asdict(cpu) if cpu else None,
     }
-    why = _load_evidence(views, cpu, bench, limits)
+    why = _load_evidence(views, bench, limits)
     if not why:
         return Finding(
             "warn",

@@ -5,8 +5,9 @@ steps and after. Judged whole, a memory-bandwidth-bound decode (CUDA graphs on: 
 memory util 81-85% inside each step on a real H200) and a launch-bound one (graphs off: util
 27-39%, one CPU core saturated) both read as a quiet GPU, "host-bound". So each step from
 ``steps.jsonl`` (its start and end on the host's clock, as the bench driver writes them) is cut
-from the samples, trimmed to where load ran (from the first to the last sample in which a GPU
-showed activity or a server process kept a core busy), and judged by the same rules
+from the samples from where its requests began (the driver's ``load_start``), trimmed to where
+load ran (from the first to the last sample in which a GPU showed activity), and judged by the
+same rules
 (diagnosis/bottlenecks.py). A concurrency's verdict is judged on all its repeats' windows
 together; the run's verdict is the concurrencies' one when they agree.
 """
@@ -36,6 +37,9 @@ class Step:
     concurrency: int | None = None
     repeat: int | None = None
     warmup: bool = False
+    # When the requests began (the bench driver's ``load_start``): before it the client makes
+    # its prompts and loads its tokenizer, and the server idles.
+    load_start: float | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,11 @@ def steps_on_sample_axis(lines: list[dict], samples: list[dict]) -> list[Step]:
         concurrency, repeat = line.get("concurrency"), line.get("repeat")
         concurrency = concurrency if isinstance(concurrency, int) and concurrency > 0 else None
         repeat = repeat if isinstance(repeat, int) else None
+        load_start = line.get("load_start")
+        if load_start is not None and not (
+            _number(load_start) and line["start"] <= load_start <= line["end"]
+        ):
+            raise ValueError(f"{where}: load_start is {load_start!r}, not within the step")
         label = line.get("label")
         if label is None:
             label = f"c={concurrency}"
@@ -108,24 +117,26 @@ def steps_on_sample_axis(lines: list[dict], samples: list[dict]) -> list[Step]:
                 concurrency,
                 repeat,
                 line.get("warmup") is True,
+                load_start - offset if load_start is not None else None,
             )
         )
     return steps
 
 
 def _loaded(sample: dict, limits: dict) -> bool:
+    """Some GPU showed work. Not the server's CPU: real SGLang's scheduler keeps ~100% of a
+    core busy polling while idle (SGLang 0.5.17 on an H200, tests/fixtures/sglang-0.5.17-h200)."""
     active = limits["busy"]["active_gpu_util_pct"]
-    if any((g.get("gpu_util") or 0) >= active for g in sample.get("gpus", [])):
-        return True
-    cpu = sample.get("cpu") or {}
-    return (cpu.get("max_process_percent") or 0) >= limits["host"]["busy_process_cpu_pct"]
+    return any((g.get("gpu_util") or 0) >= active for g in sample.get("gpus", []))
 
 
 def load_window(samples: list[dict], step: Step, limits: dict | None = None) -> list[dict]:
-    """The samples of ``step`` from the first to the last in which load ran (all of the step's
-    samples when none shows load: an idle step stays idle)."""
+    """The samples of ``step`` from its requests' start (``load_start``, else its start) to its
+    end, trimmed to the first and last in which a GPU showed work (all of them when none did:
+    an idle step stays idle)."""
     limits = limits or thresholds()
-    inside = [s for s in samples if step.start <= s["t"] <= step.end]
+    begin = step.load_start if step.load_start is not None else step.start
+    inside = [s for s in samples if begin <= s["t"] <= step.end]
     loaded = [i for i, s in enumerate(inside) if _loaded(s, limits)]
     return inside[loaded[0] : loaded[-1] + 1] if loaded else inside
 

@@ -52,7 +52,9 @@ NVLINK_MAX_LINKS = getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18)
 # The benchmark client and this sampler run from the same venv, so they match "sglang" too.
 # The benchmark client, the sampler itself, and deploy/bench.py's script and metrics poller
 # (their folder is named pyinfra-sglang-bench.*): load that is not the server's.
-DEFAULT_CPU_EXCLUDE = r"bench_serving|sglang\.benchmark|gpu_sampler|pyinfra-sglang-bench"
+DEFAULT_CPU_EXCLUDE = (
+    r"bench_serving|sglang\.benchmark|bench_driver|gpu_sampler|pyinfra-sglang-bench"
+)
 
 # An optional reading may fail as NVML errors ("Not Supported" in VMs, on MIG) or as binding
 # mismatches between pynvml and the driver (the real H200 VM's P2P query raised a ctypes

@@ -250,9 +250,11 @@ def test_reference_case_with_waiting_server_points_outside_it():
     assert "busiest process p90 3%" in findings[0].message
 
 
-def test_busy_server_cpu_alone_is_evidence_of_load():
+def test_busy_server_cpu_alone_is_no_evidence_of_load():
+    # Real SGLang 0.5.17's scheduler polls at ~100% of a core while the server idles
+    # (tests/fixtures/sglang-0.5.17-h200): with no benchmark and no GPU work, that is idle.
     findings = diagnose(_reference_samples(busy_process_percent=100.0))
-    assert _codes(findings) == [("host-bound", None)]
+    assert _codes(findings) == [("idle", None)]
 
 
 def test_same_series_without_any_sign_of_load_is_idle():
