@@ -41,6 +41,7 @@ from pyinfra_sglang.served_benchmark.results import (
     new_run_folder,
     previous_run,
     profile_document,
+    scrub_secrets,
     settings_document,
     write_json,
 )
@@ -66,6 +67,8 @@ PROGRAMS = (SAMPLER_PROGRAM, KEY_READER_PROGRAM, DRIVER_PROGRAM)
 # shape is ever used in the commands that follow (rm -rf among them).
 TEMP_TEMPLATE = "/tmp/pyinfra-sglang-bench." + "X" * 10
 TEMP_FOLDER = re.compile(r"/tmp/pyinfra-sglang-bench\.[A-Za-z0-9]{10}")
+# Before anything reads them: bench_serving's lines (and its log) carry the server's API key.
+SCRUBBED = (BENCH_FILE, LOG_FILE)
 FETCHED = (BENCH_FILE, SAMPLES_FILE, STEPS_FILE, LOG_FILE, SAMPLER_LOG_FILE, METRICS_FILE)
 
 
@@ -122,6 +125,8 @@ def _run_on_host(config: HostConfig, settings: BenchSettings, run_dir: Path) -> 
         for name in FETCHED:
             if name in listing.split():
                 host.get_file(f"{folder}/{name}", str(run_dir / name), **connector_arguments(host))
+                if name in SCRUBBED:
+                    scrub_secrets(run_dir / name)
         return None if passed else f"the benchmark failed:\n{output}"
     finally:
         run_on_host(host, f"rm -rf {shlex.quote(folder)}")

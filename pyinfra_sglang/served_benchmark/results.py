@@ -14,6 +14,7 @@ from pyinfra_sglang.audit.report import safe_name
 from pyinfra_sglang.diagnosis.roofline import roofline_for
 from pyinfra_sglang.gpus import UnknownGpuError
 from pyinfra_sglang.profiles import Profile
+from pyinfra_sglang.redact import redact
 
 SETTINGS_FILE = "settings.json"
 TIMESTAMP = "%Y%m%dT%H%M%SZ"
@@ -68,6 +69,17 @@ def profile_document(profile: Profile, gpus: list[dict], tp_size: int) -> dict:
     except (ValueError, UnknownGpuError):
         pass
     return document
+
+
+def scrub_secrets(path: Path, secrets: tuple[str | None, ...] = ()) -> bool:
+    """Mask credentials in a fetched file, in place; True when something was masked. Real
+    bench_serving (0.5.17) copies the server's /server_info into every result line, and that
+    holds the server's ``api_key`` in clear (tests/fixtures/sglang-0.5.17-h200)."""
+    text = path.read_text(errors="replace")
+    masked = redact(text, secrets)
+    if masked != text:
+        path.write_text(masked)
+    return masked != text
 
 
 def settings_document(settings: dict, digest: str) -> dict:

@@ -329,3 +329,151 @@ def test_gpu_sampler_runs_on_the_stand_in_nvidia_ml_py(nvml_site, tmp_path):
         5,
     )
     assert [g["index"] for g in samples[0]["gpus"]] == [0, 1]
+
+
+# --- the stand-in against real SGLang 0.5.17's answers (tests/fixtures/sglang-0.5.17-h200) ---
+
+REAL = Path(__file__).resolve().parents[1] / "fixtures" / "sglang-0.5.17-h200"
+
+
+def sse_events(raw: bytes) -> list:
+    return [json.loads(line[6:]) for line in raw.splitlines() if line.startswith(b"data: {")]
+
+
+def shape(chunk: dict) -> tuple:
+    choices = chunk["choices"]
+    return (
+        tuple(sorted(chunk)),
+        tuple(sorted(choices[0])) if choices else (),
+        tuple(sorted(choices[0]["delta"])) if choices else (),
+        tuple(sorted(chunk.get("usage") or ())),
+    )
+
+
+def get(url: str, path: str, key: str | None = API_KEY, body: dict | None = None):
+    request = urllib.request.Request(
+        url + path,
+        data=json.dumps(body).encode() if body else None,
+        method="POST" if body else "GET",
+    )
+    request.add_header("Content-Type", "application/json")
+    if key:
+        request.add_header("Authorization", f"Bearer {key}")
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def test_the_stand_in_answers_in_the_real_servers_shapes(server):
+    real_card = json.loads((REAL / "tiny" / "v1-models.txt").read_text())["data"][0]
+    status, body = get(server, "/v1/models")
+    assert status == 200 and sorted(json.loads(body)["data"][0]) == sorted(real_card)
+    # Refused without the key, in the real server's words.
+    real_refusal = (REAL / "tiny" / "v1-models-no-key.txt").read_text()
+    assert get(server, "/v1/models", key=None) == (401, real_refusal.encode())
+    # Chat, streamed with usage: the same chunk shapes in the same order of kinds.
+    real = sse_events((REAL / "tiny" / "sse-chat-usage.txt").read_bytes())
+    ask = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+    stream = {**ask, "stream": True, "stream_options": {"include_usage": True}}
+    status, body = get(server, "/v1/chat/completions", body=stream)
+    mine = sse_events(body)
+    assert status == 200
+    assert shape(mine[0]) == shape(real[0])  # the role chunk, before any token
+    assert mine[0]["choices"][0]["delta"] == real[0]["choices"][0]["delta"]
+    assert {shape(c) for c in mine[1:-2]} == {shape(c) for c in real[1:-2]}  # tokens
+    assert shape(mine[-2]) == shape(real[-2])  # the finish chunk
+    assert shape(mine[-1]) == shape(real[-1])  # usage
+    real_plain = json.loads((REAL / "tiny" / "chat-nonstream.json").read_text())
+    status, body = get(server, "/v1/chat/completions", body=ask)
+    answer = json.loads(body)
+    assert sorted(answer) == sorted(real_plain)
+    assert sorted(answer["usage"]) == sorted(real_plain["usage"])
+    # /server_info holds the API key in clear, as the real one does (masked in the capture).
+    real_info = json.loads((REAL / "tiny" / "get_server_info.txt").read_text())
+    assert real_info["api_key"] == "********"
+    assert json.loads(get(server, "/server_info")[1])["api_key"] == API_KEY
+
+
+def test_the_stand_ins_benchmark_lines_carry_what_the_real_ones_do(server, tmp_path):
+    out = tmp_path / "bench.jsonl"
+    result = bench(
+        client(tmp_path, "0.5.17"),
+        "sglang.benchmark.serving",
+        server,
+        *ARGS,
+        "--output-file",
+        str(out),
+    )
+    assert result.returncode == 0, result.stderr
+    [mine] = read_lines(out)
+    real = read_lines(REAL / "graphs-on" / "bench.jsonl")[0]
+    read = {
+        "completed",
+        "output_throughput",
+        "max_concurrency",
+        "median_tpot_ms",
+        "median_ttft_ms",
+        "p99_ttft_ms",
+        "p99_tpot_ms",
+        "duration",
+        "server_info",
+    }
+    assert read <= real.keys() and read <= mine.keys()
+    # The real line's server_info holds the api_key; so does the stand-in's.
+    assert "api_key" in real["server_info"] and mine["server_info"]["api_key"] == API_KEY
+
+
+def read_lines(path: Path) -> list:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_the_stand_in_listens_only_after_loading_then_answers_503_then_200(tmp_path):
+    # Real 0.5.17: connection refused for 146 s, 503 for 12 s, then 200 (health-warmup.json).
+    real = json.loads((REAL / "tiny" / "health-warmup.json").read_text())
+    phases = [r["/health"][0] for r in real]
+    real_order = [p for i, p in enumerate(phases) if i == 0 or phases[i - 1] != p]
+    assert real_order == [0, 503, 200]
+    tree = source_tree(tmp_path / "server", SGLANG)
+    port = free_port()
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": str(tree),
+        "SGLANG_STANDIN_RUN_DIR": str(tree / "run"),
+        "SGLANG_STANDIN_WARMUP_S": "1.5",
+        "SGLANG_STANDIN_LOAD_S": "0.7",
+    }
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-S",
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            "org/m",
+            "--port",
+            str(port),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    seen = []
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline and (not seen or seen[-1] != 200):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as a:
+                    status = a.status
+            except urllib.error.HTTPError as error:
+                status = error.code
+            except OSError:
+                status = 0
+            if not seen or seen[-1] != status:
+                seen.append(status)
+            time.sleep(0.05)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=TIMEOUT)
+    assert seen == real_order

@@ -273,6 +273,13 @@ def run(server: Server, model: str, requests: list, args: argparse.Namespace) ->
     return outputs, time.perf_counter() - start
 
 
+def server_info(server: Server):
+    try:
+        return server.get_json("/server_info")
+    except (OSError, RuntimeError, ValueError):
+        return None
+
+
 def main(prog: str, argv: list | None = None) -> int:
     """``python -m`` of the module: parse, then run_benchmark, as SGLang's cli_main does."""
     try:
@@ -329,6 +336,9 @@ def run_benchmark(args: argparse.Namespace) -> dict:
         "random_range_ratio": args.random_range_ratio,
         "duration": duration,
         **metrics(outputs, duration),
+        # Real bench_serving (0.5.17) copies GET /server_info into every line: the server's
+        # settings, its api_key in clear among them.
+        "server_info": server_info(server),
     }
     print_table(result)
     for error in sorted({o.error for o in outputs if o.error}):

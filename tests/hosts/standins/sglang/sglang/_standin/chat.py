@@ -85,10 +85,13 @@ class Completion:
         self.completion_tokens = len(self.reasoning) + len(self.content)
 
     def usage(self) -> dict:
+        # Real 0.5.17's fields and order (tests/fixtures/sglang-0.5.17-h200/tiny).
         return {
             "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
             "total_tokens": self.prompt_tokens + self.completion_tokens,
+            "completion_tokens": self.completion_tokens,
+            "prompt_tokens_details": None,
+            "reasoning_tokens": len(self.reasoning),
         }
 
     def response(self) -> dict:
@@ -113,6 +116,7 @@ class Completion:
                 },
             ],
             "usage": self.usage(),
+            "metadata": {"weight_version": "default"},
         }
 
     def chunk(self, delta: dict, finish_reason=None, usage=None) -> dict:
@@ -122,7 +126,14 @@ class Completion:
             "created": self.created,
             "model": self.model,
             "choices": [
-                {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+                {
+                    "index": 0,
+                    # Real 0.5.17 names reasoning_content in every delta, null when none.
+                    "delta": {"reasoning_content": None, **delta},
+                    "logprobs": None,
+                    "finish_reason": finish_reason,
+                    "matched_stop": None,
+                }
             ],
         }
         if usage is not None:
@@ -134,10 +145,11 @@ class Completion:
         """The chunks of a streamed answer, in order; None marks where a token's time goes."""
         deltas = [{"reasoning_content": token} for token in self.reasoning]
         deltas += [{"content": token} for token in self.content]
-        for index, delta in enumerate(deltas):
+        # As real 0.5.17: a first chunk with the role and empty content, before any token.
+        yield self.chunk({"role": "assistant", "content": ""})
+        for delta in deltas:
             yield None
-            # The first delta carries the role, as the first chunk of OpenAI's API does.
-            yield self.chunk({"role": "assistant", **delta} if index == 0 else delta)
+            yield self.chunk(delta)
         yield self.chunk({}, finish_reason=self.finish_reason)
         if include_usage:
             yield self.chunk({}, usage=self.usage())

@@ -13,7 +13,8 @@ multi-node start, rank 0 is ready only once the other ranks have joined it at
 --dist-init-addr, and ranks 1.. serve no HTTP (as SGLang's).
 
 Environment: SGLANG_STANDIN_RUN_DIR (record folder, default /run/sglang-standin),
-SGLANG_STANDIN_WARMUP_S (default 2), SGLANG_STANDIN_TOKEN_DELAY_S (default 0.005),
+SGLANG_STANDIN_WARMUP_S (default 2; its first part, SGLANG_STANDIN_LOAD_S, with nothing
+listening), SGLANG_STANDIN_TOKEN_DELAY_S (default 0.005),
 SGLANG_STANDIN_FAIL_S (how long a broken/ model takes to fail, default 1),
 SGLANG_STANDIN_READY_FILE (warm-up also lasts until this file exists: tests hold the warm-up
 as long as they need, instead of racing a timer); HF_TOKEN is only noted as set or not.
@@ -44,6 +45,11 @@ from sglang._standin.chat import BadRequest, Completion
 from sglang.version import __version__
 
 READY_LINE = "The server is fired up and ready to roll!"
+# Share of the warm-up spent loading, before the HTTP server listens (real: 146 of 158 s).
+LOAD_SHARE = 0.6
+# Real 0.5.17's refusal of a request without the key, byte for byte (compact JSON).
+UNAUTHORIZED = b'{"error":"Unauthorized"}'
+MAX_LOAD_S = 1.0
 DEFAULT_RUN_DIR = "/run/sglang-standin"
 # Non-secret variables of the service's environment worth asserting on.
 RECORDED_ENV = (
@@ -273,7 +279,7 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         path = urlsplit(self.path).path
         if not self.authorized(path):
-            return self.send_json(401, {"error": "Unauthorized"})
+            return self.send_body(401, UNAUTHORIZED, "application/json")
         state = self.state
         if path in ("/health", "/health_generate"):
             return self.send_body(200 if state.ready.is_set() else 503, b"", "text/plain")
@@ -290,8 +296,11 @@ class Handler(BaseHTTPRequestHandler):
                     "is_generation": True,
                 },
             )
-        if path == "/get_server_info":
-            info = cli.settings_of(state.args)
+        if path in ("/get_server_info", "/server_info"):
+            # As real SGLang 0.5.17's: the settings with the API key in clear, to a caller that
+            # holds it (tests/fixtures/sglang-0.5.17-h200/get_server_info.txt, key masked there
+            # by the capture); bench_serving copies this into every result line.
+            info = dict(sorted(vars(state.args).items()))
             info["version"] = __version__
             return self.send_json(200, info)
         if path == "/metrics" and state.args.enable_metrics:
@@ -311,7 +320,7 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return self.send_error_json(400, str(error))
         if not self.authorized(path):
-            return self.send_json(401, {"error": "Unauthorized"})
+            return self.send_body(401, UNAUTHORIZED, "application/json")
         if path != "/v1/chat/completions":
             return self.send_json(404, {"detail": "Not Found"})
         if not self.state.ready.is_set():
@@ -394,6 +403,7 @@ class Handler(BaseHTTPRequestHandler):
             "created": int(self.state.started),
             "owned_by": "sglang",
             "root": name,
+            "parent": None,
             "max_model_len": self.state.args.context_length or 131072,
         }
 
@@ -614,6 +624,16 @@ def main(argv: list[str] | None = None) -> int:
         )
         record.update(state="failed", exit_code=1, stopped_at=time.time())
         return 1
+    # As real SGLang: nothing listens while the weights load, the KV cache is allocated and
+    # CUDA graphs are captured (146 of the 158 s before ready on an H200); then /health answers
+    # 503 until its own warm-up request passes (tests/fixtures/sglang-0.5.17-h200/tiny/
+    # health-warmup.json). The stand-in spends SGLANG_STANDIN_LOAD_S of its warm-up unbound
+    # (default: LOAD_SHARE of it, at most MAX_LOAD_S, so a long 503 phase stays testable).
+    warmup = 0.0 if args.skip_server_warmup else env_seconds("SGLANG_STANDIN_WARMUP_S", 2.0)
+    load = min(warmup, env_seconds("SGLANG_STANDIN_LOAD_S", min(warmup * LOAD_SHARE, MAX_LOAD_S)))
+    if state.stop.wait(load):
+        record.update(state="stopped", exit_code=0, stopped_at=time.time())
+        return 0
     try:
         server = make_server(state)
     except OSError as error:
@@ -638,7 +658,6 @@ def main(argv: list[str] | None = None) -> int:
     record.update(state="warming_up")
 
     hang = args.model_path.startswith("hang/")
-    warmup = 0.0 if args.skip_server_warmup else env_seconds("SGLANG_STANDIN_WARMUP_S", 2.0)
     deadline = state.started + warmup
     ready_file = os.environ.get("SGLANG_STANDIN_READY_FILE")
     while not state.stop.wait(0.05):
@@ -658,11 +677,15 @@ def main(argv: list[str] | None = None) -> int:
     # schedulers are told to exit.
     server.shutdown()
     server.server_close()
-    log(f"Received a stop signal; draining {state.in_flight()} request(s) in flight")
+    # Real 0.5.17's words (tests/fixtures/sglang-0.5.17-h200/tiny/server.log).
+    log("SIGTERM received. signum=None frame=None. Draining requests and shutting down...")
     record.update(state="draining")
     while state.in_flight():
         time.sleep(0.05)
-    log("Drained; stopping the scheduler processes")
+    log(
+        f"Gracefully exiting... Remaining number of requests {state.in_flight()}. "
+        "Remaining requests remaining_rids=[]."
+    )
     state.schedulers.stop()
     if listener is not None:
         listener.close()
