@@ -126,3 +126,15 @@ def test_a_real_results_folder_reports(tmp_path):
     page = write_report(read_run(folder), tmp_path / "out").read_text()
     assert "<h2>Verdict per step</h2>" in page and "c=64 #3" in page
     assert "memory-bandwidth-bound at every concurrency" in page
+
+
+def test_the_ab_of_the_real_runs_reports(tmp_path):
+    from pyinfra_sglang.report.page import read_run, write_ab_report
+
+    for name, folder in (("off", GRAPHS_OFF), ("on", GRAPHS_ON)):
+        shutil.copytree(folder, tmp_path / "h200" / name)
+    page = write_ab_report(
+        read_run(tmp_path / "h200" / "off"), read_run(tmp_path / "h200" / "on"), tmp_path / "ab"
+    ).read_text()
+    assert page.count('<td class="text">real</td>') == 2
+    assert "Findings, A" in page and "CUDA graphs are off on this server" in page
