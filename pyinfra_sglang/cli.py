@@ -5,29 +5,37 @@ from __future__ import annotations
 import argparse
 import math
 import re
+import shlex
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pyinfra_sglang import inventory
-from pyinfra_sglang.audit import analyze
-from pyinfra_sglang.diagnosis import diagnose
-from pyinfra_sglang.host_programs import api_key, decode_client
-from pyinfra_sglang.parsers.topo import parse_topo_matrix, topology_has_nvlink, widest_pcie_path
-from pyinfra_sglang.report import page as report_page
-from pyinfra_sglang.served_benchmark import ab_compare
+# Every import of the project's modules is inside the function that needs it: pyinfra,
+# pydantic and matplotlib took ~3 s to load, for `--help` too (bench/cli_startup.py).
 
 
 @dataclass(frozen=True)
 class Command:
     """One subcommand: its name and help, how it reads its arguments, and what it runs
-    (returning the exit status)."""
+    (returning the exit status). Only the subcommand being run has its arguments read."""
 
     name: str
     help: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
+
+
+def _lazy(target: str) -> Callable:
+    """``module:function``, imported when first called."""
+    module, name = target.split(":")
+
+    def call(*args):
+        import importlib
+
+        return getattr(importlib.import_module(module), name)(*args)
+
+    return call
 
 
 # --- argument types: each refuses a bad value with argparse's message and exit status 2 ---
@@ -70,7 +78,9 @@ def _port(text: str) -> int:
 
 
 def _profile_name(text: str) -> str:
-    if not diagnose.is_plain_profile_name(text):
+    from pyinfra_sglang.diagnosis.diagnose import is_plain_profile_name
+
+    if not is_plain_profile_name(text):
         raise argparse.ArgumentTypeError(
             f"not a profile name (letters, digits, '.', '_', '-'; no '/'): {text!r}"
         )
@@ -85,10 +95,13 @@ def _key_value(text: str) -> tuple[str, str]:
 
 
 def _cuda_archs(text: str) -> list[str]:
-    archs = [arch for arch in text.replace(";", ",").split(",") if arch]
+    """``90,120`` (or ``90;120``), in flash-attn's spelling or render's (``sm_90,sm_120``)."""
+    archs = [arch.removeprefix("sm_") for arch in text.replace(";", ",").split(",") if arch]
     bad = [arch for arch in archs if not re.fullmatch(r"\d{2,3}a?", arch)]
     if not archs or bad:
-        raise argparse.ArgumentTypeError(f"not CUDA architectures (e.g. 90 or 90,120): {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"not CUDA architectures (e.g. 90 or 90,120, or sm_90,sm_120): {text!r}"
+        )
     return archs
 
 
@@ -102,6 +115,8 @@ def _inventory_reference_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _inventory_reference(args: argparse.Namespace) -> int:
+    from pyinfra_sglang import inventory
+
     if args.write:
         path = Path(args.write)
         try:
@@ -132,6 +147,8 @@ def _validate_arguments(parser: argparse.ArgumentParser) -> None:
 def _validate(args: argparse.Namespace) -> int:
     from pyinfra.api.exceptions import PyinfraError
     from pyinfra_cli.util import parse_cli_arg
+
+    from pyinfra_sglang import inventory
 
     # Parse --data exactly as the pyinfra CLI does, so both see the same values.
     override = {key: parse_cli_arg(value) for key, value in args.data}
@@ -198,7 +215,8 @@ def _build_plan(args: argparse.Namespace) -> int:
     except BuildPlanError as error:
         print(f"refused: {error}", file=sys.stderr)
         return 1
-    print(" ".join(f"{key}={value}" for key, value in plan.env().items()))
+    # Quoted for a shell: FLASH_ATTN_CUDA_ARCHS=90;120 unquoted would end at the ";".
+    print(" ".join(f"{key}={shlex.quote(value)}" for key, value in plan.env().items()))
     print(
         f"estimated peak {plan.estimated_peak_gb:.0f} GB of a {plan.bound_gb:.0f} GB bound "
         f"({plan.memory_fraction:.0%} of {plan.available_gb:g} GB available), {plan.cores} cores"
@@ -210,9 +228,13 @@ def _build_plan(args: argparse.Namespace) -> int:
 
 
 def _arch(text: str) -> str:
-    if not re.match(r"^sm_\d{2,3}$", text):
-        raise argparse.ArgumentTypeError(f"not a CUDA architecture: {text!r} (e.g. sm_90, sm_120)")
-    return text
+    """``sm_120``, or build-plan's spelling ``120``: one spelling need not be learnt twice."""
+    arch = text if text.startswith("sm_") else f"sm_{text}"
+    if not re.fullmatch(r"sm_\d{2,3}", arch):
+        raise argparse.ArgumentTypeError(
+            f"not a CUDA architecture: {text!r} (e.g. sm_90, sm_120, or 90, 120)"
+        )
+    return arch
 
 
 def _release(text: str) -> str:
@@ -266,6 +288,7 @@ def _render_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _read_topology(path: Path) -> dict[str, dict[str, str]]:
     """A topo -m matrix from a file; RenderError naming the file when it holds none."""
+    from pyinfra_sglang.parsers.topo import parse_topo_matrix
     from pyinfra_sglang.render import RenderError
 
     try:
@@ -284,8 +307,9 @@ def _read_topology(path: Path) -> dict[str, dict[str, str]]:
 def _render_service(args: argparse.Namespace) -> int:
     from pyinfra.api.exceptions import PyinfraError
 
-    from pyinfra_sglang import gpus, profiles, render
+    from pyinfra_sglang import gpus, inventory, profiles, render
     from pyinfra_sglang.model_snapshot import is_local_model
+    from pyinfra_sglang.parsers.topo import topology_has_nvlink, widest_pcie_path
 
     defaults = inventory.HostConfig.model_fields
     try:
@@ -339,6 +363,8 @@ def _render_service(args: argparse.Namespace) -> int:
 
 
 def _decode_check_arguments(parser: argparse.ArgumentParser) -> None:
+    from pyinfra_sglang.host_programs import decode_client
+
     decode_client.add_arguments(parser)
     parser.add_argument(
         "--api-key-file",
@@ -349,6 +375,8 @@ def _decode_check_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _decode_check(args: argparse.Namespace) -> int:
+    from pyinfra_sglang.host_programs import api_key, decode_client
+
     key = None
     if args.api_key_file:
         try:
@@ -426,42 +454,57 @@ COMMANDS = (
     Command(
         "analyze",
         "run the audit's parsers and checks on captured nvidia-smi outputs",
-        analyze.add_arguments,
-        analyze.run,
+        _lazy("pyinfra_sglang.audit.analyze:add_arguments"),
+        _lazy("pyinfra_sglang.audit.analyze:run"),
     ),
     Command(
         "diagnose",
         "name what limits a served model from a benchmark's results folder",
-        diagnose.add_arguments,
-        diagnose.run,
+        _lazy("pyinfra_sglang.diagnosis.diagnose:add_arguments"),
+        _lazy("pyinfra_sglang.diagnosis.diagnose:run"),
     ),
     Command(
         "ab-compare",
         "tell a throughput difference between two sets of benchmark runs from noise",
-        ab_compare.add_arguments,
-        ab_compare.run,
+        _lazy("pyinfra_sglang.served_benchmark.ab_compare:add_arguments"),
+        _lazy("pyinfra_sglang.served_benchmark.ab_compare:run"),
     ),
     Command(
         "report",
         "write an HTML page of a benchmark run's charts and findings (an A/B page of two)",
-        report_page.add_arguments,
-        report_page.run,
+        _lazy("pyinfra_sglang.report.page:add_arguments"),
+        _lazy("pyinfra_sglang.report.page:run"),
     ),
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pyinfra-sglang")
+    except PackageNotFoundError:  # run from a checkout without installing it
+        return "unknown"
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; of the subcommands, only the one ``argv`` names gets its arguments (each
+    may import what it needs), so `--help` and `--version` load nothing else."""
     parser = argparse.ArgumentParser(prog="pyinfra-sglang", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     subcommands = parser.add_subparsers(dest="command", required=True)
+    argv = sys.argv[1:] if argv is None else argv
+    chosen = next((a for a in argv if not a.startswith("-")), None)
     for command in COMMANDS:
         subparser = subcommands.add_parser(command.name, help=command.help)
-        command.add_arguments(subparser)
+        if command.name == chosen:
+            command.add_arguments(subparser)
         subparser.set_defaults(func=command.run)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser(argv).parse_args(argv)
     return args.func(args)
 
 

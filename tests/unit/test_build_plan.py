@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 
 import pytest
 
@@ -65,9 +66,19 @@ def test_build_plan_command(capsys):
     assert main(["build-plan", "--cores", "32", "--mem-gb", "256", "--archs", "90,120"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert (
-        out[0]
-        == "MAX_JOBS=8 NVCC_THREADS=4 FLASH_ATTN_CUDA_ARCHS=90;120 FLASH_ATTENTION_FORCE_BUILD=TRUE"
+        out[0] == "MAX_JOBS=8 NVCC_THREADS=4 FLASH_ATTN_CUDA_ARCHS='90;120' "
+        "FLASH_ATTENTION_FORCE_BUILD=TRUE"
     )
+    # The line is safe to paste into a shell: the ";" stays inside the value.
+    shell = subprocess.run(
+        ["bash", "-c", f"env -i {out[0]} sh -c 'echo $FLASH_ATTN_CUDA_ARCHS'"],
+        capture_output=True,
+        text=True,
+    )
+    assert shell.stdout == "90;120\n"
+    # render's spelling works here too.
+    assert main(["build-plan", "--cores", "32", "--mem-gb", "256", "--archs", "sm_90,sm_120"]) == 0
+    assert "FLASH_ATTN_CUDA_ARCHS='90;120'" in capsys.readouterr().out
     assert out[1].startswith("estimated peak 160 GB of a 192 GB bound")
     assert main(["build-plan", "--cores", "2", "--mem-gb", "4"]) == 1
     assert "refused: not even one flash-attn compile job fits" in capsys.readouterr().err
@@ -102,7 +113,7 @@ def test_numbers_that_make_no_plan_are_refused(cores, mem_gb, fraction, message)
             "argument --memory-fraction: not a fraction above 0 and at most 1: '5'",
         ),
         (
-            ["--cores", "8", "--mem-gb", "64", "--archs", "sm_90"],
+            ["--cores", "8", "--mem-gb", "64", "--archs", "hopper"],
             "argument --archs: not CUDA architectures",
         ),
     ],
@@ -118,7 +129,7 @@ def test_build_plan_command_refuses_bad_numbers_with_exit_2(args, message, capsy
 def test_build_plan_command_takes_archs_with_semicolons_and_a_fraction_of_1(capsys):
     args = ["--cores", "32", "--mem-gb", "256", "--archs", "90;120a", "--memory-fraction", "1"]
     assert main(["build-plan", *args]) == 0
-    assert "FLASH_ATTN_CUDA_ARCHS=90;120a" in capsys.readouterr().out
+    assert "FLASH_ATTN_CUDA_ARCHS='90;120a'" in capsys.readouterr().out
 
 
 # -- what a build covers ------------------------------------------------------------------------
