@@ -31,7 +31,8 @@ gpu_servers = [
             "sglang_metrics_public": True,
             "sglang_port": 30000,
             "sglang_api_key_file": "secrets/sglang-api-key",
-            "hf_token_file": "secrets/hf-token",
+            # For a gated model, the Hub token (a file of one line, 0600):
+            # "hf_token_file": "secrets/hf-token",
         },
     ),
 ]
