@@ -487,9 +487,10 @@ def _version() -> str:
         return "unknown"
 
 
-def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None, every: bool = False) -> argparse.ArgumentParser:
     """The parser; of the subcommands, only the one ``argv`` names gets its arguments (each
-    may import what it needs), so `--help` and `--version` load nothing else."""
+    may import what it needs), so `--help` and `--version` load nothing else; ``every``: all
+    of them (for the generated docs/cli.md)."""
     parser = argparse.ArgumentParser(prog="pyinfra-sglang", description=__doc__)
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     subcommands = parser.add_subparsers(dest="command", required=True)
@@ -497,7 +498,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     chosen = next((a for a in argv if not a.startswith("-")), None)
     for command in COMMANDS:
         subparser = subcommands.add_parser(command.name, help=command.help)
-        if command.name == chosen:
+        if every or command.name == chosen:
             command.add_arguments(subparser)
         subparser.set_defaults(func=command.run)
     return parser

@@ -105,7 +105,7 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 def cli_markdown() -> str:
     """The table of `pyinfra-sglang` subcommands in docs/cli.md: each one's help and the
     arguments its argparse subparser takes, in the CLI's own order."""
-    subparsers = _subparsers(cli.build_parser())
+    subparsers = _subparsers(cli.build_parser(every=True))
     rows = ["| subcommand | what it does | arguments |", "| --- | --- | --- |"]
     for command in cli.COMMANDS:
         parser = subparsers[command.name]

@@ -113,7 +113,15 @@ def test_bench_writes_a_results_folder_per_host_and_changes_nothing(
             "gpu1-timeline.png",
         }
         steps = [json.loads(x) for x in (folder / "steps.jsonl").read_text().splitlines()]
-        assert [s["concurrency"] for s in steps] == [1, 4]
+        # One driver process: a warm-up at the highest concurrency, then each step.
+        assert [(s["concurrency"], s.get("warmup", False)) for s in steps] == [
+            (4, True),
+            (1, False),
+            (4, False),
+        ]
+        # The stand-in's lines carry /server_info with the key, as real bench_serving's do:
+        # scrubbed on arrival.
+        assert all(x["server_info"]["api_key"] == "********" for x in lines)
         settings = json.loads((folder / "settings.json").read_text())
         assert (
             settings["settings"]["concurrencies"] == [1, 4]
