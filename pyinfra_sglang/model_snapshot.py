@@ -118,6 +118,25 @@ def _error(repo: str, revision: str, error: urllib.error.HTTPError, token: bool)
     return f"{asked}: the Hub answered {error.code} {message or error.reason}"
 
 
+def _origin(url: str) -> tuple:
+    parts = urllib.parse.urlsplit(url)
+    return parts.scheme, parts.hostname, parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+
+
+class _TokenStaysHome(urllib.request.HTTPRedirectHandler):
+    """Redirects as urllib follows them, but the token goes only where it was sent: urllib
+    copies every header but the body's onto the new request, Authorization too, to any host."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and _origin(newurl) != _origin(req.full_url):
+            new.remove_header("Authorization")
+        return new
+
+
+_OPENER = urllib.request.build_opener(_TokenStaysHome)
+
+
 @cache
 def hub_snapshot(
     endpoint: str, repo: str, revision: str, token: str | None, timeout_s: float | None = None
@@ -133,7 +152,7 @@ def hub_snapshot(
         request.add_header("Authorization", f"Bearer {token}")
     timeout = timeout_s if timeout_s is not None else float(data.load("model")["api_timeout_s"])
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with _OPENER.open(request, timeout=timeout) as response:
             info = json.load(response)
     except urllib.error.HTTPError as error:
         raise ModelPlanError(_error(repo, revision, error, bool(token))) from None

@@ -6,6 +6,7 @@ controller's planner (pyinfra_sglang/model_snapshot.py) against the same server.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from pathlib import Path
 
@@ -204,3 +205,59 @@ def test_a_repository_throttle_slows_that_repository_only(hub):
 
     assert seconds(REPO) >= len(WEIGHTS) / (4 * 1024 * 1024) * 0.9
     assert seconds(GATED) < 1.0
+
+
+def test_the_token_does_not_follow_a_redirect_to_another_host():
+    # urllib copies Authorization onto a redirect to any host; a mirror (hf_endpoint) that
+    # redirects elsewhere must not hand that host the token. Same origin keeps it.
+    import http.server
+    import threading
+
+    seen: dict[str, str | None] = {}
+    body = json.dumps({"sha": "c" * 40, "siblings": [{"rfilename": "a", "size": 1}]}).encode()
+
+    def serve(handler_do_get):
+        handler = type("H", (http.server.BaseHTTPRequestHandler,), {"do_GET": handler_do_get})
+        handler.log_message = lambda *a: None
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        return server
+
+    def elsewhere(self):
+        seen[self.path.split("?")[0]] = self.headers.get("Authorization")
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    other = serve(elsewhere)
+
+    def mirror(self):
+        if self.path.startswith("/api/models/org/same"):
+            seen["mirror"] = self.headers.get("Authorization")
+            if "again" not in self.path:
+                target = self.path.replace("/same/", "/same-again/")
+                self.send_response(302)
+                self.send_header("Location", target)
+                self.end_headers()
+                return
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        self.send_response(302)
+        self.send_header("Location", f"http://127.0.0.1:{other.server_port}{self.path}")
+        self.end_headers()
+
+    home = serve(mirror)
+    try:
+        endpoint = f"http://127.0.0.1:{home.server_port}"
+        token = "hf_RedirectTokenValue0123456789abcdef"
+        assert hub_snapshot(endpoint, "org/away", "main", token).commit == "c" * 40
+        assert seen["/api/models/org/away/revision/main"] is None
+        assert hub_snapshot(endpoint, "org/same", "main", token).commit == "c" * 40
+        assert seen["mirror"] == f"Bearer {token}"
+    finally:
+        home.shutdown()
+        other.shutdown()
