@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import hmac
 import json
 import shlex
 from pathlib import Path
+from secrets import token_bytes
 
 from pyinfra import host, logger, state
 from pyinfra.api import operation
@@ -169,7 +171,20 @@ def read_unit_files(config: HostConfig, gpus: list[dict]) -> UnitFiles:
     except (PyinfraError, ValueError, OSError) as error:
         return UnitFiles(problem=str(error))
     expected = {f.path: hashlib.sha256(f.content.encode()).hexdigest() for f in files.files}
-    return UnitFiles(expected=expected, current=host.get_fact(FileDigests, paths=sorted(expected)))
+    current = host.get_fact(FileDigests, paths=sorted(expected))
+    # The env and config files hold the HF token and the API key: a plain sha256 of them in
+    # the report would let a word list recover a weak key. Keyed with a key that exists only
+    # for this run, equal files still compare equal and nothing can be guessed from the value.
+    key = token_bytes(32)
+    return UnitFiles(
+        expected={path: blind(key, digest) for path, digest in expected.items()},
+        current={path: blind(key, digest) for path, digest in current.items()},
+    )
+
+
+def blind(key: bytes, digest: str | None) -> str | None:
+    """``digest`` keyed with ``key`` (HMAC-SHA256); None stays None (a missing file)."""
+    return None if digest is None else hmac.new(key, digest.encode(), "sha256").hexdigest()
 
 
 def read_model(config: HostConfig) -> dict:

@@ -27,7 +27,7 @@ def audit(inventory, report_dir: Path, *options: str):
 
 
 def test_audit_of_served_hosts_changes_nothing_and_fails_on_driver_drift(
-    hosts, inventory, tmp_path
+    host_pool, hosts, inventory, tmp_path
 ):
     result = audit(inventory, tmp_path)
     # The replayed H200 capture runs driver 580 and the inventory wants branch 590.
@@ -61,6 +61,9 @@ def test_audit_of_served_hosts_changes_nothing_and_fails_on_driver_drift(
             "nvlink": True,
         }
         assert report["facts"]["load"]["samples"] >= 1
+        # No plain digest of a file that holds a secret: a weak key would fall to a word list.
+        config_digest = host_pool.run(h, "sha256sum /etc/sglang/sglang.yaml").stdout.split()[0]
+        assert config_digest not in json.dumps(report)
         assert f"audit of {h.address}: FAIL" in result.stderr
     # The decode check read the API key on the host; it never reached the controller's output.
     assert API_KEY not in result.stderr + result.stdout
