@@ -9,6 +9,7 @@ import re
 import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
+from secrets import token_hex
 from urllib.parse import urlsplit
 
 from pyinfra import host
@@ -22,6 +23,9 @@ from roles.common import ensure_packages
 # Index URLs with credentials wait here for the one command that reads them: root's alone
 # (0700), on a tmpfs, each file removed by the command as soon as it has read it.
 CREDENTIALS_DIR = "/run/pyinfra-sglang"
+STAGING_PREFIX = "/tmp/pyinfra-sglang-index."
+# Connector arguments that run a command as the SSH user, whatever elevation the host uses.
+AS_THE_SSH_USER = {"_sudo": False, "_doas": False, "_dzdo": False, "_su_user": None}
 # The variables a tool reads its index and extra index from, as it reads --index-url and
 # --extra-index-url (uv 0.13 still reads these, beside its newer UV_DEFAULT_INDEX/UV_INDEX).
 INDEX_VARIABLES = {
@@ -84,8 +88,16 @@ def index_options(tool: str, index_url: str, extra_index_url: str | None = None)
             uploads.append(
                 StringCommand("install", "-d", "-m", "700", QuoteString(CREDENTIALS_DIR))
             )
+        # Under _sudo (or doas, su) pyinfra uploads through a temporary file of the SSH
+        # user's, at a predictable /tmp path with the SFTP server's mode (0644): give it one
+        # made 0600 beforehand, as the SSH user, at a name nobody can guess; removed after.
+        staging = f"{STAGING_PREFIX}{token_hex(16)}"
         uploads += [
-            FileUploadCommand(SecretText(url), f"{CREDENTIALS_DIR}/{file_name}"),
+            StringCommand("install", "-m", "600", "/dev/null", staging, **AS_THE_SSH_USER),
+            FileUploadCommand(
+                SecretText(url), f"{CREDENTIALS_DIR}/{file_name}", remote_temp_filename=staging
+            ),
+            StringCommand("rm", "-f", staging, **AS_THE_SSH_USER),
             StringCommand("chmod", "600", path),
         ]
         prefix.append(f'{variable}="$(cat {path})" && rm -f {path} && export {variable} &&')

@@ -141,3 +141,25 @@ def test_the_tool_reads_the_urls_from_its_environment_and_ps_never_shows_them(
     assert {name: environment.get(name) for name in variables} == variables
     assert (folder.stat().st_mode & 0o777) == 0o700
     assert list(folder.iterdir()) == []  # each file removed once read
+
+
+def test_under_sudo_the_upload_goes_through_a_0600_file_nobody_can_guess():
+    # pyinfra uploads as the SSH user to /tmp/pyinfra-<sha1 of the destination> (predictable,
+    # 0644) and copies with sudo: each upload names a staging file made 0600 beforehand, as
+    # the SSH user, at a random name, and removes it after.
+    first, second = python_env.index_options("uv", INDEX), python_env.index_options("uv", INDEX)
+    for options in (first, second):
+        commands = list(options.uploads)
+        [upload] = [c for c in commands if isinstance(c, FileUploadCommand)]
+        staging = upload.remote_temp_filename
+        assert staging.startswith(python_env.STAGING_PREFIX) and len(staging) > 40
+        made, removed = commands[commands.index(upload) - 1], commands[commands.index(upload) + 1]
+        assert made.get_raw_value() == f"install -m 600 /dev/null {staging}"
+        assert removed.get_raw_value() == f"rm -f {staging}"
+        for command in (made, removed):
+            assert command.connector_arguments == python_env.AS_THE_SSH_USER
+    names = [
+        next(c for c in o.uploads if isinstance(c, FileUploadCommand)).remote_temp_filename
+        for o in (first, second)
+    ]
+    assert names[0] != names[1]

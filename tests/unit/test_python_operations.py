@@ -21,12 +21,29 @@ CREDENTIALS_TORCH_INDEX = "https://deploy:t0ken@mirror.internal/torch/cu130"
 CREDENTIALS_DIR = "/run/pyinfra-sglang"
 
 
+# The staging file's random name, fixed for these tests (fixed_staging_names).
+STAGING = "/tmp/pyinfra-sglang-index." + "f" * 32
+
+
+@pytest.fixture(autouse=True)
+def fixed_staging_names(monkeypatch):
+    import roles.python_env
+
+    monkeypatch.setattr(roles.python_env, "token_hex", lambda size: "f" * (2 * size))
+
+
 def credentials_uploads(*names: str) -> list[str]:
-    """Root's 0700 folder, then each index URL with credentials uploaded to a 0600 file."""
+    """Root's 0700 folder, then each index URL with credentials uploaded to a 0600 file,
+    through a staging file made 0600 first (used under _sudo) and removed after."""
     uploads = [f"install -d -m 700 {CREDENTIALS_DIR}"]
     for name in names:
         path = f"{CREDENTIALS_DIR}/{name}"
-        uploads += [f"FileUploadCommand(<secret>, {path})", f"chmod 600 {path}"]
+        uploads += [
+            f"install -m 600 /dev/null {STAGING}",
+            f"FileUploadCommand(<secret>, {path})",
+            f"rm -f {STAGING}",
+            f"chmod 600 {path}",
+        ]
     return uploads
 
 
