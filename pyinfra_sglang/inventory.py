@@ -279,7 +279,9 @@ class HostConfig(BaseModel):
         le=604800,
         description=(
             "Seconds the model download may take before it is stopped (it resumes on the "
-            "next run): ~430 GB at 200 MB/s is about 36 minutes."
+            "next run): ~430 GB at 200 MB/s is about 36 minutes. It is the download unit's "
+            "RuntimeMaxSec: at most 604800 (7 days, for slow links), well within what "
+            "systemd parses (it ignores a span it cannot, and the limit with it)."
         ),
         json_schema_extra=_allowed("60..604800"),
     )
@@ -717,10 +719,110 @@ def field_allowed(name: str) -> str:
     return str(extra.get("allowed", ""))  # type: ignore[union-attr]
 
 
+# A URL's user and password (``https://user:pass@host``): never shown, whatever the field.
+_URL_USERINFO = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)([^/?#@\s'\"]+)@")
+# Names of credentials, as redact.py knows them: a flag (``--api-key``) or a key
+# (``HF_TOKEN``, ``my_password``) whose value is a secret.
+_CREDENTIAL = r"(?:api[_-]?key|token|secret|password|passwd)"
+_SECRET_FLAG = re.compile(rf"(?i)^--[A-Za-z0-9-]*?{_CREDENTIAL}$")
+_SECRET_KEY = re.compile(rf"(?i)^[A-Za-z0-9_-]*?{_CREDENTIAL}$")
+
+
+def _secret_flag(arg: str) -> bool:
+    from pyinfra_sglang.profiles import SECRET_SERVER_FLAGS, managed_flag_in
+
+    name = arg.split("=", 1)[0]
+    return bool(_SECRET_FLAG.match(name)) or managed_flag_in(name) in SECRET_SERVER_FLAGS
+
+
+def _url_secrets(text: str) -> list[str]:
+    from urllib.parse import unquote, urlsplit
+
+    try:
+        userinfo = urlsplit(text.strip()).netloc.rpartition("@")[0]
+    except ValueError:
+        return []
+    parts = (userinfo, *userinfo.split(":", 1))
+    return [form for part in parts if part for form in (part, unquote(part))]
+
+
+def _secrets_in(value: Any) -> list[str]:
+    """Secret values inside host data: the user and password of any URL, the value of any
+    credential flag in a list of arguments (``["--api-key", "sk-..."]``, ``--api-key=sk-...``)
+    and of any credential-named key (``{"HF_TOKEN": "hf_..."}``)."""
+    found: list[str] = []
+    if isinstance(value, (HttpUrl, Path)):
+        value = str(value)
+    if isinstance(value, str):
+        if "://" in value and "@" in value:
+            found += _url_secrets(value)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and isinstance(item, str) and _SECRET_KEY.match(key):
+                found.append(item)
+            found += _secrets_in(item)
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            found += _secrets_in(item)
+            if not isinstance(item, str) or not _secret_flag(item):
+                continue
+            if "=" in item:
+                found.append(item.split("=", 1)[1])
+            elif index + 1 < len(value) and isinstance(value[index + 1], str):
+                found.append(value[index + 1])
+    return [secret.strip() for secret in found if secret and secret.strip()]
+
+
+def mask_secrets(text: str, secrets: list[str] | tuple[str, ...] = ()) -> str:
+    """``text`` as a problem may show it: each of ``secrets`` (as written, in a repr, in JSON)
+    where it stands as a word of its own, and every URL's user and password, replaced by
+    the mask."""
+    import json
+
+    from pyinfra_sglang.redact import mask_text
+
+    mask = mask_text()
+    spellings = {form for secret in secrets for form in (secret, repr(secret)[1:-1])}
+    spellings |= {json.dumps(secret)[1:-1] for secret in secrets}
+    # Longest first: a secret that contains another is replaced whole. Not inside a longer
+    # word: a secret "x" leaves "extra_args" alone.
+    for spelling in sorted(spellings, key=len, reverse=True):
+        pattern = rf"(?<![A-Za-z0-9_]){re.escape(spelling)}(?![A-Za-z0-9_])"
+        text = re.sub(pattern, lambda _: mask, text)
+    return _URL_USERINFO.sub(lambda m: f"{m[1]}{mask}@", text)
+
+
+def _masked(problems: list[Problem], values: dict[str, Any]) -> list[Problem]:
+    """``problems`` with no secret of ``values`` (a host's data) in their text; the values
+    shown go through redact() too (credentials found by their form)."""
+    from dataclasses import replace
+
+    from pyinfra_sglang.redact import redact
+
+    secrets = _secrets_in(values)
+    return [
+        replace(
+            problem,
+            value=mask_secrets(redact(problem.value), secrets),
+            message=mask_secrets(problem.message, secrets),
+            allowed=mask_secrets(problem.allowed, secrets),
+        )
+        for problem in problems
+    ]
+
+
 def validate_host_data(
     host: str, values: dict[str, Any], source_of: dict[str, str] | None = None
 ) -> tuple[HostConfig | None, list[Problem]]:
-    """Validate one host's data; return its config (None when invalid) and the problems."""
+    """Validate one host's data; return its config (None when invalid) and the problems,
+    secrets masked (URL passwords, credential flags' values)."""
+    config, problems = _validate_host_data(host, values, source_of)
+    return config, _masked(problems, values)
+
+
+def _validate_host_data(
+    host: str, values: dict[str, Any], source_of: dict[str, str] | None = None
+) -> tuple[HostConfig | None, list[Problem]]:
     source_of = source_of or {}
     fields = HostConfig.model_fields
     ours = {key: value for key, value in values.items() if key in fields}
@@ -874,9 +976,11 @@ def node_position_in(config: HostConfig, host: Host):
 
 def _render_problem(config: HostConfig, error: PyinfraError) -> tuple[str, str]:
     """The field a render refusal is about, and its message."""
-    from pyinfra_sglang.render import GpuFitError, RenderError
+    from pyinfra_sglang.render import GpuFitError, RenderError, TensorParallelError
     from pyinfra_sglang.sglang_flags import FlagVersionError
 
+    if isinstance(error, TensorParallelError) and error.from_profile:
+        return _profile_field(config), f"{error} (GPUs planned: {_planned_gpus_text(config)})"
     if isinstance(error, GpuFitError):
         field = "expected_gpu_count" if config.expected_gpu_count else _profile_field(config)
         return field, f"{error} (GPUs planned: {_planned_gpus_text(config)})"
@@ -909,7 +1013,6 @@ def _service_problems(
     from pyinfra_sglang.service_files import (
         SECRET_FIELDS,
         SecretFileError,
-        planned_service_files,
         read_secret,
         router_requirements,
     )
@@ -953,7 +1056,7 @@ def _service_problems(
         sides.append(("bench_ab_overrides", ab_side_b(config)))
     for side_field, side in sides:
         try:
-            planned_service_files(side, node, host_profile(side))
+            _planned_service_files(side, node, host_profile(side))
         except PyinfraError as error:
             field, message = _render_problem(side, error)
             problems.append(problem(side_field or field, message))
@@ -963,6 +1066,37 @@ def _service_problems(
         except RenderError as error:
             problems.append(problem("sglang_version", str(error)))
     return problems
+
+
+def _planned_service_files(config: HostConfig, node, profile):
+    """service_files.planned_service_files, with the GPU count it plans (where the inventory
+    leaves expected_gpu_count and the profile tp_size unset) raised to one the model's heads
+    can be split over: the fewest that hold the profile (3 x 180 GB for 480 GB) may be a
+    count tensor parallelism cannot use, and no host is built with it."""
+    from dataclasses import replace
+
+    from pyinfra_sglang.render import fewest_gpus_for
+    from pyinfra_sglang.service_files import (
+        masked_secrets,
+        planned_gpu,
+        planned_gpus,
+        service_files_for,
+    )
+
+    gpus = planned_gpus(config, profile, node.nnodes)
+    if config.expected_gpu_count is None and profile.tp_size is None:
+        total = fewest_gpus_for(profile, None, gpus.count * node.nnodes)
+        while total is not None and total % node.nnodes:
+            total = fewest_gpus_for(profile, None, total + 1)
+        if total is not None and total != gpus.count * node.nnodes:
+            spec = planned_gpu(profile)
+            count = total // node.nnodes
+            gpus = replace(
+                gpus,
+                count=count,
+                pcie_only=count > 1 and spec is not None and not spec.nvlink,
+            )
+    return service_files_for(config, gpus, node, masked_secrets(config), True, profile)
 
 
 def _driver_problems(config: HostConfig, problem: Callable[..., Problem]) -> list[Problem]:
@@ -1077,6 +1211,15 @@ def _ip_literal(address: str) -> bool:
     return True
 
 
+def _scoped_ipv6(address: str) -> bool:
+    """An IPv6 literal with a zone (``fe80::1%eth0``), which no nftables set takes."""
+    try:
+        parsed = ip_address(address.strip("[]"))
+    except ValueError:
+        return False
+    return isinstance(parsed, IPv6Address) and parsed.scope_id is not None
+
+
 def _firewall_problems(
     host: Host, config: HostConfig, problem: Callable[..., Problem]
 ) -> list[Problem]:
@@ -1098,6 +1241,23 @@ def _firewall_problems(
                 "group's members by address. Set each member's ssh_hostname to its IP, or "
                 "sglang_multinode_firewall: false where the network is firewalled elsewhere",
                 "members with IP addresses, or sglang_multinode_firewall: false",
+            )
+        )
+    scoped = [
+        f"{member.name} ({address})"
+        for member in host.inventory.get_group(config.sglang_multinode_group)
+        if _scoped_ipv6(address := member_address(member))
+    ]
+    if scoped:
+        problems.append(
+            problem(
+                "sglang_multinode_firewall",
+                f"members with a scoped IPv6 address: {', '.join(scoped)}; the firewall's "
+                "nftables sets take plain addresses, without a zone (%eth0): nft refuses "
+                "the rules. Give each member a global or unique-local address (not "
+                "link-local fe80::/10) as its ssh_hostname, or sglang_multinode_firewall: "
+                "false where the network is firewalled elsewhere",
+                "members with IP addresses without a %zone, or sglang_multinode_firewall: false",
             )
         )
     client_ports = {"sglang_port": config.sglang_port}
@@ -1182,6 +1342,7 @@ def validate_inventory(
         host_problems += _ssh_problems(host, values, sources, warn)
         if config is not None:
             host_problems += _service_problems(host, config, sources, warn)
+        host_problems = _masked(host_problems, values)
         problems += host_problems
         if config is not None and not host_problems:
             configs[host.name] = config

@@ -49,6 +49,16 @@ CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 SECRET_SERVER_FLAGS = ("--api-key", "--admin-api-key")
 MANAGED_FLAG_ALIASES = ("--model", "--tensor-parallel-size", "--nccl-init-addr")
 
+# The longest timeout a profile may set (24 h): StartLimitIntervalSec and TimeoutStopSec are
+# rendered from them, and systemd ignores a setting it cannot parse (a span past its 64-bit
+# microsecond counter) with a warning only: the crash-loop guard or the drain would be gone.
+# No start, drain or watchdog step of a server needs longer.
+MAX_TIMEOUT_S = 86400
+
+# A negative number is a value argparse takes after a flag (``--chunked-prefill-size -1``);
+# any other word starting with "-" it reads as an option of its own.
+_NEGATIVE_NUMBER = re.compile(r"^-\d+(\.\d+)?([eE][-+]?\d+)?$")
+
 Backend = Annotated[str, Field(pattern=r"^[a-z0-9_]+$")]
 
 
@@ -108,6 +118,41 @@ def managed_flag_in(arg: str) -> str | None:
     # argparse accepts any unambiguous prefix of a long option (allow_abbrev, SGLang's default).
     expanded = sorted(flag for flag in managed if flag.startswith(name))
     return expanded[0] if expanded else None
+
+
+def dash_value_problems(extra_args: Iterable[str]) -> list[str]:
+    """One line per extra argument that SGLang's parser would read as an option although it
+    stands where a value goes: a word of one "-" (``-x``; SGLang's flags are all ``--``), a
+    ``--flag=VALUE`` whose value starts with "-". Negative numbers (``-1``) are values; a
+    word of two dashes, ``--flag``, is a flag (managed_flag_problems checks it)."""
+    problems = []
+    for arg in extra_args:
+        if not isinstance(arg, str) or not arg.startswith("-") or _NEGATIVE_NUMBER.match(arg):
+            continue
+        if arg == "--":
+            continue  # the end of options: nothing after it is read as a flag
+        if not arg.startswith("--"):
+            problems.append(
+                f"{arg!r} starts with '-': SGLang's parser reads it as an option, not as the "
+                "value of the flag before it, and SGLang's flags start with '--'. A value "
+                "may start with '-' only when it is a number (-1)"
+            )
+        else:
+            name, equals, value = arg.partition("=")
+            if equals and value.startswith("-") and not _NEGATIVE_NUMBER.match(value):
+                problems.append(
+                    f"{name}'s value starts with '-' ({name}=-...): a flag's value may start "
+                    "with '-' only when it is a number (-1); a flag smuggled in as a value "
+                    "is refused"
+                )
+    return problems
+
+
+def extra_args_problems(extra_args: Iterable[str]) -> list[str]:
+    """Everything refused in a profile's extra_args: managed flags (dash_value_problems
+    too: a flag given as another flag's value is read by the parser as a flag)."""
+    args = list(extra_args)
+    return managed_flag_problems(args) + dash_value_problems(args)
 
 
 def managed_flag_problems(extra_args: Iterable[str]) -> list[str]:
@@ -174,6 +219,24 @@ class Profile(BaseModel):
         None, description="GPU architectures the profile runs on; unset: any."
     )
     tp_size: int | None = Field(None, ge=1, description="Tensor-parallel size; unset: all GPUs.")
+    num_attention_heads: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "The model's attention heads (num_attention_heads in its config.json): the "
+            "tensor-parallel size must divide them. Unset: not checked. Override it with "
+            "model when serving a model of another architecture."
+        ),
+    )
+    num_key_value_heads: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "The model's KV heads (num_key_value_heads in its config.json; grouped-query "
+            "attention): the tensor-parallel size must divide them, or be a multiple of them "
+            "(SGLang then replicates each). Unset: not checked (MLA models need no check)."
+        ),
+    )
 
     attention_backend: Backend | None = None
     sparse_attention_prefill_backend: Backend | None = None
@@ -189,14 +252,30 @@ class Profile(BaseModel):
     tool_call_parser: str | None = None
     disable_shared_experts_fusion: bool = False
 
-    watchdog_timeout_s: float | None = Field(None, gt=0)
-    start_timeout_s: int = Field(900, gt=0, description="Longest wait from start to healthy.")
+    watchdog_timeout_s: float | None = Field(
+        None,
+        gt=0,
+        le=MAX_TIMEOUT_S,
+        description="SGLang's watchdog (--watchdog-timeout), seconds: at most 86400 (24 h).",
+    )
+    start_timeout_s: int = Field(
+        900,
+        gt=0,
+        le=MAX_TIMEOUT_S,
+        description=(
+            "Longest wait from start to healthy, seconds; the unit's crash-loop guard "
+            "(StartLimitIntervalSec) spans a few such starts. At most 86400 (24 h): systemd "
+            "ignores a span it cannot parse, and the guard with it."
+        ),
+    )
     drain_timeout_s: int = Field(
         120,
         gt=0,
+        le=MAX_TIMEOUT_S,
         description=(
             "Longest a stop waits for the HTTP server to finish the requests in flight "
-            "(TimeoutStopSec) before everything left is killed."
+            "(TimeoutStopSec) before everything left is killed, seconds. At most 86400 (24 h): "
+            "systemd ignores a span it cannot parse, and the stop would wait its default."
         ),
     )
     min_total_gpu_memory_gb: float = Field(gt=0, description="GPU memory over all GPUs needed.")
@@ -237,7 +316,7 @@ class Profile(BaseModel):
     @field_validator("extra_args")
     @classmethod
     def _no_managed_flags(cls, value: list[str]) -> list[str]:
-        problems = managed_flag_problems(value)
+        problems = extra_args_problems(value)
         if problems:
             raise ValueError("; ".join(problems))
         return value
@@ -269,6 +348,15 @@ class Profile(BaseModel):
         if self.revision and is_local_model(self.model):
             raise ValueError(
                 f"revision is set but model {self.model} is a local path (served as it is there)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _tp_size_splits_the_heads(self) -> Profile:
+        if self.tp_size is not None and not tp_size_allowed(self, self.tp_size):
+            raise ValueError(
+                f"tp_size {self.tp_size} does not split {heads_text(self)} evenly over its "
+                f"ranks; allowed sizes: {', '.join(map(str, allowed_tp_sizes(self)))}"
             )
         return self
 
@@ -308,6 +396,36 @@ class Profile(BaseModel):
 
 
 PROFILE_FIELDS = frozenset(Profile.model_fields) - {"name", "source"}
+
+
+def tp_size_allowed(profile: Profile, tp_size: int) -> bool:
+    """Can the model's heads be split over ``tp_size`` ranks? Attention heads: ``tp_size``
+    divides them; KV heads: divides them, or is a multiple of them (each is replicated), as
+    SGLang's attention layers assert. True where the profile leaves the heads unset."""
+    heads, kv = profile.num_attention_heads, profile.num_key_value_heads
+    if tp_size < 1:
+        return False
+    if heads is not None and heads % tp_size:
+        return False
+    return kv is None or not (kv % tp_size if kv >= tp_size else tp_size % kv)
+
+
+def allowed_tp_sizes(profile: Profile, up_to: int | None = None) -> list[int]:
+    """The tensor-parallel sizes the model's heads allow, up to ``up_to`` (unset: up to the
+    attention heads, or the KV heads, whichever is known); [] when the profile leaves the
+    heads unset and ``up_to`` is None."""
+    limit = up_to or profile.num_attention_heads or profile.num_key_value_heads or 0
+    return [size for size in range(1, limit + 1) if tp_size_allowed(profile, size)]
+
+
+def heads_text(profile: Profile) -> str:
+    """The model's heads as refusals name them: "the model's 64 attention heads"."""
+    parts = []
+    if profile.num_attention_heads is not None:
+        parts.append(f"{profile.num_attention_heads} attention heads")
+    if profile.num_key_value_heads is not None:
+        parts.append(f"{profile.num_key_value_heads} KV heads")
+    return "the model's " + " and ".join(parts) if parts else "the model's heads"
 
 
 def builtin_profile_dir() -> Traversable:

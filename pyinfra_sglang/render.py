@@ -28,7 +28,14 @@ from pyinfra.api.exceptions import PyinfraError
 
 from pyinfra_sglang import data, paths
 from pyinfra_sglang.attention_backends import backend_problems, check_release_for_arch, refusal
-from pyinfra_sglang.profiles import Profile, control_characters_in, managed_flag_problems
+from pyinfra_sglang.profiles import (
+    Profile,
+    allowed_tp_sizes,
+    control_characters_in,
+    extra_args_problems,
+    heads_text,
+    tp_size_allowed,
+)
 from pyinfra_sglang.sglang_flags import FlagVersionError, flag_table
 from pyinfra_sglang.versions import parse_version
 
@@ -37,6 +44,15 @@ SERVER_MODULE = "sglang.launch_server"
 
 class GpuFitError(PyinfraError):
     """The GPUs cannot run the profile: too little memory in total, or the wrong arch."""
+
+
+class TensorParallelError(GpuFitError):
+    """A tensor-parallel size the model's heads cannot be split over. ``from_profile``: the
+    size is the profile's tp_size (else it is the GPU count)."""
+
+    def __init__(self, message: str, from_profile: bool = False):
+        super().__init__(message)
+        self.from_profile = from_profile
 
 
 class RenderError(PyinfraError):
@@ -80,15 +96,43 @@ def mask_text() -> str:
 # --- checks --------------------------------------------------------------------------
 
 
+def fewest_gpus_for(profile: Profile, gpu_memory_gb: float | None, at_least: int = 1) -> int | None:
+    """The fewest GPUs, ``at_least`` of them, that hold the profile on GPUs of
+    ``gpu_memory_gb`` (None: memory not counted) at a tensor-parallel size its heads allow
+    (any count where the profile leaves the heads unset); None when no such size exists."""
+    if gpu_memory_gb is not None and gpu_memory_gb <= 0:
+        return None
+    count = at_least
+    if gpu_memory_gb is not None:
+        count = max(count, math.ceil(profile.min_total_gpu_memory_gb / gpu_memory_gb))
+    heads, kv = profile.num_attention_heads, profile.num_key_value_heads
+    if heads is None and kv is None:
+        return count
+    # No size above the attention heads divides them; with KV heads alone, a multiple of
+    # them comes within kv of any count.
+    limit = heads if heads is not None else count + (kv or 0)
+    return next((n for n in range(count, limit + 1) if tp_size_allowed(profile, n)), None)
+
+
 def check_fit(profile: Profile, gpu_count: int, gpu_memory_gb: float) -> None:
     """Raise GpuFitError when ``gpu_count`` GPUs of ``gpu_memory_gb`` hold less memory than
-    the profile needs in total."""
+    the profile needs in total. The GPU count it suggests is one the model's heads can be
+    split over (tensor parallelism), where the profile names them."""
     have = gpu_count * gpu_memory_gb
     need = profile.min_total_gpu_memory_gb
     if have >= need:
         return
-    gpus_needed = math.ceil(need / gpu_memory_gb) if gpu_memory_gb > 0 else None
-    more = f"at least {gpus_needed} GPUs of {gpu_memory_gb:g} GB" if gpus_needed else "GPUs"
+    gpus_needed = fewest_gpus_for(profile, gpu_memory_gb)
+    if gpus_needed is None:
+        more = "GPUs"
+    elif profile.num_attention_heads is None and profile.num_key_value_heads is None:
+        more = f"at least {gpus_needed} GPUs of {gpu_memory_gb:g} GB"
+    else:
+        sizes = ", ".join(str(n) for n in allowed_tp_sizes(profile) if n >= gpus_needed)
+        more = (
+            f"{gpus_needed} GPUs of {gpu_memory_gb:g} GB (tensor parallelism needs a GPU "
+            f"count that splits {heads_text(profile)}; {sizes} hold it)"
+        )
     raise GpuFitError(
         f"profile {profile.name} needs at least {need:g} GB of GPU memory in total; "
         f"{gpu_count} x {gpu_memory_gb:g} GB = {have:g} GB here. Use {more}, larger GPUs, "
@@ -122,17 +166,51 @@ def profile_for_gpus(profile: Profile, arch: str | None, sglang_version: str) ->
     return resolved
 
 
-def tp_size_for(profile: Profile, gpu_count: int, nnodes: int = 1) -> int:
-    """Tensor-parallel size: the profile's, else one rank per GPU over all nodes."""
+def _one_of_sizes(sizes: list[int]) -> str:
+    return str(sizes[0]) if len(sizes) == 1 else "one of " + ", ".join(map(str, sizes))
+
+
+def tp_size_for(
+    profile: Profile, gpu_count: int, nnodes: int = 1, gpu_memory_gb: float | None = None
+) -> int:
+    """Tensor-parallel size: the profile's, else one rank per GPU over all nodes. Refused
+    (TensorParallelError) when the model's heads cannot be split over it, naming the sizes
+    that can, up to the GPU count (of those, the ones that hold the profile when
+    ``gpu_memory_gb`` is given)."""
     total = gpu_count * nnodes
-    if profile.tp_size is None:
-        return total
-    if profile.tp_size > total:
+    if profile.tp_size is not None and profile.tp_size > total:
         raise GpuFitError(
             f"profile {profile.name} sets tp_size {profile.tp_size}, but there are only "
             f"{total} GPUs ({nnodes} node(s) x {gpu_count})"
         )
-    return profile.tp_size
+    size = total if profile.tp_size is None else profile.tp_size
+    if tp_size_allowed(profile, size):
+        return size
+    divisors = allowed_tp_sizes(profile, total)
+    fitting = divisors
+    if gpu_memory_gb is not None:
+        fitting = [n for n in divisors if n * gpu_memory_gb >= profile.min_total_gpu_memory_gb]
+    fewest = fewest_gpus_for(profile, gpu_memory_gb, total + 1)
+    more = f"use {fewest} GPUs" if fewest else "use larger GPUs"
+    if profile.tp_size is None:
+        what = (
+            f"runs one tensor-parallel rank per GPU, {total} here ({nnodes} node(s) x {gpu_count})"
+        )
+    else:
+        what = f"sets tp_size {size}"
+    if fitting:
+        fix = f"set tp_size (sglang_profile_overrides) to {_one_of_sizes(fitting)}, or {more}"
+    else:
+        fix = (
+            f"none of them holds the profile's {profile.min_total_gpu_memory_gb:g} GB on "
+            f"{gpu_memory_gb:g} GB GPUs: {more}"
+        )
+    raise TensorParallelError(
+        f"profile {profile.name} {what}, but {heads_text(profile)} do not split over "
+        f"{size} ranks (the sizes that do, up to {total} GPUs: "
+        f"{', '.join(map(str, divisors))}); {fix}",
+        from_profile=profile.tp_size is not None,
+    )
 
 
 # --- argv ------------------------------------------------------------------------------
@@ -230,7 +308,7 @@ def server_args(
     _check_min_version(profile, sglang_version)
     _check_multinode(nnodes, node_rank, dist_init_addr)
     _check_config_path(config_path)
-    problems = managed_flag_problems(profile.extra_args)
+    problems = extra_args_problems(profile.extra_args)
     if problems:
         raise RenderError(f"profile {profile.name}: extra_args: " + "; ".join(problems))
     values = _intent_values(
@@ -660,14 +738,23 @@ def render_service_files(spec: ServiceSpec) -> list[RenderedFile]:
     and the config file, in that order. ``spec.gpus.count`` is per node."""
     gpus, node = spec.gpus, spec.node
     profile = profile_for_gpus(spec.profile, gpus.arch, spec.sglang_version)
-    check_fit(profile, gpus.count * node.nnodes, gpus.memory_gb)
+    total = gpus.count * node.nnodes
+    check_fit(profile, total, gpus.memory_gb)
+    tp_size = tp_size_for(profile, gpus.count, node.nnodes, gpus.memory_gb)
+    if tp_size < total:
+        # The server uses tp_size of the GPUs: they must hold the profile by themselves.
+        try:
+            check_fit(profile, tp_size, gpus.memory_gb)
+        except GpuFitError as error:
+            message = f"{error} (tp_size {tp_size} uses {tp_size} of {total} GPUs)"
+            raise GpuFitError(message) from None
     files = {key: dict(value) for key, value in _service()["files"].items()}
     for key, path in (spec.file_paths or {}).items():
         files[key]["path"] = path
     argv = server_args(
         profile,
         spec.sglang_version,
-        tp_size_for(profile, gpus.count, node.nnodes),
+        tp_size,
         spec.host,
         spec.port,
         config_path=files["config"]["path"],

@@ -425,7 +425,9 @@ def test_fit_error_says_need_have_and_what_to_do():
         check_fit(load_profile("glm-5-nvfp4"), 4, 96)
     assert str(error.value) == (
         "profile glm-5-nvfp4 needs at least 480 GB of GPU memory in total; 4 x 96 GB = 384 GB "
-        "here. Use at least 5 GPUs of 96 GB, larger GPUs, or a profile for a smaller model"
+        "here. Use 8 GPUs of 96 GB (tensor parallelism needs a GPU count that splits the "
+        "model's 64 attention heads; 8, 16, 32, 64 hold it), larger GPUs, or a profile for a "
+        "smaller model"
     )
 
 
