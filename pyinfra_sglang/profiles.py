@@ -364,7 +364,11 @@ class Profile(BaseModel):
     def _graph_size_needs_graphs(self) -> Profile:
         sizes = [self.cuda_graph_max_bs] + [a.cuda_graph_max_bs for a in self.arch.values()]
         if any(size is not None for size in sizes) and not self.cuda_graph:
-            raise ValueError("cuda_graph_max_bs is set but cuda_graph is false")
+            raise ValueError(
+                "cuda_graph_max_bs is set but cuda_graph is false: with graphs off it means "
+                "nothing; clear it too (in overrides: "
+                '{"cuda_graph": false, "cuda_graph_max_bs": null})'
+            )
         return self
 
     @model_validator(mode="after")
