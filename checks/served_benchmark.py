@@ -13,7 +13,6 @@ import io
 import re
 import shlex
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 from pyinfra import host, logger, state
@@ -29,7 +28,11 @@ from pyinfra_sglang.host_programs import program_path
 from pyinfra_sglang.inventory import HostConfig, host_profile
 from pyinfra_sglang.render import tp_size_for
 from pyinfra_sglang.report.page import default_output, read_run, write_ab_report, write_report
-from pyinfra_sglang.served_benchmark.ab_compare import compare, runs_by_concurrency
+from pyinfra_sglang.served_benchmark.ab_compare import (
+    compare,
+    comparison_json,
+    runs_by_concurrency,
+)
 from pyinfra_sglang.served_benchmark.ab_compare import format_table as format_comparisons
 from pyinfra_sglang.served_benchmark.bench_serving import run_settings
 from pyinfra_sglang.served_benchmark.regression import regressions, throughput_by_concurrency
@@ -272,7 +275,8 @@ def ab_report(config_a: HostConfig, config_b: HostConfig, results_dir: str, sinc
             "a": str(found["A"]),
             "b": str(found["B"]),
             "b_overrides": config_b.bench_ab_overrides,
-            "comparisons": [asdict(c) for c in comparisons],
+            # Non-finite numbers (side A at 0 tok/s) as null: ab.json stays JSON.
+            "comparisons": [comparison_json(c) for c in comparisons],
         },
     )
     write_report_logged(

@@ -795,18 +795,31 @@ def _non_streamed(client: _Client, request: dict, expect: str) -> dict:
     return _verdict(answer, expect)
 
 
+# Characters a terminal may act on: C0 (tab and newline too: the summary is one line), DEL,
+# C1, and the line and paragraph separators.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def safe_text(text: str) -> str:
+    """``text`` with every control character shown as repr() escapes it (ESC as ``\\x1b``), so
+    that what a server sent cannot move the cursor, retitle or clear a terminal."""
+    return _CONTROL.sub(lambda m: repr(m.group(0))[1:-1], text)
+
+
 def _message(result: dict, reason: str, detail: str, advice: str | None = None) -> str:
     server = result["url"] + (f" ({result['model']})" if result["model"] else "")
     if reason == "pass":
-        return (
+        text = (
             f"{server} answered {result['answer']!r} to {result['prompt']!r}, containing "
             f"{result['expect']!r}, streamed and not."
         )
-    advice = advice or ADVICE[reason]
-    return (
-        f"Expected {server} to answer {result['prompt']!r} with {result['expect']!r}, "
-        f"but {detail}. {advice[0].upper()}{advice[1:]}."
-    )
+    else:
+        advice = advice or ADVICE[reason]
+        text = (
+            f"Expected {server} to answer {result['prompt']!r} with {result['expect']!r}, "
+            f"but {detail}. {advice[0].upper()}{advice[1:]}."
+        )
+    return safe_text(text)
 
 
 def _redacted(value, secrets: list[str]):
@@ -917,7 +930,7 @@ def summary_line(result: dict) -> str:
         f"{'-' if tokens is None else tokens} tokens"
     )
     verdict = "PASS" if result["ok"] else "FAIL"
-    return f"{verdict} {result['reason']} ({numbers}): {result['message']}"
+    return safe_text(f"{verdict} {result['reason']} ({numbers}): {result['message']}")
 
 
 def main(argv: list[str] | None = None) -> int:

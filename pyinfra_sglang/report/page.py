@@ -17,9 +17,13 @@ from __future__ import annotations
 
 import argparse
 import base64
+import errno
 import html
 import json
 import math
+import os
+import secrets
+import stat
 import struct
 import sys
 from dataclasses import dataclass
@@ -35,7 +39,12 @@ from pyinfra_sglang.diagnosis.diagnose import (
 from pyinfra_sglang.diagnosis.samples import gpu_indexes
 from pyinfra_sglang.diagnosis.steps import Step
 from pyinfra_sglang.report.charts import throughput_png, timeline_png
-from pyinfra_sglang.served_benchmark.ab_compare import Comparison, compare, runs_by_concurrency
+from pyinfra_sglang.served_benchmark.ab_compare import (
+    Comparison,
+    compare,
+    percent,
+    runs_by_concurrency,
+)
 from pyinfra_sglang.served_benchmark.settings import BENCH_FILE, SAMPLES_FILE, STEPS_FILE
 
 PAGE = "report.html"
@@ -144,6 +153,96 @@ def read_run(folder: str | Path) -> Run:
     return Run(folder, name, results, report, tuple(notes), tuple(steps), settings)
 
 
+# --- the output folder ------------------------------------------------------------------------
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIR_FD = {os.open, os.lstat, os.replace, os.unlink, os.readlink} <= os.supports_dir_fd
+
+
+class UnsafeOutputError(OSError):
+    """An output path that is a symbolic link or not a plain file: refused, so that a results
+    folder from elsewhere cannot point the report at another file the user can write."""
+
+
+def _link_text(link: str, dir_fd: int | None) -> str:
+    try:
+        return f" (to {os.readlink(link, dir_fd=dir_fd)})"
+    except OSError:
+        return ""
+
+
+class _Output:
+    """The output folder (made if missing; refused when it is a symbolic link), held open so
+    that every file is written in that folder and nowhere else. A file is written to a new
+    temporary name and renamed over its own: nothing already there (a link, a hard link, a
+    FIFO) is ever written through; a symbolic link or anything but a plain file is refused."""
+
+    def __init__(self, out: str | Path):
+        self.path = Path(out)
+        self._refuse_link(self.path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.fd = None
+        if _DIR_FD:
+            flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW
+            try:
+                self.fd = os.open(self.path, flags)
+            except OSError as error:
+                if error.errno in (errno.ELOOP, errno.ENOTDIR):
+                    self._refuse_link(self.path)
+                raise
+        else:
+            self._refuse_link(self.path)
+
+    @staticmethod
+    def _refuse_link(path: Path) -> None:
+        if path.is_symlink():
+            raise UnsafeOutputError(
+                f"{path}: the output folder is a symbolic link{_link_text(str(path), None)}: "
+                "refusing to write through it (remove it, or give another --output)"
+            )
+
+    def __enter__(self) -> _Output:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def _name(self, name: str) -> str:
+        return name if self.fd is not None else str(self.path / name)
+
+    def write(self, name: str, data: bytes) -> Path:
+        """Write ``data`` as the file ``name`` in the folder; its path."""
+        path, where = self.path / name, self._name(name)
+        try:
+            found = os.lstat(where, dir_fd=self.fd)
+        except FileNotFoundError:
+            found = None
+        if found is not None and stat.S_ISLNK(found.st_mode):
+            raise UnsafeOutputError(
+                f"{path}: a symbolic link{_link_text(where, self.fd)}: refusing to write "
+                "through it (remove it, or give another --output)"
+            )
+        if found is not None and not stat.S_ISREG(found.st_mode):
+            raise UnsafeOutputError(f"{path}: not a plain file: refusing to replace it")
+        temp = self._name(f".{name}.{secrets.token_hex(8)}.tmp")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_BINARY", 0)
+        fd = os.open(temp, flags, 0o666, dir_fd=self.fd)
+        try:
+            with os.fdopen(fd, "wb") as file:
+                file.write(data)
+            # A rename replaces whatever took the name meanwhile; it follows no link.
+            os.replace(temp, where, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+        except BaseException:
+            try:
+                os.unlink(temp, dir_fd=self.fd)
+            except OSError:
+                pass
+            raise
+        return path
+
+
 # --- HTML ------------------------------------------------------------------------------------
 
 
@@ -229,14 +328,14 @@ def _settings(run: Run) -> str:
     return f'<p class="note">{"; ".join(facts)}</p>' if facts else ""
 
 
-def _timelines(run: Run, out: Path, prefix: str, side: str) -> str:
+def _timelines(run: Run, out: _Output, prefix: str, side: str) -> str:
     parts = []
     for index in gpu_indexes(run.results["samples"]):
         file = f"{prefix}gpu{index}-timeline.png"
         data = timeline_png(
             run.results["samples"], index, list(run.steps), f"{side}{run.name}: GPU {index}"
         )
-        (out / file).write_bytes(data)
+        out.write(file, data)
         parts.append(_image(file, data, f"{side}GPU {index} timeline of {run.name}"))
     return "".join(parts)
 
@@ -248,16 +347,20 @@ def _document(title: str, body: str) -> str:
     )
 
 
-def _throughput(out: Path, sides: dict[str, list[dict]], alt: str) -> str:
+def _throughput(out: _Output, sides: dict[str, list[dict]], alt: str) -> str:
     data = throughput_png(sides)
-    (out / "throughput.png").write_bytes(data)
+    out.write("throughput.png", data)
     return _image("throughput.png", data, alt)
 
 
 def write_report(run: Run, out: str | Path) -> Path:
-    """Write ``report.html`` and its PNGs into ``out`` (made if missing); its path."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    """Write ``report.html`` and its PNGs into ``out`` (made if missing); its path.
+    UnsafeOutputError (an OSError) for an output folder or file that is a symbolic link."""
+    with _Output(out) as folder:
+        return _write_report(run, folder)
+
+
+def _write_report(run: Run, out: _Output) -> Path:
     chart = _throughput(
         out, {"A": run.results["bench"]}, f"output throughput and TPOT of {run.name}"
     )
@@ -270,9 +373,8 @@ def write_report(run: Run, out: str | Path) -> Path:
         '<p class="note">Shaded spans: the benchmark\'s steps (c = concurrency).</p>',
         _timelines(run, out, "", ""),
     ]
-    page = out / PAGE
-    page.write_text(_document(f"Benchmark report: {run.name}", "\n".join(body)))
-    return page
+    page = _document(f"Benchmark report: {run.name}", "\n".join(body))
+    return out.write(PAGE, page.encode())
 
 
 def _comparison_table(comparisons: list[Comparison]) -> str:
@@ -282,8 +384,8 @@ def _comparison_table(comparisons: list[Comparison]) -> str:
     )
     rows = [
         f"<tr><td>{c.concurrency}</td><td>{c.mean_a:.1f} ({c.runs_a})</td>"
-        f"<td>{c.mean_b:.1f} ({c.runs_b})</td><td>{c.difference_pct:+.1f}%</td>"
-        f"<td>±{c.spread_a_pct:.1f}%</td><td>±{c.spread_b_pct:.1f}%</td>"
+        f"<td>{c.mean_b:.1f} ({c.runs_b})</td><td>{percent(c.difference_pct, True)}</td>"
+        f"<td>±{percent(c.spread_a_pct)}</td><td>±{percent(c.spread_b_pct)}</td>"
         f'<td class="text">{_e(c.verdict)}</td></tr>'
         for c in comparisons
     ]
@@ -291,9 +393,13 @@ def _comparison_table(comparisons: list[Comparison]) -> str:
 
 
 def write_ab_report(run_a: Run, run_b: Run, out: str | Path) -> Path:
-    """Write an A/B ``report.html`` of two runs and its PNGs into ``out``; its path."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    """Write an A/B ``report.html`` of two runs and its PNGs into ``out``; its path.
+    UnsafeOutputError (an OSError) for an output folder or file that is a symbolic link."""
+    with _Output(out) as folder:
+        return _write_ab_report(run_a, run_b, folder)
+
+
+def _write_ab_report(run_a: Run, run_b: Run, out: _Output) -> Path:
     bench_a, bench_b = run_a.results["bench"], run_b.results["bench"]
     comparisons = (
         compare(runs_by_concurrency([run_a.folder]), runs_by_concurrency([run_b.folder]))
@@ -317,9 +423,8 @@ def write_ab_report(run_a: Run, run_b: Run, out: str | Path) -> Path:
         "<h2>GPU timelines, B</h2>",
         _timelines(run_b, out, "b-", "B: "),
     ]
-    page = out / PAGE
-    page.write_text(_document(f"A/B: {run_a.name} against {run_b.name}", "\n".join(body)))
-    return page
+    page = _document(f"A/B: {run_a.name} against {run_b.name}", "\n".join(body))
+    return out.write(PAGE, page.encode())
 
 
 def default_output(results_dir: str | Path, b_dir: str | Path | None) -> Path:
@@ -335,7 +440,7 @@ def run(args: argparse.Namespace) -> int:
             page = write_ab_report(first, read_run(args.results_dir_b), out)
         else:
             page = write_report(first, out)
-    except (ResultsError, ValueError, KeyError, PyinfraError) as error:
+    except (ResultsError, UnsafeOutputError, ValueError, KeyError, PyinfraError) as error:
         print(f"report: {error}", file=sys.stderr)
         return 2
     except OSError as error:

@@ -95,7 +95,10 @@ def compare(side_a: dict[int, list[float]], side_b: dict[int, list[float]]) -> l
     for concurrency in sorted(side_a.keys() & side_b.keys()):
         runs_a, runs_b = side_a[concurrency], side_b[concurrency]
         mean_a, mean_b = statistics.fmean(runs_a), statistics.fmean(runs_b)
-        difference = (mean_b - mean_a) / mean_a * 100 if mean_a else float("inf")
+        if mean_a:
+            difference = (mean_b - mean_a) / mean_a * 100
+        else:  # from nothing: no difference when B made nothing either, else no percentage
+            difference = 0.0 if not mean_b else float("inf")
         spread_a, spread_b = spread_pct(runs_a), spread_pct(runs_b)
         if min(len(runs_a), len(runs_b)) < MIN_RUNS:
             verdict = "not enough runs to tell"
@@ -117,6 +120,29 @@ def compare(side_a: dict[int, list[float]], side_b: dict[int, list[float]]) -> l
     return comparisons
 
 
+def _finite(value: object) -> object:
+    """``value``, or None for a float that is not finite (JSON has no Infinity or NaN)."""
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def comparison_json(comparison: Comparison) -> dict:
+    """A comparison as strict JSON holds it: a number that is not finite (the difference
+    against a side A of 0 tok/s) is null."""
+    return {key: _finite(value) for key, value in asdict(comparison).items()}
+
+
+def comparisons_json(comparisons: list[Comparison]) -> str:
+    """The comparisons as strict JSON text (ValueError rather than Infinity or NaN)."""
+    return json.dumps([comparison_json(c) for c in comparisons], indent=2, allow_nan=False)
+
+
+def percent(value: float, signed: bool = False) -> str:
+    """``value`` as ``+5.0%`` (or ``5.0%``), ``n/a`` when it is not finite."""
+    if not math.isfinite(value):
+        return "n/a"
+    return f"{value:+.1f}%" if signed else f"{value:.1f}%"
+
+
 def format_table(comparisons: list[Comparison]) -> str:
     lines = [
         f"{'concurrency':>11}  {'A tok/s (runs)':>16}  {'B tok/s (runs)':>16}  {'B vs A':>7}  "
@@ -125,8 +151,9 @@ def format_table(comparisons: list[Comparison]) -> str:
     for c in comparisons:
         lines.append(
             f"{c.concurrency:>11}  {f'{c.mean_a:.1f} ({c.runs_a})':>16}  "
-            f"{f'{c.mean_b:.1f} ({c.runs_b})':>16}  {c.difference_pct:>+6.1f}%  "
-            f"{f'±{c.spread_a_pct:.1f}%':>8}  {f'±{c.spread_b_pct:.1f}%':>8}  {c.verdict}"
+            f"{f'{c.mean_b:.1f} ({c.runs_b})':>16}  {percent(c.difference_pct, True):>7}  "
+            f"{f'±{percent(c.spread_a_pct)}':>8}  {f'±{percent(c.spread_b_pct)}':>8}  "
+            f"{c.verdict}"
         )
     return "\n".join(lines) + "\n"
 
@@ -141,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
         print("ab-compare: the two sides share no concurrency", file=sys.stderr)
         return 2
     if args.json:
-        sys.stdout.write(json.dumps([asdict(c) for c in comparisons], indent=2) + "\n")
+        sys.stdout.write(comparisons_json(comparisons) + "\n")
     else:
         sys.stdout.write(format_table(comparisons))
     return 0
