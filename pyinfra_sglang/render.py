@@ -641,6 +641,7 @@ def render_router_unit(spec: RouterSpec) -> str:
         restart_sec=settings["unit"]["restart_sec"],
         timeout_stop_s=settings["unit"]["timeout_stop_s"],
         limit_nofile=settings["unit"]["limit_nofile"],
+        privileged_port=min(spec.port, spec.metrics_port) < 1024,
     )
 
 

@@ -644,6 +644,13 @@ def test_router_unit():
     ]
     assert "KillMode=control-group" in unit and "Restart=on-failure" in unit
     assert "EnvironmentFile" not in unit  # no key, no environment file
+    # Never root, sandboxed, no capability kept on its unprivileged ports.
+    for line in ("DynamicUser=yes", "NoNewPrivileges=yes", "ProtectSystem=strict"):
+        assert f"\n{line}\n" in unit
+    assert "\nCapabilityBoundingSet=\n" in unit and "AmbientCapabilities" not in unit
+    low = render_router_unit(router_spec(port=443))
+    assert "\nAmbientCapabilities=CAP_NET_BIND_SERVICE\n" in low
+    assert "\nCapabilityBoundingSet=CAP_NET_BIND_SERVICE\n" in low
     with pytest.raises(RenderError, match="at least one worker"):
         render_router_unit(router_spec(worker_urls=()))
 
