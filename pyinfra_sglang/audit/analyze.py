@@ -4,7 +4,10 @@ cannot reach (a pasted `nvidia-smi topo -m`, a `--query-gpu` CSV, an `nvidia-smi
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import os
+import stat
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -21,6 +24,17 @@ from pyinfra_sglang.parsers.topo import TopoError, read_topo, topology_has_nvlin
 # takes bounded memory.
 MAX_LINE = 64 * 1024
 SHOWN = 60  # characters of a file's first line an error shows
+# The most bytes read from one input; beyond it the file is refused (a device such as
+# /dev/zero, a FIFO or a file that grows has no end, and its lines stream through the
+# parsers, so without a cap `analyze` would never end). Far above what nvidia-smi prints:
+# - a --query-gpu CSV can be an `-l 1` stream: the audit's query is ~200 bytes a GPU, so
+#   64 MiB holds about 11 hours of 8 GPUs sampled every second;
+# - `topo -m`/`-p2p` matrices are a few KiB, and the full `nvidia-smi -q` of 8 GPUs is
+#   ~110 KiB (tests/fixtures/gpu/smiq_8x_rtxpro6000_server_driver595_full.txt): 4 MiB
+#   holds more than 36 times that.
+MAX_CSV_BYTES = 64 * 1024 * 1024
+MAX_TEXT_BYTES = 4 * 1024 * 1024
+CHUNK = 64 * 1024  # bytes read at a time: reading stops within a chunk of the cap
 
 # What each option expects, for errors about files that hold none of it.
 EXPECTED = {
@@ -60,10 +74,61 @@ def _nothing(option: str, seen: _Seen, found: str = "no GPU row") -> AnalyzeErro
     return AnalyzeError(f"{option}: expected {EXPECTED[option]}; found {found}: {seen.looks()}")
 
 
-def file_lines(path: Path) -> Iterator[str]:
-    """A file's lines as they are read, each cut at MAX_LINE characters."""
+def _size(limit: int) -> str:
+    for unit, size in (("MiB", 1024 * 1024), ("KiB", 1024)):
+        if limit >= size and limit % size == 0:
+            return f"{limit // size} {unit}"
+    return f"{limit} bytes"
+
+
+class _Capped(io.RawIOBase):
+    """A binary file read in chunks of at most CHUNK bytes, raising AnalyzeError as soon as
+    more than ``limit`` bytes came: at most ``limit + 1`` bytes are ever read."""
+
+    def __init__(self, file, name: str, limit: int):
+        self.file, self.name, self.limit, self.count = file, name, limit, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        want = min(len(buffer), CHUNK, self.limit + 1 - self.count)
+        got = self.file.readinto(memoryview(buffer)[:want])
+        self.count += got or 0
+        if self.count > self.limit:
+            raise _too_big(self.name, self.limit)
+        return got
+
+    def close(self) -> None:
+        self.file.close()
+        super().close()
+
+
+def _too_big(name: str, limit: int) -> AnalyzeError:
+    """``name``: an option (``--topo``, which run() turns into its file) or a file."""
+    takes = f"{name} takes" if name.startswith("--") else "an input takes"
+    return AnalyzeError(
+        f"{name}: more than {_size(limit)}, not read beyond that ({takes} at most "
+        f"{_size(limit)}; nvidia-smi prints far less: is it the right file, or an endless "
+        "device or pipe?)"
+    )
+
+
+def file_lines(path: Path, limit: int = MAX_TEXT_BYTES, option: str | None = None) -> Iterator[str]:
+    """A file's lines as they are read, each cut at MAX_LINE characters; AnalyzeError once
+    more than ``limit`` bytes come (a regular file larger than that is refused unread), its
+    message starting with ``option`` (else the file)."""
+    name = option or str(path)
     try:
-        with path.open(errors="replace") as file:
+        raw = path.open("rb", buffering=0)
+    except OSError as error:
+        raise AnalyzeError(f"cannot read {path}: {error.strerror or error}") from None
+    try:
+        info = os.fstat(raw.fileno())
+        if stat.S_ISREG(info.st_mode) and info.st_size > limit:
+            raise _too_big(name, limit)
+        capped = io.BufferedReader(_Capped(raw, name, limit), buffer_size=CHUNK)
+        with io.TextIOWrapper(capped, errors="replace") as file:
             while line := file.readline(MAX_LINE):
                 rest = line
                 while not rest.endswith("\n") and len(rest) == MAX_LINE:
@@ -71,6 +136,8 @@ def file_lines(path: Path) -> Iterator[str]:
                 yield line
     except OSError as error:
         raise AnalyzeError(f"cannot read {path}: {error.strerror or error}") from None
+    finally:
+        raw.close()
 
 
 def _rows(query_csv: Iterable[str] | None, smi_q: Iterable[str] | None) -> list[dict]:
@@ -91,7 +158,10 @@ def _rows(query_csv: Iterable[str] | None, smi_q: Iterable[str] | None) -> list[
         return csv.samples[-1]
     if smi_q is not None:
         seen = _Seen(smi_q)
-        rows = parse_smi_q(seen)
+        try:
+            rows = parse_smi_q(seen)
+        except GpuQueryError as error:
+            raise AnalyzeError(f"--smi-q: {error}") from None
         if not rows:
             raise _nothing("--smi-q", seen)
         return rows
@@ -102,8 +172,8 @@ def _matrix(option: str, lines: Iterable[str] | None) -> dict:
     if lines is None:
         return {}
     seen = _Seen(lines)
-    found = read_topo(seen)
     try:
+        found = read_topo(seen)
         matrix = found.topology if option == "--topo" else found.p2p("r")
     except TopoError as error:
         raise AnalyzeError(f"{option}: {error}") from None
@@ -153,7 +223,11 @@ def run(args: argparse.Namespace) -> int:
     if not given:
         print("analyze: give at least one of --topo, --p2p, --query-csv, --smi-q", file=sys.stderr)
         return 2
-    texts = [file_lines(path) if path else None for path in options.values()]
+    caps = {"--query-csv": MAX_CSV_BYTES}
+    texts = [
+        file_lines(path, caps.get(option, MAX_TEXT_BYTES), option) if path else None
+        for option, path in options.items()
+    ]
     try:
         result = analyze(*texts)
     except AnalyzeError as error:

@@ -58,6 +58,27 @@ def links_under_load(samples: list[list[dict]]) -> dict[int, dict]:
     return best
 
 
+def _gpu_label(gpu: dict) -> str:
+    """ "GPU 0 (NVIDIA H200)"; "GPU 0" when the input named no GPU (a query without name)."""
+    return f"GPU {gpu['index']} ({gpu['name']})" if gpu.get("name") else f"GPU {gpu['index']}"
+
+
+# A link reading and the maximum it cannot exceed: a current one above it is no reading of a
+# working link (an edited copy, a driver misreporting) and is judged neither way.
+BOUNDED = {"gen_current": ("gen_max", "Gen{}"), "width_current": ("width_max", "x{}")}
+
+
+def _inconsistent(link: dict) -> dict[str, str]:
+    """``{current field: "Gen6 above its maximum Gen5"}`` for link readings above their max."""
+    found = {}
+    for key, (top, shown) in BOUNDED.items():
+        if link[key] is not None and link[top] is not None and link[key] > link[top]:
+            found[LINK_FIELDS[key]] = (
+                f"{shown.format(link[key])} above its maximum {shown.format(link[top])}"
+            )
+    return found
+
+
 def findings_for_links(idle: list[dict], samples: list[list[dict]], load: str) -> list[Finding]:
     """``idle``: one ``--query-gpu`` sample; ``samples``: those taken while ``load`` ran
     (``decode``, ``copy``, ``probe``, or ``none`` when nothing could load the GPUs)."""
@@ -65,7 +86,7 @@ def findings_for_links(idle: list[dict], samples: list[list[dict]], load: str) -
     when = f"under {MEASURED_LOADS[load]}" if loaded else "while the GPUs may be idle"
     findings: list[Finding] = []
     for row, gpu in zip(idle, pcie_links(idle)):
-        index = gpu["index"]
+        index, label = gpu["index"], _gpu_label(gpu)
         link = loaded.get(index, gpu["pcie"])
         evidence = {**link, "read": "under load" if loaded else "idle", "load": load}
         # A reading no sample gave is unknown, never "at its maximum".
@@ -75,12 +96,26 @@ def findings_for_links(idle: list[dict], samples: list[list[dict]], load: str) -
                 Finding(
                     "warn",
                     "pcie-link-unknown",
-                    f"GPU {index} ({gpu['name']}): PCIe link not judged, {unread_text(unread)}. "
+                    f"{label}: PCIe link not judged, {unread_text(unread)}. "
                     "Read it with `nvidia-smi --query-gpu=index,pcie.link.gen.current,"
                     "pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max --format=csv` "
                     "or `nvidia-smi -q`.",
                     gpu=index,
                     evidence={**evidence, "unread": unread},
+                )
+            )
+        inconsistent = _inconsistent(link)
+        if inconsistent:
+            findings.append(
+                Finding(
+                    "warn",
+                    "pcie-link-unknown",
+                    f"{label}: PCIe link not judged, an inconsistent reading: "
+                    f"{'; '.join(inconsistent.values())} (read {evidence['read']}). No link "
+                    "runs above its maximum: read it again with `nvidia-smi -q` (an edited "
+                    "copy, or the driver misreporting).",
+                    gpu=index,
+                    evidence={**evidence, "inconsistent": list(inconsistent)},
                 )
             )
         if (
@@ -92,7 +127,7 @@ def findings_for_links(idle: list[dict], samples: list[list[dict]], load: str) -
                 Finding(
                     "fail",
                     "pcie-width-degraded",
-                    f"GPU {index} ({gpu['name']}): PCIe link is x{link['width_current']} of "
+                    f"{label}: PCIe link is x{link['width_current']} of "
                     f"x{link['width_max']} ({when}); host<->GPU bandwidth is cut in proportion. "
                     "Check the slot's wiring and bifurcation setting, risers and seating.",
                     gpu=index,
@@ -121,7 +156,7 @@ def findings_for_links(idle: list[dict], samples: list[list[dict]], load: str) -
                 Finding(
                     level,
                     "pcie-gen-below-max",
-                    f"GPU {index} ({gpu['name']}): PCIe link runs Gen{link['gen_current']} of "
+                    f"{label}: PCIe link runs Gen{link['gen_current']} of "
                     f"Gen{link['gen_max']} ({when}). {advice}",
                     gpu=index,
                     evidence=evidence,

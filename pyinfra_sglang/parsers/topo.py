@@ -32,7 +32,7 @@ Matrix = dict[str, dict[str, str]]
 
 
 class TopoError(ValueError):
-    """A file whose matrices cannot be told apart."""
+    """A file whose matrices cannot be told apart, or that names a GPU twice in one."""
 
 
 class TopoFile:
@@ -74,6 +74,11 @@ class TopoFile:
         return self.p2p_unnamed
 
 
+def _shown(text: str, width: int = 60) -> str:
+    line = " ".join(text.split())
+    return repr(line[:width] + ("..." if len(line) > width else ""))
+
+
 def _is_header(tokens: list[str]) -> bool:
     # A header names GPU0 then more devices or the affinity columns; GPU0's row has its
     # cell against GPU0 ("X") second.
@@ -91,7 +96,8 @@ def read_topo(lines: Iterable[str]) -> TopoFile:
     """Every matrix of a file (GPU rows and columns only: NIC rows and columns, affinity
     columns, legends and other lines dropped), split by header lines. A command line
     (``nvidia-smi topo -m``, ``topo -p2p n``) names the matrix that follows it; a matrix
-    without one is told by its cells."""
+    without one is told by its cells. Raises TopoError for a device named twice in a header
+    or a GPU's row twice under one header."""
     found = TopoFile()
     named: tuple[str | None, str | None] = (None, None)  # for the next header
     label = named
@@ -114,10 +120,19 @@ def read_topo(lines: Iterable[str]) -> TopoFile:
             for token in tokens:
                 if not _DEVICE_NAME.fullmatch(token):
                     break  # affinity columns follow the devices
+                if token in columns:
+                    raise TopoError(f"{token} twice in one header line: {_shown(text)}")
                 columns.append(token)
             continue
         if columns is None:
             continue  # rows without their header (a cut paste): their columns are unknown
+        if tokens[0] in matrix:
+            # Another matrix pasted without its header, or an edited copy: its rows would
+            # overwrite this one's, mixing two readings of the same GPU.
+            raise TopoError(
+                f"{tokens[0]}'s row appears twice under one header line (a matrix pasted "
+                "without its header line, or an edited copy?); keep each matrix's header"
+            )
         matrix[tokens[0]] = {
             column: cell for column, cell in zip(columns, tokens[1:]) if _GPU_NAME.fullmatch(column)
         }
