@@ -34,6 +34,7 @@ from checks.facts import (
     NvidiaGpus,
     NvidiaLoadedModule,
     NvidiaP2P,
+    NvidiaPciDevices,
     NvidiaSmiPackage,
     NvidiaTopology,
     PythonPackages,
@@ -285,6 +286,7 @@ def read_facts(config: HostConfig, expected: AuditExpectations) -> AuditFacts:
         module_candidate=upstream_version(candidate) if candidate else None,
         model=read_model(config),
         flash_attn=read_flash_attn(packages),
+        nvidia_pci_devices=host.get_fact(NvidiaPciDevices),
     )
     if not gpus:
         return facts

@@ -60,6 +60,26 @@ class Virtualization(FactBase[VirtualizationDict]):
         return parse_virtualization(output)
 
 
+class NvidiaPciDevices(FactBase[int]):
+    """NVIDIA display and 3D controllers on the PCI bus (vendor 0x10de, class 0x0300/0x0302),
+    read from sysfs: there with or without a driver, so a GPU host that lacks one is told
+    from a machine that has no GPU at all."""
+
+    def command(self) -> str:
+        return (
+            "for d in /sys/bus/pci/devices/*; do "
+            '[ -r "$d/vendor" ] && [ "$(cat "$d/vendor")" = 0x10de ] && cat "$d/class"; '
+            "done; true"
+        )
+
+    @staticmethod
+    def default() -> int:
+        return 0  # no output: no NVIDIA device (the command itself cannot fail)
+
+    def process(self, output) -> int:
+        return sum(1 for line in output if line.strip().startswith(("0x0300", "0x0302")))
+
+
 class KernelHeaders(FactBase[KernelHeadersDict]):
     """The headers package for the running kernel: installed? which candidate does apt offer?
     (see parse_kernel_headers)

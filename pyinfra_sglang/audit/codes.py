@@ -28,6 +28,11 @@ CODES: dict[str, Code] = {
         ("ok",), "the loaded kernel module is on the inventory's driver branch and flavor"
     ),
     "driver-missing": Code(("fail",), "no NVIDIA kernel module loaded and no GPU visible"),
+    "no-nvidia-gpu": Code(
+        ("fail",),
+        "no NVIDIA GPU on the machine's PCI bus (a container or a machine without one): every "
+        "other check is skipped, and the finding lists them",
+    ),
     "driver-drift": Code(
         ("fail",),
         "the loaded module is not on the inventory's branch, is the wrong flavor, or does not "

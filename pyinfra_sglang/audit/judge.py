@@ -97,8 +97,47 @@ def _load_findings(expected: AuditExpectations, facts: AuditFacts) -> list[Findi
     return findings
 
 
+# What the audit checks, in the order judge() checks it: skipped all on a machine with no GPU.
+CHECKS = (
+    "NVIDIA driver and its branch",
+    "DKMS builds",
+    "Secure Boot signing",
+    "driver updates",
+    "CUDA Toolkit",
+    "model weights",
+    "GPU count",
+    "persistence mode",
+    "topology",
+    "P2P",
+    "IOMMU",
+    "SGLang release",
+    "flash-attn build",
+    "SGLang service and unit files",
+    "PCIe links under load",
+    "decode prompt",
+)
+
+
+def no_gpu_finding(expected: AuditExpectations, facts: AuditFacts) -> Finding | None:
+    """The one finding for a machine with no NVIDIA GPU on its PCI bus (nvidia-smi finds none
+    and no module is loaded): telling it to install a driver and reboot would mislead."""
+    if facts.nvidia_pci_devices != 0 or facts.gpus or facts.loaded_module:
+        return None
+    return Finding(
+        "fail",
+        "no-nvidia-gpu",
+        "No NVIDIA GPU on this machine's PCI bus (no display or 3D controller of vendor 0x10de "
+        "in /sys/bus/pci/devices): nothing here can serve SGLang. Audit a GPU host of the "
+        f"inventory instead. Skipped: {', '.join(CHECKS)}.",
+        evidence={"nvidia_pci_devices": 0, "skipped": list(CHECKS)},
+    )
+
+
 def judge(expected: AuditExpectations, facts: AuditFacts) -> list[Finding]:
     """Every finding for one host, in a stable order."""
+    no_gpu = no_gpu_finding(expected, facts)
+    if no_gpu is not None:
+        return [no_gpu]
     gpu_count = len(facts.gpus)
     vm = detected_vm(facts.virtualization)
     findings = _driver_findings(expected, facts)

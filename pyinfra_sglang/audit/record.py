@@ -107,6 +107,8 @@ class AuditFacts:
     # flash-attn in the venv: {"installed": version, "built_archs": [...] or None (no record
     # names them)}; None: not read, or not installed.
     flash_attn: dict | None = None
+    # NVIDIA display/3D controllers on the PCI bus (NvidiaPciDevices); None: not read.
+    nvidia_pci_devices: int | None = None
 
     @classmethod
     def from_dict(cls, values: dict) -> AuditFacts:

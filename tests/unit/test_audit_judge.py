@@ -5,6 +5,7 @@ fact outputs, fills the record."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -139,6 +140,22 @@ def test_a_stopped_service_skips_the_decode_prompt_with_the_reason():
     assert decode.level == "warn" and "sglang.service is not running" in decode.message
 
 
+def test_a_machine_without_an_nvidia_gpu_says_so_in_one_finding_listing_what_it_skipped():
+    # A container or a laptop: nothing on the PCI bus, no module, nvidia-smi finds nothing.
+    # Telling it to install the driver and reboot would mislead.
+    facts = h200_facts(
+        gpus=[], loaded_module=None, topology={}, p2p={}, nvidia_pci_devices=0, nvcc=None
+    )
+    [finding] = judge(expectations(), facts)
+    assert (finding.level, finding.code) == ("fail", "no-nvidia-gpu")
+    assert finding.message.startswith("No NVIDIA GPU on this machine's PCI bus")
+    assert "Skipped: NVIDIA driver and its branch, DKMS builds" in finding.message
+    assert "decode prompt" in finding.evidence["skipped"]
+    # A GPU on the bus without a driver is the driver's finding, as before.
+    with_gpu = codes(judge(expectations(), dataclasses.replace(facts, nvidia_pci_devices=8)))
+    assert "driver-missing" in with_gpu and "no-nvidia-gpu" not in with_gpu
+
+
 def test_no_gpu_judges_no_links_and_no_decode():
     facts = h200_facts(gpus=[], loaded_module=None, topology={}, p2p={})
     found = codes(judge(expectations(), facts))
@@ -176,6 +193,8 @@ def test_recorded_real_reports_judge_again_to_the_same_report(path):
     stored["record"]["facts"].setdefault("flash_attn", None)
     stored["record"]["expectations"].setdefault("flash_attn_version", None)
     stored["record"]["expectations"].setdefault("flash_attn_cuda_archs", None)
+    # Recorded before the audit counted the NVIDIA devices on the PCI bus: not read.
+    stored["record"]["facts"].setdefault("nvidia_pci_devices", None)
     assert json.loads(json.dumps(again)) == stored
 
 
@@ -340,3 +359,13 @@ def test_flash_attn_built_for_the_gpus_found_or_a_mismatch_after_an_upgrade():
     older = {"installed": "2.8.2", "built_archs": ["90"]}
     assert flash_attn(judge(expectations(), h200_facts(gpus=rtx, flash_attn=older))) == []
     assert flash_attn(judge(expectations(), h200_facts())) == []
+
+
+def test_nvidia_pci_devices_counts_display_and_3d_controllers_only():
+    from checks.facts import NvidiaPciDevices
+
+    # /sys/bus/pci/devices/*/class of NVIDIA devices: a 3D controller (H200), a VGA one, and
+    # the GPU's audio and NVSwitch-like bridges, which are no GPU.
+    lines = ["0x030200", "0x030000", "0x040300", "0x068000"]
+    assert NvidiaPciDevices().process(lines) == 2
+    assert NvidiaPciDevices().process([]) == 0
