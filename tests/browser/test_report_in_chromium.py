@@ -64,14 +64,14 @@ def check_rendered(rendered, images: int, title: str) -> None:
 
 def test_report_renders_with_its_charts_and_no_console_errors(chromium, tmp_path):
     page = write_report(read_run(h200_sampler_run(tmp_path)), tmp_path / "out")
-    rendered = render(chromium, page, tmp_path / "shot.png", WIDTH, 2600)
+    rendered = render(chromium, page, tmp_path / "shot.png", WIDTH, 4200)
     check_rendered(rendered, 3, "Benchmark report: h200-vm / 20261130T191005Z")
 
 
 def test_ab_report_renders(chromium, tmp_path):
     a, b = host_run(tmp_path, 1, "host-a"), host_run(tmp_path, 2, "host-b")
     page = write_ab_report(read_run(a), read_run(b), tmp_path / "out")
-    rendered = render(chromium, page, tmp_path / "shot.png", WIDTH, 2600)
+    rendered = render(chromium, page, tmp_path / "shot.png", WIDTH, 4200)
     check_rendered(rendered, 5, "A/B: host-a / 20261201T085652Z (A)")
 
 
@@ -81,6 +81,6 @@ def test_a_broken_page_fails_these_checks(chromium, tmp_path):
     broken = re.sub(r'src="data:image/png;base64,[^"]+"', 'src="missing.png"', page.read_text())
     broken = broken.replace("</body>", "<script>undefinedFunction()</script></body>")
     page.write_text(broken)
-    rendered = render(chromium, page, tmp_path / "shot.png", WIDTH, 2600)
+    rendered = render(chromium, page, tmp_path / "shot.png", WIDTH, 4200)
     assert any("undefinedFunction is not defined" in line for line in rendered.console)
     assert all(n < MIN_CHART_PIXELS for n in chart_pixels(Image.open(rendered.screenshot)).values())
