@@ -115,7 +115,13 @@ def test_only_members_reach_the_group_ports(private_pool, tmp_path):
     listen(private_pool, stranger, SERVING)
     assert reachability(private_pool, member, stranger, head) == OPEN  # before: all open
 
-    data = {**private_pool.inventory_data(), "sglang_multinode_group": "group"}
+    # A profile without attention heads set: a group of three nodes is one tensor-parallel
+    # rank each, which GLM-5's 64 heads (the default profile) cannot be split over.
+    data = {
+        **private_pool.inventory_data(),
+        "sglang_multinode_group": "group",
+        "sglang_model_profile": "dense-bf16",
+    }
     grouped = write_inventory(
         tmp_path / "grouped.py", {"group": [(h.address, data) for h in (head, member)]}
     )
