@@ -40,34 +40,32 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def launch(tree: Path, port: int, *args: str, **env: str) -> subprocess.Popen:
+    """The stand-in server from ``tree`` on ``port``; ``env``: SGLANG_STANDIN_* settings."""
+    return subprocess.Popen(
+        [sys.executable, "-S", "-m", "sglang.launch_server", "--port", str(port), *args],
+        env={
+            "PATH": os.environ.get("PATH", ""),
+            "PYTHONPATH": str(tree),
+            "SGLANG_STANDIN_RUN_DIR": str(tree / "run"),
+            **env,
+        },
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """A stand-in server (0.5.23, API key, 10 ms per token) on a free port: its base URL."""
     tree = source_tree(tmp_path_factory.mktemp("server"), SGLANG)
     port = free_port()
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "PYTHONPATH": str(tree),
-        "SGLANG_STANDIN_RUN_DIR": str(tree / "run"),
-        "SGLANG_STANDIN_WARMUP_S": "0.1",
-        "SGLANG_STANDIN_TOKEN_DELAY_S": "0.01",
-    }
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-S",
-            "-m",
-            "sglang.launch_server",
-            "--model-path",
-            "org/model",
-            "--port",
-            str(port),
-            "--api-key",
-            API_KEY,
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    proc = launch(
+        tree,
+        port,
+        *("--model-path", "org/model", "--api-key", API_KEY),
+        SGLANG_STANDIN_WARMUP_S="0.1",
+        SGLANG_STANDIN_TOKEN_DELAY_S="0.01",
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + TIMEOUT
@@ -435,29 +433,13 @@ def test_the_stand_in_listens_only_after_loading_then_answers_503_then_200(tmp_p
     phases = [r["/health"][0] for r in real]
     real_order = [p for i, p in enumerate(phases) if i == 0 or phases[i - 1] != p]
     assert real_order == [0, 503, 200]
-    tree = source_tree(tmp_path / "server", SGLANG)
-    port = free_port()
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "PYTHONPATH": str(tree),
-        "SGLANG_STANDIN_RUN_DIR": str(tree / "run"),
-        "SGLANG_STANDIN_WARMUP_S": "1.5",
-        "SGLANG_STANDIN_LOAD_S": "0.7",
-    }
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-S",
-            "-m",
-            "sglang.launch_server",
-            "--model-path",
-            "org/m",
-            "--port",
-            str(port),
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    tree, port = source_tree(tmp_path / "server", SGLANG), free_port()
+    proc = launch(
+        tree,
+        port,
+        *("--model-path", "org/m"),
+        SGLANG_STANDIN_WARMUP_S="1.5",
+        SGLANG_STANDIN_LOAD_S="0.7",
     )
     seen = []
     try:
