@@ -61,7 +61,12 @@ from pyinfra_sglang.diagnosis.samples import (
     samples_from_capture,
     summarize_gpu,
 )
-from pyinfra_sglang.diagnosis.steps import diagnose_steps, run_text, steps_on_sample_axis
+from pyinfra_sglang.diagnosis.steps import (
+    diagnose_steps,
+    is_number,
+    run_text,
+    steps_on_sample_axis,
+)
 
 __all__ = ["diagnose", "diagnose_results", "format_report", "load_results", "stream_rate"]
 
@@ -106,10 +111,6 @@ def _shown(value: object) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def _object(where: str, value: object) -> dict:
     if not isinstance(value, dict):
         raise ResultsError(f"{where} is {_shown(value)}, not a JSON object")
@@ -126,7 +127,7 @@ def _numbers(where: str, mapping: dict, keys: tuple[str, ...], null: bool = True
     for key in keys:
         if key not in mapping or (null and mapping[key] is None):
             continue
-        if not _is_number(mapping[key]):
+        if not is_number(mapping[key]):
             raise ResultsError(f"{where}: {key} is {_shown(mapping[key])}, not a number")
 
 
@@ -173,13 +174,13 @@ def _checked_samples(path: Path) -> list[dict]:
         for number, row in enumerate(_list(str(path), rows), 1):
             where = f"{path}: row {number}"
             _object(where, row)
-            if not _is_number(row.get("t")):
+            if not is_number(row.get("t")):
                 raise ResultsError(f"{where}: t is {_shown(row.get('t'))}, not a number")
             for key, values in row.items():
                 if key.isdigit() and not (
                     isinstance(values, list)
                     and len(values) >= CAPTURE_VALUES
-                    and all(_is_number(v) for v in values[:CAPTURE_VALUES])
+                    and all(is_number(v) for v in values[:CAPTURE_VALUES])
                 ):
                     raise ResultsError(
                         f"{where}: GPU {key} is {_shown(values)}, not a list of "
@@ -191,7 +192,7 @@ def _checked_samples(path: Path) -> list[dict]:
     for number, sample in enumerate(samples, 1):
         where = f"{path}: sample {number}"
         _object(where, sample)
-        if not _is_number(sample.get("t")):
+        if not is_number(sample.get("t")):
             raise ResultsError(f"{where}: t is {_shown(sample.get('t'))}, not a number")
         for position, gpu in enumerate(_list(f"{where}: gpus", sample.get("gpus"))):
             at = f"{where}: gpus[{position}]"
@@ -334,7 +335,7 @@ def roofline_from(spec: dict) -> DecodeRoofline:
             )
         return roofline_for(load_profile(name, dirs), gpu, tp_size)
     for key in ROOFLINE_NUMBERS:
-        if not (_is_number(spec[key]) and spec[key] > 0):
+        if not (is_number(spec[key]) and spec[key] > 0):
             raise ResultsError(f"profile.json: {key} is {_shown(spec[key])}, not a number above 0")
     roof = DecodeRoofline(
         tp_size=tp_size,

@@ -72,7 +72,9 @@ class StepVerdict:
         }
 
 
-def _number(value: object) -> bool:
+def is_number(value: object) -> bool:
+    """A finite int or float (not a bool): what the results files must hold where a number is
+    read."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -81,7 +83,7 @@ def steps_on_sample_axis(lines: list[dict], samples: list[dict]) -> list[Step]:
     ``t``, since start, gives the offset); [] when no sample carries a ``time``. Each line is
     checked (a ValueError names what is wrong): ``start`` and ``end`` Unix seconds, and a
     ``label`` or a ``concurrency`` (and ``repeat``) to name it by."""
-    timed = next((s for s in samples if _number(s.get("time")) and _number(s.get("t"))), None)
+    timed = next((s for s in samples if is_number(s.get("time")) and is_number(s.get("t"))), None)
     if timed is None:
         return []
     offset = timed["time"] - timed["t"]
@@ -92,7 +94,7 @@ def steps_on_sample_axis(lines: list[dict], samples: list[dict]) -> list[Step]:
         if not isinstance(line, dict):
             raise ValueError(f"{where} is not a JSON object")
         for key in ("start", "end"):
-            if not _number(line.get(key)):
+            if not is_number(line.get(key)):
                 raise ValueError(f"{where}: {key} is {line.get(key)!r}, not Unix seconds")
         if line["end"] < line["start"]:
             raise ValueError(f"{where}: ends before it starts")
@@ -101,7 +103,7 @@ def steps_on_sample_axis(lines: list[dict], samples: list[dict]) -> list[Step]:
         repeat = repeat if isinstance(repeat, int) else None
         load_start = line.get("load_start")
         if load_start is not None and not (
-            _number(load_start) and line["start"] <= load_start <= line["end"]
+            is_number(load_start) and line["start"] <= load_start <= line["end"]
         ):
             raise ValueError(f"{where}: load_start is {load_start!r}, not within the step")
         label = line.get("label")

@@ -20,7 +20,6 @@ import base64
 import errno
 import html
 import json
-import math
 import os
 import secrets
 import stat
@@ -37,7 +36,7 @@ from pyinfra_sglang.diagnosis.diagnose import (
     load_results,
 )
 from pyinfra_sglang.diagnosis.samples import gpu_indexes
-from pyinfra_sglang.diagnosis.steps import Step
+from pyinfra_sglang.diagnosis.steps import Step, is_number
 from pyinfra_sglang.report.charts import throughput_png, timeline_png
 from pyinfra_sglang.served_benchmark.ab_compare import (
     Comparison,
@@ -122,10 +121,6 @@ def _check_has_results(folder: Path) -> None:
         f"{folder}: no results: expected {SAMPLES_FILE} (the GPU sampler's) and {BENCH_FILE} "
         f"(bench_serving's), as a deploy/bench.py run folder holds them; {_found(folder)}{hint}"
     )
-
-
-def _number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def read_run(folder: str | Path) -> Run:
@@ -274,7 +269,7 @@ def _findings(run: Run, heading: str) -> str:
 
 
 def _cell(value: object, decimals: int) -> str:
-    if _number(value):
+    if is_number(value):
         return _e(f"{value:.{decimals}f}")
     return "" if value is None else _e(value)
 
