@@ -2,8 +2,9 @@
 report. Never changes a host.
 
 ``audit_host`` is a pyinfra operation that does its reading when the run executes, so
-pyinfra audits all hosts in parallel; it yields no command when nothing fails, and a
-callback that reports the failures (failing the host, so the run exits non-zero) otherwise.
+pyinfra audits all hosts in parallel; it yields no command: a failing finding is logged and
+makes the run exit non-zero (checks/failures.py ``fail_run``). A host pyinfra cannot connect
+to gets a report too, saying so (``report_unreachable``).
 """
 
 from __future__ import annotations
@@ -44,15 +45,22 @@ from checks.facts import (
     SystemdUnitState,
     Virtualization,
 )
-from checks.failures import fail_host
+from checks.failures import fail_run
 from checks.host_context import host_position, ship_and_run
+from checks.run_summary import run_inventory
 from pyinfra_sglang import data
 from pyinfra_sglang.audit.judge import audit_report, judge, serves_here, unit_installed
 from pyinfra_sglang.audit.record import AuditExpectations, AuditFacts, GpuLoadReading, UnitFiles
-from pyinfra_sglang.audit.report import format_table, safe_name, write_report
+from pyinfra_sglang.audit.report import (
+    findings_for_inventory,
+    format_table,
+    safe_name,
+    unreachable_report,
+    write_report,
+)
 from pyinfra_sglang.flash_attn_build_plan import build_log_paths, built_archs
 from pyinfra_sglang.host_programs.decode_client import API_KEY_ENV
-from pyinfra_sglang.inventory import HostConfig, host_profile
+from pyinfra_sglang.inventory import HostConfig, host_config, host_profile
 from pyinfra_sglang.model_snapshot import (
     COMMIT,
     DEFAULT_ENDPOINT,
@@ -65,6 +73,7 @@ from pyinfra_sglang.model_snapshot import (
     snapshot_folder,
 )
 from pyinfra_sglang.nvidia import REBOOT_REQUIRED, all_kernel_module_packages, upstream_version
+from pyinfra_sglang.run_summary import prefixed
 from pyinfra_sglang.service_files import (
     UNIT_NAME,
     read_secret,
@@ -301,19 +310,33 @@ def report_file_name(host_name: str) -> str:
 
 @operation()
 def audit_host(config: HostConfig, report_dir: str):
-    """Audit this host; write ``report_dir/<host>.json``; fail when any finding fails."""
+    """Audit this host; write ``report_dir/<host>.json``; fail the run when any finding
+    fails."""
     if not state.is_executing:
         host.noop("the audit reads the host when the run executes and changes nothing")
         return
     rank = host_position(config, host).rank
     expected = AuditExpectations.from_config(config, UNIT_NAME, rank)
     facts = read_facts(config, expected)
-    findings = judge(expected, facts)
+    # Remediations name the inventory this run was started with, ready to paste.
+    findings = findings_for_inventory(judge(expected, facts), run_inventory())
     document = audit_report(host.name, expected, facts, findings)
     path = write_report(Path(report_dir) / report_file_name(host.name), document)
-    logger.info(f"{host.print_prefix}{format_table(host.name, findings)}\n  report: {path}")
+    table = prefixed(host.name, f"{format_table(host.name, findings)}\n  report: {path}")
+    logger.info(f"{host.print_prefix}{table}")
     failures = sorted({f.code for f in findings if f.level == "fail"})
     if not failures:
         host.noop(f"audit passed ({document['summary']})")
         return
-    yield fail_host("audit", [", ".join(failures)])
+    fail_run(state, host, "audit", [", ".join(failures)])
+    # An operation must be a generator to pyinfra: this one yields no command.
+    yield from ()
+
+
+def report_unreachable(unreachable_host, error: str) -> None:
+    """The report of a host pyinfra could not connect to: status "unreachable", the error."""
+    config = host_config(unreachable_host)
+    write_report(
+        Path(config.audit_report_dir) / report_file_name(unreachable_host.name),
+        unreachable_report(unreachable_host.name, error),
+    )

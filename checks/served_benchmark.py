@@ -28,6 +28,7 @@ from pyinfra_sglang.host_programs import program_path
 from pyinfra_sglang.inventory import HostConfig, host_profile
 from pyinfra_sglang.render import tp_size_for
 from pyinfra_sglang.report.page import default_output, read_run, write_ab_report, write_report
+from pyinfra_sglang.run_summary import prefixed
 from pyinfra_sglang.served_benchmark.ab_compare import (
     compare,
     comparison_json,
@@ -150,7 +151,8 @@ def _compare(run_dir: Path, digest: str, lines: list[dict], threshold_pct: float
         for c in sorted(before.keys() & after.keys())
     ]
     logger.info(
-        f"{host.print_prefix}output throughput against {before_dir.name}:\n" + "\n".join(rows)
+        host.print_prefix
+        + prefixed(host.name, f"output throughput against {before_dir.name}:\n" + "\n".join(rows))
     )
     return [
         f"{r.message()} (against {before_dir})" for r in regressions(before, after, threshold_pct)
@@ -238,7 +240,8 @@ def bench_host(config: HostConfig, results_dir: str, compare_previous: bool = Tr
         else []
     )
     try:
-        logger.info(f"{host.print_prefix}diagnosis of {run_dir}:\n{diagnosis_text(run_dir)}")
+        text = f"diagnosis of {run_dir}:\n{diagnosis_text(run_dir)}"
+        logger.info(host.print_prefix + prefixed(host.name, text))
     except ValueError as error:  # no samples: the sampler could not read the GPUs
         logger.warning(f"{host.print_prefix}no diagnosis: {error}")
     write_report_logged(lambda: write_report(read_run(run_dir), default_output(run_dir, None)))
@@ -284,8 +287,9 @@ def ab_report(config_a: HostConfig, config_b: HostConfig, results_dir: str, sinc
             read_run(found["A"]), read_run(found["B"]), default_output(found["A"], found["B"])
         )
     )
-    logger.info(
-        f"{host.print_prefix}A/B, B = {config_b.bench_ab_overrides} (A: {found['A'].name}, "
+    text = (
+        f"A/B, B = {config_b.bench_ab_overrides} (A: {found['A'].name}, "
         f"B: {found['B'].name}):\n{format_comparisons(comparisons)}"
     )
+    logger.info(host.print_prefix + prefixed(host.name, text))
     host.noop("; ".join(f"concurrency {c.concurrency}: {c.verdict}" for c in comparisons))

@@ -5,19 +5,21 @@ Per host (all in parallel): benchmark what the host serves (A), serve it again w
 deploy/site.py), benchmark B, serve A again, then compare: per concurrency the difference of
 mean output throughput against each side's run-to-run spread (`bench_repeat` runs a side),
 called noise or real. The host ends where it began, on A's configuration, also when B's
-benchmark fails.
+benchmark fails. Ends with one line a host.
 """
 
 from datetime import UTC, datetime
 
-from pyinfra import host
+from pyinfra import host, state
 from pyinfra.api.exceptions import PyinfraError
 
+from checks.run_summary import run_summary
 from checks.served_benchmark import ab_report, bench_host
 from pyinfra_sglang.inventory import ab_side_b, host_config
 from pyinfra_sglang.served_benchmark.results import TIMESTAMP
 from roles.sglang_service import sglang_service
 
+run_summary(state)
 config = host_config(host)
 if not config.bench_ab_overrides:
     raise PyinfraError(

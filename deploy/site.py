@@ -1,11 +1,13 @@
 """Provision and serve: `uv run pyinfra INVENTORY deploy/site.py`.
 
 Every host's inventory data is validated first; bad data stops the run before any host is
-changed. Roles follow in dependency order.
+changed. Roles follow in dependency order. Ends with one line a host: ok, changed N, failed
+(why), unreachable; with `--dry`, the operations that would change it, or "no change".
 """
 
-from pyinfra import host
+from pyinfra import host, state
 
+from checks.run_summary import note_plan, run_summary
 from pyinfra_sglang.inventory import host_config
 from roles.base import base
 from roles.cuda_toolkit import cuda_toolkit
@@ -17,6 +19,7 @@ from roles.nvidia_repo import nvidia_repo
 from roles.python_env import python_env
 from roles.sglang_service import sglang_service_role
 
+run_summary(state)
 host_config(host)
 
 base()
@@ -28,3 +31,4 @@ flash_attn()
 multinode_firewall()
 model_weights()
 sglang_service_role()
+note_plan(state, host)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
 from pathlib import Path
 
 from pyinfra_sglang.audit.findings import LEVELS, Finding, worst_level
+from pyinfra_sglang.run_summary import with_inventory
 
 
 def safe_name(host_name: str) -> str:
@@ -40,6 +42,25 @@ def report(host: str, findings: list[Finding], facts: dict) -> dict:
         "summary": summary(findings),
         "findings": [f.as_dict() for f in findings],
         "facts": facts,
+    }
+
+
+def findings_for_inventory(findings: list[Finding], inventory: str | None) -> list[Finding]:
+    """The findings with their remediations' ``pyinfra INVENTORY deploy/site.py`` naming the
+    inventory this run was started with (None: left generic)."""
+    return [dataclasses.replace(f, message=with_inventory(f.message, inventory)) for f in findings]
+
+
+def unreachable_report(host: str, error: str) -> dict:
+    """The report of a host the audit could not connect to: no findings, the error."""
+    return {
+        "host": host,
+        "result": "unreachable",
+        "status": "unreachable",
+        "summary": "unreachable",
+        "error": error,
+        "findings": [],
+        "facts": {},
     }
 
 

@@ -4,11 +4,12 @@ a JSON report per host, and exits non-zero when a finding fails."""
 from __future__ import annotations
 
 import json
+import runpy
 from pathlib import Path
 
 import pytest
 
-from tests.hosts.apply import apply
+from tests.hosts.apply import apply, write_inventory
 from tests.hosts.audit_report import findings, levels
 
 pytestmark = pytest.mark.hosts
@@ -33,7 +34,10 @@ def test_audit_of_served_hosts_changes_nothing_and_fails_on_driver_drift(
     # The replayed H200 capture runs driver 580 and the inventory wants branch 590.
     assert result.returncode != 0, result.describe()
     assert "audit failed: driver-drift" in result.stderr
+    # Every host failing its audit is a finding, not a crash of the run.
+    assert "No hosts remaining" not in result.stderr and "executed 0 commands" not in result.stderr
     for h in hosts:
+        assert f"[{h.address}] failed: audit failed: driver-drift" in result.stderr
         by_code = findings(tmp_path, h.address)
         assert levels(by_code, "fail") == {"driver-drift"}, by_code
         assert {
@@ -160,9 +164,34 @@ def test_a_configured_router_that_is_not_there_is_found(hosts, inventory, tmp_pa
     assert result.returncode != 0, result.describe()
     by_code = findings(tmp_path, first.address)
     down = [f["message"] for f in by_code["service-down"]]
+    # The remediation names the inventory this audit was started with, ready to paste.
     assert down == [
-        "sglang-router.service is not installed. Deploy it with `pyinfra INVENTORY deploy/site.py`."
+        "sglang-router.service is not installed. "
+        f"Deploy it with `pyinfra {inventory} deploy/site.py`."
     ]
     [drift] = by_code["unit-drift"]
     assert drift["evidence"]["missing"] == ["/etc/systemd/system/sglang-router.service"]
     assert "service" in levels(by_code, "ok")  # SGLang itself still serves
+
+
+UNREACHABLE = "127.0.0.250"  # on loopback, where no test host listens
+
+
+def test_an_unreachable_host_gets_its_line_and_report_and_fails_the_run(hosts, inventory, tmp_path):
+    served = hosts[0]
+    [(name, data), *_] = runpy.run_path(str(inventory))["gpu_hosts"]
+    assert name == served.address
+    two = write_inventory(
+        tmp_path / "two.py",
+        {"gpu_hosts": [(name, data), (UNREACHABLE, {**data, "sglang_host": UNREACHABLE})]},
+    )
+    result = audit(two, tmp_path / "reports")
+    assert result.returncode != 0, result.describe()
+    # After pyinfra's own output: one line a host, the reachable one with its finding.
+    summary = result.stderr[result.stderr.index("--> Summary, one line a host:") :]
+    assert f"[{served.address}] failed: audit failed: driver-drift" in summary
+    assert f"[{UNREACHABLE}] unreachable: Could not connect" in summary, result.describe()
+    assert levels(findings(tmp_path / "reports", served.address), "fail") == {"driver-drift"}
+    report = json.loads((tmp_path / "reports" / f"{UNREACHABLE}.json").read_text())
+    assert report["status"] == report["result"] == "unreachable"
+    assert report["error"].startswith("Could not connect") and report["findings"] == []

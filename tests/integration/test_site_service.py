@@ -144,12 +144,44 @@ def test_a_changed_secret_restarts_without_showing_it(host_pool, hosts, inventor
         assert result.returncode == 0 and not result.errors(), result.describe()
         for h in hosts:
             assert result.changed(h.address) == [SERVE_OP]
+            # The run ends with one line a host: one operation changed each.
+            assert f"[{h.address}] changed 1" in result.stderr, result.describe()
             assert "Paris" in chat(h.address, "France?", key="sk-rotated-NEWKEY-987654")
         assert "NEWKEY" not in result.stderr + result.stdout and API_KEY not in result.stderr
     finally:
         key_file.write_text(API_KEY + "\n")
         restored = apply(inventory)
         assert restored.returncode == 0, restored.describe()
+
+
+def test_a_dry_run_of_a_converged_site_says_no_change_and_changes_nothing(
+    host_pool, hosts, inventory
+):
+    pids = {h.address: main_pid(host_pool, h) for h in hosts}
+    result = apply(inventory, dry=True)
+    assert result.returncode == 0, result.describe()
+    for h in hosts:
+        assert f"[{h.address}] no change" in result.stderr, result.describe()
+        assert main_pid(host_pool, h) == pids[h.address]
+    assert result.report["results"] is None and not result.logged_changes()
+
+
+def test_a_dry_run_names_the_service_operation_a_profile_change_would_apply(
+    host_pool, hosts, inventory
+):
+    pids = {h.address: main_pid(host_pool, h) for h in hosts}
+    settings = {h.address: record(host_pool, h)["settings"] for h in hosts}
+    result = apply(
+        inventory,
+        dry=True,
+        options=("--data", 'sglang_profile_overrides={"mem_fraction_static": 0.8}'),
+    )
+    assert result.returncode == 0, result.describe()
+    for h in hosts:
+        assert f"[{h.address}] would change: {SERVE_OP}\n" in result.stderr, result.describe()
+        # Nothing ran: the server still runs its old settings, in the same process.
+        assert main_pid(host_pool, h) == pids[h.address]
+        assert record(host_pool, h)["settings"] == settings[h.address]
 
 
 def test_gpu_upgrade_2_to_8_rerenders_and_restarts_only_the_service(host_pool, hosts, inventory):
