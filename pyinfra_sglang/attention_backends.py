@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from pyinfra_sglang import data
+from pyinfra_sglang.arch import Arch, as_sm
 from pyinfra_sglang.profiles import Profile
 from pyinfra_sglang.sglang_flags import FlagVersionError
 from pyinfra_sglang.versions import parse_version
@@ -36,7 +37,7 @@ def sparse_backends() -> dict[str, BackendSupport]:
     return {
         name: BackendSupport(
             name=name,
-            archs=tuple(entry["archs"]),
+            archs=tuple(as_sm(arch) for arch in entry["archs"]),
             since=entry.get("since"),
             kv_cache_dtypes=tuple(entry["kv_cache_dtypes"]) if "kv_cache_dtypes" in entry else None,
             source=" ".join(entry["source"].split()),
@@ -51,9 +52,10 @@ def _instead(profile: Profile) -> str:
     return ""
 
 
-def check_release_for_arch(profile: Profile, arch: str | None, sglang_version: str) -> None:
-    """FlagVersionError when the profile's [arch.<arch>] table asks for a newer SGLang than
-    the pinned one."""
+def check_release_for_arch(profile: Profile, arch: Arch | str | None, sglang_version: str) -> None:
+    """FlagVersionError when the profile's [arch.<arch>] table (``arch`` in any spelling)
+    asks for a newer SGLang than the pinned one."""
+    arch = as_sm(arch) if arch else None
     settings = profile.arch.get(arch) if arch else None
     if settings is None or settings.min_sglang_version is None:
         return
@@ -77,10 +79,11 @@ def check_release_for_arch(profile: Profile, arch: str | None, sglang_version: s
     )
 
 
-def backend_problems(resolved: Profile, arch: str, sglang_version: str) -> list[str]:
+def backend_problems(resolved: Profile, arch: Arch | str, sglang_version: str) -> list[str]:
     """Why the sparse-attention backends of ``resolved`` (a profile already resolved for
-    ``arch``) cannot run on ``arch`` in ``sglang_version``; empty when they can or are not
-    known to data/attention_backends.toml."""
+    ``arch``, any spelling) cannot run on ``arch`` in ``sglang_version``; empty when they can
+    or are not known to data/attention_backends.toml."""
+    arch = as_sm(arch)
     problems = []
     version = parse_version(sglang_version)
     for field in SPARSE_FIELDS:
@@ -103,7 +106,8 @@ def backend_problems(resolved: Profile, arch: str, sglang_version: str) -> list[
     return list(dict.fromkeys(problems))
 
 
-def refusal(profile: Profile, arch: str, sglang_version: str, problems: list[str]) -> str:
+def refusal(profile: Profile, arch: Arch | str, sglang_version: str, problems: list[str]) -> str:
+    arch = as_sm(arch)
     return (
         f"profile {profile.name} cannot run on {arch} GPUs with SGLang {sglang_version}: "
         + "; ".join(problems)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pyinfra.api.exceptions import PyinfraError
 
 from pyinfra_sglang import data
+from pyinfra_sglang.arch import Arch, ArchError, sorted_archs
 
 
 class BuildPlanError(PyinfraError):
@@ -60,9 +61,15 @@ class BuildPlan:
 
 
 def archs_from_compute_caps(compute_caps: list[str]) -> tuple[str, ...]:
-    """nvidia-smi's compute_cap ("9.0", "12.0") -> FLASH_ATTN_CUDA_ARCHS entries ("90", "120")."""
-    archs = {cap.strip().replace(".", "") for cap in compute_caps if cap.strip()}
-    return tuple(sorted(archs, key=int))
+    """nvidia-smi's compute_cap ("9.0", "12.0") -> FLASH_ATTN_CUDA_ARCHS entries ("90", "120");
+    a GPU without one ("", "[N/A]") adds none."""
+    archs = set()
+    for cap in compute_caps:
+        try:
+            archs.add(Arch.parse(cap))
+        except ArchError:
+            continue
+    return tuple(arch.flash_attn for arch in sorted(archs))
 
 
 def build_log_paths(version: str) -> tuple[str, str]:
@@ -71,13 +78,8 @@ def build_log_paths(version: str) -> tuple[str, str]:
     return f"{log_dir}/flash-attn-{version}-build.log", f"{log_dir}/flash-attn-{version}-build.json"
 
 
-def _arch_key(arch: str) -> tuple[int, str]:
-    digits = arch.rstrip("a")
-    return (int(digits) if digits.isdigit() else 0, arch)
-
-
 def archs_text(archs) -> str:
-    return ", ".join(sorted(archs, key=_arch_key)) or "none"
+    return ", ".join(sorted_archs(archs)) or "none"
 
 
 def built_archs(record: dict | None) -> tuple[str, ...] | None:
@@ -92,12 +94,27 @@ def built_archs(record: dict | None) -> tuple[str, ...] | None:
         text = env.get("FLASH_ATTN_CUDA_ARCHS") if isinstance(env, dict) else None
         archs = text.split(";") if isinstance(text, str) else []
     archs = [str(arch).strip() for arch in archs if str(arch).strip()]
-    return tuple(sorted(set(archs), key=_arch_key)) or None
+    return tuple(sorted_archs(set(archs))) or None
+
+
+def _covered(gpu: str, built: tuple[str, ...]) -> bool:
+    try:
+        wanted = Arch.parse(gpu)
+    except ArchError:
+        return gpu in built
+    targets = []
+    for arch in built:
+        try:
+            targets.append(Arch.parse(arch))
+        except ArchError:
+            continue
+    return any(target.covers(wanted) for target in targets)
 
 
 def uncovered_archs(built: tuple[str, ...], gpu_archs: tuple[str, ...]) -> list[str]:
-    """The GPUs' architectures a build has no kernels for ("90a" kernels run on 9.0 GPUs)."""
-    return [arch for arch in gpu_archs if arch not in built and f"{arch}a" not in built]
+    """The GPUs' architectures a build has no kernels for ("90a" kernels run on 9.0 GPUs),
+    whichever spelling either side uses."""
+    return [arch for arch in gpu_archs if not _covered(arch, built)]
 
 
 def rebuild_reason(
@@ -113,7 +130,7 @@ def rebuild_reason(
     if built is None:
         return "no build record names the CUDA architectures it was built for"
     if archs_override:
-        wanted = tuple(sorted(set(archs_override), key=_arch_key))
+        wanted = tuple(sorted_archs(set(archs_override)))
         if wanted != built:
             return (
                 f"flash_attn_cuda_archs is {archs_text(wanted)}, the installed build is for "

@@ -10,6 +10,7 @@ from functools import cache
 from pyinfra.api.exceptions import PyinfraError
 
 from pyinfra_sglang import data
+from pyinfra_sglang.arch import Arch, sorted_archs
 
 
 class UnknownGpuError(PyinfraError):
@@ -29,17 +30,16 @@ class GpuSpec:
 
 @cache
 def all_gpus() -> dict[str, GpuSpec]:
-    """Every GPU in the table, by the name nvidia-smi prints."""
-    return {name: GpuSpec(name=name, **fields) for name, fields in data.load("gpus").items()}
+    """Every GPU in the table, by the name nvidia-smi prints; ``arch`` as ``sm_90`` whichever
+    spelling the table uses."""
+    return {
+        name: GpuSpec(name=name, **{**fields, "arch": Arch.parse(fields["arch"]).sm})
+        for name, fields in data.load("gpus").items()
+    }
 
 
 def known_archs() -> list[str]:
-    return sorted({spec.arch for spec in all_gpus().values()}, key=lambda a: int(a[3:]))
-
-
-def arch_from_compute_cap(compute_cap: str) -> str:
-    """nvidia-smi's compute_cap ("9.0", "12.0") -> "sm_90", "sm_120"."""
-    return "sm_" + compute_cap.strip().replace(".", "")
+    return sorted_archs({spec.arch for spec in all_gpus().values()})
 
 
 def _tokens(name: str) -> tuple[str, ...]:
@@ -93,7 +93,8 @@ def gpu_by_name(name: str) -> GpuSpec:
 def largest_gpu_of_arch(arch: str) -> GpuSpec:
     """The GPU of ``arch`` with the most memory; ties go to more bandwidth, then to the
     shortest name (the plain model, "NVIDIA H200" over "NVIDIA H200 NVL")."""
-    specs = [spec for spec in all_gpus().values() if spec.arch == arch]
+    wanted = Arch.parse(arch).sm
+    specs = [spec for spec in all_gpus().values() if spec.arch == wanted]
     if not specs:
         raise UnknownGpuError(
             f"no GPU of architecture {arch!r} in the spec table; known: {', '.join(known_archs())}"

@@ -41,6 +41,7 @@ from pyinfra import logger
 from pyinfra.api.exceptions import PyinfraError
 
 from pyinfra_sglang import data
+from pyinfra_sglang.arch import FlashAttnArch
 from pyinfra_sglang.multinode_firewall import filtered_ports, port_in_filtered_ranges
 
 if TYPE_CHECKING:
@@ -340,13 +341,15 @@ class HostConfig(BaseModel):
         description="flash-attn release built from source into the virtualenv.",
         json_schema_extra=_allowed("a release number such as 2.8.3"),
     )
-    flash_attn_cuda_archs: list[Annotated[str, Field(pattern=r"^\d{2,3}a?$")]] | None = Field(
+    flash_attn_cuda_archs: list[FlashAttnArch] | None = Field(
         None,
         description=(
-            "CUDA architectures flash-attn is built for; unset: those of the GPUs found "
-            "(compute capability 9.0 -> 90)."
+            "CUDA architectures flash-attn is built for, kept as flash-attn spells them "
+            "(sm_90, 9.0 and 90 are all 90); unset: those of the GPUs found."
         ),
-        json_schema_extra=_allowed('a list such as ["90"] or ["120"], or unset'),
+        json_schema_extra=_allowed(
+            'a list such as ["90"], ["120"] or ["sm_90", "sm_120"] (90a: arch-specific), or unset'
+        ),
     )
     flash_attn_memory_fraction: Annotated[float, BeforeValidator(_no_bool)] = Field(
         _python["flash_attn"]["memory_fraction"],

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyinfra_sglang import data
+from pyinfra_sglang.arch import Arch, ArchError
 from pyinfra_sglang.inventory import HostConfig
 
 # Debian/Ubuntu's convention for "this host needs a reboot" (motd, needrestart, the audit).
@@ -93,16 +94,13 @@ class ArchDriverNeeds:
     modules: tuple[str, ...]
 
 
-def _arch_number(arch: str) -> int | None:
-    number = arch.removeprefix("sm_").rstrip("a")
-    return int(number) if number.isdigit() else None
-
-
-def arch_driver_needs(arch: str) -> ArchDriverNeeds | None:
-    """The row of data/nvidia.toml that holds for ``arch`` ("sm_120"): the last whose
-    ``from_arch`` is at most its number. None for an architecture below every row."""
-    number = _arch_number(arch)
-    if number is None:
+def arch_driver_needs(arch: Arch | str) -> ArchDriverNeeds | None:
+    """The row of data/nvidia.toml that holds for ``arch`` (any spelling: "sm_120", "12.0"):
+    the last whose ``from_arch`` is at most its number. None for an architecture below every
+    row, or text that is no architecture."""
+    try:
+        number = Arch.parse(arch).number
+    except ArchError:
         return None
     rows = sorted(data.load("nvidia")["driver"]["architectures"], key=lambda r: r["from_arch"])
     holding = [row for row in rows if row["from_arch"] <= number]
@@ -176,9 +174,13 @@ def driver_mismatches(arch: str, branch: int, modules: str) -> list[DriverMismat
 
 
 def compute_cap_arch(compute_cap: str | None) -> str | None:
-    """nvidia-smi's compute_cap "12.0" -> "sm_120"."""
-    major, _, minor = (compute_cap or "").partition(".")
-    return f"sm_{major}{minor}" if major.isdigit() and minor.isdigit() else None
+    """nvidia-smi's compute_cap "12.0" -> "sm_120"; None for "[N/A]" or nothing. Kept for
+    roles/nvidia_driver.py: Arch.parse is the one converter."""
+    try:
+        # Only nvidia-smi's own spelling: "12" is no compute capability.
+        return Arch.parse(compute_cap).sm if compute_cap and "." in compute_cap else None
+    except ArchError:
+        return None
 
 
 def pinning_package(branch: int) -> str:

@@ -29,6 +29,7 @@ from pydantic import (
 )
 from pyinfra.api.exceptions import PyinfraError
 
+from pyinfra_sglang.arch import Arch, SmArch, as_sm
 from pyinfra_sglang.sglang_flags import flag_table
 from pyinfra_sglang.versions import parse_version
 
@@ -71,7 +72,6 @@ def _release_text(value: Any) -> Any:
 
 
 Release = Annotated[str, BeforeValidator(_release_text)]
-Arch = Annotated[str, Field(pattern=r"^sm_\d{2,3}$")]
 # An environment variable's name as systemd's EnvironmentFile and every shell take it.
 EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 
@@ -215,8 +215,12 @@ class Profile(BaseModel):
     served_model_name: str | None = Field(None, description="Model name the API reports.")
     quantization: str | None = Field(None, description="Quantization method, e.g. modelopt_fp4.")
     trust_remote_code: bool = False
-    archs: list[Annotated[str, Field(pattern=r"^sm_\d{2,3}$")]] | None = Field(
-        None, description="GPU architectures the profile runs on; unset: any."
+    archs: list[SmArch] | None = Field(
+        None,
+        description=(
+            "GPU architectures the profile runs on (sm_120; 120 and 12.0 read the same); "
+            "unset: any."
+        ),
     )
     tp_size: int | None = Field(None, ge=1, description="Tensor-parallel size; unset: all GPUs.")
     num_attention_heads: int | None = Field(
@@ -296,7 +300,7 @@ class Profile(BaseModel):
     env: dict[EnvName, str] = Field(
         default_factory=dict, description="Environment variables of the server process."
     )
-    arch: dict[Arch, ArchSettings] = Field(
+    arch: dict[SmArch, ArchSettings] = Field(
         default_factory=dict,
         description="Per GPU architecture ([arch.sm_120]): values that replace the top-level ones.",
     )
@@ -382,11 +386,11 @@ class Profile(BaseModel):
                 )
         return self
 
-    def for_arch(self, arch: str | None) -> Profile:
-        """The profile as it runs on ``arch``: its [arch.<arch>] values in place of the
-        top-level ones, env merged, the later of the two min_sglang_version. Unchanged when
-        ``arch`` is None or has no table."""
-        settings = self.arch.get(arch) if arch else None
+    def for_arch(self, arch: Arch | str | None) -> Profile:
+        """The profile as it runs on ``arch`` (any spelling): its [arch.<arch>] values in
+        place of the top-level ones, env merged, the later of the two min_sglang_version.
+        Unchanged when ``arch`` is None or has no table."""
+        settings = self.arch.get(as_sm(arch)) if arch else None
         if settings is None:
             return self
         values = self.model_dump(exclude={"name", "source", "arch"}, exclude_unset=True)

@@ -27,6 +27,7 @@ import jinja2
 from pyinfra.api.exceptions import PyinfraError
 
 from pyinfra_sglang import data, paths
+from pyinfra_sglang.arch import Arch, as_sm
 from pyinfra_sglang.attention_backends import backend_problems, check_release_for_arch, refusal
 from pyinfra_sglang.profiles import (
     Profile,
@@ -140,29 +141,32 @@ def check_fit(profile: Profile, gpu_count: int, gpu_memory_gb: float) -> None:
     )
 
 
-def check_arch(profile: Profile, arch: str) -> None:
-    """Raise GpuFitError when the profile names the GPU archs it runs on and ``arch`` is not
-    one of them."""
-    if profile.archs is not None and arch not in profile.archs:
+def check_arch(profile: Profile, arch: Arch | str) -> None:
+    """Raise GpuFitError when the profile names the GPU archs it runs on and ``arch`` (any
+    spelling: sm_120, 120, 12.0) is not one of them."""
+    if profile.archs is not None and as_sm(arch) not in profile.archs:
         raise GpuFitError(
             f"profile {profile.name} runs on {', '.join(profile.archs)}; these GPUs are "
-            f"{arch}. Use GPUs of those architectures or another profile"
+            f"{as_sm(arch) or 'of an architecture nvidia-smi does not report'}. Use GPUs of "
+            "those architectures or another profile"
         )
 
 
-def profile_for_gpus(profile: Profile, arch: str | None, sglang_version: str) -> Profile:
-    """The profile as it runs on GPUs of ``arch`` with ``sglang_version``: the architecture
-    allowed, its [arch.*] table applied, its sparse-attention backends ones whose kernels run
-    there (GpuFitError, FlagVersionError otherwise). Unchanged when ``arch`` is None."""
+def profile_for_gpus(profile: Profile, arch: Arch | str | None, sglang_version: str) -> Profile:
+    """The profile as it runs on GPUs of ``arch`` (any spelling) with ``sglang_version``: the
+    architecture allowed, its [arch.*] table applied, its sparse-attention backends ones
+    whose kernels run there (GpuFitError, FlagVersionError otherwise). Unchanged when
+    ``arch`` is None."""
     if arch is None:
         return profile
-    check_arch(profile, arch)
+    sm = as_sm(arch)
+    check_arch(profile, sm)
     _check_min_version(profile, sglang_version)
-    check_release_for_arch(profile, arch, sglang_version)
-    resolved = profile.for_arch(arch)
-    problems = backend_problems(resolved, arch, sglang_version)
+    check_release_for_arch(profile, sm, sglang_version)
+    resolved = profile.for_arch(sm)
+    problems = backend_problems(resolved, sm, sglang_version)
     if problems:
-        raise GpuFitError(refusal(profile, arch, sglang_version, problems))
+        raise GpuFitError(refusal(profile, sm, sglang_version, problems))
     return resolved
 
 
@@ -687,7 +691,7 @@ class GpuSet:
 
     count: int
     memory_gb: float  # the smallest GPU's
-    arch: str | None = None  # e.g. sm_120; None skips the profile's arch check
+    arch: str | None = None  # sm_120, or 12.0 as nvidia-smi says; None: no arch check
     pcie_only: bool = False  # several GPUs, none NVLinked: NCCL hints go into the env file
     # The widest path between two GPUs in `nvidia-smi topo -m` (PIX, PXB, PHB, NODE, SYS);
     # None when not read. It sets NCCL_P2P_LEVEL on PCIe-only hosts.

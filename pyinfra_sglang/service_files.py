@@ -19,9 +19,9 @@ from pyinfra import logger
 from pyinfra.api.exceptions import OperationError
 
 from pyinfra_sglang import data
+from pyinfra_sglang.arch import as_sm
 from pyinfra_sglang.gpus import (
     GpuSpec,
-    arch_from_compute_cap,
     find_gpu,
     known_archs,
     largest_gpu_of_arch,
@@ -251,7 +251,7 @@ def gpu_set(
     return GpuSet(
         count=len(gpus),
         memory_gb=memory_mib / 1024,
-        arch=arch_from_compute_cap(gpus[0]["compute_cap"] or ""),
+        arch=as_sm(gpus[0]["compute_cap"]),
         pcie_only=(
             len(gpus) > 1 and not topology_has_nvlink(topology)
             if topology

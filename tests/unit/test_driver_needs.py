@@ -8,7 +8,12 @@ from __future__ import annotations
 import pytest
 
 from pyinfra_sglang import data
-from pyinfra_sglang.nvidia import arch_driver_needs, driver_mismatches, needs_open_modules
+from pyinfra_sglang.nvidia import (
+    arch_driver_needs,
+    compute_cap_arch,
+    driver_mismatches,
+    needs_open_modules,
+)
 
 ROWS = data.load("nvidia")["driver"]["architectures"]
 
@@ -50,6 +55,13 @@ def test_each_architecture_reads_its_row(arch, name, min_branch, max_branch, mod
         modules,
     )
     assert needs_open_modules(arch) == (modules == ("open",))
+
+
+def test_every_spelling_of_an_architecture_reads_the_same_row():
+    rows = [arch_driver_needs(spelling) for spelling in ("sm_120", "120", "12.0", "sm_120a")]
+    assert all(row == rows[0] for row in rows) and rows[0].arch == "sm_120"
+    assert compute_cap_arch("12.0") == "sm_120"
+    assert [compute_cap_arch(cap) for cap in ("12", "[N/A]", "", None)] == [None] * 4
 
 
 def test_unknown_or_unreadable_architectures_are_not_judged():

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from pyinfra_sglang.arch import Arch
 from pyinfra_sglang.gpus import (
     GpuSpec,
     UnknownGpuError,
     all_gpus,
-    arch_from_compute_cap,
     find_gpu,
     gpu_by_name,
     known_archs,
@@ -67,7 +67,7 @@ def test_captured_h200_matches_its_spec():
     for row in rows:
         spec = gpu_by_name(row["name"])
         assert spec.name == "NVIDIA H200"
-        assert spec.arch == arch_from_compute_cap(row["compute_cap"])
+        assert spec.arch == Arch.parse(row["compute_cap"]).sm
         mib = int(row["memory.total"].split()[0])
         assert abs(mib / 1024 - spec.memory_gb) / spec.memory_gb < 0.03
 
@@ -127,6 +127,6 @@ def test_largest_gpu_of_unknown_arch():
     assert known_archs() == ["sm_80", "sm_89", "sm_90", "sm_100", "sm_120"]
 
 
-def test_arch_from_compute_cap():
-    assert arch_from_compute_cap("9.0") == "sm_90"
-    assert arch_from_compute_cap(" 12.0") == "sm_120"
+def test_largest_gpu_of_arch_reads_every_spelling():
+    for spelling in ("sm_120", "120", "12.0"):
+        assert largest_gpu_of_arch(spelling).arch == "sm_120"
