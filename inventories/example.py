@@ -20,6 +20,8 @@ gpu_servers = [
             "ssh_strict_host_key_checking": "yes",
             "ssh_known_hosts_file": "known_hosts",
             "expected_gpu_count": 8,
+            # What nvidia-smi calls them: validation plans for it, the deploy refuses others.
+            "expected_gpu_model": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
             "nvidia_driver_branch": 590,
             "cuda_version": "13.1",
             "sglang_model_profile": "glm-5-nvfp4",

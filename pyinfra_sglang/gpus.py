@@ -42,6 +42,11 @@ def known_archs() -> list[str]:
     return sorted_archs({spec.arch for spec in all_gpus().values()})
 
 
+def gpu_names() -> list[str]:
+    """The GPU models of the table, as nvidia-smi names them."""
+    return sorted(all_gpus())
+
+
 def _tokens(name: str) -> tuple[str, ...]:
     words = re.sub(r"[-_\s]+", " ", name.lower()).split()
     return tuple(words[1:] if words[:1] == ["nvidia"] else words)
@@ -100,3 +105,40 @@ def largest_gpu_of_arch(arch: str) -> GpuSpec:
             f"no GPU of architecture {arch!r} in the spec table; known: {', '.join(known_archs())}"
         )
     return min(specs, key=lambda s: (-s.memory_gb, -s.memory_bandwidth_gbs, len(s.name), s.name))
+
+
+def other_gpu_models(expected: str, found_names: list[str | None]) -> list[str]:
+    """The names nvidia-smi reports that are not the ``expected`` model, each once, in the
+    order found; [] when every GPU is it (or none is found: nothing to compare)."""
+    want = gpu_by_name(expected).name
+    others: list[str] = []
+    for name in found_names:
+        spec = find_gpu(name or "")
+        if (spec.name if spec else name) != want and (name or "unnamed") not in others:
+            others.append(name or "unnamed")
+    return others
+
+
+class OtherGpuModelError(PyinfraError):
+    """The GPUs a host reports are not the inventory's expected_gpu_model."""
+
+
+def refuse_other_gpu_model(host_name: str, expected: str | None, gpus: list[dict]) -> None:
+    """OtherGpuModelError when ``expected`` (expected_gpu_model) is set and a GPU of ``gpus``
+    (NvidiaGpus rows) is another model: everything validation planned (memory fit, tensor
+    parallelism, backends) was planned for the expected one. Nothing to compare before
+    nvidia-smi answers."""
+    if not expected:
+        return
+    others = other_gpu_models(expected, [gpu.get("name") for gpu in gpus])
+    if not others:
+        return
+    found = [gpu for gpu in gpus if (gpu.get("name") or "unnamed") in others]
+    indexes = ", ".join(str(gpu.get("index", "?")) for gpu in found)
+    raise OtherGpuModelError(
+        f"host {host_name}: expected_gpu_model = {expected!r}, but nvidia-smi reports "
+        f"GPU{'s' if len(found) > 1 else ''} {indexes} as {', '.join(others)}: validation "
+        "planned the memory fit, tensor parallelism and backends for the expected model; "
+        "allowed: the model the host has (expected_gpu_model), or unset to take what is "
+        "found\nNothing was changed."
+    )

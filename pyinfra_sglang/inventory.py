@@ -42,6 +42,7 @@ from pyinfra.api.exceptions import PyinfraError
 
 from pyinfra_sglang import data
 from pyinfra_sglang.arch import FlashAttnArch
+from pyinfra_sglang.gpus import UnknownGpuError, gpu_by_name, gpu_names
 from pyinfra_sglang.multinode_firewall import filtered_ports, port_in_filtered_ranges
 
 if TYPE_CHECKING:
@@ -114,6 +115,16 @@ def _visible_to_the_service(path: str) -> str:
     if hidden:
         raise ValueError(f"{path} is under {hidden[0]}, which the sandboxed service cannot see")
     return path
+
+
+def _known_gpu_model(value: str | None) -> str | None:
+    # The table's own name, so it compares with what nvidia-smi prints.
+    if value is None:
+        return None
+    try:
+        return gpu_by_name(value).name
+    except UnknownGpuError as error:
+        raise ValueError(str(error)) from None
 
 
 def _allowed(text: str) -> dict[str, str]:
@@ -484,6 +495,17 @@ class HostConfig(BaseModel):
         le=64,
         description="GPUs the host should have; the audit reports a mismatch.",
         json_schema_extra=_allowed("1..64, or unset to take what is found"),
+    )
+    expected_gpu_model: Annotated[str | None, AfterValidator(_known_gpu_model)] = Field(
+        None,
+        description=(
+            "The GPU model the host has, as nvidia-smi names it: validation plans the "
+            "memory fit, tensor parallelism and backends for it; the deploy refuses a host "
+            "whose GPUs are another model and the audit reports one. Unset: validation "
+            "assumes the largest GPU (data/gpus.toml) of the profile's architectures, and "
+            "settings that fit it but not the GPUs the host has pass until the service step."
+        ),
+        json_schema_extra=_allowed(f"one of: {_one_of(gpu_names())}; or unset"),
     )
     bench_ab_overrides: dict[str, Any] = Field(
         default_factory=dict,
@@ -982,27 +1004,46 @@ def _render_problem(config: HostConfig, error: PyinfraError) -> tuple[str, str]:
     from pyinfra_sglang.render import GpuFitError, RenderError, TensorParallelError
     from pyinfra_sglang.sglang_flags import FlagVersionError
 
+    planned = f"(GPUs planned: {_planned_gpus_text(config)})"
     if isinstance(error, TensorParallelError) and error.from_profile:
-        return _profile_field(config), f"{error} (GPUs planned: {_planned_gpus_text(config)})"
+        return _profile_field(config), f"{error} {planned}"
     if isinstance(error, GpuFitError):
+        if _expected_model_off_profile(config):
+            return "expected_gpu_model", f"{error} {planned}"
         field = "expected_gpu_count" if config.expected_gpu_count else _profile_field(config)
-        return field, f"{error} (GPUs planned: {_planned_gpus_text(config)})"
+        return field, f"{error} {planned}"
     if isinstance(error, FlagVersionError):
-        return "sglang_version", str(error)
+        # A release may be refused for the GPUs' architecture alone: say which were planned.
+        return "sglang_version", f"{error} {planned}"
     if isinstance(error, RenderError) and error.field in HostConfig.model_fields:
         return str(error.field), str(error)
     return _profile_field(config), str(error)
+
+
+def _expected_model_off_profile(config: HostConfig) -> bool:
+    """Is expected_gpu_model of an architecture the profile does not run on?"""
+    if not config.expected_gpu_model:
+        return False
+    try:
+        archs = host_profile(config).archs
+    except PyinfraError:
+        return False
+    return archs is not None and gpu_by_name(config.expected_gpu_model).arch not in archs
 
 
 def _planned_gpus_text(config: HostConfig) -> str:
     from pyinfra_sglang.service_files import planned_gpu
 
     try:
-        spec = planned_gpu(host_profile(config))
+        spec = planned_gpu(host_profile(config), config.expected_gpu_model)
     except PyinfraError:
         return "unknown"
     count = config.expected_gpu_count or "as many as the profile needs"
-    return f"{count} x {spec.name if spec else 'an unknown GPU'}"
+    if config.expected_gpu_model:
+        why = "expected_gpu_model"
+    else:
+        why = "unset expected_gpu_model: the largest of the profile's architectures"
+    return f"{count} x {spec.name if spec else 'an unknown GPU'}, {why}"
 
 
 def _service_problems(
@@ -1092,7 +1133,7 @@ def _planned_service_files(config: HostConfig, node, profile):
         while total is not None and total % node.nnodes:
             total = fewest_gpus_for(profile, None, total + 1)
         if total is not None and total != gpus.count * node.nnodes:
-            spec = planned_gpu(profile)
+            spec = planned_gpu(profile, config.expected_gpu_model)
             count = total // node.nnodes
             gpus = replace(
                 gpus,

@@ -23,6 +23,7 @@ from pyinfra_sglang.arch import as_sm
 from pyinfra_sglang.gpus import (
     GpuSpec,
     find_gpu,
+    gpu_by_name,
     known_archs,
     largest_gpu_of_arch,
 )
@@ -261,10 +262,13 @@ def gpu_set(
     )
 
 
-def planned_gpu(profile: Profile) -> GpuSpec | None:
-    """The GPU a host is assumed to have before it can be read: the largest (most memory) of
-    the profile's architectures in data/gpus.toml, of any architecture when the profile
-    names none; None when the table has none of them."""
+def planned_gpu(profile: Profile, model: str | None = None) -> GpuSpec | None:
+    """The GPU a host is assumed to have before it can be read: ``model`` (the inventory's
+    expected_gpu_model) when set; else the largest (most memory) of the profile's
+    architectures in data/gpus.toml, of any architecture when the profile names none; None
+    when the table has none of them."""
+    if model:
+        return gpu_by_name(model)
     archs = [arch for arch in (profile.archs or known_archs()) if arch in known_archs()]
     if not archs:
         return None
@@ -275,7 +279,7 @@ def planned_gpu(profile: Profile) -> GpuSpec | None:
 def planned_gpus(config: HostConfig, profile: Profile, nnodes: int = 1) -> GpuSet:
     """The GPUs the inventory plans for one node: ``expected_gpu_count`` (unset: the fewest
     that hold the profile over ``nnodes`` nodes, and at least its tp_size) of planned_gpu."""
-    spec = planned_gpu(profile)
+    spec = planned_gpu(profile, config.expected_gpu_model)
     memory_gb = spec.memory_gb if spec else None
     count = config.expected_gpu_count
     if count is None:

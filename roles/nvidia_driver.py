@@ -17,6 +17,7 @@ from pyinfra.operations import files, systemd
 
 from checks.facts import AptPolicy, NvidiaGpus, NvidiaLoadedModule, Virtualization
 from pyinfra_sglang import data
+from pyinfra_sglang.gpus import refuse_other_gpu_model
 from pyinfra_sglang.inventory import host_config
 from pyinfra_sglang.nvidia import (
     REBOOT_REQUIRED,
@@ -321,8 +322,10 @@ def nvidia_driver() -> None:
     config = host_config(host)
     family = host_platform().driver_family
     # Refused here, at planning (before any change): GPUs the branch or flavor cannot run,
-    # Secure Boot on without an enrolled key to sign the module with.
+    # GPUs other than expected_gpu_model, Secure Boot on without an enrolled key to sign
+    # the module with.
     refuse_driver_for_gpus(config)
+    refuse_other_gpu_model(host.name, config.expected_gpu_model, host.get_fact(NvidiaGpus))
     signing = secure_boot_preflight(config)
     packages = driver_packages(family, config)
     branch = config.nvidia_driver_branch

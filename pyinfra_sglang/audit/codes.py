@@ -86,6 +86,9 @@ CODES: dict[str, Code] = {
     "gpu-count-mismatch": Code(
         ("fail",), "nvidia-smi's GPU count differs from `expected_gpu_count`"
     ),
+    "gpu-model-mismatch": Code(
+        ("fail",), "a GPU nvidia-smi sees is not the model `expected_gpu_model` names"
+    ),
     "persistence-mode": Code(("ok",), "persistence mode on for every GPU"),
     "persistence-mode-off": Code(("warn",), "a GPU without persistence mode"),
     "persistence-mode-unknown": Code(

@@ -11,6 +11,7 @@ from pyinfra_sglang.flash_attn_build_plan import (
     rebuild_reason,
     uncovered_archs,
 )
+from pyinfra_sglang.gpus import other_gpu_models
 from pyinfra_sglang.parsers.system import iommu_passthrough
 
 RUN_SITE = "Run `pyinfra INVENTORY deploy/site.py` to converge it"
@@ -152,6 +153,27 @@ def findings_for_gpu_count(expected: int | None, found: int) -> list[Finding]:
     if found == 0:
         return []  # said by driver-missing
     return [Finding("ok", "gpu-count", f"{found} GPUs" + (" as expected." if expected else "."))]
+
+
+def findings_for_gpu_model(expected: str | None, gpus: list[dict]) -> list[Finding]:
+    """gpu-model-mismatch when expected_gpu_model is set and a GPU nvidia-smi sees is another
+    model: the service was planned and validated for the expected one."""
+    if not expected:
+        return []
+    others = other_gpu_models(expected, [gpu.get("name") for gpu in gpus])
+    if not others:
+        return []
+    return [
+        Finding(
+            "fail",
+            "gpu-model-mismatch",
+            f"Expected {expected} (expected_gpu_model), nvidia-smi sees {', '.join(others)}. "
+            "Validation planned the memory fit, tensor parallelism and backends for the "
+            "expected model, and the deploy refuses this host: set expected_gpu_model to the "
+            "model it has (or unset it), then validate again.",
+            evidence={"expected": expected, "found": [gpu.get("name") for gpu in gpus]},
+        )
+    ]
 
 
 def findings_for_persistence(rows: list[dict], persistenced: dict) -> list[Finding]:

@@ -11,6 +11,7 @@ from pyinfra_sglang.audit.drift import (
     findings_for_driver_update,
     findings_for_flash_attn,
     findings_for_gpu_count,
+    findings_for_gpu_model,
     findings_for_iommu,
     findings_for_model,
     findings_for_persistence,
@@ -152,6 +153,7 @@ def judge(expected: AuditExpectations, facts: AuditFacts) -> list[Finding]:
     findings += findings_for_cuda(expected.cuda_version, facts.nvcc, expected.nvcc_path)
     findings += findings_for_model(facts.model)
     findings += findings_for_gpu_count(expected.expected_gpu_count, gpu_count)
+    findings += findings_for_gpu_model(expected.expected_gpu_model, facts.gpus)
     findings += findings_for_persistence(facts.gpus, facts.persistenced)
     findings += findings_for_topology(facts.topology, gpu_count)
     findings += findings_for_p2p(facts.p2p, gpu_count, vm)

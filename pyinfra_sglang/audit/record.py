@@ -33,6 +33,8 @@ class AuditExpectations:
     # flash-attn's pin and the inventory's architectures for it (None in records made before).
     flash_attn_version: str | None = None
     flash_attn_cuda_archs: list[str] | None = None
+    # The inventory's expected_gpu_model (None: unset, or a record made before it).
+    expected_gpu_model: str | None = None
 
     @classmethod
     def from_config(cls, config: HostConfig, unit_name: str, node_rank: int) -> AuditExpectations:
@@ -49,6 +51,7 @@ class AuditExpectations:
             update_within_branch=config.nvidia_driver_update_within_branch,
             flash_attn_version=config.flash_attn_version,
             flash_attn_cuda_archs=config.flash_attn_cuda_archs,
+            expected_gpu_model=config.expected_gpu_model,
             node_rank=node_rank,
             router_unit=ROUTER_UNIT_PATH.rsplit("/", 1)[1] if routed else None,
         )

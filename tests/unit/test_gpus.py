@@ -13,8 +13,10 @@ from pyinfra_sglang.gpus import (
     all_gpus,
     find_gpu,
     gpu_by_name,
+    gpu_names,
     known_archs,
     largest_gpu_of_arch,
+    other_gpu_models,
 )
 from pyinfra_sglang.parsers.nvidia_smi import parse_gpu_query_csv
 
@@ -130,3 +132,22 @@ def test_largest_gpu_of_unknown_arch():
 def test_largest_gpu_of_arch_reads_every_spelling():
     for spelling in ("sm_120", "120", "12.0"):
         assert largest_gpu_of_arch(spelling).arch == "sm_120"
+
+
+RTX_SERVER = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+RTX_WORKSTATION = "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
+
+
+def test_gpu_names_are_the_table_names():
+    assert gpu_names() == sorted(all_gpus())
+    assert RTX_SERVER in gpu_names()
+
+
+def test_other_gpu_models_names_each_other_model_once():
+    assert other_gpu_models(RTX_SERVER, [RTX_SERVER] * 8) == []
+    # A spelling of the expected model that stands for it alone is the same model.
+    assert other_gpu_models("rtx pro 6000 blackwell server edition", [RTX_SERVER]) == []
+    found = [RTX_SERVER, RTX_WORKSTATION, RTX_WORKSTATION, "NVIDIA H999", None]
+    assert other_gpu_models(RTX_SERVER, found) == [RTX_WORKSTATION, "NVIDIA H999", "unnamed"]
+    # No GPU read (no driver yet): nothing to compare.
+    assert other_gpu_models(RTX_SERVER, []) == []
