@@ -3,12 +3,16 @@ package; a mirror from the inventory replaces NVIDIA's URL (air-gapped sites).""
 
 from __future__ import annotations
 
+import hashlib
 import shlex
-from pathlib import PurePosixPath
+import urllib.parse
 
 from pyinfra import host
-from pyinfra.api import QuoteString, StringCommand, deploy, operation
+from pyinfra.api import FunctionCommand, QuoteString, StringCommand, deploy, operation
+from pyinfra.api.exceptions import PyinfraError
 from pyinfra.facts.deb import DebPackages
+from pyinfra.facts.files import File, Sha256File
+from pyinfra.facts.server import Command
 from pyinfra.operations import files
 from pyinfra.operations.util import any_changed
 
@@ -18,7 +22,93 @@ from pyinfra_sglang.inventory import HostConfig, host_config
 from pyinfra_sglang.parsers.system import same_repository
 from pyinfra_sglang.paths import template
 from pyinfra_sglang.platform import Platform
-from roles.common import apt_get, apt_lists_updated, host_platform
+from roles.common import apt_get, apt_lists_updated, host_platform, put_private_file
+
+
+class MirrorLoginRefused(PyinfraError):
+    """The mirror's user or password cannot be written where apt and curl read it."""
+
+
+def split_login(url: str) -> tuple[str, tuple[str, str] | None]:
+    """``url`` without its user and password, and those (percent-decoded, as apt and curl
+    use them), or None when it has none."""
+    parts = urllib.parse.urlsplit(url)
+    userinfo, at, hostport = parts.netloc.rpartition("@")
+    if not at:
+        return url, None
+    user, _, password = userinfo.partition(":")
+    plain = urllib.parse.urlunsplit(parts._replace(netloc=hostport))
+    return plain, (urllib.parse.unquote(user), urllib.parse.unquote(password))
+
+
+def mirror_login(config: HostConfig, host_name: str) -> tuple[str, tuple[str, str]] | None:
+    """The mirror's apt machine (``scheme://host[:port]/path``: apt_auth.conf(5) uses a login
+    for http only when the machine names the scheme) and (user, password), or None. A user
+    or password apt's and curl's netrc files cannot hold is refused, never shown."""
+    if config.nvidia_apt_mirror is None:
+        return None
+    plain, login = split_login(str(config.nvidia_apt_mirror))
+    if login is None:
+        return None
+    if any(
+        not word or any(c.isspace() or not c.isprintable() or c == '"' for c in word)
+        for word in login
+    ):
+        raise MirrorLoginRefused(
+            f"host {host_name}: nvidia_apt_mirror: the user or password is empty or holds a "
+            "space, a quote or a control character, which apt's auth.conf cannot hold; "
+            'allowed: printable characters other than space and ". Nothing was changed.'
+        )
+    parts = urllib.parse.urlsplit(plain)
+    return f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}", login
+
+
+def apt_login_text(machine: str, login: tuple[str, str]) -> bytes:
+    return (
+        "# Managed by pyinfra-sglang (roles/nvidia_repo.py): nvidia_apt_mirror's login.\n"
+        f"machine {machine} login {login[0]} password {login[1]}\n"
+    ).encode()
+
+
+def _apt_login_written(state, host, path: str) -> bool:
+    # Read from the inventory here, not passed in: a FunctionCommand's arguments show in
+    # pyinfra's debug output.
+    machine, login = mirror_login(host_config(host), host.name)
+    put_private_file(host, apt_login_text(machine, login), path, "600", "the mirror's login")
+    return True
+
+
+def _netrc_written(state, host, path: str, src: str) -> bool:
+    _, login = mirror_login(host_config(host), host.name)
+    netloc = urllib.parse.urlsplit(src).hostname
+    text = f"machine {netloc} login {login[0]} password {login[1]}\n".encode()
+    put_private_file(host, text, path, "600", "the mirror's login")
+    return True
+
+
+@operation()
+def apt_login(path: str):
+    """The login of ``nvidia_apt_mirror`` (a URL with user:password) at ``path``, 0600 root,
+    where apt reads it (auth.conf.d): the list file, readable by all, holds the URL without
+    it. A mirror without a login: no such file. The login is never in a command or output."""
+    found = mirror_login(host_config(host), host.name)
+    current = host.get_fact(File, path=path)
+    if found is None:
+        if current:
+            yield StringCommand("rm", "-f", QuoteString(path))
+        else:
+            host.noop(f"nvidia_apt_mirror has no login: no {path}")
+        return
+    wanted = hashlib.sha256(apt_login_text(*found)).hexdigest()
+    if (
+        current
+        and (current.get("user"), current.get("group"), current.get("mode"))
+        == ("root", "root", 600)
+        and host.get_fact(Sha256File, path=path) == wanted
+    ):
+        host.noop(f"{path} holds nvidia_apt_mirror's login")
+        return
+    yield FunctionCommand(_apt_login_written, (path,), {})
 
 
 def nvidia_repo_url(config: HostConfig, platform: Platform) -> str:
@@ -69,28 +159,75 @@ def other_entries_disabled(urls: list[str], own_file: str):
         )
 
 
-def keyring_check(deb: str, sha256: str | None, fingerprint: str, keyring_path: str) -> str:
-    """Shell that fails, naming what it found, unless the .deb at ``deb`` is the expected
-    one: its sha256 when pinned, else the fingerprint of the key it installs."""
+def keyring_check(deb: str, sha256: str, fingerprint: str, keyring_path: str) -> str:
+    """Shell that fails, naming the hash it found, unless the .deb at ``deb`` has the pinned
+    ``sha256``: then it is NVIDIA's package as published, and apt-get may install it."""
     quoted = shlex.quote(deb)
-    if sha256:
-        return (
-            f"actual=$(sha256sum {quoted} | cut -d' ' -f1); "
-            f'[ "$actual" = {shlex.quote(sha256)} ] || {{ echo "the downloaded keyring\'s '
-            f'sha256 is $actual, expected {sha256}: not installing it" >&2; '
-            f"rm -f {quoted}; exit 1; }}"
-        )
-    # The key it would install, read without installing it (no maintainer script runs).
-    inside = shlex.quote(keyring_path.lstrip("/"))
     return (
-        f"check=$(mktemp -d -p {shlex.quote(str(PurePosixPath(deb).parent))}) && "
-        f'dpkg-deb -x {quoted} "$check/root" && mkdir -m 700 "$check/gnupg" && '
-        f'actual=$(GNUPGHOME="$check/gnupg" gpg --batch --show-keys --with-colons '
-        f"\"$check/root\"/{inside} 2>/dev/null | awk -F: '/^fpr/ {{print $10; exit}}'); "
-        f'rm -rf "$check"; [ "$actual" = {shlex.quote(fingerprint)} ] || {{ '
-        f"echo \"the downloaded keyring carries key ${{actual:-none}}, not NVIDIA's "
-        f"{fingerprint}: not installing it (pin nvidia_keyring_sha256 for a mirror that signs "
-        f'with its own key)" >&2; rm -f {quoted}; exit 1; }}'
+        f"actual=$(sha256sum {quoted} | cut -d' ' -f1); "
+        f'[ "$actual" = {shlex.quote(sha256)} ] || {{ echo "the downloaded keyring\'s '
+        f'sha256 is $actual, expected {sha256}: not installing it" >&2; '
+        f"rm -f {quoted}; exit 1; }}"
+    )
+
+
+def _member_patterns(allowed: list[str]) -> str:
+    """``case`` patterns of the tar members (``./etc/``, ``./etc/apt/x.list``) a keyring .deb
+    may hold: the allowed files, a folder's contents for a trailing ``*``, and every parent
+    folder of them."""
+    patterns = {"'./'"}
+    for path in allowed:
+        parts = path.strip("/").split("/")
+        for depth in range(1, len(parts)):
+            patterns.add(shlex.quote("./" + "/".join(parts[:depth]) + "/"))
+        if parts[-1] == "*":
+            patterns.add(shlex.quote("./" + "/".join(parts[:-1]) + "/") + "*")
+        else:
+            patterns.add(shlex.quote("./" + "/".join(parts)))
+    return "|".join(sorted(patterns))
+
+
+def primary_fingerprints(keyring: str, gnupg_home: str) -> str:
+    """Shell printing the fingerprint of each primary key (not subkey) in ``keyring``, one a
+    line, read without importing it (``gnupg_home``: an empty folder of the caller's)."""
+    return (
+        f"GNUPGHOME={gnupg_home} gpg --batch --show-keys --with-colons {keyring} 2>/dev/null "
+        "| awk -F: '/^pub/ {p = 1; next} p && /^fpr/ {print $10; p = 0}'"
+    )
+
+
+def keyring_unpacked(
+    deb: str, folder: str, fingerprint: str, keyring_path: str, allowed: list[str]
+) -> str:
+    """Shell that unpacks the .deb at ``deb`` into ``folder`` (dpkg-deb -x: no maintainer
+    script runs) and fails, naming what it found, and removes both, unless it holds only
+    ``allowed`` files (and their folders) and its keyring at ``keyring_path`` is a plain file
+    of exactly one key, ``fingerprint``. The key file is then at folder/root/keyring_path."""
+    q = shlex.quote
+    key = f'"$dir/root"/{q(keyring_path.lstrip("/"))}'
+    listing = primary_fingerprints(key, '"$dir/gnupg"')
+    hint = "pin nvidia_keyring_sha256 for a mirror that signs with its own key"
+    return (
+        f"deb={q(deb)}; dir={q(folder)}; "
+        'refuse() { echo "$1: not installing it$2" >&2; rm -rf "$dir" "$deb"; exit 1; }; '
+        'members=$(dpkg-deb --fsys-tarfile "$deb" | tar -t) || '
+        'refuse "the downloaded keyring is not a readable .deb"; '
+        'extra=$(printf \'%s\\n\' "$members" | while IFS= read -r m; do case "$m" in '
+        "*/../*|*/..) printf '%s ' \"$m\" ;; "
+        f"{_member_patterns(allowed)}) ;; "
+        "*) printf '%s ' \"$m\" ;; esac; done); "
+        '[ -z "$extra" ] || refuse "the downloaded keyring .deb holds what a keyring does '
+        'not: ${extra% }"; '
+        'rm -rf "$dir" && mkdir -m 700 "$dir" "$dir/gnupg" && dpkg-deb -x "$deb" "$dir/root" '
+        '|| refuse "could not unpack the downloaded keyring"; '
+        f"{{ [ -f {key} ] && [ ! -L {key} ]; }} || "
+        f'refuse "the downloaded keyring .deb has no plain file {keyring_path}"; '
+        f"keys=$({listing}); "
+        "count=$(printf '%s' \"$keys\" | grep -c .); "
+        f'[ "$count" -le 1 ] || refuse "the downloaded keyring carries $count keys '
+        f"($(echo $keys)), not only NVIDIA's {fingerprint}\"; "
+        f'[ "$keys" = {q(fingerprint)} ] || refuse "the downloaded keyring carries key '
+        f'${{keys:-none}}, not NVIDIA\'s {fingerprint}" " ({hint})"'
     )
 
 
@@ -102,25 +239,86 @@ def keyring_installed(
     keyring_path: str,
     download_dir: str,
     sha256: str | None = None,
+    allowed_files: list[str] | None = None,
+    netrc: bool = False,
 ):
-    """Install ``package`` from the .deb at ``src`` unless dpkg has it (asked first): downloaded
-    into the root-only ``download_dir`` and checked (keyring_check) before apt-get installs
-    it, so it waits for dpkg's locks and pulls the package's dependencies."""
+    """NVIDIA's repository key, from the cuda-keyring .deb at ``src``, downloaded into the
+    root-only ``download_dir`` (curl reads the mirror's login from a 0600 netrc file there
+    when ``netrc``: never from its command line).
+
+    With a pinned ``sha256`` the .deb is NVIDIA's as published: apt-get installs it (it waits
+    for dpkg's locks), unless dpkg has it already. Without one, dpkg never sees it: its
+    maintainer scripts would run as root. keyring_unpacked checks what it holds and the
+    key file alone is installed at ``keyring_path``, unless a key file holding NVIDIA's key
+    alone is there already."""
     if package in host.get_fact(DebPackages):
         host.noop(f"{package} is installed")
         return
+    if not sha256:
+        present = host.get_fact(Command, command=installed_keys_command(keyring_path))
+        if (present or "").split() == [fingerprint]:
+            host.noop(f"{keyring_path} holds NVIDIA's key {fingerprint} alone")
+            return
     folder = QuoteString(download_dir)
     # apt-get takes a local file for a package only by a path ending in .deb.
     deb = f"{download_dir}/{package}.deb"
     # An https URL may not be redirected to plain http.
     protocols = "=https" if src.startswith("https://") else "=http,https"
     yield StringCommand("install", "-d", "-m", "700", "-o", "root", "-g", "root", folder)
+    curl = ["curl", "-fsSL", "--proto", protocols, "-o", QuoteString(deb)]
+    if netrc:
+        netrc_path = f"{download_dir}/{package}.netrc"
+        yield FunctionCommand(_netrc_written, (netrc_path, src), {})
+        # The file goes whether curl succeeds or not.
+        yield StringCommand(
+            *curl,
+            "--netrc-file",
+            QuoteString(netrc_path),
+            QuoteString(src),
+            "; status=$?; rm -f",
+            QuoteString(netrc_path),
+            '; [ "$status" -eq 0 ]',
+        )
+    else:
+        yield StringCommand(*curl, QuoteString(src))
+    if sha256:
+        yield keyring_check(deb, sha256, fingerprint, keyring_path)
+        yield apt_get("install", QuoteString(deb))
+        yield StringCommand("rm", "-f", QuoteString(deb))
+        return
+    if allowed_files is None:
+        platform = host_platform()
+        allowed_files = [
+            path.format(distro=platform.nvidia_repo, arch=platform.nvidia_arch)
+            for path in data.load("nvidia")["repo"]["keyring_deb_files"]
+        ]
+    unpacked = f"{download_dir}/{package}.d"
+    yield keyring_unpacked(deb, unpacked, fingerprint, keyring_path, allowed_files)
     yield StringCommand(
-        "curl", "-fsSL", "--proto", protocols, "-o", QuoteString(deb), QuoteString(src)
+        "install",
+        "-D",
+        "-m",
+        "644",
+        "-o",
+        "root",
+        "-g",
+        "root",
+        QuoteString(f"{unpacked}/root/{keyring_path.lstrip('/')}"),
+        QuoteString(keyring_path),
+        "&&",
+        "rm",
+        "-rf",
+        QuoteString(unpacked),
+        QuoteString(deb),
     )
-    yield keyring_check(deb, sha256, fingerprint, keyring_path)
-    yield apt_get("install", QuoteString(deb))
-    yield StringCommand("rm", "-f", QuoteString(deb))
+
+
+def installed_keys_command(keyring_path: str) -> str:
+    """The fingerprints of the primary keys in the key file at ``keyring_path``, one a line;
+    nothing when there is no such file (or no gpg)."""
+    q = shlex.quote(keyring_path)
+    listing = primary_fingerprints(q, '"$home"')
+    return f'if [ -f {q} ] && home=$(mktemp -d); then {listing}; rm -rf "$home"; fi; true'
 
 
 def keyring_sha256(config: HostConfig, platform: Platform) -> str | None:
@@ -137,7 +335,10 @@ def nvidia_repo() -> None:
     config = host_config(host)
     platform = host_platform()
     repo = data.load("nvidia")["repo"]
-    url = nvidia_repo_url(config, platform)
+    # The list file, readable by all, and curl's command line get the URL without the
+    # mirror's login: apt reads it from auth.conf.d, curl from a 0600 netrc file.
+    login = mirror_login(config, host.name)
+    url, _ = split_login(nvidia_repo_url(config, platform))
 
     components = None
     if platform.components:
@@ -153,6 +354,9 @@ def nvidia_repo() -> None:
         urls=sorted({url, nvidia_url}),
         own_file=list_path,
     )
+    credentials = apt_login(
+        name="Give apt the mirror's login (auth.conf.d)", path=repo["auth_path"]
+    )
     keyring = keyring_installed(
         name="Install NVIDIA's repository signing key (cuda-keyring)",
         package=repo["keyring_package"],
@@ -161,6 +365,7 @@ def nvidia_repo() -> None:
         fingerprint=repo["signing_key_fingerprint"],
         keyring_path=repo["keyring_path"],
         download_dir=repo["download_dir"],
+        netrc=login is not None,
     )
     source = files.template(
         name="Point apt at NVIDIA's repository",
@@ -172,5 +377,5 @@ def nvidia_repo() -> None:
         group="root",
         mode="644",
     )
-    changed = [op for op in (components, others, keyring, source) if op is not None]
+    changed = [op for op in (components, others, credentials, keyring, source) if op is not None]
     apt_lists_updated(name="Refresh apt after a repository change", _if=any_changed(*changed))

@@ -124,6 +124,7 @@ class PackageSpec:
     provides: tuple[str, ...] = ()
     files: tuple[DebFile, ...] = ()
     conffiles: tuple[str, ...] = ()
+    scripts: tuple[tuple[str, bytes], ...] = ()  # maintainer scripts: (postinst, content)
 
     @property
     def filename(self) -> str:
@@ -181,8 +182,24 @@ def script(body: str) -> bytes:
     return f"#!/bin/sh\n# Test double, not NVIDIA's program.\n{body}".encode()
 
 
+# What NVIDIA's cuda-keyring holds besides the key and the list (`dpkg -L cuda-keyring`):
+# an apt pin and a changelog. Its pin's content is not captured: this one matches no release
+# of the stand-in (its Label is "NVIDIA CUDA (test double)"), so it changes nothing apt picks.
+KEYRING_PIN_PATH = "/etc/apt/preferences.d/cuda-repository-pin-600"
+KEYRING_PIN = b"Package: *\nPin: release l=NVIDIA CUDA\nPin-Priority: 600\n"
+KEYRING_CHANGELOG = "/usr/share/doc/cuda-keyring/changelog.Debian.gz"
+# NVIDIA's build generates a postinst (debian/cuda-keyring.postinst); what it does is not
+# captured. This one does nothing visible, but a package with one is what the role must
+# handle: dpkg would run it as root.
+KEYRING_POSTINST = script("set -e\nexit 0\n")
+
+
 def keyring_package(distro: str, arch: str, public_key: bytes) -> PackageSpec:
     list_file = f"/etc/apt/sources.list.d/cuda-{distro}-{arch}.list"
+    changelog = gzip.compress(
+        f"cuda-keyring ({KEYRING_VERSION}) stable; urgency=medium\n\n  * Test double.\n".encode(),
+        mtime=0,
+    )
     return PackageSpec(
         name="cuda-keyring",
         version=KEYRING_VERSION,
@@ -191,8 +208,11 @@ def keyring_package(distro: str, arch: str, public_key: bytes) -> PackageSpec:
         files=(
             DebFile(KEYRING_PATH, public_key),
             DebFile(list_file, sources_list_line(NVIDIA_REPOS_URL, distro, arch).encode()),
+            DebFile(KEYRING_PIN_PATH, KEYRING_PIN),
+            DebFile(KEYRING_CHANGELOG, changelog),
         ),
-        conffiles=(list_file,),
+        conffiles=(list_file, KEYRING_PIN_PATH),
+        scripts=(("postinst", KEYRING_POSTINST),),
     )
 
 
@@ -392,6 +412,9 @@ def stage_tree(spec: PackageSpec, stage: Path) -> None:
             path.chmod(0o755)  # not whatever the caller's umask left
     for path in debian.iterdir():
         path.chmod(0o644)
+    for name, content in spec.scripts:
+        (debian / name).write_bytes(content)
+        (debian / name).chmod(0o755)  # dpkg-deb refuses a maintainer script it cannot run
 
 
 def build_deb(spec: PackageSpec, out_dir: Path, work_dir: Path) -> Path:

@@ -242,14 +242,25 @@ def test_reboot_and_wait_returns_after_a_real_reboot(host_pool, tmp_path):
     host_pool.stop(test_host)
 
 
+def fingerprint_of(public_key: Path) -> str:
+    listing = subprocess.run(
+        ["gpg", "--batch", "--show-keys", "--with-colons", str(public_key)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return next(line.split(":")[9] for line in listing.splitlines() if line.startswith("fpr"))
+
+
 def test_a_keyring_that_is_not_the_pinned_one_is_never_installed(
     host_pool, nvidia_mirror, tmp_path
 ):
     # Before: downloaded to a predictable /tmp name (skipped when it already existed) and
-    # installed unchecked.
+    # installed unchecked; then, without a pinned sha256, given to apt-get once its first
+    # key was NVIDIA's, which ran its postinst as root.
     [test_host] = host_pool.boot(1)
     try:
-        host_pool.run(test_host, "apt-get -q update && apt-get install -y -q curl")
+        host_pool.run(test_host, "apt-get -q update && apt-get install -y -q curl gnupg")
         inventory = write_inventory(
             tmp_path / "one.py", {"hosts": [(test_host.address, host_pool.inventory_data())]}
         )
@@ -258,26 +269,104 @@ def test_a_keyring_that_is_not_the_pinned_one_is_never_installed(
             "roles.nvidia_repo.keyring_installed",
             "package=cuda-keyring",
             f"src={nvidia_mirror.repo_url()}cuda-keyring_1.1-1_all.deb",
-            "fingerprint=EB693B3035CD5710E231E123A4B469963BF863CC",
             "keyring_path=/usr/share/keyrings/cuda-archive-keyring.gpg",
             f"download_dir={downloads}",
         )
+        nvidia = "fingerprint=EB693B3035CD5710E231E123A4B469963BF863CC"
         # No sha256 pinned: checked by the key it carries (the stand-in's is not NVIDIA's).
-        by_key = apply(inventory, *keyring)
+        by_key = apply(inventory, *keyring, nvidia)
         assert by_key.returncode != 0, by_key.describe()
         assert "not NVIDIA's EB693B3035CD5710E231E123A4B469963BF863CC: not installing it" in (
             by_key.stderr
         ), by_key.describe()
         # A pinned sha256 that is not the file's.
-        by_hash = apply(inventory, *keyring, f"sha256={'ab' * 32}")
+        by_hash = apply(inventory, *keyring, nvidia, f"sha256={'ab' * 32}")
         assert by_hash.returncode != 0, by_hash.describe()
         assert f"expected {'ab' * 32}: not installing it" in by_hash.stderr, by_hash.describe()
         state = host_pool.run(
             test_host,
             f"dpkg -s cuda-keyring >/dev/null 2>&1 && echo installed || echo absent; "
-            f"stat -c '%a %U' {downloads}; ls -A {downloads}",
+            f"stat -c '%a %U' {downloads}; ls -A {downloads}; "
+            "ls /usr/share/keyrings/cuda-archive-keyring.gpg 2>&1 >/dev/null | wc -l",
         ).stdout.split("\n")
-        assert state[:3] == ["absent", "700 root", ""], state
+        assert state[:4] == ["absent", "700 root", "", "1"], state
+
+        # The key it expects (here the stand-in's): the key file alone is installed, dpkg
+        # never sees the .deb (its postinst never runs), and nothing is left behind.
+        standin = f"fingerprint={fingerprint_of(nvidia_mirror.public_key)}"
+        accepted = apply(inventory, *keyring, standin)
+        assert accepted.returncode == 0 and not accepted.errors(), accepted.describe()
+        installed = host_pool.run(
+            test_host,
+            "dpkg -s cuda-keyring >/dev/null 2>&1 && echo installed || echo absent; "
+            "stat -c '%a %U %G' /usr/share/keyrings/cuda-archive-keyring.gpg; "
+            f"ls -A {downloads}; ls /etc/apt/preferences.d",
+        ).stdout.split("\n")
+        assert installed[:4] == ["absent", "644 root root", "", ""], installed
+        key = test_host.root / "usr/share/keyrings/cuda-archive-keyring.gpg"
+        assert key.read_bytes() == nvidia_mirror.public_key.read_bytes()
+        again = apply(inventory, *keyring, standin)
+        assert again.returncode == 0 and again.changed() == [], again.describe()
+    finally:
+        host_pool.stop(test_host)
+
+
+MIRROR_USER, MIRROR_PASSWORD = "mirror-user", "mirror-s3cret"
+
+
+def test_a_mirrors_login_goes_to_auth_conf_never_the_list_or_a_command(
+    host_pool, nvidia_mirror, tmp_path
+):
+    """A private mirror that asks every request for its login: apt reads it from a 0600
+    file in auth.conf.d, curl (the keyring) from a netrc file removed after it; the list
+    file, which every user reads, holds the URL alone."""
+    from tests.hosts import aptrepo
+
+    [test_host] = host_pool.boot(1)
+    deploy = tmp_path / "nvidia_repo_only.py"
+    deploy.write_text("from roles.nvidia_repo import nvidia_repo\n\nnvidia_repo()\n")
+    sha256 = hashlib.sha256(
+        (nvidia_mirror.root / "debian12/x86_64/cuda-keyring_1.1-1_all.deb").read_bytes()
+    ).hexdigest()
+    credentials = (MIRROR_USER, MIRROR_PASSWORD)
+    try:
+        host_pool.run(test_host, "apt-get -q update && apt-get install -y -q curl")
+        with aptrepo.serve(nvidia_mirror.root, credentials=credentials) as url:
+            private = url.replace("http://", f"http://{MIRROR_USER}:{MIRROR_PASSWORD}@")
+            data = {
+                **host_pool.inventory_data(),
+                "nvidia_apt_mirror": private,
+                "nvidia_keyring_sha256": sha256,
+            }
+            inventory = write_inventory(tmp_path / "one.py", {"hosts": [(test_host.address, data)]})
+            first = apply(inventory, str(deploy))
+            assert first.returncode == 0 and not first.errors(), first.describe()
+            assert MIRROR_PASSWORD not in first.stdout + first.stderr
+            # apt-get update succeeded against a server that refuses requests without the
+            # login: apt found it in auth.conf.d.
+            assert "NVIDIA repository | Refresh apt after a repository change" in first.changed(
+                test_host.address
+            )
+            run = lambda command: host_pool.run(test_host, command).stdout  # noqa: E731
+            assert run(f"cat {LIST_FILE}").splitlines()[-1] == (
+                f"deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] "
+                f"{url}/debian12/x86_64/ /"
+            )
+            auth = "/etc/apt/auth.conf.d/pyinfra-sglang-nvidia.conf"
+            assert run(f"stat -c '%a %U %G' {auth}").strip() == "600 root root"
+            assert run(f"cat {auth}").splitlines()[-1] == (
+                f"machine {url} login {MIRROR_USER} password {MIRROR_PASSWORD}"
+            )
+            # Nowhere else on the host's apt configuration, nor left by curl.
+            assert run(
+                f"grep -rl {MIRROR_PASSWORD} /etc/apt /var/lib/pyinfra-sglang; true"
+            ).split() == [auth]
+            assert run("dpkg -s cuda-keyring | sed -n 's/^Status: //p'").strip() == (
+                "install ok installed"
+            )
+            assert "nvidia-driver-pinning-590" in run("apt-cache pkgnames nvidia-driver-pinning")
+            again = apply(inventory, str(deploy))
+            assert again.returncode == 0 and again.changed() == [], again.describe()
     finally:
         host_pool.stop(test_host)
 

@@ -147,6 +147,17 @@ def test_keyring_package_ships_the_signing_key_and_nvidias_source(built, repo, t
     )
     # Binary, not armored: apt's signed-by= reads either, but NVIDIA ships binary.
     assert not built.public_key.read_bytes().startswith(b"-----BEGIN")
+    # The rest of what NVIDIA's holds (`dpkg -L cuda-keyring`): a pin, a changelog, and a
+    # postinst, which is why the role without a pinned sha256 never lets dpkg install it.
+    assert (tree / "etc/apt/preferences.d/cuda-repository-pin-600").is_file()
+    assert (tree / "usr/share/doc/cuda-keyring/changelog.Debian.gz").is_file()
+    info = subprocess.run(
+        ["dpkg-deb", "-I", str(repo / "cuda-keyring_1.1-1_all.deb")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "postinst" in info
 
 
 def test_driver_packages_ship_their_files(repo, tmp_path):
@@ -170,6 +181,8 @@ def test_driver_packages_ship_their_files(repo, tmp_path):
     with pytest.raises(subprocess.TimeoutExpired):
         subprocess.run([str(daemon), "--verbose"], check=False, timeout=0.5)
     for deb in repo.glob("*.deb"):
+        if deb.name.startswith("cuda-keyring_"):
+            continue  # NVIDIA's carries a postinst, and so does its stand-in
         info = subprocess.run(
             ["dpkg-deb", "-I", str(deb)], capture_output=True, text=True, check=True
         )

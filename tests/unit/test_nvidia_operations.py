@@ -7,7 +7,7 @@ import pytest
 from pyinfra.api.exceptions import OperationError
 from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import File
-from pyinfra.facts.server import Which
+from pyinfra.facts.server import Command, Which
 
 from checks.facts import (
     AptSourceEntries,
@@ -36,7 +36,13 @@ from roles.nvidia_driver import (
     rebuild_initramfs,
     stale_driver_packages,
 )
-from roles.nvidia_repo import apt_components, keyring_check, keyring_installed
+from roles.nvidia_repo import (
+    apt_components,
+    installed_keys_command,
+    keyring_check,
+    keyring_installed,
+    keyring_unpacked,
+)
 from tests.unit.ophelper import OP_CASE_FIELDS, op_case, run_operation
 
 # Debian 12's compute install with open modules (data/nvidia.toml, family "debian").
@@ -337,6 +343,64 @@ CASES = [
         KEYRING_ARGS,
         noops=["cuda-keyring is installed"],
     ),
+    # No sha256 pinned: dpkg never sees the .deb (NVIDIA's carries a postinst); its key file
+    # alone is installed once checked.
+    op_case(
+        keyring_installed,
+        "unpinned-unpacked-checked-key-file-installed-no-dpkg",
+        {DebPackages: {}, Command: ""},
+        {**KEYRING_ARGS, "sha256": None, "allowed_files": [KEYRING_ARGS["keyring_path"]]},
+        commands=[
+            f"install -d -m 700 -o root -g root {DOWNLOADS}",
+            f"curl -fsSL --proto =http,https -o {KEYRING_DEB} {KEYRING_URL}",
+            keyring_unpacked(
+                KEYRING_DEB,
+                f"{DOWNLOADS}/cuda-keyring.d",
+                NVIDIA_KEY,
+                KEYRING_ARGS["keyring_path"],
+                [KEYRING_ARGS["keyring_path"]],
+            ),
+            f"install -D -m 644 -o root -g root {DOWNLOADS}/cuda-keyring.d/root/usr/share/"
+            "keyrings/cuda-archive-keyring.gpg /usr/share/keyrings/cuda-archive-keyring.gpg "
+            f"&& rm -rf {DOWNLOADS}/cuda-keyring.d {KEYRING_DEB}",
+        ],
+    ),
+    op_case(
+        keyring_installed,
+        "unpinned-nvidias-key-alone-in-place-is-a-noop",
+        {
+            DebPackages: {},
+            Command: lambda command: (
+                NVIDIA_KEY
+                if command == installed_keys_command(KEYRING_ARGS["keyring_path"])
+                else ""
+            ),
+        },
+        {**KEYRING_ARGS, "sha256": None},
+        noops=[
+            f"/usr/share/keyrings/cuda-archive-keyring.gpg holds NVIDIA's key {NVIDIA_KEY} alone"
+        ],
+    ),
+    op_case(
+        keyring_installed,
+        "unpinned-a-second-key-in-place-is-replaced",
+        {DebPackages: {}, Command: f"{NVIDIA_KEY}\n{'0' * 40}"},
+        {**KEYRING_ARGS, "sha256": None, "allowed_files": []},
+        commands=[
+            f"install -d -m 700 -o root -g root {DOWNLOADS}",
+            f"curl -fsSL --proto =http,https -o {KEYRING_DEB} {KEYRING_URL}",
+            keyring_unpacked(
+                KEYRING_DEB,
+                f"{DOWNLOADS}/cuda-keyring.d",
+                NVIDIA_KEY,
+                KEYRING_ARGS["keyring_path"],
+                [],
+            ),
+            f"install -D -m 644 -o root -g root {DOWNLOADS}/cuda-keyring.d/root/usr/share/"
+            "keyrings/cuda-archive-keyring.gpg /usr/share/keyrings/cuda-archive-keyring.gpg "
+            f"&& rm -rf {DOWNLOADS}/cuda-keyring.d {KEYRING_DEB}",
+        ],
+    ),
     # -- nvcc: checked from facts, or on the host when this very run installed it ------------
     op_case(
         nvcc_reports_release,
@@ -627,24 +691,15 @@ def keyring_deb(tmp_path_factory):
     return built.repo("debian12", "x86_64") / "cuda-keyring_1.1-1_all.deb", fingerprint
 
 
-def run_check(deb, tmp_path, sha256=None, fingerprint=NVIDIA_KEY):
+def run_check(deb, tmp_path, sha256):
     import shutil
     import subprocess
 
     copy = tmp_path / "cuda-keyring.deb"
     shutil.copy(deb, copy)
-    script = keyring_check(str(copy), sha256, fingerprint, KEYRING_ARGS["keyring_path"])
+    script = keyring_check(str(copy), sha256, NVIDIA_KEY, KEYRING_ARGS["keyring_path"])
     done = subprocess.run(["sh", "-c", script], capture_output=True, text=True)
     return done, copy.exists()
-
-
-def test_a_keyring_with_another_key_is_refused_and_removed(keyring_deb, tmp_path):
-    deb, standin_key = keyring_deb
-    refused, kept = run_check(deb, tmp_path)  # NVIDIA's key expected: the stand-in's is not
-    assert refused.returncode == 1 and not kept
-    assert f"carries key {standin_key}, not NVIDIA's {NVIDIA_KEY}" in refused.stderr
-    accepted, kept = run_check(deb, tmp_path, fingerprint=standin_key)
-    assert accepted.returncode == 0 and kept, accepted.stderr
 
 
 def test_a_keyring_of_another_sha256_is_refused_and_removed(keyring_deb, tmp_path):
