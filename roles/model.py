@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shlex
 import time
+import urllib.parse
 from pathlib import Path
 
 from pyinfra import host, logger
@@ -34,9 +35,11 @@ from pyinfra_sglang.model_snapshot import (
     snapshot_folder,
 )
 from pyinfra_sglang.redact import redact
+from pyinfra_sglang.render import _env_value as env_value
+from pyinfra_sglang.render import cache_dirs
 from pyinfra_sglang.service_files import read_secret
 from roles.common import put_private_file
-from roles.sglang_service import host_service_files
+from roles.sglang_service import host_service_files, service_user, useradd_command
 
 PROGRAM = "model_download.py"
 _reported: set[tuple[str, str]] = set()
@@ -50,20 +53,82 @@ def _settings() -> dict:
     return data.load("model")["download"]
 
 
+def download_user() -> str:
+    """The user the download runs as: the service's, which owns the Hub cache."""
+    return service_user()
+
+
+def writable_paths(cache: str) -> list[str]:
+    """What the download may write: the Hub cache, HF_HOME (the client's other state) and
+    the log's folder."""
+    log_dir = _settings()["log"].rsplit("/", 1)[0]
+    return sorted({cache, cache_dirs()["HF_HOME"], log_dir})
+
+
 def download_command(
-    repo: str, commit: str, cache: str, total: int, python: str, env: dict, timeout_s: int
+    repo: str, commit: str, cache: str, total: int, python: str, timeout_s: int
 ) -> str:
-    """The transient unit that runs the download program, stopped after ``timeout_s``."""
+    """The transient unit that runs the download program as the service user, sandboxed,
+    stopped after ``timeout_s``. Its environment (the endpoint, which may carry a login,
+    and the token) comes from the root-only env file, read by systemd: not one secret here."""
     settings = _settings()
     program = f"{settings['program_dir']}/{PROGRAM}"
-    setenv = " ".join(f"--setenv={shlex.quote(f'{k}={v}')}" for k, v in sorted(env.items()))
+    user = download_user()
+    properties = [
+        f"RuntimeMaxSec={int(timeout_s)}",
+        f"EnvironmentFile={settings['env_file']}",
+        f"User={user}",
+        f"Group={user}",
+        *settings["sandbox"],
+        f"ReadWritePaths={' '.join(writable_paths(cache))}",
+    ]
     return (
         f"systemd-run --quiet --unit={shlex.quote(settings['unit'])} "
-        f"--property=RuntimeMaxSec={int(timeout_s)} {setenv} "
-        f"{shlex.quote(python)} {shlex.quote(program)} --repo {shlex.quote(repo)} "
+        + " ".join(shlex.quote(f"--property={p}") for p in properties)
+        + f" {shlex.quote(python)} {shlex.quote(program)} --repo {shlex.quote(repo)} "
         f"--commit {shlex.quote(commit)} --cache-dir {shlex.quote(cache)} "
         f"--total-bytes {int(total)} --log {shlex.quote(settings['log'])} "
         f"--every {float(settings['log_every_s'])}"
+    )
+
+
+def download_env(endpoint: str, cache: str, token: str | None) -> bytes:
+    """The download's environment file (systemd's EnvironmentFile syntax)."""
+    env = {
+        **_settings()["environment"],
+        "HF_ENDPOINT": endpoint,
+        "HF_HUB_CACHE": cache,
+        "HF_HOME": cache_dirs()["HF_HOME"],
+    }
+    if token:
+        env["HF_TOKEN"] = token
+    lines = [f"{name}={env_value(name, value)}\n" for name, value in sorted(env.items())]
+    return (
+        "# pyinfra-sglang's model download (roles/model.py); removed after it.\n" + "".join(lines)
+    ).encode()
+
+
+def prepare_command(cache: str) -> str:
+    """One round trip before a download: the service user (the service role makes it later;
+    the download comes first); the cache and HF_HOME, the user's own, with what an earlier
+    release downloaded as root; the program, root's and readable; the env file's root-only
+    folder; the log, the user's, emptied."""
+    settings = _settings()
+    q = shlex.quote
+    user = download_user()
+    log = settings["log"]
+    program_dir = settings["program_dir"]
+    owned = " ".join(q(f) for f in sorted({cache, cache_dirs()["HF_HOME"]}))
+    return (
+        f"{{ id -u {q(user)} >/dev/null 2>&1 || {useradd_command(user)}; }} && "
+        f"install -d -m 750 -o {q(user)} -g {q(user)} {owned} && "
+        f'for d in {owned}; do if [ -n "$(find "$d" ! -user {q(user)} -print -quit)" ]; '
+        f'then chown -R {q(user)}:{q(user)} "$d"; fi; done && '
+        f"install -d -m 755 {q(program_dir)} {q(log.rsplit('/', 1)[0])} && "
+        f"install -d -m 700 {q(settings['env_file'].rsplit('/', 1)[0])} && "
+        f"cat > {q(program_dir + '/' + PROGRAM)} <<'PYINFRA_SGLANG_EOF' && "
+        f"chmod 644 {q(program_dir + '/' + PROGRAM)}\n"
+        f"{program_path(PROGRAM).read_text()}\nPYINFRA_SGLANG_EOF"
     )
 
 
@@ -77,33 +142,34 @@ def _download(state, host, repo, commit, cache, total, python, endpoint, token_p
     # token is read here from its controller file, not passed in: a FunctionCommand's
     # arguments show in pyinfra's debug output.
     token = read_secret(Path(token_path), "hf_token_file", host.name) if token_path else None
+    secrets = [s for s in (token, *_login_of(endpoint)) if s]
     settings = _settings()
     q = shlex.quote
     unit, log = settings["unit"], settings["log"]
-    token_file = settings["token_file"]
-    folders = " ".join(q(f) for f in (cache, settings["program_dir"], log.rsplit("/", 1)[0]))
-    ok, out = run_on_host(
-        host,
-        f"install -d -m 755 {folders} && chmod 700 {q(settings['program_dir'])} && "
-        f"install -d -m 700 {q(token_file.rsplit('/', 1)[0])} && "
-        f"cat > {q(settings['program_dir'] + '/' + PROGRAM)} <<'PYINFRA_SGLANG_EOF'\n"
-        f"{program_path(PROGRAM).read_text()}\nPYINFRA_SGLANG_EOF",
-    )
+    env_file = settings["env_file"]
+    user = download_user()
+    ok, out = run_on_host(host, prepare_command(cache))
     if not ok:
-        raise OperationError(f"could not prepare the model download: {out}")
-    env = {**settings["environment"], "HF_ENDPOINT": endpoint, "HF_HUB_CACHE": cache}
-    if token:
-        put_private_file(host, token.encode(), token_file, "600", "the Hugging Face token")
-        env["HF_TOKEN_PATH"] = token_file
+        raise OperationError(f"could not prepare the model download: {redact(out, secrets)}")
     try:
         running, _ = run_on_host(host, f"systemctl is-active --quiet {q(unit)}")
         if running:
             logger.info(f"{host.print_prefix}{repo}: a download is running already; waiting for it")
         else:
-            run_on_host(host, f"systemctl reset-failed {q(unit)} 2>/dev/null; : > {q(log)}")
-            started, out = run_on_host(
+            put_private_file(
                 host,
-                download_command(repo, commit, cache, total, python, env, timeout_s),
+                download_env(endpoint, cache, token),
+                env_file,
+                "600",
+                "the model download's environment",
+            )
+            run_on_host(
+                host,
+                f"systemctl reset-failed {q(unit)} 2>/dev/null; "
+                f"rm -f {q(log)} && install -m 640 -o {q(user)} -g {q(user)} /dev/null {q(log)}",
+            )
+            started, out = run_on_host(
+                host, download_command(repo, commit, cache, total, python, timeout_s)
             )
             if not started:
                 raise OperationError(f"could not start the model download: {out}")
@@ -135,12 +201,22 @@ def _download(state, host, repo, commit, cache, total, python, endpoint, token_p
             )
         logger.error(
             f"{host.print_prefix}{repo} at {commit}: the download failed: "
-            f"{redact(why, [token] if token else [])}; it resumes on the next run ({log})"
+            f"{redact(why, secrets)}; it resumes on the next run ({log})"
         )
         return False
     finally:
-        if token:
-            run_on_host(host, f"rm -f {q(token_file)}")
+        # systemd read it when the unit started.
+        run_on_host(host, f"rm -f {q(env_file)}")
+
+
+def _login_of(endpoint: str) -> list[str]:
+    """An endpoint's user:password, as written and decoded: masked wherever shown."""
+    userinfo, at, _ = urllib.parse.urlsplit(endpoint).netloc.rpartition("@")
+    if not at:
+        return []
+    password = userinfo.partition(":")[2]
+    words = (userinfo, password)
+    return [w for w in {*words, *map(urllib.parse.unquote, words)} if w]
 
 
 @operation()
@@ -151,7 +227,12 @@ def model_ref_recorded(path: str, commit: str):
         host.noop(f"{path} holds {commit}")
         return
     q = shlex.quote
-    yield f"mkdir -p {q(path.rsplit('/', 1)[0])} && printf '%s' {q(commit)} > {q(path)}"
+    user = q(download_user())
+    # The service user's, as everything the download writes in the cache.
+    yield (
+        f"install -d -o {user} -g {user} {q(path.rsplit('/', 1)[0])} && "
+        f"printf '%s' {q(commit)} > {q(path)} && chown {user}:{user} {q(path)}"
+    )
 
 
 @operation()

@@ -3,15 +3,16 @@ venv's huggingface_hub (run by its python), and write progress to a log file eve
 ``--every`` seconds: bytes done of the total, rate, ETA. Resumable: huggingface_hub keeps a
 cut-off file as ``<blob>.incomplete`` and continues it with a Range request.
 
-The token, when the model needs one, comes from the file HF_TOKEN_PATH names (never argv);
-the endpoint from HF_ENDPOINT. Exit 0 when the snapshot is complete, 1 with the reason as the
-log's last line otherwise. Python 3.9+; huggingface_hub from the venv.
+The token, when the model needs one, comes from HF_TOKEN, the endpoint from HF_ENDPOINT: the
+environment systemd gives the unit from a root-only file (never argv). Exit 0 when the
+snapshot is complete, 1 with the reason as the log's last line otherwise. Python 3.9+; huggingface_hub from the venv.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import pwd
 import sys
 import threading
 import time
@@ -83,7 +84,9 @@ def main(argv=None) -> int:
             log(log_path, progress_line(now, args.total_bytes, rate))
             last, last_at = now, at
 
-    log(log_path, f"downloading {args.repo} at {args.commit} into {args.cache_dir}")
+    # Who it runs as, on the record: the service user, never root (roles/model.py).
+    user = pwd.getpwuid(os.getuid()).pw_name
+    log(log_path, f"downloading {args.repo} at {args.commit} into {args.cache_dir} as {user}")
     started_bytes, started_at = cached_bytes(blobs), time.monotonic()
     threading.Thread(target=report, daemon=True).start()
     try:

@@ -39,6 +39,13 @@ def test_the_first_apply_downloads_the_pinned_snapshot(host_pool, hosts, invento
         ) == {name: len(content) for name, content in expected.items()}
         weights = (h.root / SNAPSHOT.lstrip("/") / "model.safetensors").resolve()
         assert weights.read_bytes() == expected["model.safetensors"]
+        # The download ran as the service user (before: root), which the log records, and
+        # that user's log; the env file it read (endpoint, token) is gone.
+        log = "/var/log/pyinfra-sglang/model-download.log"
+        first = host_pool.run(h, f"head -n 1 {log}").stdout
+        assert first.rstrip().endswith(f"into {CACHE} as sglang"), first
+        assert host_pool.run(h, f"stat -c '%a %U' {log}").stdout.strip() == "640 sglang"
+        assert host_pool.run(h, "ls -A /run/pyinfra-sglang").stdout.strip() == ""
     # Complete: the next apply reads sizes only and changes nothing.
     again = apply(inventory, options=("-v",))
     assert again.returncode == 0 and again.changed() == [], again.describe()
@@ -119,6 +126,10 @@ def test_the_cache_can_live_on_another_filesystem(host_pool, hosts, inventory):
             assert sorted(listing) == sorted(
                 f"{SITE_MODEL_COMMIT}/{name}" for name in model_files(1)
             )
+            # Written by the service user (the service role leaves a cache outside its own
+            # folders alone: before, root's).
+            not_its = host_pool.run(h, f"find {elsewhere} ! -user sglang").stdout.split()
+            assert not_its == [], not_its
             env = host_pool.run(h, "cat /etc/sglang/sglang.env").stdout.splitlines()
             assert f"HF_HUB_CACHE={elsewhere}" in env
         again = apply(inventory, options=moved)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import pwd
 import re
 from pathlib import Path
 
@@ -167,7 +169,8 @@ def test_the_host_download_program_logs_progress_and_completes(hub, tmp_path):
     done = run(COMMIT)
     assert done.returncode == 0, done.stderr
     lines = [line.split(" ", 1)[1] for line in log.read_text().splitlines()]
-    assert lines[0] == f"downloading {REPO} at {COMMIT} into {tmp_path / 'hub'}"
+    user = pwd.getpwuid(os.getuid()).pw_name  # the log names who ran it
+    assert lines[0] == f"downloading {REPO} at {COMMIT} into {tmp_path / 'hub'} as {user}"
     assert any(" GB, " in line and "MB/s, ETA " in line for line in lines[1:-1]), lines
     folder = tmp_path / "hub" / "models--test-org--tiny-model" / "snapshots" / COMMIT
     assert re.fullmatch(

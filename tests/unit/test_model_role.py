@@ -44,28 +44,83 @@ def test_what_is_missing_is_downloaded_in_a_transient_unit(tmp_path):
     # The token is read where it is used: not in the command's string form (debug output).
     assert "hf_secret_TOKEN_value" not in command
     unit = download_command(
-        "Qwen/Qwen3-8B",
-        COMMIT,
-        ARGS["cache_dir"],
-        16_000_000_000,
-        ARGS["python"],
-        {"HF_ENDPOINT": "https://huggingface.co", "HF_TOKEN_PATH": "/run/pyinfra-sglang/hf-token"},
-        3600,
+        "Qwen/Qwen3-8B", COMMIT, ARGS["cache_dir"], 16_000_000_000, ARGS["python"], 3600
     )
     assert unit.startswith(
         "systemd-run --quiet --unit=pyinfra-sglang-model-download.service "
-        "--property=RuntimeMaxSec=3600 --setenv=HF_ENDPOINT=https://huggingface.co "
-        "--setenv=HF_TOKEN_PATH=/run/pyinfra-sglang/hf-token /opt/sglang/venv/bin/python "
+        "--property=RuntimeMaxSec=3600 "
+        "--property=EnvironmentFile=/run/pyinfra-sglang/model-download.env "
+        # The service's user, which owns the cache, sandboxed as the service is.
+        "--property=User=sglang --property=Group=sglang --property=NoNewPrivileges=yes "
+        "--property=ProtectSystem=strict --property=PrivateTmp=yes --property=ProtectHome=yes "
+        "--property=ProtectKernelTunables=yes --property=ProtectKernelModules=yes "
+        "--property=ProtectControlGroups=yes --property=RestrictSUIDSGID=yes "
+        "'--property=ReadWritePaths=/var/lib/sglang/huggingface "
+        "/var/lib/sglang/huggingface/hub /var/log/pyinfra-sglang' "
+        "/opt/sglang/venv/bin/python "
         "/var/lib/pyinfra-sglang/model_download.py --repo Qwen/Qwen3-8B "
     )
-    # The token travels in a root-only file the client reads, never on a command line.
-    assert "hf_" not in unit.replace("hf-token", "").replace("huggingface", "")
+    assert "--setenv" not in unit
+
+
+def test_the_endpoints_login_and_the_token_reach_the_download_by_a_root_only_file():
+    """Before, HF_ENDPOINT went on systemd-run's command line (--setenv), which every local
+    user reads in /proc/PID/cmdline, a mirror's user:password with it."""
+    from roles.model import download_env
+
+    endpoint = "https://deploy:s3cret%24pw@hub-mirror.internal"
+    unit = download_command("org/m", COMMIT, "/srv/hub", 1, ARGS["python"], 60)
+    assert "s3cret" not in unit and "hub-mirror" not in unit and "hf_" not in unit
+    env = download_env(endpoint, "/srv/hub", "hf_secret_TOKEN_value").decode().splitlines()
+    assert env[1:] == [
+        "HF_ENDPOINT=https://deploy:s3cret%24pw@hub-mirror.internal",
+        "HF_HOME=/var/lib/sglang/huggingface",
+        "HF_HUB_CACHE=/srv/hub",
+        "HF_HUB_DISABLE_PROGRESS_BARS=1",
+        "HF_HUB_DISABLE_TELEMETRY=1",
+        "HF_TOKEN=hf_secret_TOKEN_value",
+        "HF_XET_HIGH_PERFORMANCE=1",
+    ]
+    assert not any(
+        line.startswith("HF_TOKEN=")
+        for line in download_env(endpoint, "/h", None).decode().splitlines()
+    )
+
+
+def test_the_download_is_prepared_for_the_service_user():
+    from roles.model import prepare_command
+
+    prepare = prepare_command("/srv/hub")
+    # The user exists before the service role runs; the cache and HF_HOME are its own,
+    # what root downloaded there before included; the program is root's, readable.
+    assert prepare.startswith("{ id -u sglang >/dev/null 2>&1 || useradd --system ")
+    assert "install -d -m 750 -o sglang -g sglang /srv/hub /var/lib/sglang/huggingface && " in (
+        prepare
+    )
+    assert 'then chown -R sglang:sglang "$d"; fi; done' in prepare
+    assert "install -d -m 700 /run/pyinfra-sglang && " in prepare
+    assert "&& chmod 644 /var/lib/pyinfra-sglang/model_download.py\n" in prepare
+
+
+def test_failures_shown_mask_the_endpoints_login():
+    from roles.model import _login_of
+
+    assert sorted(_login_of("https://deploy:s3cret%24pw@hub-mirror.internal")) == [
+        "deploy:s3cret$pw",
+        "deploy:s3cret%24pw",
+        "s3cret$pw",
+        "s3cret%24pw",
+    ]
+    assert _login_of("https://huggingface.co") == []
 
 
 def test_a_branch_is_recorded_as_its_commit_once():
     path = "/var/lib/sglang/huggingface/hub/models--Qwen--Qwen3-8B/refs/main"
     assert run_operation(model_ref_recorded, {FirstLine: None}, path=path, commit=COMMIT) == (
-        [f"mkdir -p {path.rsplit('/', 1)[0]} && printf '%s' {COMMIT} > {path}"],
+        [
+            f"install -d -o sglang -g sglang {path.rsplit('/', 1)[0]} && "
+            f"printf '%s' {COMMIT} > {path} && chown sglang:sglang {path}"
+        ],
         [],
     )
     assert run_operation(model_ref_recorded, {FirstLine: COMMIT}, path=path, commit=COMMIT) == (
