@@ -8,6 +8,7 @@ The API is the one the huggingface_hub client uses (``GET /api/models/<repo>/rev
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import urllib.error
@@ -137,12 +138,25 @@ class _TokenStaysHome(urllib.request.HTTPRedirectHandler):
 _OPENER = urllib.request.build_opener(_TokenStaysHome)
 
 
+def _without_login(endpoint: str) -> tuple[str, str | None]:
+    """``endpoint`` without its user:password, and those (decoded), or None."""
+    parts = urllib.parse.urlsplit(endpoint)
+    userinfo, at, hostport = parts.netloc.rpartition("@")
+    if not at:
+        return endpoint, None
+    plain = urllib.parse.urlunsplit(parts._replace(netloc=hostport))
+    return plain, urllib.parse.unquote(userinfo)
+
+
 @cache
 def hub_snapshot(
     endpoint: str, repo: str, revision: str, token: str | None, timeout_s: float | None = None
 ) -> Snapshot:
     """The model's files at ``revision`` (asked once per run for all hosts alike), waiting
     up to ``timeout_s`` (data/model.toml's api_timeout_s by default)."""
+    # A mirror's user:password: urllib would take it for part of the host name (and the
+    # error below would show it). Sent as basic auth, unless a token is (one Authorization).
+    endpoint, login = _without_login(endpoint)
     url = (
         f"{endpoint.rstrip('/')}/api/models/{repo}/revision/"
         f"{urllib.parse.quote(revision, safe='')}?blobs=true"
@@ -150,6 +164,8 @@ def hub_snapshot(
     request = urllib.request.Request(url, headers={"Accept": "application/json"})
     if token:
         request.add_header("Authorization", f"Bearer {token}")
+    elif login:
+        request.add_header("Authorization", f"Basic {base64.b64encode(login.encode()).decode()}")
     timeout = timeout_s if timeout_s is not None else float(data.load("model")["api_timeout_s"])
     try:
         with _OPENER.open(request, timeout=timeout) as response:
