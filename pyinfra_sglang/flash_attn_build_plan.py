@@ -10,6 +10,7 @@ both call ``plan_flash_attn_build``.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from pyinfra.api.exceptions import PyinfraError
@@ -192,3 +193,59 @@ def flash_attn_default_jobs(cores: int, available_gb: float) -> int:
     """MAX_JOBS that flash-attn's setup.py picks when unset: half the cores, or one job per
     9 GB available, whichever is less, with its default NVCC_THREADS=4 and no margin."""
     return max(1, min(cores // 2, int(available_gb / 9)))
+
+
+# --- progress of a running build ---------------------------------------------------------
+
+# ninja's status prefix, "[N/M] ", at the start of a line; uv -v streams the build backend's
+# output with "DEBUG " in front of each line.
+_NINJA_STEP = re.compile(r"^(?:DEBUG )?\s*\[(\d+)/(\d+)\]\s", re.MULTILINE)
+
+
+def ninja_steps(log_text: str) -> tuple[int, int] | None:
+    """The last ninja ``[N/M]`` in a build log: (steps done, total); None before ninja runs."""
+    found = None
+    for match in _NINJA_STEP.finditer(log_text):
+        done, total = int(match[1]), int(match[2])
+        if total > 0 and done <= total:
+            found = (done, total)
+    return found
+
+
+def duration_text(seconds: float) -> str:
+    """``45 s``, ``12 min 05 s``, ``1 h 02 min``."""
+    seconds = max(0, int(round(seconds)))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes:02d} min"
+    if minutes:
+        return f"{minutes} min {secs:02d} s"
+    return f"{secs} s"
+
+
+@dataclass
+class BuildProgress:
+    """Progress lines of one build, from its log as it grows. The ETA is the rate of compile
+    steps since ninja was first seen (the download and set-up before it do not count), so it
+    needs two looks at the log with steps done between them."""
+
+    first: tuple[float, int] | None = None  # (elapsed s, steps done) when ninja first showed
+
+    def line(self, elapsed_s: float, log_text: str) -> str:
+        steps = ninja_steps(log_text)
+        text = f"building for {duration_text(elapsed_s)}"
+        if steps is None:
+            return f"{text}; no compile steps in the log yet"
+        done, total = steps
+        if self.first is None:
+            self.first = (elapsed_s, done)
+        text += f"; compile steps {done}/{total} ({done / total:.0%})"
+        eta = self._eta_s(elapsed_s, done, total)
+        return f"{text}, about {duration_text(eta)} left" if eta is not None else text
+
+    def _eta_s(self, elapsed_s: float, done: int, total: int) -> float | None:
+        since, done_then = self.first or (elapsed_s, done)
+        if done <= done_then or elapsed_s <= since:
+            return None
+        return (total - done) * (elapsed_s - since) / (done - done_then)

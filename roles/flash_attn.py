@@ -13,20 +13,24 @@ from __future__ import annotations
 
 import json
 import shlex
+import time
 
 from pyinfra import host, logger, state
-from pyinfra.api import QuoteString, StringCommand, deploy, operation
+from pyinfra.api import FunctionCommand, QuoteString, StringCommand, deploy, operation
 from pyinfra.api.exceptions import OperationError
 from pyinfra.facts.hardware import Cpus
 
 from checks.facts import JsonRecord, MemoryInfo, NvidiaGpus, PythonPackages
+from checks.host_context import run_on_host
 from pyinfra_sglang import data
 from pyinfra_sglang.flash_attn_build_plan import (
     BuildPlan,
+    BuildProgress,
     archs_from_compute_caps,
     archs_text,
     build_log_paths,
     built_archs,
+    duration_text,
     plan_flash_attn_build,
     rebuild_reason,
 )
@@ -110,25 +114,39 @@ def flash_attn_built(
             'set flash_attn_cuda_archs (e.g. ["90"] for H100/H200, ["120"] for RTX PRO 6000)'
         )
     plan = host_build_plan(archs, memory_fraction)
-    log, record = build_log_paths(version)
+    log = build_log_paths(version)[0]
     if state.is_executing:
         logger.info(
             f"{host.print_prefix}flash-attn {version} build plan: {plan.describe()}; "
             f"log: {log}; building because {why}"
         )
     env = {**plan.env(), "CUDA_HOME": cuda_home}
-    exports = " ".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
-    q_log, q_record = shlex.quote(log), shlex.quote(record)
-    # The record is JSON: the values go in as printf's arguments, quoted for the shell.
-    record_format = '{"version": %s, "seconds": %d, "log": %s, "archs": %s, "env": %s}\\n'
-    seconds = "$(( $(date +%s) - start ))"
     indexes = index_options("uv", index_url)
     yield from indexes.uploads
-    yield indexes.command(
-        f"mkdir -p {shlex.quote(log.rsplit('/', 1)[0])} && start=$(date +%s) && "
-        f"if env {exports} PATH={shlex.quote(cuda_home + '/bin')}:$PATH",
+    yield build_start_command(version, env, list(plan.archs), venv, indexes)
+    yield FunctionCommand(_wait_for_build, (version,), {})
+
+
+def _settings() -> dict:
+    return data.load("python")["flash_attn"]
+
+
+def _status_path(version: str) -> str:
+    return build_log_paths(version)[0].removesuffix(".log") + ".status"
+
+
+def build_script(version: str, env: dict[str, str], archs: list[str], venv: str, indexes) -> str:
+    """The shell the build unit runs: the index credentials read from their root-only files
+    (never in an argument), the build into its log (uv -v streams the build's own output, so
+    ninja's [N/M] steps show while it runs), the record on success, the exit status last."""
+    log, record = build_log_paths(version)
+    q = shlex.quote
+    exports = " ".join(f"{key}={q(value)}" for key, value in env.items())
+    # The record is JSON: the values go in as printf's arguments, quoted for the shell.
+    record_format = '{"version": %s, "seconds": %d, "log": %s, "archs": %s, "env": %s}\\n'
+    install = StringCommand(
         QuoteString(uv_path()),
-        "pip install --python",
+        "pip install -v --python",
         QuoteString(f"{venv}/bin/python"),
         "--no-build-isolation",
         # The same version again (other GPUs): uv would keep it, or reuse the wheel it built
@@ -136,15 +154,71 @@ def flash_attn_built(
         "--reinstall-package flash-attn --no-cache",
         *indexes.args,
         QuoteString(f"flash-attn=={version}"),
-        f"> {q_log} 2>&1; then "
-        f"printf {shlex.quote(record_format)} {shlex.quote(json.dumps(version))} {seconds} "
-        f"{shlex.quote(json.dumps(log))} {shlex.quote(json.dumps(list(plan.archs)))} "
-        f"{shlex.quote(json.dumps(env, sort_keys=True))} "
-        f"> {q_record}; "
-        f"else rc=$?; echo {shlex.quote(f'flash-attn {version} build failed after')} "
-        f'"{seconds}" {shlex.quote(f"s; log: {log}; its last lines:")} >&2; '
-        f"tail -n 40 {q_log} >&2; exit $rc; fi",
+    ).get_raw_value()
+    prefix = f"{indexes.prefix} " if indexes.prefix else ""
+    return (
+        f"{prefix}start=$(date +%s); "
+        f"if env {exports} PATH={q(env['CUDA_HOME'] + '/bin')}:$PATH {install} > {q(log)} 2>&1; "
+        f"then printf {q(record_format)} {q(json.dumps(version))} "
+        f'"$(( $(date +%s) - start ))" {q(json.dumps(log))} {q(json.dumps(archs))} '
+        f"{q(json.dumps(env, sort_keys=True))} > {q(record)}; rc=0; else rc=$?; fi; "
+        f"echo $rc > {q(_status_path(version))}"
     )
+
+
+def build_start_command(
+    version: str, env: dict[str, str], archs: list[str], venv: str, indexes
+) -> StringCommand:
+    """Start the build in its transient unit, unless one is running already (an interrupted
+    run's: this run waits for it)."""
+    log = build_log_paths(version)[0]
+    unit = shlex.quote(_settings()["build_unit"])
+    script = build_script(version, env, archs, venv, indexes)
+    return StringCommand(
+        f"mkdir -p {shlex.quote(log.rsplit('/', 1)[0])} && "
+        f"if ! systemctl is-active --quiet {unit}; then "
+        f"rm -f {shlex.quote(_status_path(version))} && "
+        f"{{ systemctl reset-failed {unit} 2>/dev/null; true; }} && "
+        f"systemd-run --quiet --unit={unit} --setenv=HOME=/root /bin/sh -c {shlex.quote(script)}; "
+        "fi"
+    )
+
+
+def _wait_for_build(state, host, version):
+    # pyinfra passes (state, host) to a FunctionCommand function that names them so.
+    settings = _settings()
+    q = shlex.quote
+    log, status_path, unit = (
+        build_log_paths(version)[0],
+        _status_path(version),
+        settings["build_unit"],
+    )
+    progress = BuildProgress()
+    started = time.monotonic()
+    printed_at = started
+    while True:
+        time.sleep(float(settings["poll_every_s"]))
+        active, _ = run_on_host(host, f"systemctl is-active --quiet {q(unit)}")
+        if not active:
+            break
+        if time.monotonic() - printed_at >= float(settings["progress_every_s"]):
+            # The log's end holds the latest [N/M]; a whole log of uv -v is megabytes.
+            _, tail = run_on_host(host, f"tail -c 65536 {q(log)} 2>/dev/null || true")
+            line = progress.line(time.monotonic() - started, tail)
+            logger.info(f"{host.print_prefix}flash-attn {version}: {line}")
+            printed_at = time.monotonic()
+    _, status = run_on_host(host, f"cat {q(status_path)} 2>/dev/null || true")
+    took = duration_text(time.monotonic() - started)
+    if status.strip() == "0":
+        logger.info(f"{host.print_prefix}flash-attn {version}: built in {took}")
+        return True
+    _, tail = run_on_host(host, f"tail -n {int(settings['tail_lines'])} {q(log)} 2>/dev/null")
+    why = f"exit status {status.strip()}" if status.strip() else "the build unit ended unfinished"
+    logger.error(
+        f"{host.print_prefix}flash-attn {version} build failed after {took} ({why}); "
+        f"log: {log}; its last lines:\n{tail}"
+    )
+    return False
 
 
 @deploy("flash-attn")

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from pyinfra_sglang.cli import main
 from pyinfra_sglang.flash_attn_build_plan import (
     BuildPlanError,
+    BuildProgress,
     archs_from_compute_caps,
+    duration_text,
     flash_attn_default_jobs,
+    ninja_steps,
     plan_flash_attn_build,
 )
 
@@ -175,3 +179,55 @@ def test_a_record_file_is_read_as_json_or_not_at_all():
     assert parse_json_record([]) is None  # no such file
     assert parse_json_record([line[:20]]) is None  # a cut-off write
     assert parse_json_record(["[1, 2]"]) is None
+
+
+# --- progress lines of a running build ----------------------------------------------------
+
+BUILD_LOG = Path(__file__).resolve().parents[1] / "fixtures" / "flash-attn" / "uv-verbose-build.log"
+
+
+def log_until(marker: str) -> str:
+    """The synthetic build log as it stood when ``marker`` was its last line."""
+    text = BUILD_LOG.read_text()
+    return text[: text.index(marker) + len(marker)] + "\n"
+
+
+def test_ninja_steps_are_the_last_n_of_m_in_the_log():
+    assert ninja_steps(log_until("Compiling objects...")) is None  # before ninja
+    assert ninja_steps(log_until("DEBUG [1/73]")) == (1, 73)
+    assert ninja_steps(log_until("DEBUG [40/73]")) == (40, 73)
+    assert ninja_steps(BUILD_LOG.read_text()) == (73, 73)
+    # Not a status line: brackets inside a line, a count past its total.
+    assert ninja_steps("warning: a[3/4] b\n[9/4] x\n") is None
+
+
+def test_progress_lines_give_elapsed_steps_and_an_eta_from_the_compile_rate():
+    progress = BuildProgress()
+    assert progress.line(61, log_until("Compiling objects...")) == (
+        "building for 1 min 01 s; no compile steps in the log yet"
+    )
+    # ninja seen for the first time: no rate yet, so no ETA.
+    assert progress.line(125, log_until("DEBUG [10/73]")) == (
+        "building for 2 min 05 s; compile steps 10/73 (14%)"
+    )
+    # 20 more steps in 600 s: 30 s a step, 43 steps left.
+    assert progress.line(725, log_until("DEBUG [30/73]")) == (
+        "building for 12 min 05 s; compile steps 30/73 (41%), about 21 min 30 s left"
+    )
+    assert progress.line(3725, BUILD_LOG.read_text()) == (
+        "building for 1 h 02 min; compile steps 73/73 (100%), about 0 s left"
+    )
+
+
+def test_a_log_that_stalls_gives_no_eta():
+    progress = BuildProgress()
+    progress.line(60, log_until("DEBUG [5/73]"))
+    assert progress.line(120, log_until("DEBUG [5/73]")).endswith("compile steps 5/73 (7%)")
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0, "0 s"), (59.6, "1 min 00 s"), (605, "10 min 05 s"), (7260, "2 h 01 min")],
+)
+def test_duration_text(seconds, text):
+    assert duration_text(seconds) == text

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shlex
+from pathlib import Path
 
 import pytest
 from pyinfra.api.exceptions import OperationError
@@ -77,6 +79,8 @@ BUILD_ARGS = dict(
     index_url=INDEX,
 )
 BUILD_LOG = "/var/log/pyinfra-sglang/flash-attn-2.8.3-build.log"
+BUILD_STATUS = "/var/log/pyinfra-sglang/flash-attn-2.8.3-build.status"
+BUILD_UNIT = "pyinfra-sglang-flash-attn-build.service"
 INSTALLED = {**BUILD_FACTS, PythonPackages: {"flash-attn": "2.8.3"}}
 
 
@@ -92,32 +96,39 @@ def record_of(archs: list[str]) -> dict:
 
 
 def flash_attn_build(
-    archs_export: str, archs: str, index_args: str = f"--index-url {INDEX}"
-) -> str:
-    """The build command for flash-attn 2.8.3 on BUILD_FACTS' host: 16 cores, 64 GB
-    available: 48 GB bound -> 9 threads of 5 GB -> 3 jobs x 3 threads. It keeps the log,
-    records the build, and shows the log's tail when the build fails."""
+    archs_export: str, archs: str, index_args: str = f"--index-url {INDEX}", prefix: str = ""
+) -> list[str]:
+    """The build of flash-attn 2.8.3 on BUILD_FACTS' host: 16 cores, 64 GB available: 48 GB
+    bound -> 9 threads of 5 GB -> 3 jobs x 3 threads. Started in a transient unit (unless
+    one runs already), uv -v so the log shows ninja's steps; the controller then waits for
+    it, printing progress (the FunctionCommand). The script keeps the log, records the build
+    and leaves its exit status for the wait to read."""
     index_args = f"{index_args} " if index_args else ""
-    return (
-        "mkdir -p /var/log/pyinfra-sglang && start=$(date +%s) && "
+    script = (
+        f"{prefix}start=$(date +%s); "
         "if env MAX_JOBS=3 NVCC_THREADS=3 "
         f"FLASH_ATTN_CUDA_ARCHS={archs_export} FLASH_ATTENTION_FORCE_BUILD=TRUE "
         "CUDA_HOME=/usr/local/cuda-13.1 PATH=/usr/local/cuda-13.1/bin:$PATH "
-        f"/opt/sglang/uv/bin/uv pip install --python {VENV}/bin/python "
+        f"/opt/sglang/uv/bin/uv pip install -v --python {VENV}/bin/python "
         "--no-build-isolation --reinstall-package flash-attn --no-cache "
         f"{index_args}flash-attn==2.8.3 > {BUILD_LOG} 2>&1; "
         "then printf "
         '\'{"version": %s, "seconds": %d, "log": %s, "archs": %s, "env": %s}\\n\' '
-        f"'\"2.8.3\"' $(( $(date +%s) - start )) '\"{BUILD_LOG}\"' "
+        f'\'"2.8.3"\' "$(( $(date +%s) - start ))" \'"{BUILD_LOG}"\' '
         f"'{json.dumps(archs.split(';'))}' "
         '\'{"CUDA_HOME": "/usr/local/cuda-13.1", "FLASH_ATTENTION_FORCE_BUILD": "TRUE", '
         f'"FLASH_ATTN_CUDA_ARCHS": "{archs}", "MAX_JOBS": "3", "NVCC_THREADS": "3"}}\' '
-        "> /var/log/pyinfra-sglang/flash-attn-2.8.3-build.json; "
-        "else rc=$?; "
-        "echo 'flash-attn 2.8.3 build failed after' \"$(( $(date +%s) - start ))\" "
-        f"'s; log: {BUILD_LOG}; its last lines:' >&2; "
-        f"tail -n 40 {BUILD_LOG} >&2; exit $rc; fi"
+        "> /var/log/pyinfra-sglang/flash-attn-2.8.3-build.json; rc=0; else rc=$?; fi; "
+        f"echo $rc > {BUILD_STATUS}"
     )
+    return [
+        "mkdir -p /var/log/pyinfra-sglang && "
+        f"if ! systemctl is-active --quiet {BUILD_UNIT}; then rm -f {BUILD_STATUS} && "
+        f"{{ systemctl reset-failed {BUILD_UNIT} 2>/dev/null; true; }} && "
+        f"systemd-run --quiet --unit={BUILD_UNIT} --setenv=HOME=/root /bin/sh -c "
+        f"{shlex.quote(script)}; fi",
+        "FunctionCommand(_wait_for_build, ('2.8.3',), {})",
+    ]
 
 
 CASES = [
@@ -237,14 +248,14 @@ CASES = [
         "build-carries-the-plan-and-keeps-the-log",
         BUILD_FACTS,
         BUILD_ARGS,
-        commands=[flash_attn_build(archs_export="90", archs="90")],
+        commands=flash_attn_build(archs_export="90", archs="90"),
     ),
     op_case(
         flash_attn_built,
         "archs-from-the-inventory-win",
         BUILD_FACTS,
         {**BUILD_ARGS, "archs_override": ["90", "120"]},
-        commands=[flash_attn_build(archs_export="'90;120'", archs="90;120")],
+        commands=flash_attn_build(archs_export="'90;120'", archs="90;120"),
     ),
     op_case(
         flash_attn_built,
@@ -253,8 +264,12 @@ CASES = [
         {**BUILD_ARGS, "index_url": CREDENTIALS_INDEX},
         commands=[
             *credentials_uploads("index-url"),
-            f"{from_file('UV_INDEX_URL', 'index-url')} "
-            + flash_attn_build(archs_export="90", archs="90", index_args=""),
+            *flash_attn_build(
+                archs_export="90",
+                archs="90",
+                index_args="",
+                prefix=f"{from_file('UV_INDEX_URL', 'index-url')} ",
+            ),
         ],
     ),
     op_case(
@@ -298,21 +313,21 @@ CASES = [
         "gpus-the-build-has-no-kernels-for-rebuild-it",
         {**INSTALLED, NvidiaGpus: [gpu("12.0")], JsonRecord: record_of(["90"])},
         BUILD_ARGS,
-        commands=[flash_attn_build(archs_export="120", archs="120")],
+        commands=flash_attn_build(archs_export="120", archs="120"),
     ),
     op_case(
         flash_attn_built,
         "no-record-of-what-it-was-built-for-rebuilds",
         {**INSTALLED, JsonRecord: None},
         BUILD_ARGS,
-        commands=[flash_attn_build(archs_export="90", archs="90")],
+        commands=flash_attn_build(archs_export="90", archs="90"),
     ),
     op_case(
         flash_attn_built,
         "changed-inventory-archs-rebuild",
         {**INSTALLED, JsonRecord: record_of(["90"])},
         {**BUILD_ARGS, "archs_override": ["90", "120"]},
-        commands=[flash_attn_build(archs_export="'90;120'", archs="90;120")],
+        commands=flash_attn_build(archs_export="'90;120'", archs="90;120"),
     ),
     op_case(
         flash_attn_built,
@@ -350,3 +365,81 @@ def test_no_memory_for_one_job_is_refused():
     facts = {**BUILD_FACTS, MemoryInfo: {"total_kb": 8 * GB, "available_kb": 4 * GB}}
     with pytest.raises(BuildPlanError, match="not even one flash-attn compile job fits"):
         run_operation(flash_attn_built, facts, **BUILD_ARGS)
+
+
+# -- the wait for the build: a progress line a minute, the log's tail on failure -------------
+
+FIXTURE_LOG = (
+    Path(__file__).resolve().parents[1] / "fixtures" / "flash-attn" / "uv-verbose-build.log"
+)
+
+
+class FakeBuildHost:
+    """A host whose build unit runs for ``polls`` polls (2 s each), its log growing a ninja
+    step per poll, then ends with exit status ``status``."""
+
+    print_prefix = "[gpu-01] "
+
+    def __init__(self, polls: int, status: str):
+        self.polls, self.status, self.asked = polls, status, 0
+        self.lines = FIXTURE_LOG.read_text().splitlines()
+        self.now = 0.0
+
+    def run(self, host, command):
+        assert host is self
+        if command.startswith("systemctl is-active"):
+            self.asked += 1
+            return self.asked <= self.polls, ""
+        if command.startswith("tail -c"):
+            return True, "\n".join(self.lines[: 20 + self.asked]) + "\n"
+        if command.startswith("cat "):
+            return True, self.status
+        if command.startswith("tail -n 40"):
+            return True, "\n".join(self.lines[-40:])
+        raise AssertionError(command)
+
+
+def wait_with(monkeypatch, fake: FakeBuildHost) -> tuple[bool, list[tuple[str, str]]]:
+    import roles.flash_attn as role
+
+    said = []
+    monkeypatch.setattr(role, "run_on_host", fake.run)
+    monkeypatch.setattr(role.time, "monotonic", lambda: fake.now)
+    monkeypatch.setattr(role.time, "sleep", lambda s: setattr(fake, "now", fake.now + s))
+    monkeypatch.setattr(role.logger, "info", lambda m: said.append(("info", m)))
+    monkeypatch.setattr(role.logger, "error", lambda m: said.append(("error", m)))
+    return role._wait_for_build(None, fake, "2.8.3"), said
+
+
+def test_the_wait_prints_a_progress_line_every_minute(monkeypatch):
+    ok, said = wait_with(monkeypatch, FakeBuildHost(polls=95, status="0\n"))
+    assert ok
+    lines = [m for level, m in said if level == "info"]
+    # A poll each 2 s, a ninja step more in the log each poll (the fixture's ninja lines
+    # start at its 21st line, a warning after [5/73]): progress at 60, 120 and 180 s; the
+    # unit ends at the 96th poll. 30 steps in the minute after ninja showed: 2 s a step.
+    assert lines == [
+        "[gpu-01] flash-attn 2.8.3: building for 1 min 00 s; compile steps 29/73 (40%)",
+        "[gpu-01] flash-attn 2.8.3: building for 2 min 00 s; compile steps 59/73 (81%), "
+        "about 28 s left",
+        "[gpu-01] flash-attn 2.8.3: building for 3 min 00 s; compile steps 73/73 (100%), "
+        "about 0 s left",
+        "[gpu-01] flash-attn 2.8.3: built in 3 min 12 s",
+    ]
+
+
+def test_a_failed_build_shows_its_status_and_the_log_tail(monkeypatch):
+    ok, said = wait_with(monkeypatch, FakeBuildHost(polls=3, status="1\n"))
+    assert not ok
+    [(level, message)] = said
+    assert level == "error"
+    assert message.startswith(
+        "[gpu-01] flash-attn 2.8.3 build failed after 8 s (exit status 1); "
+        f"log: {BUILD_LOG}; its last lines:\n"
+    )
+    assert message.endswith(" + flash-attn==2.8.3")
+
+
+def test_a_build_unit_gone_without_a_status_says_so(monkeypatch):
+    ok, said = wait_with(monkeypatch, FakeBuildHost(polls=0, status=""))
+    assert not ok and "(the build unit ended unfinished)" in said[0][1]
