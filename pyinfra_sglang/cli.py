@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import io
+import json
 import math
 import re
 import shlex
 import sys
 from collections.abc import Callable
+from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +39,63 @@ def _lazy(target: str) -> Callable:
         return getattr(importlib.import_module(module), name)(*args)
 
     return call
+
+
+# --- --json: one strict JSON document on stdout, errors too ----------------------------
+
+
+def _add_json(parser: argparse.ArgumentParser, shape: str) -> None:
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help=f'print one JSON document instead: {shape}; an error as {{"error", "command", '
+        '"status"}, with the same exit status',
+    )
+
+
+def _strict_json(value: object) -> str:
+    """``value`` as strict JSON (RFC 8259): a number that is not finite becomes null."""
+
+    def finite(item: object) -> object:
+        if isinstance(item, float) and not math.isfinite(item):
+            return None
+        if isinstance(item, dict):
+            return {key: finite(inner) for key, inner in item.items()}
+        if isinstance(item, (list, tuple)):
+            return [finite(inner) for inner in item]
+        return item
+
+    return json.dumps(finite(value), indent=2, allow_nan=False) + "\n"
+
+
+def _print_json(value: object) -> None:
+    sys.stdout.write(_strict_json(value))
+
+
+def _run_as_json(args: argparse.Namespace) -> int:
+    """Run a command in --json mode: what it prints to stdout, as strict JSON (NaN and
+    Infinity, which some writers let through, become null); when it prints no JSON and
+    fails, its message becomes {"error", "command", "status"}. Same exit status."""
+    printed, said = io.StringIO(), io.StringIO()
+    with redirect_stdout(printed), redirect_stderr(said):
+        status = args.func(args)
+    text = printed.getvalue()
+    try:
+        value = json.loads(text, parse_constant=lambda _: None) if text.strip() else None
+    except ValueError:
+        value = None
+    if value is None:
+        message = said.getvalue().strip() or text.strip() or "no output"
+        value = {"error": message, "command": args.command, "status": status or 1}
+        status = status or 1  # a command that printed no JSON did not do its job
+    else:
+        sys.stderr.write(said.getvalue())
+    _print_json(value)
+    return status
+
+
+def _json_wanted(argv: list[str]) -> bool:
+    return "--json" in argv[: argv.index("--")] if "--" in argv else "--json" in argv
 
 
 # --- argument types: each refuses a bad value with argparse's message and exit status 2 ---
@@ -112,6 +172,7 @@ def _inventory_reference_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--write", metavar="FILE", help="update the reference block in this file instead"
     )
+    _add_json(parser, '{"fields": [{"name", "default", "allowed", "description"}]}')
 
 
 def _inventory_reference(args: argparse.Namespace) -> int:
@@ -124,6 +185,24 @@ def _inventory_reference(args: argparse.Namespace) -> int:
         except (OSError, UnicodeDecodeError, ValueError) as error:
             print(f"inventory-reference: cannot update {path}: {error}", file=sys.stderr)
             return 2
+        if args.json:
+            _print_json({"written": str(path)})
+        return 0
+    if args.json:
+        from pydantic_core import to_jsonable_python
+
+        fields = [
+            {
+                "name": name,
+                "default": to_jsonable_python(
+                    info.get_default(call_default_factory=True), fallback=str
+                ),
+                "allowed": inventory.field_allowed(name),
+                "description": info.description,
+            }
+            for name, info in inventory.HostConfig.model_fields.items()
+        ]
+        _print_json({"fields": fields})
         return 0
     sys.stdout.write(inventory.reference_markdown())
     return 0
@@ -142,41 +221,78 @@ def _validate_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="override data, as pyinfra's --data",
     )
+    _add_json(
+        parser,
+        '{"inventory", "hosts": [names]}; invalid: {"error", "problems": [{"host", "field", '
+        '"value", "source", "message", "allowed"}]}',
+    )
 
 
-def _validate(args: argparse.Namespace) -> int:
+class _Refused(Exception):
+    """A command cannot go on; ``status``: its exit status (the message is printed)."""
+
+    def __init__(self, message: str, status: int):
+        super().__init__(message)
+        self.status = status
+
+
+def _load_inventory(command: str, path: str, data: list[tuple[str, str]]):
+    """The pyinfra Inventory of the file ``path`` with ``--data`` over it; _Refused (2) when
+    it cannot be loaded or holds no hosts."""
     from pyinfra.api.exceptions import PyinfraError
     from pyinfra_cli.util import parse_cli_arg
 
     from pyinfra_sglang import inventory
 
     # Parse --data exactly as the pyinfra CLI does, so both see the same values.
-    override = {key: parse_cli_arg(value) for key, value in args.data}
-    source = Path(args.inventory)
+    override = {key: parse_cli_arg(value) for key, value in data}
+    source = Path(path)
     # A path (pyinfra would take anything else for a host name and look it up in DNS).
-    looks_like_a_file = "/" in args.inventory or args.inventory.endswith(".py")
+    looks_like_a_file = "/" in path or path.endswith(".py")
     if source.is_dir() or (looks_like_a_file and not source.is_file()):
         what = "a folder" if source.is_dir() else "no such file"
-        print(f"validate: {args.inventory}: {what}, not an inventory file", file=sys.stderr)
-        return 2
+        raise _Refused(f"{command}: {path}: {what}, not an inventory file", 2)
     try:
-        loaded = inventory.load_inventory_file(args.inventory, override_data=override)
+        loaded = inventory.load_inventory_file(path, override_data=override)
     except Exception as error:  # the inventory is the user's Python: anything may go wrong
         why = str(error) if isinstance(error, PyinfraError) else f"{type(error).__name__}: {error}"
-        print(f"validate: cannot load the inventory {args.inventory}: {why}", file=sys.stderr)
-        return 2
+        raise _Refused(f"{command}: cannot load the inventory {path}: {why}", 2) from None
     if not len(loaded):
-        print(
-            f"validate: {args.inventory}: no hosts (not an inventory file, a host list or a "
-            "module pyinfra can load)",
-            file=sys.stderr,
+        raise _Refused(
+            f"{command}: {path}: no hosts (not an inventory file, a host list or a module "
+            "pyinfra can load)",
+            2,
         )
-        return 2
+    return loaded
+
+
+def _invalid(args: argparse.Namespace, error) -> int:
+    """An InventoryError as the command prints it; exit status 1."""
+    from dataclasses import asdict
+
+    if args.json:
+        problems = [asdict(problem) for problem in error.problems]
+        _print_json({"error": str(error).splitlines()[0], "problems": problems})
+    else:
+        print(error, file=sys.stderr)
+    return 1
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from pyinfra_sglang import inventory
+
+    try:
+        loaded = _load_inventory("validate", args.inventory, args.data)
+    except _Refused as refused:
+        print(refused, file=sys.stderr)
+        return refused.status
     try:
         configs = inventory.validate_inventory(loaded)
     except inventory.InventoryError as error:
-        print(error, file=sys.stderr)
-        return 1
+        return _invalid(args, error)
+    if args.json:
+        _print_json({"inventory": args.inventory, "hosts": list(configs)})
+        return 0
     for name in configs:
         print(f"{name}: ok")
     return 0
@@ -204,6 +320,11 @@ def _build_plan_arguments(parser: argparse.ArgumentParser) -> None:
         help="share of available memory the build may use, above 0 and at most 1 (default "
         "from data/python.toml)",
     )
+    _add_json(
+        parser,
+        '{"env": {VARIABLE: value}, "max_jobs", "nvcc_threads", "archs", "cores", '
+        '"available_gb", "memory_fraction", "bound_gb", "estimated_peak_gb"}',
+    )
 
 
 def _build_plan(args: argparse.Namespace) -> int:
@@ -215,6 +336,21 @@ def _build_plan(args: argparse.Namespace) -> int:
     except BuildPlanError as error:
         print(f"refused: {error}", file=sys.stderr)
         return 1
+    if args.json:
+        _print_json(
+            {
+                "env": plan.env(),
+                "max_jobs": plan.max_jobs,
+                "nvcc_threads": plan.nvcc_threads,
+                "archs": list(plan.archs),
+                "cores": plan.cores,
+                "available_gb": plan.available_gb,
+                "memory_fraction": plan.memory_fraction,
+                "bound_gb": plan.bound_gb,
+                "estimated_peak_gb": plan.estimated_peak_gb,
+            }
+        )
+        return 0
     # Quoted for a shell: FLASH_ATTN_CUDA_ARCHS=90;120 unquoted would end at the ";".
     print(" ".join(f"{key}={shlex.quote(value)}" for key, value in plan.env().items()))
     print(
@@ -246,14 +382,58 @@ def _release(text: str) -> str:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+RENDER_EPILOG = """\
+Preview before a deploy: `pyinfra-sglang render --inventory INVENTORY --inventory-host NAME`
+prints exactly the files that host would get (its unit, env and config files, a router host's
+sglang-router unit, a multi-node member's --nnodes/--node-rank/--dist-init-addr), rendered by
+the same functions the deploy calls, for the GPUs the inventory plans for (or those given
+with --gpus and --arch), secrets masked. What the deploy would run on each host: pyinfra's
+own dry run, `uv run pyinfra INVENTORY deploy/site.py --dry` (docs/roles.md).
+"""
+
+
 def _render_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = RENDER_EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument(
-        "--profile", type=_profile_name, required=True, help="model profile, e.g. glm-5-nvfp4"
+        "--inventory",
+        default=None,
+        metavar="FILE",
+        help="render what a host of this inventory would get (with --inventory-host)",
     )
-    parser.add_argument("--gpus", type=_positive, required=True, help="GPUs per host")
-    parser.add_argument("--arch", type=_arch, required=True, help="GPU architecture, e.g. sm_120")
     parser.add_argument(
-        "--sglang-version", type=_release, required=True, help="SGLang release, e.g. 0.5.23"
+        "--inventory-host",
+        default=None,
+        metavar="NAME",
+        help="the inventory host to render for, as the inventory names it",
+    )
+    parser.add_argument(
+        "--data",
+        action="append",
+        default=[],
+        type=_key_value,
+        metavar="KEY=VALUE",
+        help="with --inventory: override data, as pyinfra's --data",
+    )
+    parser.add_argument(
+        "--profile",
+        type=_profile_name,
+        help="model profile, e.g. glm-5-nvfp4 (required without --inventory)",
+    )
+    parser.add_argument(
+        "--gpus",
+        type=_positive,
+        help="GPUs per host (required without --inventory; with it: instead of those planned)",
+    )
+    parser.add_argument(
+        "--arch",
+        type=_arch,
+        help="GPU architecture, e.g. sm_120 (required with --gpus)",
+    )
+    parser.add_argument(
+        "--sglang-version",
+        type=_release,
+        help="SGLang release, e.g. 0.5.23 (required without --inventory)",
     )
     parser.add_argument(
         "--gpu-mem-gb",
@@ -284,6 +464,30 @@ def _render_arguments(parser: argparse.ArgumentParser) -> None:
         help="the host's `nvidia-smi topo -m` output: NVLink or PCIe, and NCCL_P2P_LEVEL from "
         "its widest path (default: the spec table's NVLink, NCCL_P2P_LEVEL=PHB)",
     )
+    parser.add_argument(
+        "--nnodes",
+        type=_positive,
+        default=1,
+        help="without --inventory: nodes of a multi-node server (default 1)",
+    )
+    parser.add_argument(
+        "--node-rank",
+        type=int,
+        default=0,
+        help="without --inventory: this node's rank, 0 .. nnodes-1 (default 0)",
+    )
+    parser.add_argument(
+        "--dist-init-addr",
+        default=None,
+        metavar="HOST:PORT",
+        help="without --inventory: the first node's rendezvous address, the same on every node",
+    )
+    _add_json(
+        parser,
+        '{"host", "profile", "sglang_version", "gpus": {"count", "memory_gb", "arch", '
+        '"pcie_only", "widest_path"}, "node": {"nnodes", "rank", "dist_init_addr"}, "files": '
+        '[{"path", "mode", "content"}], "removes": [paths]}',
+    )
 
 
 def _read_topology(path: Path) -> dict[str, dict[str, str]]:
@@ -304,58 +508,200 @@ def _read_topology(path: Path) -> dict[str, dict[str, str]]:
     return matrix
 
 
-def _render_service(args: argparse.Namespace) -> int:
-    from pyinfra.api.exceptions import PyinfraError
+FLAG_MODE = ("--profile", "--gpus", "--arch", "--sglang-version")
+INVENTORY_ONLY = ("--data",)
+FLAGS_ONLY = ("--sglang-version", "--host", "--port", "--venv", "--profile")
+MULTINODE_FLAGS = ("--nnodes", "--node-rank", "--dist-init-addr")
 
-    from pyinfra_sglang import gpus, inventory, profiles, render
-    from pyinfra_sglang.model_snapshot import is_local_model
+
+def _given(args: argparse.Namespace, option: str) -> bool:
+    value = getattr(args, option.lstrip("-").replace("-", "_"))
+    defaults = {"--nnodes": 1, "--node-rank": 0, "--data": []}
+    return value is not None and value != defaults.get(option)
+
+
+def _given_gpus(args: argparse.Namespace):
+    """The GpuSet --gpus, --arch, --gpu-mem-gb, --pcie-only and --topo describe, and the
+    spec-table GPU it assumed (None when the memory was given and the arch is not known)."""
+    from pyinfra_sglang import gpus, render
     from pyinfra_sglang.parsers.topo import topology_has_nvlink, widest_pcie_path
 
+    # The spec table's largest GPU of the arch gives the memory (unless given) and links.
+    in_table = args.arch in gpus.known_archs()
+    spec = gpus.largest_gpu_of_arch(args.arch) if in_table or args.gpu_mem_gb is None else None
+    memory_gb = args.gpu_mem_gb if args.gpu_mem_gb is not None else spec.memory_gb
+    pcie_only = args.pcie_only or (args.gpus > 1 and spec is not None and not spec.nvlink)
+    widest = None
+    if args.topo is not None:
+        matrix = _read_topology(args.topo)
+        pcie_only = args.pcie_only or (args.gpus > 1 and not topology_has_nvlink(matrix))
+        widest = widest_pcie_path(matrix)
+    return render.GpuSet(args.gpus, memory_gb, args.arch, pcie_only, widest), spec
+
+
+def _gpus_text(gpu_set, how: str) -> str:
+    return (
+        f"{gpu_set.count} x {gpu_set.memory_gb:g} GB {gpu_set.arch} ({how}), "
+        f"PCIe only: {'yes' if gpu_set.pcie_only else 'no'}"
+    )
+
+
+def _render_from_flags(args: argparse.Namespace) -> dict:
+    from pyinfra_sglang import inventory, profiles, render
+    from pyinfra_sglang.model_snapshot import is_local_model
+
     defaults = inventory.HostConfig.model_fields
-    try:
-        profile = profiles.load_profile(args.profile, args.profile_dir)
-        local = is_local_model(profile.model)
-        # The spec table's largest GPU of the arch gives the memory (unless given) and links.
-        in_table = args.arch in gpus.known_archs()
-        spec = gpus.largest_gpu_of_arch(args.arch) if in_table or args.gpu_mem_gb is None else None
-        memory_gb = args.gpu_mem_gb if args.gpu_mem_gb is not None else spec.memory_gb
-        pcie_only = args.pcie_only or (args.gpus > 1 and spec is not None and not spec.nvlink)
-        widest = None
-        if args.topo is not None:
-            matrix = _read_topology(args.topo)
-            pcie_only = args.pcie_only or (args.gpus > 1 and not topology_has_nvlink(matrix))
-            widest = widest_pcie_path(matrix)
-        service = render.ServiceSpec(
-            profile=profile,
-            sglang_version=args.sglang_version,
-            gpus=render.GpuSet(args.gpus, memory_gb, args.arch, pcie_only, widest),
-            host=args.host or str(defaults["sglang_host"].default),
-            port=args.port or defaults["sglang_port"].default,
-            venv_path=args.venv
-            or inventory.versioned_venv_path(
-                args.sglang_version,
-                defaults["python_version"].default,
-                defaults["cuda_version"].default,
-            ),
-            secrets=render.Secrets(api_key="(set)", hf_token="(set)"),
-            mask=True,
-            # As a host with no sglang_model_revision gets it (service_files.py): a Hub model
-            # at the profile's pinned commit, served offline from the downloaded snapshot.
-            model_revision=None if local else profile.revision,
-            offline=not local,
+    profile = profiles.load_profile(args.profile, args.profile_dir)
+    local = is_local_model(profile.model)
+    gpu_set, spec = _given_gpus(args)
+    node = render.NodePosition(args.nnodes, args.node_rank, args.dist_init_addr)
+    service = render.ServiceSpec(
+        profile=profile,
+        sglang_version=args.sglang_version,
+        gpus=gpu_set,
+        host=args.host or str(defaults["sglang_host"].default),
+        port=args.port or defaults["sglang_port"].default,
+        venv_path=args.venv
+        or inventory.versioned_venv_path(
+            args.sglang_version,
+            defaults["python_version"].default,
+            defaults["cuda_version"].default,
+        ),
+        secrets=render.Secrets(api_key="(set)", hf_token="(set)"),
+        mask=True,
+        node=node,
+        # As a host with no sglang_model_revision gets it (service_files.py): a Hub model
+        # at the profile's pinned commit, served offline from the downloaded snapshot.
+        model_revision=None if local else profile.revision,
+        offline=not local,
+    )
+    files = render.render_service_files(service)
+    how = f"{spec.name}, the largest {args.arch} GPU known" if args.gpu_mem_gb is None else "given"
+    nodes = f", node {node.rank} of {node.nnodes}" if node.nnodes > 1 else ""
+    return {
+        "header": f"# profile {profile.name}, SGLang {args.sglang_version}, "
+        f"{_gpus_text(gpu_set, how)}{nodes}; secrets masked",
+        "host": None,
+        "profile": profile.name,
+        "sglang_version": args.sglang_version,
+        "gpus": gpu_set,
+        "node": node,
+        "files": files,
+        "removes": [],
+    }
+
+
+def _render_from_inventory(args: argparse.Namespace) -> dict:
+    """What --inventory-host of --inventory would get: validated as a deploy validates it,
+    its place in its multi-node group from the inventory, rendered by service_files (the
+    deploy's own function) with the GPUs planned (or given), secrets masked."""
+    from pyinfra_sglang import inventory, service_files
+
+    loaded = _load_inventory("render", args.inventory, args.data)
+    names = [host.name for host in loaded]
+    if args.inventory_host not in names:
+        raise _Refused(
+            f"render: {args.inventory}: no host {args.inventory_host!r}; its hosts: "
+            f"{', '.join(names)}",
+            2,
         )
-        rendered = render.render_service_files(service)
+    configs = inventory.validate_inventory(loaded)
+    host = loaded.get_host(args.inventory_host)
+    config = configs[args.inventory_host]
+    profile = inventory.host_profile(config)
+    node = inventory.node_position_in(config, host)
+    if args.gpus is not None:
+        gpu_set, _ = _given_gpus(args)
+        how = "given"
+    else:
+        gpu_set = service_files.planned_gpus(config, profile, node.nnodes)
+        planned = service_files.planned_gpu(profile, config.expected_gpu_model)
+        how = f"planned: {planned.name if planned else 'an unknown GPU'}"
+    rendered = service_files.service_files_for(
+        config, gpu_set, node, service_files.masked_secrets(config), True, profile
+    )
+    nodes = (
+        f", node {node.rank} of {node.nnodes} of group {config.sglang_multinode_group}"
+        if config.sglang_multinode_group
+        else ""
+    )
+    return {
+        "header": f"# host {args.inventory_host} of {args.inventory}: profile {profile.name}, "
+        f"SGLang {config.sglang_version}, {_gpus_text(gpu_set, how)}{nodes}; secrets masked",
+        "host": args.inventory_host,
+        "profile": profile.name,
+        "sglang_version": config.sglang_version,
+        "gpus": gpu_set,
+        "node": node,
+        "files": list(rendered.files),
+        "removes": list(rendered.stale),
+    }
+
+
+def _render_mode_problem(args: argparse.Namespace) -> str | None:
+    """Which options do not go together, or are missing; None when they fit."""
+    if args.inventory or args.inventory_host:
+        if not (args.inventory and args.inventory_host):
+            return "--inventory and --inventory-host go together"
+        given = [o for o in (*FLAGS_ONLY, *MULTINODE_FLAGS) if _given(args, o)]
+        if given:
+            return f"{', '.join(given)}: from the inventory with --inventory; leave it out"
+        if args.gpus is not None and args.arch is None:
+            return "--gpus needs --arch"
+        return None
+    missing = [option for option in FLAG_MODE if not _given(args, option)]
+    if missing:
+        return (
+            f"give {', '.join(missing)} (or --inventory FILE --inventory-host NAME to render "
+            "an inventory host's files)"
+        )
+    if _given(args, "--data"):
+        return "--data goes with --inventory"
+    return None
+
+
+def _render_service(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from pyinfra.api.exceptions import PyinfraError
+
+    from pyinfra_sglang import inventory
+
+    problem = _render_mode_problem(args)
+    if problem:
+        print(f"render: {problem}", file=sys.stderr)
+        return 2
+    try:
+        preview = _render_from_inventory(args) if args.inventory else _render_from_flags(args)
+    except _Refused as refused:
+        print(refused, file=sys.stderr)
+        return refused.status
+    except inventory.InventoryError as error:
+        return _invalid(args, error)
     except PyinfraError as error:
         print(f"refused: {error}", file=sys.stderr)
         return 1
-    gpu = f"{spec.name}, the largest {args.arch} GPU known" if args.gpu_mem_gb is None else "given"
-    print(
-        f"# profile {profile.name}, SGLang {args.sglang_version}, {args.gpus} x {memory_gb:g} GB "
-        f"{args.arch} ({gpu}), PCIe only: {'yes' if pcie_only else 'no'}; secrets masked"
-    )
-    for file in rendered:
+    if args.json:
+        _print_json(
+            {
+                "host": preview["host"],
+                "profile": preview["profile"],
+                "sglang_version": preview["sglang_version"],
+                "gpus": asdict(preview["gpus"]),
+                "node": asdict(preview["node"]),
+                "files": [
+                    {"path": f.path, "mode": f.mode, "content": f.content} for f in preview["files"]
+                ],
+                "removes": preview["removes"],
+            }
+        )
+        return 0
+    print(preview["header"])
+    for file in preview["files"]:
         print(f"\n# ==> {file.path} (mode {file.mode}) <==")
         sys.stdout.write(file.content)
+    for path in preview["removes"]:
+        print(f"\n# ==> {path} <== removed if present (no unit of it configured)")
     return 0
 
 
@@ -404,14 +750,47 @@ def _packages_arguments(parser: argparse.ArgumentParser) -> None:
         choices=nvidia["driver_branches"],
         default=nvidia["default_driver_branch"],
     )
+    _add_json(
+        parser,
+        '{"platform", "family", "branch", "pin", "packages": [[candidates]], '
+        '"module_packages", "headers", "mirror_extra"}',
+    )
 
 
 def _packages(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
     from pyinfra_sglang.driver_plan import driver_apt_plan, format_plan
 
     plan = driver_apt_plan(args.platform, args.install, args.modules, args.branch)
+    if args.json:
+        _print_json(asdict(plan))
+        return 0
     sys.stdout.write(format_plan(plan))
     return 0
+
+
+# --- report ------------------------------------------------------------------------------
+
+
+def _report_arguments(parser: argparse.ArgumentParser) -> None:
+    from pyinfra_sglang.report import page
+
+    page.add_arguments(parser)
+    _add_json(parser, '{"page": path of report.html}')
+
+
+def _report(args: argparse.Namespace) -> int:
+    from pyinfra_sglang.report import page
+
+    if not args.json:
+        return page.run(args)
+    printed = io.StringIO()
+    with redirect_stdout(printed):
+        status = page.run(args)
+    if status == 0:
+        _print_json({"page": printed.getvalue().strip()})
+    return status
 
 
 COMMANDS = (
@@ -472,8 +851,8 @@ COMMANDS = (
     Command(
         "report",
         "write an HTML page of a benchmark run's charts and findings (an A/B page of two)",
-        _lazy("pyinfra_sglang.report.page:add_arguments"),
-        _lazy("pyinfra_sglang.report.page:run"),
+        _report_arguments,
+        _report,
     ),
 )
 
@@ -505,8 +884,31 @@ def build_parser(argv: list[str] | None = None, every: bool = False) -> argparse
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser(argv).parse_args(argv)
-    return args.func(args)
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
+    if not _json_wanted(argv):
+        args = parser.parse_args(argv)
+        return args.func(args)
+    # --json: a bad argument is a JSON error too (argparse prints usage to stderr, exits 2).
+    said = io.StringIO()
+    try:
+        with redirect_stderr(said):
+            args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        sys.stderr.write(said.getvalue())  # the usage too, as without --json
+        if exit_.code in (0, None):  # --help, --version
+            raise
+        lines = said.getvalue().strip().splitlines()
+        command = next((a for a in argv if not a.startswith("-")), None)
+        _print_json(
+            {
+                "error": lines[-1] if lines else "bad arguments",
+                "command": command,
+                "status": exit_.code,
+            }
+        )
+        raise
+    return _run_as_json(args)
 
 
 if __name__ == "__main__":

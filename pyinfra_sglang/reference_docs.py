@@ -117,7 +117,13 @@ def cli_markdown() -> str:
         rows.append(
             f"| `{command.name}` | {_cell(command.help)} | {'<br>'.join(arguments) or 'none'} |"
         )
-    return "\n".join(rows) + "\n"
+    # A command's epilog (its --help's closing text) follows the table, one paragraph each.
+    notes = [
+        f"\n`{command.name}`: {' '.join(subparsers[command.name].epilog.split())}\n"
+        for command in cli.COMMANDS
+        if subparsers[command.name].epilog
+    ]
+    return "\n".join(rows) + "\n" + "".join(notes)
 
 
 # --- all blocks ----------------------------------------------------------------------------

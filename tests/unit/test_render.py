@@ -913,3 +913,119 @@ def test_every_intent_rendered_has_a_row_in_the_flag_table():
 
     values = _intent_values(load_profile("glm-5-nvfp4"), 8, "127.0.0.1", 30000, CONFIG, 1, 0, None)
     assert set(values) == set(flag_table())
+
+
+# --- pyinfra-sglang render --inventory: what an inventory host would get -------------------
+
+PREVIEW_INVENTORY = """
+pair = [
+    ("node-a", {"ssh_hostname": "10.0.0.11", "sglang_multinode_group": "pair",
+                "expected_gpu_count": 4}),
+    ("node-b", {"ssh_hostname": "10.0.0.12", "sglang_multinode_group": "pair",
+                "expected_gpu_count": 4}),
+]
+routers = [
+    ("router-1", {"sglang_model_profile": "dense-bf16",
+                  "sglang_router_worker_urls": ["http://10.0.0.21:30000",
+                                                "http://10.0.0.22:30000"]}),
+]
+"""
+
+
+@pytest.fixture
+def preview_inventory(tmp_path):
+    path = tmp_path / "inventory.py"
+    path.write_text(PREVIEW_INVENTORY)
+    return path
+
+
+def _preview(capsys, inventory_file, host: str, *more: str) -> dict:
+    argv = ["render", "--inventory", str(inventory_file), "--inventory-host", host, *more]
+    assert main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _deploy_files(inventory_file, host_name: str):
+    """What the deploy's own functions render for the host (GPUs planned, secrets masked)."""
+    from pyinfra_sglang.inventory import (
+        load_inventory_file,
+        node_position_in,
+        validate_inventory,
+    )
+    from pyinfra_sglang.service_files import planned_service_files
+
+    loaded = load_inventory_file(str(inventory_file))
+    config = validate_inventory(loaded)[host_name]
+    return planned_service_files(config, node_position_in(config, loaded.get_host(host_name)))
+
+
+@pytest.mark.parametrize("host_name", ["node-a", "node-b", "router-1"])
+def test_inventory_preview_is_what_the_core_renders_for_the_host(
+    capsys, preview_inventory, host_name
+):
+    preview = _preview(capsys, preview_inventory, host_name)
+    expected = _deploy_files(preview_inventory, host_name)
+    assert [(f["path"], f["mode"], f["content"]) for f in preview["files"]] == [
+        (f.path, f.mode, f.content) for f in expected.files
+    ]
+    assert preview["removes"] == list(expected.stale)
+    # The text form prints the same bytes.
+    argv = ["render", "--inventory", str(preview_inventory), "--inventory-host", host_name]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    for file in expected.files:
+        assert f"# ==> {file.path} (mode {file.mode}) <==\n{file.content}" in out
+
+
+def test_multinode_preview_carries_the_members_place(capsys, preview_inventory):
+    for rank, host_name in enumerate(["node-a", "node-b"]):
+        preview = _preview(capsys, preview_inventory, host_name)
+        unit = preview["files"][0]["content"]
+        assert "    --nnodes 2 \\\n" in unit and f"    --node-rank {rank} \\\n" in unit
+        assert "    --dist-init-addr 10.0.0.11:50000 \\\n" in unit
+        assert preview["node"] == {"nnodes": 2, "rank": rank, "dist_init_addr": "10.0.0.11:50000"}
+        assert "    --tp-size 8 \\\n" in unit  # 4 GPUs a node, 2 nodes
+
+
+def test_router_preview_holds_the_router_unit_and_its_workers(capsys, preview_inventory):
+    preview = _preview(capsys, preview_inventory, "router-1")
+    files = {f["path"]: f["content"] for f in preview["files"]}
+    router = files["/etc/systemd/system/sglang-router.service"]
+    assert "--worker-urls http://10.0.0.21:30000 http://10.0.0.22:30000" in router
+    # No router API key: no env file for it (one left from before is removed).
+    assert preview["removes"] == ["/etc/sglang/sglang-router.env"]
+    # A host behind no router: the deploy removes a router's files left from before.
+    assert (
+        "/etc/systemd/system/sglang-router.service"
+        in _preview(capsys, preview_inventory, "node-a")["removes"]
+    )
+
+
+def test_inventory_preview_with_the_gpus_given(capsys, preview_inventory):
+    preview = _preview(capsys, preview_inventory, "router-1", "--gpus", "2", "--arch", "sm_90")
+    assert preview["gpus"]["count"] == 2 and "--tp-size 2" in preview["files"][0]["content"]
+
+
+def test_inventory_preview_refusals(capsys, preview_inventory):
+    base = ["render", "--inventory", str(preview_inventory)]
+    assert main([*base, "--inventory-host", "nobody"]) == 2
+    assert "no host 'nobody'; its hosts: node-a, node-b, router-1" in capsys.readouterr().err
+    assert main(base) == 2
+    assert "--inventory and --inventory-host go together" in capsys.readouterr().err
+    assert main([*base, "--inventory-host", "node-a", "--port", "8080"]) == 2
+    assert "--port: from the inventory" in capsys.readouterr().err
+    assert main([*base, "--inventory-host", "node-a", "--data", "sglang_port=0"]) == 1
+    assert "host node-a: sglang_port = 0" in capsys.readouterr().err
+    assert main(["render", "--gpus", "2"]) == 2
+    assert "give --profile, --arch, --sglang-version" in capsys.readouterr().err
+
+
+def test_render_flags_for_a_multinode_member(capsys):
+    argv = [*RENDER_SM120[:3], "--gpus", "4", "--arch", "sm_120", "--sglang-version", "0.5.23"]
+    multinode = ["--nnodes", "2", "--node-rank", "1", "--dist-init-addr", "10.0.0.11:50000"]
+    assert main([*argv, *multinode]) == 0
+    out = capsys.readouterr().out
+    assert "node 1 of 2; secrets masked" in out.splitlines()[0]
+    assert "--nnodes 2 \\\n    --node-rank 1 \\\n    --dist-init-addr 10.0.0.11:50000" in out
+    assert main([*argv, "--nnodes", "2"]) == 1
+    assert "2 nodes need dist_init_addr" in capsys.readouterr().err
