@@ -32,7 +32,10 @@ RESULTS_DIR holds:
     ``-``, nothing else (no path).
 
 Each file is checked for the types it must hold (numbers where numbers are read, a JSON object
-where one is); a file that fails is named with what is wrong in it.
+where one is); a file that fails is named with what is wrong in it. Each is read within the
+caps of data/diagnosis.toml ``[limits]`` (bytes, JSON nesting, samples, GPUs, readings, steps,
+benchmark lines, the size of a number: diagnosis/limits.py); a file past one is refused, naming
+the cap. Samples without any GPU reading are refused too: there is nothing to diagnose.
 
 The rules are in diagnosis/bottlenecks.py. The report lists each GPU's summary, the findings with
 their evidence and what to try next, and the roofline with each benchmark row's single-stream
@@ -54,6 +57,8 @@ from pyinfra.api.exceptions import PyinfraError
 
 from pyinfra_sglang.audit.findings import Finding
 from pyinfra_sglang.diagnosis.bottlenecks import diagnose, format_gbs, link_capacity, thresholds
+from pyinfra_sglang.diagnosis.limits import WHERE, OverCapError, check_count, limits, read_capped
+from pyinfra_sglang.diagnosis.limits import loads as capped_loads
 from pyinfra_sglang.diagnosis.roofline import DecodeRoofline, roofline_for, stream_rate
 from pyinfra_sglang.diagnosis.samples import (
     gpu_indexes,
@@ -64,6 +69,7 @@ from pyinfra_sglang.diagnosis.samples import (
 from pyinfra_sglang.diagnosis.steps import (
     diagnose_steps,
     is_number,
+    is_reading,
     run_text,
     steps_on_sample_axis,
 )
@@ -87,7 +93,16 @@ SAMPLE_GPU_NUMBERS = (
 SAMPLE_CPU_NUMBERS = ("percent", "max_process_percent")
 LINK_GPU_NUMBERS = ("power_limit_w", "sm_clock_max_mhz", "nvlink_gbs")
 PCIE_NUMBERS = ("gen_current", "gen_max", "width_current", "width_max")
-BENCH_NUMBERS = ("completed", "output_throughput", "max_concurrency", "median_tpot_ms")
+BENCH_NUMBERS = (
+    "completed",
+    "output_throughput",
+    "max_concurrency",
+    "median_tpot_ms",
+    # Shown by the report (its table and TPOT chart).
+    "median_ttft_ms",
+    "p99_ttft_ms",
+    "p99_tpot_ms",
+)
 SERVER_NUMBERS = ("kv_cache_usage", "queued_requests")
 ROOFLINE_NUMBERS = ("memory_bandwidth_gbs", "active_params_b", "bytes_per_param")
 CAPTURE_VALUES = 6  # gpu_util, mem_util, pcie_tx_kbps, pcie_rx_kbps, sm_clock_mhz, power_mw
@@ -124,77 +139,116 @@ def _list(where: str, value: object) -> list:
 
 
 def _numbers(where: str, mapping: dict, keys: tuple[str, ...], null: bool = True) -> None:
+    """Each of ``keys`` present in ``mapping`` is a reading: a number from 0 to max_number."""
     for key in keys:
         if key not in mapping or (null and mapping[key] is None):
             continue
-        if not is_number(mapping[key]):
-            raise ResultsError(f"{where}: {key} is {_shown(mapping[key])}, not a number")
+        if not is_reading(mapping[key]):
+            raise ResultsError(
+                f"{where}: {key} is {_shown(mapping[key])}, not a number from 0 to "
+                f"{limits()['max_number']:g}"
+            )
 
 
 def _index(where: str, value: object) -> None:
-    if not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
-        raise ResultsError(f"{where}: index is {_shown(value)}, not a GPU index (0, 1, ...)")
+    top = limits()["max_gpus"] - 1
+    if not (isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= top):
+        raise ResultsError(
+            f"{where}: index is {_shown(value)}, not a GPU index (0 to {top}; max_gpus in {WHERE})"
+        )
 
 
 def _text_of(path: Path) -> str:
     try:
-        return path.read_text()
+        return read_capped(path)
+    except OverCapError as error:
+        raise ResultsError(str(error)) from None
     except (OSError, UnicodeDecodeError) as error:
         reason = getattr(error, "strerror", None) or "not UTF-8 text"
         raise ResultsError(f"{path}: cannot be read: {reason}") from None
 
 
-def _json(path: Path):
+def _loads(path: Path, text: str):
     try:
-        return json.loads(_text_of(path))
+        return capped_loads(path, text)
+    except OverCapError as error:
+        raise ResultsError(str(error)) from None
     except json.JSONDecodeError as error:
         raise ResultsError(f"{path}: not valid JSON: {error}") from None
+
+
+def _json(path: Path):
+    return _loads(path, _text_of(path))
 
 
 def _optional_json(path: Path):
     return _json(path) if path.is_file() else None
 
 
-def _json_lines(path: Path) -> list:
+def _json_lines(path: Path, cap: str) -> list:
+    """The lines of ``path``, at most ``limits()[cap]`` of them."""
     try:
-        return read_json_lines(path)
+        return read_json_lines(path, cap)
+    except OverCapError as error:
+        raise ResultsError(str(error)) from None
     except (OSError, ValueError) as error:
         raise ResultsError(f"{path}: {error}") from None
+
+
+def _cap(where: object, count: int, what: str, key: str) -> None:
+    try:
+        check_count(where, count, what, key)
+    except OverCapError as error:
+        raise ResultsError(str(error)) from None
+
+
+def _check_gpu_count(where: str, count: int, readings: int) -> int:
+    """``readings`` plus this sample's ``count`` GPUs, both within their caps."""
+    _cap(where, count, "GPUs in one sample", "max_gpus")
+    _cap(where, readings + count, "GPU readings so far", "max_readings")
+    return readings + count
 
 
 def _checked_samples(path: Path) -> list[dict]:
     """The samples in ``path`` (either format; see diagnosis/samples.py), in the sampler's
     shape, each checked for the types the rules read."""
     text = _text_of(path)
+    readings = 0
     if text.lstrip().startswith("["):
-        try:
-            rows = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise ResultsError(f"{path}: not valid JSON: {error}") from None
-        for number, row in enumerate(_list(str(path), rows), 1):
+        rows = _list(str(path), _loads(path, text))
+        _cap(path, len(rows), "rows", "max_samples")
+        for number, row in enumerate(rows, 1):
             where = f"{path}: row {number}"
             _object(where, row)
             if not is_number(row.get("t")):
                 raise ResultsError(f"{where}: t is {_shown(row.get('t'))}, not a number")
-            for key, values in row.items():
-                if key.isdigit() and not (
+            gpus = [key for key in row if key.isdigit()]
+            readings = _check_gpu_count(where, len(gpus), readings)
+            for key in gpus:
+                # Short ASCII digits only: int() of a 5000-digit key raises, of "²" too.
+                _index(where, int(key) if key.isascii() and len(key) < 10 else key)
+                values = row[key]
+                if not (
                     isinstance(values, list)
                     and len(values) >= CAPTURE_VALUES
-                    and all(is_number(v) for v in values[:CAPTURE_VALUES])
+                    and all(is_reading(v) for v in values[:CAPTURE_VALUES])
                 ):
                     raise ResultsError(
                         f"{where}: GPU {key} is {_shown(values)}, not a list of "
-                        f"{CAPTURE_VALUES} numbers"
+                        f"{CAPTURE_VALUES} numbers from 0 to {limits()['max_number']:g}"
                     )
         samples = samples_from_capture(rows)
     else:
-        samples = _json_lines(path)
+        samples = _json_lines(path, "max_samples")
+    readings = 0
     for number, sample in enumerate(samples, 1):
         where = f"{path}: sample {number}"
         _object(where, sample)
         if not is_number(sample.get("t")):
             raise ResultsError(f"{where}: t is {_shown(sample.get('t'))}, not a number")
-        for position, gpu in enumerate(_list(f"{where}: gpus", sample.get("gpus"))):
+        gpus = _list(f"{where}: gpus", sample.get("gpus"))
+        readings = _check_gpu_count(where, len(gpus), readings)
+        for position, gpu in enumerate(gpus):
             at = f"{where}: gpus[{position}]"
             _object(at, gpu)
             _index(at, gpu.get("index"))
@@ -208,6 +262,11 @@ def _checked_samples(path: Path) -> list[dict]:
             cpu = _object(f"{where}: cpu", sample["cpu"])
             _numbers(f"{where}: cpu", cpu, ("processes",), null=False)
             _numbers(f"{where}: cpu", cpu, SAMPLE_CPU_NUMBERS)
+    if not readings:
+        # An empty file (the sampler found no GPU, or was stopped at once) is no run to judge:
+        # refused rather than reported with no finding, which would read as "all well".
+        held = f"{len(samples)} sample(s), none with a GPU reading" if samples else "no sample"
+        raise ResultsError(f"{path}: no GPU samples ({held}): nothing to diagnose")
     return samples
 
 
@@ -236,7 +295,7 @@ def _checked_links(path: Path) -> dict:
 def _checked_bench(path: Path) -> list[dict]:
     if not path.is_file():
         return []
-    rows = _json_lines(path)
+    rows = _json_lines(path, "max_bench_rows")
     for number, row in enumerate(rows, 1):
         _numbers(f"{path}: line {number}", _object(f"{path}: line {number}", row), BENCH_NUMBERS)
     return rows
@@ -252,8 +311,9 @@ def _checked_server(path: Path) -> dict | None:
 def _checked_steps(path: Path, samples: list[dict]) -> list:
     if not path.is_file():
         return []
+    lines = _json_lines(path, "max_steps")
     try:
-        return steps_on_sample_axis(_json_lines(path), samples)
+        return steps_on_sample_axis(lines, samples)
     except ValueError as error:
         raise ResultsError(f"{path}: {error}") from None
 
@@ -392,9 +452,13 @@ def diagnose_results(results: dict) -> dict:
         summary = summarize_gpu(results["samples"], index, busy_util)
         pcie = results["gpu_facts"].get(index, {}).get("pcie")
         capacity, name = link_capacity(summary, pcie)
-        row = asdict(summary)
-        for series in ("pcie_busier", "pcie_both", "nvlink_busier", "nvlink_both"):
-            del row[f"{series}_series"]
+        # The per-sample series are left out before asdict, which would copy each value.
+        series = [
+            f"{n}_series" for n in ("pcie_busier", "pcie_both", "nvlink_busier", "nvlink_both")
+        ]
+        row = asdict(replace(summary, **dict.fromkeys(series, ())))
+        for key in series:
+            del row[key]
         summaries.append({**row, "pcie_link": name, "pcie_capacity_gbs": capacity})
     report = {"findings": findings, "gpus": summaries, "roofline": None, "steps": None}
     if by_step is not None:

@@ -14,17 +14,19 @@ together; the run's verdict is the concurrencies' one when they agree.
 
 from __future__ import annotations
 
-import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pyinfra_sglang.audit.findings import Finding
 from pyinfra_sglang.diagnosis.bottlenecks import diagnose, thresholds
+from pyinfra_sglang.diagnosis.limits import limits
 from pyinfra_sglang.diagnosis.roofline import DecodeRoofline, stream_rate
 
 # Findings about the server's settings, not about what limits a window's load.
 NOT_A_VERDICT = ("memory-capacity-bound",)
 MIXED = "mixed"
+MAX_NUMBER = limits()["max_number"]
 
 
 @dataclass(frozen=True)
@@ -73,9 +75,19 @@ class StepVerdict:
 
 
 def is_number(value: object) -> bool:
-    """A finite int or float (not a bool): what the results files must hold where a number is
-    read."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite int or float (not a bool) of at most ``max_number`` in size (data/diagnosis.toml
+    [limits]): what the results files must hold where a number is read. NaN and infinities
+    fail the comparison; a huge int is compared exactly, never converted to a float."""
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and -MAX_NUMBER <= value <= MAX_NUMBER
+    )
+
+
+def is_reading(value: object) -> bool:
+    """A number as a measurement is: :func:`is_number` and not below 0."""
+    return is_number(value) and value >= 0
 
 
 def steps_on_sample_axis(lines: list[dict], samples: list[dict]) -> list[Step]:
@@ -98,6 +110,10 @@ def steps_on_sample_axis(lines: list[dict], samples: list[dict]) -> list[Step]:
                 raise ValueError(f"{where}: {key} is {line.get(key)!r}, not Unix seconds")
         if line["end"] < line["start"]:
             raise ValueError(f"{where}: ends before it starts")
+        # The bench driver runs one step at a time: steps that overlap are no run of it (and
+        # would judge every sample once per step).
+        if steps and line["start"] - offset < steps[-1].end:
+            raise ValueError(f"{where}: starts before line {number - 1} ends")
         concurrency, repeat = line.get("concurrency"), line.get("repeat")
         concurrency = concurrency if isinstance(concurrency, int) and concurrency > 0 else None
         repeat = repeat if isinstance(repeat, int) else None
@@ -132,13 +148,29 @@ def _loaded(sample: dict, limits: dict) -> bool:
     return any((g.get("gpu_util") or 0) >= active for g in sample.get("gpus", []))
 
 
-def load_window(samples: list[dict], step: Step, limits: dict | None = None) -> list[dict]:
+class _Timeline:
+    """Samples in time order with their times, to cut a span out by bisection rather than by
+    reading every sample once per step."""
+
+    def __init__(self, samples: list[dict]):
+        self.samples = sorted(samples, key=lambda s: s["t"])
+        self.times = [s["t"] for s in self.samples]
+
+    def between(self, begin: float, end: float) -> list[dict]:
+        low, high = bisect_left(self.times, begin), bisect_right(self.times, end)
+        return self.samples[low:high]
+
+
+def load_window(
+    samples: list[dict] | _Timeline, step: Step, limits: dict | None = None
+) -> list[dict]:
     """The samples of ``step`` from its requests' start (``load_start``, else its start) to its
     end, trimmed to the first and last in which a GPU showed work (all of them when none did:
     an idle step stays idle)."""
     limits = limits or thresholds()
+    timeline = samples if isinstance(samples, _Timeline) else _Timeline(samples)
     begin = step.load_start if step.load_start is not None else step.start
-    inside = [s for s in samples if begin <= s["t"] <= step.end]
+    inside = timeline.between(begin, step.end)
     loaded = [i for i, s in enumerate(inside) if _loaded(s, limits)]
     return inside[loaded[0] : loaded[-1] + 1] if loaded else inside
 
@@ -164,14 +196,14 @@ def _judge(
     label: str,
     concurrency: int | None,
     steps: list[Step],
-    samples: list[dict],
+    samples: _Timeline,
     context: Mapping,
     rows: list[dict],
     limits: dict,
 ) -> StepVerdict:
     windows = [load_window(samples, step, limits) for step in steps]
     window = [s for w in windows for s in w]
-    inside = [s for step in steps for s in samples if step.start <= s["t"] <= step.end]
+    inside = [s for step in steps for s in samples.between(step.start, step.end)]
     load_s = sum(w[-1]["t"] - w[0]["t"] for w in windows if len(w) > 1)
     findings = (
         diagnose(
@@ -223,12 +255,13 @@ def diagnose_steps(
     "concurrencies": [...], "run": "<verdict>"}`` (StepVerdicts). ``context``: gpu_facts,
     virtualization, roofline, served (the server's settings, as ``diagnose`` takes them)."""
     limits = thresholds()
+    timeline = _Timeline(samples)
     measured = [s for s in steps if not s.warmup]
     rows = _rows_by_step(measured, bench)
     per_step = [
-        _judge(step.label, step.concurrency, [step], samples, context, [rows[i]], limits)
+        _judge(step.label, step.concurrency, [step], timeline, context, [rows[i]], limits)
         if i in rows
-        else _judge(step.label, step.concurrency, [step], samples, context, [], limits)
+        else _judge(step.label, step.concurrency, [step], timeline, context, [], limits)
         for i, step in enumerate(measured)
     ]
     per_concurrency = []
@@ -242,7 +275,7 @@ def diagnose_steps(
                 f"c={group}" if concurrency else str(group),
                 concurrency,
                 [measured[i] for i in positions],
-                samples,
+                timeline,
                 context,
                 [rows[i] for i in positions if i in rows],
                 limits,

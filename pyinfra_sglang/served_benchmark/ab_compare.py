@@ -19,7 +19,9 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from pyinfra_sglang.diagnosis.limits import OverCapError
 from pyinfra_sglang.diagnosis.samples import read_json_lines
+from pyinfra_sglang.diagnosis.steps import MAX_NUMBER, is_number, is_reading
 from pyinfra_sglang.served_benchmark.regression import throughputs_by_concurrency
 from pyinfra_sglang.served_benchmark.settings import BENCH_FILE
 
@@ -35,7 +37,9 @@ def _checked_lines(path: Path) -> list[dict]:
     """bench_serving's lines in ``path``; ValueError naming the file and line for one that
     cannot be read or holds the wrong types where this reads it."""
     try:
-        lines = read_json_lines(path)
+        lines = read_json_lines(path, "max_bench_rows")
+    except OverCapError:
+        raise  # names the file and the cap itself
     except (OSError, ValueError) as error:
         raise ValueError(f"{path}: cannot be read: {error}") from None
     for number, line in enumerate(lines, 1):
@@ -43,17 +47,20 @@ def _checked_lines(path: Path) -> list[dict]:
         if not isinstance(line, dict):
             raise ValueError(f"{where} is not a JSON object")
         concurrency, throughput = line.get("max_concurrency"), line.get("output_throughput")
+        # is_number: finite and at most max_number (data/diagnosis.toml [limits]), so that
+        # means and spreads of up to max_bench_rows runs stay finite.
         if concurrency is not None and not (
-            isinstance(concurrency, int) and not isinstance(concurrency, bool) and concurrency >= 1
+            isinstance(concurrency, int) and is_number(concurrency) and concurrency >= 1
         ):
-            raise ValueError(f"{where}: max_concurrency is {_shown(concurrency)}, not 1 or more")
-        if throughput is not None and not (
-            isinstance(throughput, (int, float))
-            and not isinstance(throughput, bool)
-            and math.isfinite(throughput)
-            and throughput >= 0
-        ):
-            raise ValueError(f"{where}: output_throughput is {_shown(throughput)}, not tok/s")
+            raise ValueError(
+                f"{where}: max_concurrency is {_shown(concurrency)}, not a whole number from 1 "
+                f"to {MAX_NUMBER:g}"
+            )
+        if throughput is not None and not is_reading(throughput):
+            raise ValueError(
+                f"{where}: output_throughput is {_shown(throughput)}, not tok/s (a number from "
+                f"0 to {MAX_NUMBER:g})"
+            )
     return lines
 
 

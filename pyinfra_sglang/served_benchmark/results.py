@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pyinfra_sglang.audit.links import pcie_links
 from pyinfra_sglang.audit.report import safe_name
+from pyinfra_sglang.diagnosis.limits import load_json
 from pyinfra_sglang.diagnosis.roofline import roofline_for
 from pyinfra_sglang.gpus import UnknownGpuError
 from pyinfra_sglang.profiles import Profile
@@ -108,7 +109,7 @@ def previous_run(host_dir: Path, current: Path | None, digest: str) -> Path | No
     )
     for folder in earlier:
         try:
-            found = json.loads((folder / SETTINGS_FILE).read_text()).get("hash")
+            found = load_json(folder / SETTINGS_FILE).get("hash")
         except (OSError, ValueError, AttributeError):
             continue  # not a run folder, or one cut short
         if found == digest and (folder / "bench.jsonl").is_file():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -380,3 +381,167 @@ def test_validate_refuses_what_it_cannot_load(tmp_path, capsys):
     (tmp_path / "inv.py").write_text("# nothing\n")
     assert _run(["validate", str(tmp_path / "inv.py")]) == 2
     assert ": no hosts" in capsys.readouterr().err
+
+
+# --- hostile inputs: refused fast, naming the file and the cap (data/diagnosis.toml [limits]) --
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def _timed_samples(count: int) -> list[dict]:
+    return [{**GOOD_SAMPLE, "t": 0.1 * n, "time": 1796017808.0 + 0.1 * n} for n in range(count)]
+
+
+def hostile_inputs(tmp: Path) -> list[tuple[list[str], str]]:
+    """(argv, what its one-line refusal must say) for inputs past a cap or absurd."""
+    many_gpus = {"t": 0.1, "gpus": [{"index": i, "gpu_util": 5} for i in range(100_000)]}
+    steps = [
+        {"concurrency": 1, "start": 1796017808.0 + n * 0.01, "end": 1796017808.0 + n * 0.01}
+        for n in range(20_000)
+    ]
+    huge = {"max_concurrency": 1, "output_throughput": 1e308}
+    good_bench = [{"max_concurrency": 1, "output_throughput": 10.0}] * 2
+    cases = [
+        (
+            ["diagnose", _folder(tmp, "deep", {"samples.jsonl": DEEP + "\n"})],
+            "samples.jsonl: JSON nested at least 100000 levels deep, over the cap of 64",
+        ),
+        (
+            ["diagnose", _folder(tmp, "deep-capture", {"samples.json": DEEP})],
+            "samples.json: JSON nested at least 100000 levels deep, over the cap of 64",
+        ),
+        (
+            ["diagnose", _folder(tmp, "gpus", {"samples.jsonl": [many_gpus]})],
+            "sample 1: 100000 GPUs in one sample, over the cap of 32 (max_gpus in",
+        ),
+        (
+            [
+                "diagnose",
+                _folder(
+                    tmp,
+                    "util",
+                    {"samples.jsonl": [{"t": 0, "gpus": [{"index": 0, "power_w": 1e308}]}]},
+                ),
+            ],
+            "gpus[0]: power_w is 1e+308, not a number from 0 to 1e+20",
+        ),
+        (
+            [
+                "diagnose",
+                _folder(tmp, "index", {"samples.jsonl": [{"t": 0, "gpus": [{"index": 10**400}]}]}),
+            ],
+            "gpus[0]: index is 1000000000000000000000000000000000000..., not a GPU index (0 to 31",
+        ),
+        (
+            [
+                "diagnose",
+                _folder(tmp, "bench-huge", {"samples.jsonl": [GOOD_SAMPLE], "bench.jsonl": [huge]}),
+            ],
+            "bench.jsonl: line 1: output_throughput is 1e+308, not a number from 0 to 1e+20",
+        ),
+        (
+            [
+                "diagnose",
+                _folder(tmp, "bench-deep", {"samples.jsonl": [GOOD_SAMPLE], "bench.jsonl": DEEP}),
+            ],
+            "bench.jsonl: JSON nested at least 100000 levels deep",
+        ),
+        (
+            [
+                "report",
+                _folder(tmp, "steps", {"samples.jsonl": _timed_samples(3), "steps.jsonl": steps}),
+            ],
+            "steps.jsonl: 20000 lines, over the cap of 1000 (max_steps in",
+        ),
+        (
+            [
+                "report",
+                _folder(
+                    tmp,
+                    "overlap",
+                    {
+                        "samples.jsonl": _timed_samples(3),
+                        "steps.jsonl": [
+                            {"concurrency": 1, "start": 1796017808.0, "end": 1796017809.0},
+                            {"concurrency": 2, "start": 1796017808.5, "end": 1796017810.0},
+                        ],
+                    },
+                ),
+            ],
+            "steps.jsonl: line 2: starts before line 1 ends",
+        ),
+        (
+            [
+                "ab-compare",
+                "--a",
+                _folder(tmp, "ab-huge", {"bench.jsonl": [huge] * 2}),
+                "--b",
+                _folder(tmp, "ab-good", {"bench.jsonl": good_bench}),
+            ],
+            "bench.jsonl: line 1: output_throughput is 1e+308, not tok/s",
+        ),
+        (
+            [
+                "ab-compare",
+                "--a",
+                _folder(tmp, "ab-deep", {"bench.jsonl": DEEP}),
+                "--b",
+                str(tmp / "ab-good"),
+            ],
+            "bench.jsonl: JSON nested at least 100000 levels deep, over the cap of 64",
+        ),
+        (
+            [
+                "ab-compare",
+                "--a",
+                _folder(tmp, "ab-c", {"bench.jsonl": [{"max_concurrency": 10**400}] * 2}),
+                "--b",
+                str(tmp / "ab-good"),
+            ],
+            "max_concurrency is 1000000000000000000000000000000000000..., not a whole number",
+        ),
+    ]
+    return cases
+
+
+def test_hostile_inputs_are_refused_in_one_line_naming_the_cap(tmp_path):
+    """Through the installed entry point, as a user runs it: exit 2, one line on stderr that
+    names the file, what exceeded which cap; no traceback. Before the caps these raised
+    RecursionError or OverflowError, or ran past 120 s. The time bound is a guard only."""
+    problems = []
+    for argv, message in hostile_inputs(tmp_path):
+        started = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-m", "pyinfra_sglang.cli", *argv],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        took = time.monotonic() - started
+        err = done.stderr
+        if done.returncode != 2 or "Traceback" in err or message not in err or took > 20:
+            problems.append(f"{argv[:2]}: exit {done.returncode} in {took:.0f} s, {err[-300:]!r}")
+        elif len(err.strip().splitlines()) != 1:
+            problems.append(f"{argv}: more than one line: {err!r}")
+    assert problems == []
+
+
+@pytest.mark.parametrize(
+    ("content", "held"),
+    [
+        ("", "no sample"),
+        ("[]", "no sample"),
+        (json.dumps({"t": 0.1, "gpus": [], "cpu": None}) + "\n", "1 sample(s), none with a GPU"),
+    ],
+)
+@pytest.mark.parametrize("command", ["diagnose", "report"])
+def test_samples_without_a_gpu_reading_are_refused_as_nothing_to_diagnose(
+    tmp_path, capsys, content, held, command
+):
+    """An empty samples file used to diagnose with no finding at all, which reads as "all
+    well": it is refused (exit 2), saying there is nothing to diagnose."""
+    name = "samples.json" if content == "[]" else "samples.jsonl"
+    folder = _folder(tmp_path, "run", {name: content})
+    assert _run([command, folder]) == 2
+    err = capsys.readouterr().err
+    assert f"{name}: no GPU samples ({held}" in err and "nothing to diagnose" in err
