@@ -32,6 +32,8 @@ STYLE = {
 # Shading of alternate steps, and the colour of each side of an A/B (matplotlib's first two).
 STEP_SHADES = ("#dde6f2", "#f2eadd")
 SIDE_COLOURS = {"A": "tab:blue", "B": "tab:orange"}
+# Room above the highest point of a chart, so that its marker is not cut by the frame.
+HEADROOM = 1.12
 
 
 def png(figure: Figure) -> bytes:
@@ -67,10 +69,22 @@ def _counter_rates(samples: list[dict], index: int, counter: str, scale: float):
     return times, values
 
 
-def _mark_steps(axes, steps: list[Step], label_axes) -> None:
-    for number, step in enumerate(steps):
+def _mark_steps(axes, steps: list[Step], label_axes, max_labels: int) -> None:
+    """Alternate steps shaded, one collection per shade (not a patch per step and panel:
+    a thousand steps drew for minutes), and labelled when there are few enough to read."""
+    for shade, colour in enumerate(STEP_SHADES):
+        spans = [(s.start, s.end - s.start) for s in steps[shade::2]]
         for ax in axes:
-            ax.axvspan(step.start, step.end, color=STEP_SHADES[number % 2], zorder=0, lw=0)
+            if spans:
+                ax.broken_barh(
+                    spans, (0, 1), transform=ax.get_xaxis_transform(), color=colour, zorder=0, lw=0
+                )
+    if len(steps) > max_labels:
+        label_axes.set_title(
+            f"{len(steps)} steps: too many to label", loc="left", fontsize=8, color="0.4"
+        )
+        return
+    for step in steps:
         label_axes.text(
             (step.start + step.end) / 2,
             1.02,
@@ -83,38 +97,72 @@ def _mark_steps(axes, steps: list[Step], label_axes) -> None:
         )
 
 
-def timeline_png(samples: list[dict], index: int, steps: list[Step], title: str) -> bytes:
-    """GPU ``index``'s readings over the run, one panel per data/report.toml entry."""
+def _top(panel: dict, highest: float, capacities: dict[str, float | None]) -> float | None:
+    """The y axis's top for ``panel`` (data/report.toml): its fixed ``top``; else at least its
+    ``min_top`` and the capacity it names (the link's rate), and room above the highest
+    reading. None: matplotlib's own."""
+    if "top" in panel:
+        return float(panel["top"])
+    floor = max(panel.get("min_top", 0), capacities.get(panel.get("capacity", "")) or 0)
+    if not floor:
+        return None
+    return max(floor, highest * HEADROOM)
+
+
+def timeline_axes(
+    figure: Figure,
+    samples: list[dict],
+    index: int,
+    steps: list[Step],
+    title: str,
+    capacities: dict[str, float | None] | None = None,
+) -> list:
+    """Draw GPU ``index``'s readings into ``figure``, one panel per data/report.toml entry;
+    its axes. ``capacities``: ``{"pcie": GB/s per direction}`` where known (a panel with
+    ``capacity = "pcie"`` reaches at least it, so that an idle link looks idle)."""
+    report = data.load("report")
+    panels = report["panel"]
+    axes = figure.subplots(len(panels), 1, sharex=True)
+    for ax, panel in zip(axes, panels):
+        drawn, highest = False, 0.0
+        for series in panel["series"]:
+            if "counter" in series:
+                times, values = _counter_rates(samples, index, series["counter"], series["scale"])
+            else:
+                times, values = _series(samples, index, series["field"], series["scale"])
+            if values:
+                ax.plot(times, values, lw=1.2, label=series["label"])
+                drawn, highest = True, max(highest, max(values))
+        limit = panel.get("limit")
+        if limit:
+            _, ceiling = _series(samples, index, limit["field"], 1)
+            if ceiling:
+                ax.axhline(max(ceiling), ls="--", lw=1, color="0.4", label=limit["label"])
+        # Rates, shares, clocks, watts: never below 0.
+        ax.set_ylim(bottom=0, top=_top(panel, highest, capacities or {}))
+        ax.set_ylabel(f"{panel['title']}\n{panel['unit']}")
+        if drawn:
+            ax.legend(loc="upper right", fontsize=7, framealpha=0.8)
+        else:
+            ax.text(0.5, 0.5, "not sampled", transform=ax.transAxes, ha="center", color="0.4")
+    _mark_steps(axes, steps, axes[0], report["steps"]["max_labels"])
+    axes[-1].set_xlabel("seconds since the sampler started")
+    figure.suptitle(title, fontsize=10)
+    return list(axes)
+
+
+def timeline_png(
+    samples: list[dict],
+    index: int,
+    steps: list[Step],
+    title: str,
+    capacities: dict[str, float | None] | None = None,
+) -> bytes:
+    """GPU ``index``'s readings over the run (:func:`timeline_axes`) as PNG bytes."""
     panels = data.load("report")["panel"]
     with matplotlib.rc_context(STYLE):
         figure = Figure(figsize=(10, 1.7 * len(panels) + 0.8))
-        axes = figure.subplots(len(panels), 1, sharex=True)
-        for ax, panel in zip(axes, panels):
-            drawn = False
-            for series in panel["series"]:
-                if "counter" in series:
-                    times, values = _counter_rates(
-                        samples, index, series["counter"], series["scale"]
-                    )
-                else:
-                    times, values = _series(samples, index, series["field"], series["scale"])
-                if values:
-                    ax.plot(times, values, lw=1.2, label=series["label"])
-                    drawn = True
-            limit = panel.get("limit")
-            if limit:
-                _, ceiling = _series(samples, index, limit["field"], 1)
-                if ceiling:
-                    ax.axhline(max(ceiling), ls="--", lw=1, color="0.4", label=limit["label"])
-            ax.set_ylim(bottom=0)  # rates, shares, clocks, watts: never below 0
-            ax.set_ylabel(f"{panel['title']}\n{panel['unit']}")
-            if drawn:
-                ax.legend(loc="upper right", fontsize=7, framealpha=0.8)
-            else:
-                ax.text(0.5, 0.5, "not sampled", transform=ax.transAxes, ha="center", color="0.4")
-        _mark_steps(axes, steps, axes[0])
-        axes[-1].set_xlabel("seconds since the sampler started")
-        figure.suptitle(title, fontsize=10)
+        timeline_axes(figure, samples, index, steps, title, capacities)
         figure.tight_layout()
         return png(figure)
 
@@ -128,38 +176,56 @@ def _by_concurrency(rows: list[dict], field: str) -> dict[int, list[float]]:
     return found
 
 
-def throughput_png(sides: dict[str, list[dict]]) -> bytes:
-    """Output throughput and median TPOT against concurrency: every run a dot, the means a
-    line; one colour per side (``{"A": rows}`` alone for a single run)."""
-    with matplotlib.rc_context(STYLE):
-        figure = Figure(figsize=(10, 3.6))
-        axes = figure.subplots(1, 2)
-        fields = (
-            ("output_throughput", "output throughput, tok/s"),
-            ("median_tpot_ms", "median TPOT, ms"),
-        )
-        concurrencies: set[int] = set()
-        for ax, (field, label) in zip(axes, fields):
-            for side, rows in sides.items():
-                found = _by_concurrency(rows, field)
+THROUGHPUT_PANELS = (
+    # (field, label, its p99 or None)
+    ("output_throughput", "output throughput, tok/s", None),
+    ("median_tpot_ms", "TPOT, ms (median; p99 dashed)", "p99_tpot_ms"),
+)
+
+
+def throughput_axes(figure: Figure, sides: dict[str, list[dict]]) -> list:
+    """Output throughput and TPOT (median, and p99 dashed where bench_serving wrote it)
+    against concurrency into ``figure``: every run a dot, the means a line; one colour per
+    side (``{"A": rows}`` alone for a single run). Each axis has room above its highest
+    point. Its axes."""
+    axes = figure.subplots(1, 2)
+    concurrencies: set[int] = set()
+    for ax, (field, label, p99) in zip(axes, THROUGHPUT_PANELS):
+        highest = 0.0
+        for side, rows in sides.items():
+            colour = SIDE_COLOURS[side]
+            name = side if len(sides) > 1 else None
+            for key, style, shown in ((field, "-", "median"), (p99, "--", "p99")):
+                found = _by_concurrency(rows, key) if key else {}
                 concurrencies |= found.keys()
-                colour = SIDE_COLOURS[side]
-                name = side if len(sides) > 1 else None
                 for concurrency, values in sorted(found.items()):
                     ax.scatter([concurrency] * len(values), values, s=14, color=colour, alpha=0.6)
+                    highest = max(highest, *values)
                 means = [(c, statistics.fmean(v)) for c, v in sorted(found.items())]
                 if means:
-                    ax.plot(*zip(*means), marker="o", lw=1.5, color=colour, label=name)
-            ax.set_xlabel("concurrency")
-            ax.set_ylabel(label)
-            ax.set_ylim(bottom=0)
-            if len(sides) > 1:
-                ax.legend(fontsize=8)
-        for ax in axes:
-            # Concurrencies double: a log axis spaces them evenly; ticks at those measured.
-            if concurrencies and max(concurrencies) > 2 * min(concurrencies):
-                ax.set_xscale("log", base=2)
-            ax.set_xticks(sorted(concurrencies), [str(c) for c in sorted(concurrencies)])
-            ax.minorticks_off()
+                    # "A" and "A p99" for an A/B; "median" and "p99" for one run.
+                    legend = f"{name or ''} {shown}".strip() if p99 else name
+                    if name and key == field:
+                        legend = name
+                    ax.plot(*zip(*means), ls=style, marker="o", lw=1.5, color=colour, label=legend)
+        ax.set_xlabel("concurrency")
+        ax.set_ylabel(label)
+        ax.set_ylim(bottom=0, top=highest * HEADROOM if highest > 0 else None)
+        if len(sides) > 1 or p99:
+            ax.legend(fontsize=8)
+    for ax in axes:
+        # Concurrencies double: a log axis spaces them evenly; ticks at those measured.
+        if concurrencies and max(concurrencies) > 2 * min(concurrencies):
+            ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted(concurrencies), [str(c) for c in sorted(concurrencies)])
+        ax.minorticks_off()
+    return list(axes)
+
+
+def throughput_png(sides: dict[str, list[dict]]) -> bytes:
+    """:func:`throughput_axes` as PNG bytes."""
+    with matplotlib.rc_context(STYLE):
+        figure = Figure(figsize=(10, 3.6))
+        throughput_axes(figure, sides)
         figure.tight_layout()
         return png(figure)

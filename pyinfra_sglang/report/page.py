@@ -35,6 +35,7 @@ from pyinfra_sglang.diagnosis.diagnose import (
     diagnose_results,
     load_results,
 )
+from pyinfra_sglang.diagnosis.limits import load_json
 from pyinfra_sglang.diagnosis.samples import gpu_indexes
 from pyinfra_sglang.diagnosis.steps import Step, is_number
 from pyinfra_sglang.report.charts import throughput_png, timeline_png
@@ -53,7 +54,9 @@ BENCH_COLUMNS = (
     ("completed", "completed", 0),
     ("output_throughput", "output tok/s", 1),
     ("median_ttft_ms", "median TTFT ms", 1),
+    ("p99_ttft_ms", "p99 TTFT ms", 1),
     ("median_tpot_ms", "median TPOT ms", 1),
+    ("p99_tpot_ms", "p99 TPOT ms", 1),
     ("duration", "duration s", 1),
 )
 SETTINGS_SHOWN = (
@@ -67,10 +70,17 @@ SETTINGS_SHOWN = (
 )
 CSS = """
 body { font-family: sans-serif; margin: 1.5em; color: #1a1a1a; max-width: 1500px; }
-h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 1.6em; }
+h1 { font-size: 1.4em; overflow-wrap: anywhere; } h2 { font-size: 1.15em; margin-top: 1.6em; }
 .pair { display: grid; grid-template-columns: minmax(0, 3fr) minmax(0, 2fr); gap: 1.5em;
         align-items: start; }
+/* Side by side only where both fit: below, one above the other (at 900 px the benchmark
+   table ran under the findings). */
+@media (max-width: 1200px) { .pair { grid-template-columns: minmax(0, 1fr); } }
+.pair > div, p, li { min-width: 0; overflow-wrap: anywhere; }
+figure { margin: 1em 0; }
 img { max-width: 100%; height: auto; border: 1px solid #ddd; }
+/* A table wider than its column scrolls inside its box, never over its neighbour. */
+.table { max-width: 100%; overflow-x: auto; }
 table { border-collapse: collapse; font-size: 0.9em; }
 td, th { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
 th { background: #f3f3f3; } td.text, th.text { text-align: left; }
@@ -141,7 +151,7 @@ def read_run(folder: str | Path) -> Run:
     settings = None
     if (folder / "settings.json").is_file():
         try:
-            settings = json.loads((folder / "settings.json").read_text()).get("settings")
+            settings = load_json(folder / "settings.json").get("settings")
         except (OSError, ValueError, AttributeError):
             notes.append("settings.json cannot be read: settings not shown")
     name = f"{folder.resolve().parent.name} / {folder.resolve().name}"
@@ -274,15 +284,23 @@ def _cell(value: object, decimals: int) -> str:
     return "" if value is None else _e(value)
 
 
+def _no_bench(name: str) -> str:
+    """The one line said in place of the charts and table of a run without benchmark rows."""
+    return (
+        f'<p class="note">{_e(name)} has no benchmark results (no line in {BENCH_FILE}): no '
+        "throughput or TPOT to chart.</p>"
+    )
+
+
 def _bench_table(run: Run) -> str:
     if not run.results["bench"]:
-        return f'<p class="note">no {BENCH_FILE}: no benchmark rows</p>'
+        return _no_bench(run.name)
     head = "".join(f"<th>{_e(title)}</th>" for _, title, _ in BENCH_COLUMNS)
     rows = [
         "<tr>" + "".join(f"<td>{_cell(row.get(k), d)}</td>" for k, _, d in BENCH_COLUMNS) + "</tr>"
         for row in run.results["bench"]
     ]
-    return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
+    return f'<div class="table"><table><tr>{head}</tr>{"".join(rows)}</table></div>'
 
 
 def _verdict_table(run: Run) -> str:
@@ -303,7 +321,7 @@ def _verdict_table(run: Run) -> str:
         for v in by_step["steps"]
     ]
     return (
-        f"<h2>Verdict per step</h2><table>{head}{''.join(rows)}</table>"
+        f'<h2>Verdict per step</h2><div class="table"><table>{head}{"".join(rows)}</table></div>'
         f'<p class="note">Run: {_e(by_step["run_text"])}. Each step is judged on the samples '
         "where its load ran, not on the whole sampled span.</p>"
     )
@@ -325,10 +343,15 @@ def _settings(run: Run) -> str:
 
 def _timelines(run: Run, out: _Output, prefix: str, side: str) -> str:
     parts = []
+    capacity = {g["index"]: g.get("pcie_capacity_gbs") for g in run.report["gpus"]}
     for index in gpu_indexes(run.results["samples"]):
         file = f"{prefix}gpu{index}-timeline.png"
         data = timeline_png(
-            run.results["samples"], index, list(run.steps), f"{side}{run.name}: GPU {index}"
+            run.results["samples"],
+            index,
+            list(run.steps),
+            f"{side}{run.name}: GPU {index}",
+            {"pcie": capacity.get(index)},
         )
         out.write(file, data)
         parts.append(_image(file, data, f"{side}GPU {index} timeline of {run.name}"))
@@ -356,14 +379,18 @@ def write_report(run: Run, out: str | Path) -> Path:
 
 
 def _write_report(run: Run, out: _Output) -> Path:
-    chart = _throughput(
-        out, {"A": run.results["bench"]}, f"output throughput and TPOT of {run.name}"
-    )
+    if run.results["bench"]:
+        chart = _throughput(
+            out, {"A": run.results["bench"]}, f"output throughput and TPOT of {run.name}"
+        )
+        bench = f"<h2>Throughput and TPOT by concurrency</h2>{chart}{_bench_table(run)}"
+    else:  # no empty charts: one line says why there are none
+        bench = f"<h2>Benchmark</h2>{_no_bench(run.name)}"
     body = [
         f"<h1>Benchmark report: {_e(run.name)}</h1>",
         _settings(run),
-        f'<section class="pair"><div><h2>Throughput and TPOT by concurrency</h2>{chart}'
-        f"{_bench_table(run)}{_verdict_table(run)}</div>{_findings(run, 'Findings')}</section>",
+        f'<section class="pair"><div>{bench}{_verdict_table(run)}</div>'
+        f"{_findings(run, 'Findings')}</section>",
         "<h2>GPU timelines</h2>",
         '<p class="note">Shaded spans: the benchmark\'s steps (c = concurrency).</p>',
         _timelines(run, out, "", ""),
@@ -384,7 +411,7 @@ def _comparison_table(comparisons: list[Comparison]) -> str:
         f'<td class="text">{_e(c.verdict)}</td></tr>'
         for c in comparisons
     ]
-    return f"<table>{head}{''.join(rows)}</table>"
+    return f'<div class="table"><table>{head}{"".join(rows)}</table></div>'
 
 
 def write_ab_report(run_a: Run, run_b: Run, out: str | Path) -> Path:
@@ -401,7 +428,17 @@ def _write_ab_report(run_a: Run, run_b: Run, out: _Output) -> Path:
         if bench_a and bench_b
         else []
     )
-    chart = _throughput(out, {"A": bench_a, "B": bench_b}, "output throughput and TPOT, A and B")
+    sides = {side: rows for side, rows in (("A", bench_a), ("B", bench_b)) if rows}
+    chart = (
+        _throughput(out, sides, f"output throughput and TPOT, {' and '.join(sides)}")
+        if sides
+        else ""
+    )
+    chart += "".join(
+        _no_bench(f"{side}, {r.name}")
+        for side, r in (("A", run_a), ("B", run_b))
+        if not r.results["bench"]
+    )
     table = (
         _comparison_table(comparisons)
         if comparisons

@@ -84,3 +84,47 @@ def test_a_broken_page_fails_these_checks(chromium, tmp_path):
     rendered = render(chromium, page, tmp_path / "shot.png", WIDTH, 4200)
     assert any("undefinedFunction is not defined" in line for line in rendered.console)
     assert all(n < MIN_CHART_PIXELS for n in chart_pixels(Image.open(rendered.screenshot)).values())
+
+
+# Injected into a copy of the page (the report itself has no script): the boxes of its charts,
+# tables and findings, as laid out, and whether the document is wider than the window; the
+# answer is written into the DOM, which --dump-dom prints after load.
+LAYOUT_PROBE = """<script>
+addEventListener("load", () => {
+  // A table as laid out: its scrolling box where it has one, else the table itself.
+  const shown = [...document.querySelectorAll("figure, table, ul.findings, p.note")]
+    .map((e) => (e.tagName === "TABLE" && e.closest(".table")) || e);
+  const boxes = [...new Set(shown)].map((e) => e.getBoundingClientRect())
+    .filter((r) => r.width > 0 && r.height > 0);
+  const overlaps = [];
+  boxes.forEach((a, i) => boxes.slice(i + 1).forEach((b, j) => {
+    const apart = a.right - 1 <= b.left || b.right - 1 <= a.left
+      || a.bottom - 1 <= b.top || b.bottom - 1 <= a.top;
+    if (!apart) overlaps.push(i + "x" + (i + 1 + j));
+  }));
+  const wide = document.documentElement.scrollWidth - document.documentElement.clientWidth;
+  document.body.setAttribute("data-layout", boxes.length + ";" + overlaps.join(",") + ";" + wide);
+});
+</script>"""
+
+
+def layout(chromium: str, page, tmp_path, width: int) -> tuple[int, list[str], int]:
+    """(boxes, overlapping pairs, pixels the document scrolls sideways) of ``page`` at
+    ``width``."""
+    probe = page.with_name("probe.html")
+    probe.write_text(page.read_text().replace("</body>", LAYOUT_PROBE + "</body>"))
+    rendered = render(chromium, probe, tmp_path / f"shot-{width}.png", width, 3000)
+    found = re.search(r'data-layout="(\d+);([\dx,]*);(-?\d+)"', rendered.dom)
+    assert found, rendered.stderr[-2000:]
+    boxes, overlaps, wide = found.groups()
+    return int(boxes), [o for o in overlaps.split(",") if o], int(wide)
+
+
+@pytest.mark.parametrize("width", [900, 1400])
+def test_at_900_px_no_two_boxes_overlap_and_nothing_scrolls_sideways(chromium, tmp_path, width):
+    """Before: at 900 px the benchmark table ran under the findings beside it."""
+    run = read_run(h200_sampler_run(tmp_path))
+    page = write_report(run, tmp_path / "out")
+    boxes, overlaps, wide = layout(chromium, page, tmp_path, width)
+    assert boxes >= 5, boxes  # charts, the table, the findings: the probe saw them
+    assert overlaps == [] and wide <= 0, (overlaps, wide)

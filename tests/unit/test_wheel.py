@@ -132,7 +132,9 @@ def test_analyze_diagnose_decode_check_and_ab_compare(installed, tmp_path):
     assert diagnosed.returncode == 0 and "GPU 0: 19 samples" in diagnosed.stdout
     reported = run(installed, tmp_path, "report", str(results))
     assert reported.returncode == 0, reported.stderr
-    assert (results / "report" / "report.html").read_text().count("data:image/png") == 3
+    page = (results / "report" / "report.html").read_text()
+    # Two GPUs' timelines; no benchmark results, so no throughput chart but a line saying so.
+    assert page.count("data:image/png") == 2 and "has no benchmark results" in page
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
