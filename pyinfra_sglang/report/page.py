@@ -82,7 +82,8 @@ img { max-width: 100%; height: auto; border: 1px solid #ddd; }
 /* A table wider than its column scrolls inside its box, never over its neighbour. */
 .table { max-width: 100%; overflow-x: auto; }
 table { border-collapse: collapse; font-size: 0.9em; }
-td, th { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
+td, th { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right;
+         overflow-wrap: normal; }
 th { background: #f3f3f3; } td.text, th.text { text-align: left; }
 ul.findings { padding-left: 0; list-style: none; font-size: 0.9em; }
 ul.findings li { margin-bottom: 0.7em; padding: 0.4em 0.6em; border-left: 4px solid #999; }
