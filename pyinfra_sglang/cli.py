@@ -6,7 +6,6 @@ import argparse
 import io
 import json
 import math
-import re
 import shlex
 import sys
 from collections.abc import Callable
@@ -155,10 +154,15 @@ def _key_value(text: str) -> tuple[str, str]:
 
 
 def _cuda_archs(text: str) -> list[str]:
-    """``90,120`` (or ``90;120``), in flash-attn's spelling or render's (``sm_90,sm_120``)."""
-    archs = [arch.removeprefix("sm_") for arch in text.replace(";", ",").split(",") if arch]
-    bad = [arch for arch in archs if not re.fullmatch(r"\d{2,3}a?", arch)]
-    if not archs or bad:
+    """``90,120`` (or ``90;120``), in any spelling of arch.Arch (``sm_90,sm_120``, ``9.0``),
+    as flash-attn spells them (``90``, ``120``)."""
+    from pyinfra_sglang.arch import Arch, ArchError
+
+    try:
+        archs = [Arch.parse(arch).flash_attn for arch in text.replace(";", ",").split(",") if arch]
+    except ArchError:
+        archs = []
+    if not archs:
         raise argparse.ArgumentTypeError(
             f"not CUDA architectures (e.g. 90 or 90,120, or sm_90,sm_120): {text!r}"
         )
@@ -364,13 +368,19 @@ def _build_plan(args: argparse.Namespace) -> int:
 
 
 def _arch(text: str) -> str:
-    """``sm_120``, or build-plan's spelling ``120``: one spelling need not be learnt twice."""
-    arch = text if text.startswith("sm_") else f"sm_{text}"
-    if not re.fullmatch(r"sm_\d{2,3}", arch):
+    """``sm_120``, or build-plan's spelling ``120`` (or ``12.0``): one spelling need not be
+    learnt twice. A GPU's architecture: the arch-specific ``sm_120a`` is a build target."""
+    from pyinfra_sglang.arch import Arch, ArchError
+
+    try:
+        arch = Arch.parse(text)
+    except ArchError:
+        arch = None
+    if arch is None or arch.specific:
         raise argparse.ArgumentTypeError(
             f"not a CUDA architecture: {text!r} (e.g. sm_90, sm_120, or 90, 120)"
         )
-    return arch
+    return arch.sm
 
 
 def _release(text: str) -> str:
