@@ -5,7 +5,8 @@ cut-off file as ``<blob>.incomplete`` and continues it with a Range request.
 
 The token, when the model needs one, comes from HF_TOKEN, the endpoint from HF_ENDPOINT: the
 environment systemd gives the unit from a root-only file (never argv). Exit 0 when the
-snapshot is complete, 1 with the reason as the log's last line otherwise. Python 3.9+; huggingface_hub from the venv.
+snapshot is complete, 1 with the reason as the log's last line otherwise. Python 3.9+;
+huggingface_hub from the venv.
 """
 
 from __future__ import annotations
