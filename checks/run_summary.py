@@ -21,6 +21,7 @@ import gevent
 import pyinfra
 from pyinfra import logger
 from pyinfra.api.exceptions import ConnectError
+from pyinfra.api.operation import OperationMeta
 from pyinfra.api.state import BaseStateCallback, StateStage
 from pyinfra.context import ContextObject
 
@@ -228,13 +229,27 @@ def note_failure(host, reason: str) -> None:
 def note_plan(state, host) -> None:
     """For a ``--dry`` run: the operations that would change ``host``, as pyinfra's change
     detection finds them (``OperationMeta.will_change``; with ``-y`` pyinfra skips that
-    detection, so it is asked here). Call it after the host's last operation is planned."""
+    detection, so it is asked here). Call it after the host's last operation is planned.
+
+    An operation with ``_if`` runs only when an earlier one changed: it is named when its
+    condition is an operation's ``did_change`` and that operation would change, else left
+    out (pyinfra's own table calls it a conditional change)."""
     if not dry_run():
         return
     state, host = real(state), real(host)
-    names = tuple(
-        ", ".join(sorted(state.op_meta[op_hash].names))
-        for op_hash in host.op_hash_order
-        if op_hash in state.ops[host] and state.ops[host][op_hash].operation_meta.will_change
-    )
-    run_summary(state).planned[host.name] = names
+    changes: dict[str, str] = {}
+    for op_hash in host.op_hash_order:
+        op_data = state.ops[host].get(op_hash)
+        if op_data is None or not op_data.operation_meta.will_change:
+            continue
+        conditions = op_data.global_arguments.get("_if")
+        if conditions and not _triggered(conditions, changes):
+            continue
+        changes[op_hash] = ", ".join(sorted(state.op_meta[op_hash].names))
+    run_summary(state).planned[host.name] = tuple(changes.values())
+
+
+def _triggered(conditions, changes: dict[str, str]) -> bool:
+    conditions = conditions if isinstance(conditions, list) else [conditions]
+    metas = [getattr(condition, "__self__", None) for condition in conditions]
+    return all(isinstance(m, OperationMeta) and m._hash in changes for m in metas)

@@ -183,3 +183,13 @@ def test_the_summary_prints_once_after_the_last_host_disconnects_not_at_a_reboot
         "[gpu-1] ok",
         "[gpu-2] failed: bench failed: no server at http://127.0.0.1:30000",
     ]
+
+
+def test_a_conditional_operation_is_planned_only_behind_its_trigger():
+    from pyinfra.api.operation import OperationMeta
+
+    repo, other = OperationMeta("repo", True), OperationMeta("other", True)
+    assert checks_summary._triggered(repo.did_change, {"repo": "Add the repository"})
+    assert not checks_summary._triggered(other.did_change, {"repo": "Add the repository"})
+    # A condition that names no operation (any of several) cannot be told: left out.
+    assert not checks_summary._triggered(lambda: True, {"repo": "Add the repository"})
