@@ -16,7 +16,6 @@ unit with a NUL or a carriage return, and a newline starts a new setting.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,8 +25,9 @@ from typing import Any
 import jinja2
 from pyinfra.api.exceptions import PyinfraError
 
-from pyinfra_sglang import data, paths
+from pyinfra_sglang import data, memory_fit, paths
 from pyinfra_sglang.arch import Arch, as_sm
+from pyinfra_sglang.p2p import P2P_KEYS, P2PHint, PeerPath, disable_env, p2p_hint
 from pyinfra_sglang.attention_backends import backend_problems, check_release_for_arch, refusal
 from pyinfra_sglang.profiles import (
     Profile,
@@ -37,7 +37,7 @@ from pyinfra_sglang.profiles import (
     heads_text,
     tp_size_allowed,
 )
-from pyinfra_sglang.sglang_flags import FlagVersionError, flag_table
+from pyinfra_sglang.sglang_flags import FlagVersionError, flag_table, mtp_intents
 from pyinfra_sglang.versions import parse_version
 
 SERVER_MODULE = "sglang.launch_server"
@@ -105,23 +105,26 @@ def fewest_gpus_for(profile: Profile, gpu_memory_gb: float | None, at_least: int
         return None
     count = at_least
     if gpu_memory_gb is not None:
-        count = max(count, math.ceil(profile.min_total_gpu_memory_gb / gpu_memory_gb))
+        fewest = memory_fit.fewest_holding(profile, gpu_memory_gb, at_least)
+        if fewest is None:
+            return None
+        count = fewest
     heads, kv = profile.num_attention_heads, profile.num_key_value_heads
     if heads is None and kv is None:
         return count
     # No size above the attention heads divides them; with KV heads alone, a multiple of
-    # them comes within kv of any count.
+    # them comes within kv of any count. More GPUs never need more memory each.
     limit = heads if heads is not None else count + (kv or 0)
     return next((n for n in range(count, limit + 1) if tp_size_allowed(profile, n)), None)
 
 
 def check_fit(profile: Profile, gpu_count: int, gpu_memory_gb: float) -> None:
-    """Raise GpuFitError when ``gpu_count`` GPUs of ``gpu_memory_gb`` hold less memory than
-    the profile needs in total. The GPU count it suggests is one the model's heads can be
+    """Raise GpuFitError when ``gpu_count`` GPUs of ``gpu_memory_gb``, one tensor-parallel
+    rank each, cannot hold the profile's model: per GPU, its share of the weights, the KV
+    cache and the overhead against mem_fraction_static (memory_fit.py), or the profile's
+    plain floor over all GPUs. The GPU count it suggests is one the model's heads can be
     split over (tensor parallelism), where the profile names them."""
-    have = gpu_count * gpu_memory_gb
-    need = profile.min_total_gpu_memory_gb
-    if have >= need:
+    if memory_fit.holds(profile, gpu_count, gpu_memory_gb):
         return
     gpus_needed = fewest_gpus_for(profile, gpu_memory_gb)
     if gpus_needed is None:
@@ -135,9 +138,8 @@ def check_fit(profile: Profile, gpu_count: int, gpu_memory_gb: float) -> None:
             f"count that splits {heads_text(profile)}; {sizes} hold it)"
         )
     raise GpuFitError(
-        f"profile {profile.name} needs at least {need:g} GB of GPU memory in total; "
-        f"{gpu_count} x {gpu_memory_gb:g} GB = {have:g} GB here. Use {more}, larger GPUs, "
-        "or a profile for a smaller model"
+        f"profile {profile.name} {memory_fit.shortfall(profile, gpu_count, gpu_memory_gb)}. "
+        f"Use {more}, larger GPUs, or a profile for a smaller model"
     )
 
 
@@ -193,7 +195,7 @@ def tp_size_for(
     divisors = allowed_tp_sizes(profile, total)
     fitting = divisors
     if gpu_memory_gb is not None:
-        fitting = [n for n in divisors if n * gpu_memory_gb >= profile.min_total_gpu_memory_gb]
+        fitting = [n for n in divisors if memory_fit.holds(profile, n, gpu_memory_gb)]
     fewest = fewest_gpus_for(profile, gpu_memory_gb, total + 1)
     more = f"use {fewest} GPUs" if fewest else "use larger GPUs"
     if profile.tp_size is None:
@@ -205,9 +207,10 @@ def tp_size_for(
     if fitting:
         fix = f"set tp_size (sglang_profile_overrides) to {_one_of_sizes(fitting)}, or {more}"
     else:
+        largest = divisors[-1]
         fix = (
-            f"none of them holds the profile's {profile.min_total_gpu_memory_gb:g} GB on "
-            f"{gpu_memory_gb:g} GB GPUs: {more}"
+            f"none of them holds the profile on {gpu_memory_gb:g} GB GPUs (at "
+            f"{largest}, it {memory_fit.shortfall(profile, largest, gpu_memory_gb)}): {more}"
         )
     raise TensorParallelError(
         f"profile {profile.name} {what}, but {heads_text(profile)} do not split over "
@@ -276,6 +279,7 @@ def _intent_values(
         "cuda_graph_max_bs": profile.cuda_graph_max_bs if profile.cuda_graph else None,
         "disable_cuda_graph": not profile.cuda_graph,
         "disable_shared_experts_fusion": profile.disable_shared_experts_fusion,
+        **mtp_intents(profile.mtp, profile.mtp_num_steps),
         "reasoning_parser": profile.reasoning_parser,
         "tool_call_parser": profile.tool_call_parser,
         "watchdog_timeout": profile.watchdog_timeout_s,
@@ -470,6 +474,27 @@ def nccl_p2p_level(widest_path: str | None) -> str:
     return levels["by_path"].get(widest_path or "", levels["default"])
 
 
+def nccl_p2p_env(
+    widest_path: str | None, hint: P2PHint | None, extra: Mapping[str, str] | None = None
+) -> tuple[dict[str, str], str | None]:
+    """The P2P variables of a PCIe-only host and the env file's comment on why: the level
+    where P2P works, NCCL_P2P_DISABLE=1 where ACS/IOMMU redirect it, neither where NVML
+    reports none (pyinfra_sglang/p2p.py); nothing when the host's sglang_env sets one of
+    them. ``hint`` None: not read from a host (the level, no comment)."""
+    if hint is None:
+        return {"NCCL_P2P_LEVEL": nccl_p2p_level(widest_path)}, None
+    if set(extra or {}) & set(P2P_KEYS):
+        return {}, f"NCCL P2P: as sglang_env sets it (the host read: {hint.reason})"
+    if hint.mode == "disable":
+        values = disable_env()
+        shown = " ".join(f"{k}={v}" for k, v in values.items())
+        return values, f"{shown}: {hint.reason}"
+    if hint.mode == "none":
+        return {}, f"no NCCL P2P setting: {hint.reason}"
+    level = nccl_p2p_level(widest_path)
+    return {"NCCL_P2P_LEVEL": level}, f"NCCL_P2P_LEVEL={level}: {hint.reason}"
+
+
 def environment(
     hf_token: str | None,
     venv_path: str,
@@ -481,6 +506,7 @@ def environment(
     hub_cache: str | None = None,
     widest_path: str | None = None,
     extra: Mapping[str, str] | None = None,
+    p2p: P2PHint | None = None,
 ) -> dict[str, str]:
     """The service's environment, sorted by name (secrets masked when ``mask``); with
     ``offline``, the Hub client never reaches the Hub (the model role put the files there).
@@ -503,7 +529,7 @@ def environment(
     values["PATH"] = ":".join(path + settings["system_path"])
     if pcie_only:
         values.update(settings["nccl_pcie_only"])
-        values["NCCL_P2P_LEVEL"] = nccl_p2p_level(widest_path)
+        values.update(nccl_p2p_env(widest_path, p2p, extra)[0])
     values.update(extra or {})
     if hf_token:
         values["HF_TOKEN"] = mask_text() if mask else hf_token.strip()
@@ -525,6 +551,7 @@ def render_env(
     hub_cache: str | None = None,
     widest_path: str | None = None,
     extra: Mapping[str, str] | None = None,
+    p2p: P2PHint | None = None,
 ) -> str:
     """sglang.env: caches on persistent disk, PATH, NCCL hints on PCIe-only hosts, the
     profile's and the host's own variables, HF_TOKEN, HF_HUB_OFFLINE when the model is served
@@ -540,10 +567,13 @@ def render_env(
         hub_cache,
         widest_path,
         extra,
+        p2p,
     )
+    note = nccl_p2p_env(widest_path, p2p, extra)[1] if pcie_only else None
     return _render(
         "sglang.env.j2",
         environment=[(name, _env_value(name, value)) for name, value in values.items()],
+        notes=[note] if note else [],
     )
 
 
@@ -568,7 +598,8 @@ def render_config_yaml(api_key: str | None, mask: bool = False) -> str:
 class RouterSpec:
     """Everything the router's files are rendered from. Its own bind address and port; its
     Prometheus listener (``metrics_host`` should be a loopback address); its API key, which
-    clients present to it and it presents to the workers."""
+    clients present to it and it presents to the workers; the gateway (``package``: the PyPI
+    project, a key of data/sglang_service.toml [router.gateway]) and its ``release``."""
 
     worker_urls: tuple[str, ...]
     host: str
@@ -579,17 +610,45 @@ class RouterSpec:
     api_key: str | None = None
     policy: str | None = None
     mask: bool = False
+    package: str = "sglang-router"
+    release: str = "0.3.2"
+
+
+def _gateway(package: str) -> dict:
+    gateways = _service()["router"]["gateway"]
+    if package not in gateways:
+        raise RenderError(
+            f"no command line is known for the router package {package!r} (known: "
+            f"{', '.join(sorted(gateways))}; pyinfra_sglang/data/sglang_service.toml "
+            "[router.gateway])",
+            "sglang_version",
+        )
+    return gateways[package]
+
+
+def router_stop_timeout_s() -> int:
+    """The router unit's TimeoutStopSec: the gateway's shutdown grace plus a margin, so
+    systemd kills it only after the grace it was given ran out."""
+    router = _service()["router"]
+    return int(router["shutdown_grace_s"]) + int(router["stop_margin_s"])
 
 
 def router_args(spec: RouterSpec) -> list[str]:
-    """Arguments of ``python -m sglang_router.launch_router``: never the API key (the
-    launcher adds it in-process from the 0600 environment file; see router_exec)."""
+    """The gateway's flags (after its subcommand, if any): never the API key (the launcher
+    adds it in-process from the 0600 environment file; see router_exec)."""
     if not spec.worker_urls:
         raise RenderError("the router needs at least one worker URL", "sglang_router_worker_urls")
     router = _service()["router"]
+    gateway = _gateway(spec.package)
     for url in spec.worker_urls:
         check_text(url, "a worker URL", "sglang_router_worker_urls")
+    grace = (
+        [router["shutdown_grace_flag"], str(router["shutdown_grace_s"])]
+        if parse_version(spec.release) >= parse_version(gateway["grace_flag_from"])
+        else []
+    )
     return [
+        *gateway["subcommand"],
         router["worker_urls_flag"],
         *spec.worker_urls,
         router["policy_flag"],
@@ -602,31 +661,40 @@ def router_args(spec: RouterSpec) -> list[str]:
         str(spec.metrics_host),
         router["prometheus_port_flag"],
         str(spec.metrics_port),
+        *grace,
     ]
 
 
-def router_launcher() -> str:
+def router_launcher(package: str = "sglang-router") -> str:
     """The Python code (``python -c``) that starts the router with its API key taken from the
     environment (systemd reads it from the 0600 EnvironmentFile): it removes the variable,
-    adds ``--api-key KEY`` to its own ``sys.argv`` and runs ``sglang_router.launch_router``
-    as ``python -m`` would. The key is never in the process's command line
-    (/proc/PID/cmdline, ps, systemctl status), which anyone on the host can read:
-    launch_router's ``main()`` parses ``sys.argv[1:]`` (sglang-router 0.2.x and 0.3.x), and
-    the real router has no other way to take its key (no file, no variable)."""
+    adds ``--api-key KEY`` to its own ``sys.argv`` and runs the gateway's module as
+    ``python -m`` would. The key is never in the process's command line
+    (/proc/PID/cmdline, ps, systemctl status), which anyone on the host can read: the
+    gateways' ``main()`` parse ``sys.argv[1:]`` (sglang-router 0.2.x/0.3.x launch_router,
+    smg's cli.main through smg/__main__.py), and neither takes its key any other way (no
+    file, no variable)."""
     router = _service()["router"]
     return (
         f"import os, runpy, sys; key = os.environ.pop({router['api_key_variable']!r}); "
         f"sys.argv += [{router['api_key_flag']!r}, key]; "
-        f"runpy.run_module({router['module']!r}, run_name='__main__', alter_sys=True)"
+        f"runpy.run_module({_gateway(package)['module']!r}, run_name='__main__', alter_sys=True)"
     )
 
 
 def router_exec(spec: RouterSpec) -> list[str]:
-    """The router's whole command line: ``python -m sglang_router.launch_router ARGS``, or,
-    with an API key, ``python -c LAUNCHER ARGS`` (router_launcher)."""
-    python = _absolute_path(spec.venv_path, "venv_path").rstrip("/") + "/bin/python"
-    program = ["-c", router_launcher()] if spec.api_key else ["-m", _service()["router"]["module"]]
-    return [python, *program, *router_args(spec)]
+    """The router's whole command line: the gateway's console script (``smg launch ARGS``)
+    or ``python -m MODULE ARGS``; with an API key, ``python -c LAUNCHER ARGS``
+    (router_launcher)."""
+    bin_dir = _absolute_path(spec.venv_path, "venv_path").rstrip("/") + "/bin/"
+    gateway = _gateway(spec.package)
+    if spec.api_key:
+        program = [bin_dir + "python", "-c", router_launcher(spec.package)]
+    elif gateway["script"]:
+        program = [bin_dir + gateway["script"]]
+    else:
+        program = [bin_dir + "python", "-m", gateway["module"]]
+    return [*program, *router_args(spec)]
 
 
 def router_env_path() -> str:
@@ -638,12 +706,16 @@ def render_router_unit(spec: RouterSpec) -> str:
     settings = _service()
     return _render(
         "sglang-router.service.j2",
-        description=_systemd_text(f"SGLang Model Gateway ({len(spec.worker_urls)} worker(s))"),
+        description=_systemd_text(
+            f"SGLang Model Gateway, {spec.package} {spec.release} ({len(spec.worker_urls)} "
+            "worker(s))"
+        ),
         worker_count=len(spec.worker_urls),
         env_path=router_env_path() if spec.api_key else None,
         exec_start=exec_start(router_exec(spec)),
         restart_sec=settings["unit"]["restart_sec"],
-        timeout_stop_s=settings["unit"]["timeout_stop_s"],
+        timeout_stop_s=router_stop_timeout_s(),
+        grace_s=_service()["router"]["shutdown_grace_s"],
         limit_nofile=settings["unit"]["limit_nofile"],
         privileged_port=min(spec.port, spec.metrics_port) < 1024,
     )
@@ -696,6 +768,9 @@ class GpuSet:
     # The widest path between two GPUs in `nvidia-smi topo -m` (PIX, PXB, PHB, NODE, SYS);
     # None when not read. It sets NCCL_P2P_LEVEL on PCIe-only hosts.
     widest_path: str | None = None
+    # What the host allows for peer traffic (P2P status, ACS, IOMMU, VM); None: not read
+    # from a host (planning, `render`): the level follows the topology alone.
+    peer: PeerPath | None = None
 
 
 @dataclass(frozen=True)
@@ -779,6 +854,7 @@ def render_service_files(spec: ServiceSpec) -> list[RenderedFile]:
         spec.hub_cache,
         gpus.widest_path,
         {**profile.env, **spec.host_env},
+        p2p_hint(gpus.peer) if gpus.peer is not None else None,
     )
     contents = {
         "unit": render_unit(

@@ -18,7 +18,7 @@ from pathlib import Path
 from pyinfra import logger
 from pyinfra.api.exceptions import OperationError
 
-from pyinfra_sglang import data
+from pyinfra_sglang import data, memory_fit
 from pyinfra_sglang.arch import as_sm
 from pyinfra_sglang.gpus import (
     GpuSpec,
@@ -30,6 +30,7 @@ from pyinfra_sglang.gpus import (
 from pyinfra_sglang.inventory import HostConfig, host_profile
 from pyinfra_sglang.model_snapshot import is_local_model
 from pyinfra_sglang.nvidia import cuda_paths
+from pyinfra_sglang.p2p import PeerPath
 from pyinfra_sglang.parsers.topo import topology_has_nvlink, widest_pcie_path
 from pyinfra_sglang.profiles import Profile
 from pyinfra_sglang.render import (
@@ -41,6 +42,7 @@ from pyinfra_sglang.render import (
     Secrets,
     ServiceSpec,
     cache_dirs,
+    fewest_gpus_for,
     render_router_files,
     render_service_files,
     router_env_path,
@@ -119,21 +121,23 @@ def router_url(config: HostConfig) -> str:
 
 
 def router_requirements(sglang_version: str) -> dict[str, str]:
-    """The router's package and its release pinned for ``sglang_version`` (data/python.toml
-    [router]), as {package: version}; RenderError when no release is pinned for it."""
+    """The router's package (sglang-router, or smg from SGLang 0.5.9) and its release pinned
+    for ``sglang_version`` (data/python.toml [router]), as {package: version}; RenderError
+    when no release is pinned for it."""
     settings = data.load("python")["router"]
     version = parse_version(sglang_version)
     pinned = [pin for pin in settings["pins"] if parse_version(pin["sglang"]) <= version]
     if not pinned:
-        oldest = settings["pins"][0]["sglang"]
+        oldest = settings["pins"][0]
         raise RenderError(
-            f"no {settings['package']} release is pinned for SGLang {sglang_version} (pins "
-            f"start at SGLang {oldest}, pyinfra_sglang/data/python.toml [router]): pin a newer "
-            "SGLang release, or add the router release that goes with it",
+            f"no router release is pinned for SGLang {sglang_version} (pins start at SGLang "
+            f"{oldest['sglang']} with {oldest['package']} {oldest['router']}, "
+            "pyinfra_sglang/data/python.toml [router]): pin a newer SGLang release, or add the "
+            "router release that goes with it",
             "sglang_version",
         )
     latest = max(pinned, key=lambda pin: parse_version(pin["sglang"]))
-    return {settings["package"]: latest["router"]}
+    return {latest["package"]: latest["router"]}
 
 
 def node_position(
@@ -239,10 +243,14 @@ def masked_secrets(config: HostConfig) -> Secrets:
 
 
 def gpu_set(
-    gpus: list[dict], host_name: str, topology: dict[str, dict[str, str]] | None = None
+    gpus: list[dict],
+    host_name: str,
+    topology: dict[str, dict[str, str]] | None = None,
+    peer: PeerPath | None = None,
 ) -> GpuSet:
     """The GPUs as rendering needs them, from the NvidiaGpus fact's rows and, when read, the
-    NvidiaTopology fact's matrix (which tells NVLink and the widest PCIe path for NCCL)."""
+    NvidiaTopology fact's matrix (which tells NVLink and the widest PCIe path for NCCL) and
+    what the host allows for peer traffic (``peer``: whether NCCL may use P2P)."""
     if not gpus:
         raise NoGpusError(
             f"host {host_name}: nvidia-smi reports no GPUs; reboot into the installed driver "
@@ -259,6 +267,7 @@ def gpu_set(
             else gpu_topology_is_pcie_only(gpus)
         ),
         widest_path=widest_pcie_path(topology) if topology else None,
+        peer=peer,
     )
 
 
@@ -283,13 +292,16 @@ def planned_gpus(config: HostConfig, profile: Profile, nnodes: int = 1) -> GpuSe
     memory_gb = spec.memory_gb if spec else None
     count = config.expected_gpu_count
     if count is None:
-        per_node = profile.min_total_gpu_memory_gb / nnodes
-        count = max(1, math.ceil(per_node / memory_gb)) if memory_gb else 1
+        # The fewest GPUs over all nodes that hold the model on that GPU (memory_fit.py) at a
+        # tensor-parallel size its heads allow, per node.
+        fitted = profile.for_arch(spec.arch) if spec else profile
+        total = fewest_gpus_for(fitted, memory_gb) if memory_gb else 1
+        count = max(1, math.ceil((total or 1) / nnodes))
         if profile.tp_size is not None:
             count = max(count, math.ceil(profile.tp_size / nnodes))
     if memory_gb is None:
         # No GPU of the profile's architectures in the table: assume they hold it.
-        memory_gb = profile.min_total_gpu_memory_gb / (count * nnodes)
+        memory_gb = memory_fit.gpu_memory_needed(profile, count * nnodes)
     arch = spec.arch if spec else (profile.archs[0] if profile.archs else None)
     return GpuSet(
         count=count,
@@ -309,10 +321,11 @@ def service_files(
     node: NodePosition,
     secrets: Secrets,
     topology: dict[str, dict[str, str]] | None = None,
+    peer: PeerPath | None = None,
 ) -> ServiceFiles:
     """The unit, env and config (and the router's files) for this host and the GPUs found
     on it; GpuFitError and friends when the profile cannot run here."""
-    return service_files_for(config, gpu_set(gpus, host_name, topology), node, secrets)
+    return service_files_for(config, gpu_set(gpus, host_name, topology, peer), node, secrets)
 
 
 def service_files_for(
@@ -351,6 +364,7 @@ def service_files_for(
     routed = bool(config.sglang_router_worker_urls)
     stale: tuple[str, ...] = (ROUTER_UNIT_PATH, router_env_path())
     if routed:
+        ((gateway, release),) = router_requirements(config.sglang_version).items()
         router = RouterSpec(
             worker_urls=tuple(str(url).rstrip("/") for url in config.sglang_router_worker_urls),
             host=str(config.router_bind()),
@@ -360,6 +374,8 @@ def service_files_for(
             venv_path=config.venv_path,
             api_key=secrets.router_api_key,
             mask=mask,
+            package=gateway,
+            release=release,
         )
         router_files = render_router_files(router)
         files += router_files

@@ -41,6 +41,7 @@ from pyinfra.facts.systemd import SystemdStatus
 
 from checks.facts import FileDigests, HttpStatus, NvidiaGpus, NvidiaTopology, Virtualenvs
 from checks.host_context import host_position, run_on_host
+from checks.peer_path import read_peer_path
 from pyinfra_sglang import data
 from pyinfra_sglang.inventory import HostConfig, host_config, rolling_group
 from pyinfra_sglang.redact import redact
@@ -98,8 +99,10 @@ def host_service_files(config: HostConfig, gpus: list[dict] | None = None) -> Se
     secrets = read_secrets(config, host.name)
     # The topology tells NVLink from PCIe and the widest PCIe path (NCCL_P2P_LEVEL).
     topology = host.get_fact(NvidiaTopology) if len(gpus) > 1 else None
+    # Whether NCCL may use P2P: NVML's status, ACS, the IOMMU (checks/peer_path.py).
+    peer = read_peer_path(host, len(gpus))
     node = host_position(config, host)
-    service = service_files(config, host.name, gpus, node, secrets, topology)
+    service = service_files(config, host.name, gpus, node, secrets, topology, peer)
     return replace(
         service,
         rolling_group=rolling_group(host),
@@ -596,10 +599,11 @@ def sglang_service_role() -> None:
     config = host_config(host)
     if config.sglang_router_worker_urls:
         # The Model Gateway numbers its releases on its own: pinned per SGLang release in
-        # data/python.toml [router].
+        # data/python.toml [router] (sglang-router up to SGLang 0.5.8, then smg).
         router = router_requirements(config.sglang_version)
         venv_packages(
-            name=f"Install SGLang's router {', '.join(router.values())}",
+            name="Install SGLang's router "
+            + ", ".join(f"{package} {version}" for package, version in router.items()),
             venv=config.venv_path,
             requirements=router,
             index_url=str(config.pypi_index_url),

@@ -122,6 +122,8 @@ class StandIn:
     version_py: tuple[tuple[str, str], ...] = ()  # more names for version.py, beside __version__
     # Files from elsewhere in the repository: (path in the archive, path under the repo root).
     extras: tuple[tuple[str, str], ...] = ()
+    # A wheel's console scripts: (name, "module:function"), as entry_points.txt has them.
+    scripts: tuple[tuple[str, str], ...] = ()
 
     @property
     def filename(self) -> str:
@@ -178,6 +180,23 @@ STAND_INS = (
     # The SGLang Model Gateway; the real project is a Rust extension, this one pure Python.
     # 0.3.2: the release data/python.toml pins for SGLang 0.5.8 and later (0.5.22, 0.5.23).
     StandIn("sglang-router", "0.3.2", "pypi", "sglang_router", ("sglang-router",)),
+    # smg, the gateway's continuation: 1.13.0 is what data/python.toml pins for SGLang 0.5.22
+    # and later. Its gateway is sglang-router's stand-in (the same flags), under smg's CLI and
+    # its real console script `smg = smg.cli:main`.
+    StandIn(
+        "smg",
+        "1.13.0",
+        "pypi",
+        "smg",
+        ("smg",),
+        extras=(
+            (
+                "smg/launch_router.py",
+                "tests/hosts/standins/sglang-router/sglang_router/launch_router.py",
+            ),
+        ),
+        scripts=(("smg", "smg.cli:main"),),
+    ),
     flash_attn("2.8.3"),
     flash_attn("2.8.2"),
     # Its build logs kernel after kernel, then fails: for showing a failed build's log.
@@ -294,6 +313,9 @@ def build_wheel(spec: StandIn, out_dir: Path) -> Path:
     dist_info = spec.filename.split("-py3-")[0] + ".dist-info"
     files = source_files(spec)
     files[f"{dist_info}/METADATA"] = core_metadata(spec).encode()
+    if spec.scripts:
+        lines = "".join(f"{name} = {target}\n" for name, target in spec.scripts)
+        files[f"{dist_info}/entry_points.txt"] = f"[console_scripts]\n{lines}".encode()
     files[f"{dist_info}/WHEEL"] = (
         b"Wheel-Version: 1.0\nGenerator: pyinfra-sglang tests\nRoot-Is-Purelib: true\n"
         b"Tag: py3-none-any\n"

@@ -1,5 +1,6 @@
-"""SGLang's router with its own API key on a real Debian 12 test host (stand-in router,
-tests/hosts/standins/sglang-router): the key reaches the router through its 0600 environment
+"""SGLang's router with its own API key on a real Debian 12 test host (the gateway pinned for
+the inventory's SGLang: smg, tests/hosts/standins/smg, whose gateway is the sglang-router
+stand-in under smg's console script): the key reaches the router through its 0600 environment
 file and an in-process launcher, never its command line; clients need it; the router
 presents it to the workers; its metrics listen on loopback; removing the router removes the
 key file."""
@@ -58,7 +59,10 @@ def test_router_key_stays_off_the_command_line(host_pool, hosts, inventory, site
         assert API_KEY not in run(f"tr '\\0' ' ' < /proc/{pid}/cmdline")
         assert API_KEY not in run("cat /etc/systemd/system/sglang-router.service")
         standin = json.loads(run("cat /run/sglang-standin/router-30080.json"))
+        assert (standin["standin"], standin["version"]) == ("smg", "1.13.0")
         assert standin["api_key_set"] is True and standin["argv"][-1] == "********"
+        # `python -c LAUNCHER launch ...`: smg's main() as `python -m smg` runs it.
+        assert "runpy.run_module('smg'" in run(f"tr '\\0' ' ' < /proc/{pid}/cmdline")
         assert standin["prometheus_host"] == head.address  # loopback: the router's own
         with pytest.raises(urllib.error.HTTPError, match="401"):
             routed_chat(head.address, None)

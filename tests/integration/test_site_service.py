@@ -21,7 +21,8 @@ VENV = HostConfig(python_version="3.11").venv_path  # the site hosts' venv
 API_KEY = "sk-site-APIKEY-0123456789"
 HF_TOKEN = "hf_site_TOKEN_abcdefghij"
 SERVE_OP = "SGLang service | Serve dense-bf16 with SGLang 0.5.23"
-ROUTER_INSTALL_OP = "SGLang service | Install SGLang's router 0.3.2"
+# The gateway data/python.toml pins for the inventory's SGLang (0.5.22 and later: smg).
+ROUTER_INSTALL_OP = "SGLang service | Install SGLang's router smg 1.13.0"
 
 
 def record(host_pool, test_host) -> dict:
@@ -54,7 +55,9 @@ def test_service_runs_healthy_as_its_user_with_secrets_kept_private(
 ):
     for h in hosts:
         assert SERVE_OP in site_first_apply.changed(h.address)
-        assert "SGLang service | Create the sglang system user" in site_first_apply.changed(
+        # The model download, which runs first and as the server's user, created it; the
+        # service role then finds it there.
+        assert "SGLang service | Create the sglang system user" in site_first_apply.unchanged(
             h.address
         )
         run = lambda command, h=h: host_pool.run(h, command).stdout  # noqa: E731
@@ -459,7 +462,11 @@ def test_router_in_front_of_the_replicas_then_removed(host_pool, hosts, inventor
             changed = result.changed(h.address)
             assert changed in ([ROUTER_INSTALL_OP, SERVE_OP], [SERVE_OP]), changed
             installed = host_pool.run(h, f"ls {VENV}/lib/python3*/site-packages").stdout
-            assert "sglang_router-0.3.2.dist-info" in installed.split()
+            assert "smg-1.13.0.dist-info" in installed.split()
+            unit = host_pool.run(h, "cat /etc/systemd/system/sglang-router.service").stdout
+            assert f"ExecStart={VENV}/bin/smg launch " in unit
+            # The unit waits out the gateway's shutdown grace (180 s) before it kills it.
+            assert "\nTimeoutStopSec=210\n" in unit
             assert (
                 host_pool.run(h, "systemctl is-active sglang-router.service").stdout.strip()
                 == "active"

@@ -39,6 +39,7 @@ PYPI_PROJECTS = [
     "setuptools",
     "sglang",
     "sglang-router",
+    "smg",
     "tqdm",
     "typing-extensions",
     "urllib3",

@@ -641,7 +641,11 @@ def test_router_unit():
         "127.0.0.1",
         "--prometheus-port",
         "29000",
+        # Its own default grace, explicit: the unit's stop timeout covers it, plus a margin.
+        "--shutdown-grace-period-secs",
+        "180",
     ]
+    assert "\nTimeoutStopSec=210\n" in unit
     assert "KillMode=control-group" in unit and "Restart=on-failure" in unit
     assert "EnvironmentFile" not in unit  # no key, no environment file
     # Never root, sandboxed, no capability kept on its unprivileged ports.
@@ -653,6 +657,31 @@ def test_router_unit():
     assert "\nCapabilityBoundingSet=CAP_NET_BIND_SERVICE\n" in low
     with pytest.raises(RenderError, match="at least one worker"):
         render_router_unit(router_spec(worker_urls=()))
+
+
+def test_smg_router_unit_runs_its_console_script_with_smg_flags():
+    """smg (SGLang >= 0.5.9): `smg launch` and the same flags; with a key, the launcher runs
+    `python -m smg` (smg/__main__.py calls smg.cli:main, as the console script does)."""
+    smg = router_spec(package="smg", release="1.13.0")
+    argv = unit_argv(render_router_unit(smg))
+    assert argv[:2] == [f"{VENV}/bin/smg", "launch"]
+    assert argv[2:] == router_args(router_spec())
+    assert argv[-2:] == ["--shutdown-grace-period-secs", "180"]
+    keyed = render_router_files(dataclasses.replace(smg, api_key="sk-ROUTER-key"))
+    assert unit_argv(keyed[0].content)[:4] == [
+        f"{VENV}/bin/python",
+        "-c",
+        router_launcher("smg"),
+        "launch",
+    ]
+    assert "runpy.run_module('smg'" in router_launcher("smg")
+    assert "sk-ROUTER-key" not in keyed[0].content and "sk-ROUTER-key" in keyed[1].content
+    assert "Description=SGLang Model Gateway, smg 1.13.0 (2 worker(s))" in keyed[0].content
+    # sglang-router before 0.3.0 has no grace flag; its unit still waits as long.
+    old = unit_argv(render_router_unit(router_spec(release="0.2.3")))
+    assert "--shutdown-grace-period-secs" not in old
+    with pytest.raises(RenderError, match="router package 'nginx'"):
+        render_router_unit(router_spec(package="nginx"))
 
 
 def test_router_api_key_goes_through_a_0600_env_file_never_argv():

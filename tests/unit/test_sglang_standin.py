@@ -5,6 +5,7 @@ interpreters (standard library only: -S, sources from the index builder on PYTHO
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import json
 import os
@@ -23,6 +24,7 @@ from tests.hosts import pyindex
 
 SGLANG = next(s for s in pyindex.STAND_INS if s.name == "sglang" and s.version == "0.5.23")
 ROUTER = next(s for s in pyindex.STAND_INS if s.name == "sglang-router")
+SMG = next(s for s in pyindex.STAND_INS if s.name == "smg")
 READY_LINE = "The server is fired up and ready to roll!"
 TIMEOUT = 15.0  # seconds: the longest any single wait in these tests may take
 FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
@@ -33,8 +35,11 @@ API_KEY = 'sk-standin "quoted" \\ back:#slash'
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory) -> Path:
     """The stand-ins' sources, as their wheels lay them out (version.py included)."""
-    root = tmp_path_factory.mktemp("standin-src")
-    for spec in (SGLANG, ROUTER):
+    return source_tree(tmp_path_factory.mktemp("standin-src"), SGLANG, ROUTER, SMG)
+
+
+def source_tree(root: Path, *specs) -> Path:
+    for spec in specs:
         for relative, data in pyindex.source_files(spec).items():
             (root / relative).parent.mkdir(parents=True, exist_ok=True)
             (root / relative).write_bytes(data)
@@ -752,8 +757,75 @@ def test_multi_node_head_is_ready_only_when_every_rank_joined(launch, tmp_path):
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert not port_open(other.port)  # ranks 1.. serve no HTTP, as SGLang's
-    assert other.stop() == 0 and head.stop() == 0
+    # Rank 0's shutdown tells the other ranks to exit (SGLang's ShutdownReq broadcast).
+    assert head.stop() == 0 and other.wait_exit() == 0
     assert other.record["state"] == "stopped"
+    assert "Sent ShutdownReq to node rank 1" in head.stdout
+
+
+def joined_group(launch, tmp_path) -> tuple:
+    dist = f"127.0.0.1:{free_port()}"
+    common = ("--nnodes", "2", "--dist-init-addr", dist, "--tp-size", "4")
+    head = server(launch, *common, "--node-rank", "0")
+    other = server(launch, *common, "--node-rank", "1", run_dir=tmp_path / "node1")
+    head.wait_status("/health")
+    wait_for(lambda: other.record["state"] == "joined", "rank 1 joined")
+    return head, other
+
+
+def test_from_0_5_21_a_non_zero_rank_waits_for_rank_0s_shutdown(launch, tmp_path):
+    head, other = joined_group(launch, tmp_path)  # 0.5.23
+    other.popen.send_signal(signal.SIGTERM)
+    # As SGLang >= 0.5.21's engine.py: the SIGTERM is logged and otherwise ignored; stopped
+    # alone, the rank would wait for systemd's kill timeout.
+    wait_for(lambda: "waiting for the rank-0 ShutdownReq broadcast" in other.stderr, "the log")
+    time.sleep(1.0)
+    assert other.popen.poll() is None and other.record["state"] == "joined"
+    stopping = time.monotonic()
+    assert head.stop() == 0 and other.wait_exit() == 0
+    assert time.monotonic() - stopping < 5
+    assert "ShutdownReq from rank 0; exiting" in other.stdout
+
+
+def test_a_non_zero_rank_whose_rank_0_is_killed_exits_1(launch, tmp_path):
+    head, other = joined_group(launch, tmp_path)
+    assert head.stop(signal.SIGKILL) != 0
+    assert other.wait_exit() == 1 and other.record["state"] == "failed"
+    assert "lost rank 0 without a shutdown" in other.stderr
+
+
+def test_before_0_5_21_a_non_zero_rank_stops_on_sigterm(tmp_path, tmp_path_factory):
+    older = dataclasses.replace(SGLANG, version="0.5.20")
+    tree = source_tree(tmp_path_factory.mktemp("standin-0.5.20"), older)
+    dist = f"127.0.0.1:{free_port()}"
+    common = ("--nnodes", "2", "--dist-init-addr", dist)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PYTHONPATH": str(tree),
+        "SGLANG_STANDIN_WARMUP_S": "0.2",
+    }
+    procs = []
+    try:
+        for rank in (0, 1):
+            run_dir = tmp_path / f"node{rank}"
+            argv = [sys.executable, "-S", "-m", "sglang.launch_server", "--model-path", "org/m"]
+            argv += [*common, "--node-rank", str(rank), "--port", str(free_port())]
+            env_rank = {**env, "SGLANG_STANDIN_RUN_DIR": str(run_dir)}
+            record = f"{argv[-1]}.json"
+            procs.append(
+                Proc(argv, env_rank, int(argv[-1]), run_dir, record, tmp_path / f"p{rank}")
+            )
+        head, other = procs
+        head.wait_status("/health")
+        wait_for(lambda: other.record["state"] == "joined", "rank 1 joined")
+        assert other.record["version"] == "0.5.20"
+        assert other.stop() == 0  # at once, rank 0 still up
+        assert head.popen.poll() is None
+        assert head.stop() == 0
+    finally:
+        for proc in procs:
+            if proc.popen.poll() is None:
+                proc.popen.kill()
 
 
 # --- router ------------------------------------------------------------------------------
@@ -1029,7 +1101,10 @@ def rendered_router_env(text: str) -> dict[str, str]:
     return values
 
 
-def test_the_rendered_router_unit_runs_with_its_key_off_the_command_line(tree, tmp_path, launch):
+@pytest.mark.parametrize("package,release", [("sglang-router", "0.3.2"), ("smg", "1.13.0")])
+def test_the_rendered_router_unit_runs_with_its_key_off_the_command_line(
+    tree, tmp_path, launch, package, release
+):
     from pyinfra_sglang.render import RouterSpec, render_router_files
     from tests.unit.test_render import unit_argv
 
@@ -1044,6 +1119,8 @@ def test_the_rendered_router_unit_runs_with_its_key_off_the_command_line(tree, t
             metrics_port=metrics_port,
             venv_path="/opt/sglang/venv",
             api_key=API_KEY,
+            package=package,
+            release=release,
         )
     )
     # ExecStart as systemd runs it, this interpreter in place of the venv's, the stand-ins
@@ -1077,6 +1154,8 @@ def test_the_rendered_router_unit_runs_with_its_key_off_the_command_line(tree, t
         assert chat(port, key=API_KEY).status == 200
         assert request(metrics_port, "GET", "/metrics").status == 200
         record = router.record
+        assert (record["standin"], record["version"]) == (package, release)
+        assert record["shutdown_grace_period_secs"] == 180
         assert record["api_key_set"] is True and record["host"] == "127.0.0.1"
         assert record["argv"][-2:] == ["--api-key", "********"]
         assert (record["prometheus_host"], record["prometheus_port"]) == (
@@ -1096,3 +1175,31 @@ def test_router_defaults_follow_sglang_router_0_3_2(tree):
         "print(json.dumps([a.host, a.prometheus_host, a.prometheus_port, a.api_key]))"
     )
     assert standin_call(tree, code, None) == ["0.0.0.0", "0.0.0.0", 29000, None]
+
+
+def test_smg_console_script_launches_the_gateway_and_refuses_other_commands(tree, launch):
+    # smg.cli:main (the console script's target) as the wheel's entry point names it.
+    assert ("smg", "smg.cli:main") in SMG.scripts
+    usage = run_standin(tree, "smg")
+    assert usage.returncode == 1 and "{launch,serve}" in usage.stdout
+    assert run_standin(tree, "smg", "--version").stdout.strip() == "smg 1.13.0"
+    assert run_standin(tree, "smg", "launch", "--no-such-flag").returncode == 2
+    worker = server(launch)
+    gateway = launch(
+        "smg",
+        "launch",
+        "--worker-urls",
+        f"http://127.0.0.1:{worker.port}",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(free_port()),
+        "--shutdown-grace-period-secs",
+        "7",
+        *metrics_on_loopback(),
+    )
+    worker.wait_status("/health")
+    gateway.wait_status("/readiness")
+    assert chat(gateway.port).status == 200
+    assert gateway.record["standin"] == "smg" and gateway.record["shutdown_grace_period_secs"] == 7
+    assert gateway.stop() == 0

@@ -20,6 +20,12 @@ of sgl-project/sglang #10826):
   /liveness, /readiness) answers 401 unless the request carries ``Authorization: Bearer
   KEY``, and the router presents that key to the workers (they inherit the router's key).
   The key is read from the command line only (``main()`` parses ``sys.argv[1:]``).
+- ``--shutdown-grace-period-secs`` (180; 0.3.0 and later, and every smg release): on SIGTERM
+  the stand-in stops accepting and waits that long at most for the requests in flight.
+
+The same file is the smg stand-in's ``smg/launch_router.py`` (tests/hosts/pyindex.py copies
+it there; smg 1.x keeps sglang-router's flags, smg/router_args.py): it names itself after the
+package it was imported from, and ``smg launch ARGS`` (smg/cli.py) calls ``main(ARGS)``.
 """
 
 from __future__ import annotations
@@ -39,8 +45,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from sglang_router.version import __version__
+from .version import __version__
 
+# The project this copy stands in for: sglang-router, or smg (the same file in its package).
+PROJECT = "smg" if __package__ == "smg" else "sglang-router"
+PROG = "smg launch" if PROJECT == "smg" else "python -m sglang_router.launch_router"
 MASK = "********"
 DEFAULT_RUN_DIR = "/run/sglang-standin"
 POLICIES = ("random", "round_robin", "cache_aware", "power_of_two")
@@ -52,12 +61,12 @@ PUBLIC_PATHS = ("/health", "/health_generate", "/liveness", "/readiness")
 
 def log(message: str, stream=None) -> None:
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
-    print(f"{stamp} INFO sglang_router: {message}", file=stream or sys.stdout, flush=True)
+    print(f"{stamp} INFO {__package__}: {message}", file=stream or sys.stdout, flush=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m sglang_router.launch_router",
+        prog=PROG,
         description=f"SGLang Model Gateway {__version__} (test stand-in)",
         allow_abbrev=False,
     )
@@ -90,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--disable-retries", action="store_true")
     add("--prometheus-host", default="0.0.0.0")
     add("--prometheus-port", type=int, default=29000)
+    add("--shutdown-grace-period-secs", type=int, default=180)
     return parser
 
 
@@ -150,6 +160,7 @@ class Router:
         self.lock = threading.Lock()
         self.turn = 0
         self.requests_total = 0
+        self.in_flight = 0  # requests being proxied, for the shutdown grace
         self.pool = ThreadPoolExecutor(max_workers=max(1, min(16, len(self.workers))))
 
     def health(self) -> list[bool]:
@@ -167,7 +178,7 @@ class Router:
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server_version = "sglang-router"
+    server_version = PROJECT
     sys_version = ""
     router: Router
 
@@ -236,7 +247,14 @@ class Handler(BaseHTTPRequestHandler):
         if length > self.router.args.max_payload_size:
             self.close_connection = True
             return self.send_json(413, {"error": "Payload too large"})
-        self.proxy(self.rfile.read(length))
+        body = self.rfile.read(length)
+        with self.router.lock:
+            self.router.in_flight += 1
+        try:
+            self.proxy(body)
+        finally:
+            with self.router.lock:
+                self.router.in_flight -= 1
 
     def proxy(self, body: bytes) -> None:
         router = self.router
@@ -381,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     record_path = Path(os.environ.get("SGLANG_STANDIN_RUN_DIR") or DEFAULT_RUN_DIR)
     record_path = record_path / f"router-{args.port}.json"
     record = {
-        "standin": "sglang-router",
+        "standin": PROJECT,
         "version": __version__,
         "pid": os.getpid(),
         "executable": sys.executable,
@@ -393,6 +411,7 @@ def main(argv: list[str] | None = None) -> int:
         "api_key_set": bool(args.api_key),
         "prometheus_host": args.prometheus_host,
         "prometheus_port": args.prometheus_port,
+        "shutdown_grace_period_secs": args.shutdown_grace_period_secs,
         "state": "starting",
         "started_at": time.time(),
         "stopped_at": None,
@@ -428,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
             ).start()
     log(
         f"Starting router on {args.host}:{args.port} | policy: {args.policy} | "
-        f"workers: {[w.url for w in router.workers]} (sglang-router {__version__}, "
+        f"workers: {[w.url for w in router.workers]} ({PROJECT} {__version__}, "
         "test stand-in: round robin)"
     )
     record["state"] = "serving"
@@ -440,6 +459,10 @@ def main(argv: list[str] | None = None) -> int:
         if listener is not None:
             listener.shutdown()
             listener.server_close()
+    # The requests in flight get up to the grace period, then the process exits anyway.
+    grace_ends = time.monotonic() + args.shutdown_grace_period_secs
+    while router.in_flight and time.monotonic() < grace_ends:
+        time.sleep(0.05)
     router.pool.shutdown(wait=False)
     write_record(
         record_path, {**record, "state": "stopped", "exit_code": 0, "stopped_at": time.time()}

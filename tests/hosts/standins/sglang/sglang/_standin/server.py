@@ -10,7 +10,13 @@ Model paths starting ``broken/`` fail to load (exit 1, port never opened); ``han
 the port and never gets ready; ``wrong/`` answers France's capital wrongly (Lyon);
 ``garbage/`` answers 64 "!" tokens, as a model whose numbers went bad (NaN logits). On a
 multi-node start, rank 0 is ready only once the other ranks have joined it at
---dist-init-addr, and ranks 1.. serve no HTTP (as SGLang's).
+--dist-init-addr, and ranks 1.. serve no HTTP (as SGLang's). A joined rank keeps its
+connection to rank 0 open: rank 0's shutdown sends "shutdown" over it (SGLang's ShutdownReq
+broadcast to every TP rank), and the rank exits on it. From 0.5.21 a joined non-zero rank
+ignores SIGTERM and waits for that broadcast, as SGLang's engine.py does from 0.5.21 (its
+SIGTERM handler on node_rank >= 1 only logs "waiting for the rank-0 ShutdownReq broadcast"):
+stopped alone, it runs into systemd's kill timeout. A rank whose rank 0 went away without a
+broadcast (killed) exits 1.
 
 Environment: SGLANG_STANDIN_RUN_DIR (record folder, default /run/sglang-standin),
 SGLANG_STANDIN_WARMUP_S (default 2; its first part, SGLANG_STANDIN_LOAD_S, with nothing
@@ -42,6 +48,7 @@ from urllib.parse import urlsplit
 from sglang._standin import args as cli
 from sglang._standin import weights
 from sglang._standin.chat import BadRequest, Completion
+from sglang._standin.releases import NONZERO_RANK_WAITS_FOR_RANK0, at_least
 from sglang.version import __version__
 
 READY_LINE = "The server is fired up and ready to roll!"
@@ -183,6 +190,8 @@ class State:
             "used_tokens": 0,
         }
         self.peers: set[int] = set()
+        self.peer_conns: dict[int, socket.socket] = {}  # rank -> its open rendezvous connection
+        self.joined = False  # a non-zero rank, once rank 0 accepted it
         # As SGLang's scheduler: at most --max-running-requests run at once, the rest queue;
         # the KV cache holds --max-total-tokens (token_usage = tokens of running requests).
         self.running_slots = threading.BoundedSemaphore(args.max_running_requests or 1024)
@@ -469,43 +478,86 @@ def rendezvous_head(state: State) -> socket.socket:
                 continue
             except OSError:
                 return
-            with peer:
-                peer.settimeout(5)
-                try:
-                    words = peer.makefile("r").readline().split()
-                    rank = int(words[1]) if len(words) == 2 and words[0] == "rank" else -1
-                    if 0 < rank < state.args.nnodes:
-                        peer.sendall(b"ok\n")
-                        if rank not in state.peers:
-                            state.peers.add(rank)
-                            log(
-                                f"Node rank {rank} joined ({len(state.peers) + 1}/"
-                                f"{state.args.nnodes} nodes)"
-                            )
-                except (OSError, ValueError):
-                    pass
+            peer.settimeout(5)
+            try:
+                words = peer.makefile("r").readline().split()
+                rank = int(words[1]) if len(words) == 2 and words[0] == "rank" else -1
+                if not 0 < rank < state.args.nnodes:
+                    peer.close()
+                    continue
+                peer.sendall(b"ok\n")
+                # Kept open: the shutdown broadcast goes over it.
+                previous = state.peer_conns.pop(rank, None)
+                if previous is not None:
+                    previous.close()
+                state.peer_conns[rank] = peer
+                if rank not in state.peers:
+                    state.peers.add(rank)
+                    joined = len(state.peers) + 1
+                    log(f"Node rank {rank} joined ({joined}/{state.args.nnodes} nodes)")
+            except (OSError, ValueError):
+                peer.close()
 
     threading.Thread(target=accept, name="rendezvous", daemon=True).start()
     return listener
 
 
-def rendezvous_join(state: State) -> bool:
-    """Ranks 1..: connect to rank 0 until it answers (or the server is stopped)."""
+def broadcast_shutdown(state: State) -> None:
+    """Rank 0's shutdown: every joined rank is told to exit (SGLang's ShutdownReq)."""
+    for rank, conn in sorted(state.peer_conns.items()):
+        try:
+            conn.sendall(b"shutdown\n")
+            log(f"Sent ShutdownReq to node rank {rank}")
+        except OSError:
+            pass
+        conn.close()
+    state.peer_conns.clear()
+
+
+def rendezvous_join(state: State) -> socket.socket | None:
+    """Ranks 1..: connect to rank 0 until it answers (or the server is stopped); the
+    connection stays open for rank 0's shutdown broadcast."""
     host, port = split_addr(state.args.dist_init_addr)
     waiting_logged = False
     while not state.stop.is_set():
         try:
-            with socket.create_connection((host, port), timeout=2) as conn:
-                conn.sendall(f"rank {state.args.node_rank}\n".encode())
-                if conn.makefile("r").readline().strip() == "ok":
-                    return True
+            conn = socket.create_connection((host, port), timeout=2)
+            conn.sendall(f"rank {state.args.node_rank}\n".encode())
+            if conn.makefile("r").readline().strip() == "ok":
+                conn.settimeout(None)
+                return conn
+            conn.close()
         except OSError:
             pass
         if not waiting_logged:
             log(f"Waiting for node rank 0 at {host}:{port}")
             waiting_logged = True
         state.stop.wait(0.5)
-    return False
+    return None
+
+
+def await_rank0(state: State, conn: socket.socket) -> int:
+    """A joined rank runs until rank 0's broadcast (exit 0), or until rank 0 is gone without
+    one (exit 1, as a rank whose collective peers vanished)."""
+    outcome: list[int] = []
+
+    def listen() -> None:
+        try:
+            line = conn.makefile("r").readline().strip()
+        except OSError:
+            line = ""
+        if line == "shutdown":
+            log(f"Node rank {state.args.node_rank}: ShutdownReq from rank 0; exiting")
+            outcome.append(0)
+        elif not state.stop.is_set():
+            log(f"Node rank {state.args.node_rank}: lost rank 0 without a shutdown", sys.stderr)
+            outcome.append(1)
+        state.stop.set()
+
+    threading.Thread(target=listen, name="rank0", daemon=True).start()
+    state.stop.wait()
+    conn.close()
+    return outcome[0] if outcome else 0
 
 
 # --- main ------------------------------------------------------------------------------
@@ -541,7 +593,21 @@ def main(argv: list[str] | None = None) -> int:
     state = State(parsed)
     args = state.args
 
+    waits_for_rank0 = (
+        args.nnodes > 1
+        and args.node_rank > 0
+        and at_least(__version__, NONZERO_RANK_WAITS_FOR_RANK0)
+    )
+
     def on_signal(signum, frame):
+        if waits_for_rank0 and state.joined and signum == signal.SIGTERM:
+            # SGLang >= 0.5.21 (entrypoints/engine.py): the handler only logs.
+            log(
+                f"SIGTERM received on node_rank {args.node_rank}; waiting for the rank-0 "
+                "ShutdownReq broadcast to stop the schedulers.",
+                sys.stderr,
+            )
+            return
         # Not state.stop.set() here: the handler may run while this thread holds the
         # event's lock (inside Event.wait), and that lock is not reentrant.
         threading.Thread(target=state.stop.set, name="signal", daemon=True).start()
@@ -605,15 +671,21 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.nnodes > 1 and args.node_rank > 0:
         # As SGLang's: ranks other than 0 run schedulers only, no HTTP server.
-        if rendezvous_join(state):
-            log(
-                f"Node rank {args.node_rank} joined rank 0 at {args.dist_init_addr}; "
-                "non-zero ranks serve no HTTP"
-            )
-            record.update(state="joined")
-        state.stop.wait()
-        record.update(state="stopped", exit_code=0, stopped_at=time.time())
-        return 0
+        conn = rendezvous_join(state)
+        if conn is None:
+            record.update(state="stopped", exit_code=0, stopped_at=time.time())
+            return 0
+        state.joined = True
+        log(
+            f"Node rank {args.node_rank} joined rank 0 at {args.dist_init_addr}; "
+            "non-zero ranks serve no HTTP"
+        )
+        record.update(state="joined")
+        code = await_rank0(state, conn)
+        record.update(
+            state="stopped" if code == 0 else "failed", exit_code=code, stopped_at=time.time()
+        )
+        return code
 
     try:
         listener = rendezvous_head(state) if args.nnodes > 1 else None
@@ -632,6 +704,7 @@ def main(argv: list[str] | None = None) -> int:
     warmup = 0.0 if args.skip_server_warmup else env_seconds("SGLANG_STANDIN_WARMUP_S", 2.0)
     load = min(warmup, env_seconds("SGLANG_STANDIN_LOAD_S", min(warmup * LOAD_SHARE, MAX_LOAD_S)))
     if state.stop.wait(load):
+        broadcast_shutdown(state)
         record.update(state="stopped", exit_code=0, stopped_at=time.time())
         return 0
     try:
@@ -686,6 +759,7 @@ def main(argv: list[str] | None = None) -> int:
         f"Gracefully exiting... Remaining number of requests {state.in_flight()}. "
         "Remaining requests remaining_rids=[]."
     )
+    broadcast_shutdown(state)
     state.schedulers.stop()
     if listener is not None:
         listener.close()
