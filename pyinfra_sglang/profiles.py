@@ -282,7 +282,77 @@ class Profile(BaseModel):
             "systemd ignores a span it cannot parse, and the stop would wait its default."
         ),
     )
-    min_total_gpu_memory_gb: float = Field(gt=0, description="GPU memory over all GPUs needed.")
+    # The model's size, from which the GPU-memory floor follows per GPU (memory_fit.py).
+    weights_gb: float | None = Field(
+        None,
+        gt=0,
+        description=(
+            "The checkpoint's weight tensors, decimal GB as the Hub lists them (every layer, "
+            "the MTP layer included): spread over the tensor-parallel ranks. Unset: "
+            "min_total_gpu_memory_gb is the floor instead."
+        ),
+    )
+    num_layers: int | None = Field(
+        None, ge=1, description="The model's layers (num_hidden_layers in its config.json)."
+    )
+    mtp_layers: int = Field(
+        0,
+        ge=0,
+        description=(
+            "Next-token (MTP) layers in the checkpoint (num_nextn_predict_layers): what mtp "
+            "needs; 0: none, and mtp is refused."
+        ),
+    )
+    kv_bytes_per_token: dict[Annotated[str, Field(pattern=r"^[a-z0-9_]+$")], int] = Field(
+        default_factory=dict,
+        description=(
+            "KV cache bytes per token over all layers, per kv_cache_dtype (auto: unset), as "
+            "one rank holds them before a tensor-parallel split."
+        ),
+    )
+    kv_split_over_tp: bool = Field(
+        True,
+        description=(
+            "The KV cache is split over tensor-parallel ranks (by KV heads); false for MLA, "
+            "whose one latent head every rank holds whole."
+        ),
+    )
+    min_kv_tokens: int | None = Field(
+        None, ge=1, description="Tokens the KV cache must hold at least (the fit check's floor)."
+    )
+    gpu_overhead_gb: float = Field(
+        0,
+        ge=0,
+        description=(
+            "Per GPU, GiB, inside mem_fraction_static beyond weights and KV cache (buffers, "
+            "pools): counted by the fit check."
+        ),
+    )
+    min_total_gpu_memory_gb: float | None = Field(
+        None,
+        gt=0,
+        description=(
+            "A plain floor, GPU memory over all GPUs, for a profile that does not state its "
+            "model's size (weights_gb); not both."
+        ),
+    )
+    # MTP: speculative decoding with the model's own next-token layer as the draft.
+    mtp: bool = Field(
+        False,
+        description=(
+            "Speculative decoding with the model's next-token (MTP) layer; needs mtp_layers. "
+            "Off by default."
+        ),
+    )
+    mtp_num_steps: int = Field(
+        3,
+        ge=1,
+        le=16,
+        description=(
+            "Draft steps per verify (--speculative-num-steps; topk 1, steps + 1 draft tokens). "
+            "3 is SGLang's own choice for DeepSeek- and GLM-MoE models."
+        ),
+    )
     # Decode roofline inputs (diagnosis/roofline.py): weights read per generated token.
     active_params_b: float | None = Field(
         None, gt=0, description="Parameters read per token, billions (MoE: the active ones)."
@@ -352,6 +422,39 @@ class Profile(BaseModel):
         if self.revision and is_local_model(self.model):
             raise ValueError(
                 f"revision is set but model {self.model} is a local path (served as it is there)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _one_memory_floor(self) -> Profile:
+        if self.weights_gb is None and self.min_total_gpu_memory_gb is None:
+            raise ValueError(
+                "set weights_gb (the model's weights, GB; the GPU-memory floor follows from "
+                "it) or min_total_gpu_memory_gb (a plain floor over all GPUs)"
+            )
+        if self.weights_gb is not None and self.min_total_gpu_memory_gb is not None:
+            raise ValueError(
+                f"weights_gb ({self.weights_gb:g}) and min_total_gpu_memory_gb "
+                f"({self.min_total_gpu_memory_gb:g}) are both set: the floor follows from "
+                "weights_gb; unset one of them (in overrides: null)"
+            )
+        if self.min_kv_tokens and not self.kv_bytes_per_token:
+            raise ValueError("min_kv_tokens is set but kv_bytes_per_token is not: set both")
+        return self
+
+    @model_validator(mode="after")
+    def _mtp_needs_an_mtp_layer(self) -> Profile:
+        if self.mtp and not self.mtp_layers:
+            raise ValueError(
+                f"mtp is true but model {self.model} has no MTP (next-token) layer "
+                "(mtp_layers = 0): speculative decoding with MTP needs one; allowed: mtp = "
+                "false, or a model whose config.json has num_nextn_predict_layers >= 1 "
+                "(set mtp_layers to it)"
+            )
+        if self.mtp_layers and self.weights_gb is not None and self.num_layers is None:
+            raise ValueError(
+                "mtp_layers is set but num_layers is not: the MTP layer's share of weights_gb "
+                "is counted by layers"
             )
         return self
 

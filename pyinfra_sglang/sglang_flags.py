@@ -83,3 +83,20 @@ def flag_for(intent: str, sglang_version: str | Version) -> str:
             "that has it, or use a profile without it"
         )
     return flag
+
+
+def mtp_intents(enabled: bool, num_steps: int) -> dict[str, object]:
+    """The speculative-decoding intents MTP sets (data/sglang_flags.toml [mtp]): None for
+    each when it is off, so none reaches the command line."""
+    intents = (
+        "speculative_algorithm",
+        "speculative_num_steps",
+        "speculative_eagle_topk",
+        "speculative_num_draft_tokens",
+    )
+    if not enabled:
+        return dict.fromkeys(intents)
+    mtp = data.load("sglang_flags")["mtp"]
+    # With topk 1, SGLang verifies steps + 1 tokens (and forces that count when it differs).
+    values = (mtp["algorithm"], num_steps, mtp["eagle_topk"], num_steps + 1)
+    return dict(zip(intents, values, strict=True))

@@ -32,7 +32,7 @@ import pytest
 
 from pyinfra_sglang.gpus import known_archs
 from pyinfra_sglang.inventory import HostConfig
-from pyinfra_sglang.profiles import available_profiles, load_profile
+from pyinfra_sglang.profiles import available_profiles, load_profile, merge_overrides
 from pyinfra_sglang.render import RenderError, profile_for_gpus, render_config_yaml, server_args
 from pyinfra_sglang.sglang_flags import FlagVersionError, flag_table
 from pyinfra_sglang.versions import parse_version
@@ -67,20 +67,32 @@ class Layout:
     node_rank: int = 0
     dist_init_addr: str | None = None
     api_key: str | None = None
+    mtp: bool = False  # sglang_profile_overrides {"mtp": true}: the speculative flags
 
 
 LAYOUTS = (
     Layout("1-node-api-key", api_key=API_KEY),
     Layout("2-nodes-rank-1", nnodes=2, node_rank=1, dist_init_addr="10.0.0.1:50000"),
 )
-CASES = [(name, arch, layout) for name in PROFILES for arch in ARCHS[name] for layout in LAYOUTS]
+# MTP, for each profile whose model has a next-token layer (the others refuse it).
+MTP_LAYOUT = Layout("1-node-mtp", api_key=API_KEY, mtp=True)
+MTP_PROFILES = [name for name in PROFILES if load_profile(name).mtp_layers]
+CASES = [
+    (name, arch, layout)
+    for name in PROFILES
+    for arch in ARCHS[name]
+    for layout in LAYOUTS + ((MTP_LAYOUT,) if name in MTP_PROFILES else ())
+]
 
 
 def render(profile_name: str, version: str, arch: str, layout: Layout) -> list[str]:
     """The argv a host with GPUs of ``arch`` gets: the profile resolved for them, as the
     service role renders it (profile_for_gpus refuses what cannot run there)."""
+    profile = load_profile(profile_name)
+    if layout.mtp:
+        profile = merge_overrides(profile, {"mtp": True})
     return server_args(
-        profile_for_gpus(load_profile(profile_name), arch, version),
+        profile_for_gpus(profile, arch, version),
         version,
         TP_SIZE,
         HOST,
@@ -291,6 +303,34 @@ def test_flag_table_matches_the_real_parser(sglang_parsers, version):
         f"SGLang {version}'s parser has {', '.join(present)}, which data/sglang_flags.toml "
         "says it does not"
     )
+
+
+def test_mtp_is_parsed_by_every_release_that_renders_glm5():
+    """The MTP command line (GLM-5's next-token layer as the draft) goes through each pinned
+    release's parser: the CASES above include it; here, that it is really rendered and its
+    speculative flags stand where the flag table puts them."""
+    assert MTP_PROFILES == ["glm-5-nvfp4", "glm-5-nvfp4-dense"]
+    rendered = 0
+    for version in VERSIONS:
+        try:
+            argv = render("glm-5-nvfp4", version, "sm_100", MTP_LAYOUT)
+        except FlagVersionError:
+            continue
+        rendered += 1
+        at = argv.index("--speculative-algorithm")
+        assert argv[at : at + 8] == [
+            "--speculative-algorithm",
+            "EAGLE",
+            "--speculative-num-steps",
+            "3",
+            "--speculative-eagle-topk",
+            "1",
+            "--speculative-num-draft-tokens",
+            "4",
+        ], (version, argv)
+        without = render("glm-5-nvfp4", version, "sm_100", LAYOUTS[0])
+        assert not [word for word in without if word.startswith("--speculative")], without
+    assert rendered == len(VERSIONS)
 
 
 def test_glm5_on_sm120_never_names_trtllm():

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from pyinfra_sglang.memory_fit import holds
 from pyinfra_sglang.profiles import (
     PROFILE_FIELDS,
     Profile,
@@ -61,7 +62,13 @@ def test_reference_profile():
     assert profile.disable_shared_experts_fusion is True
     assert profile.watchdog_timeout_s == 1800
     assert profile.start_timeout_s == 1200
-    assert profile.min_total_gpu_memory_gb == 480
+    # The real checkpoint at the pinned revision (FACTS.md): 460.8 GB, 78 layers + 1 MTP layer;
+    # the floor follows from it (memory_fit.py), no fixed total.
+    assert profile.min_total_gpu_memory_gb is None
+    assert (profile.weights_gb, profile.num_layers, profile.mtp_layers) == (460.8, 78, 1)
+    assert profile.kv_bytes_per_token == {"fp8_e4m3": 61464, "bf16": 100152}
+    assert profile.kv_split_over_tp is False and profile.min_kv_tokens == 131072
+    assert profile.mtp is False  # MTP is an option, off by default
     assert profile.min_sglang_version == "0.5.9"
     # Pinned: every host, every node of a group, serves the same weights.
     assert profile.revision == "dc54ff55a7e9e71b85db953d8bc22eca894b44c6"
@@ -114,7 +121,9 @@ def test_generic_dense_profile_is_modest_and_takes_all_gpus():
     assert profile.tp_size is None
     assert profile.quantization is None
     assert profile.sparse_attention_prefill_backend is None
-    assert profile.min_total_gpu_memory_gb <= 32
+    # Its placeholder (Qwen3-8B, 16.4 GB in bf16) fits one 24 GB GPU with its KV floor.
+    assert profile.weights_gb == 16.4 and profile.min_total_gpu_memory_gb is None
+    assert holds(profile, 1, 24) and not holds(profile, 1, 16)
 
 
 def test_unknown_key_names_the_file_and_suggests(tmp_path):
@@ -145,7 +154,17 @@ def test_bad_values_are_all_named_with_their_values(tmp_path):
 
 def test_missing_required_fields(tmp_path):
     write(tmp_path, "mine", 'description = "nothing else"\n')
-    with pytest.raises(ProfileError, match=r"(?s)model: Field required.*min_total_gpu_memory_gb"):
+    with pytest.raises(ProfileError, match=r"model: Field required"):
+        load_profile("mine", [tmp_path])
+    # A model without its size, or with both kinds of floor: the two ways are named.
+    write(tmp_path, "mine", 'model = "a/b"\n')
+    with pytest.raises(ProfileError, match=r"set weights_gb .* or min_total_gpu_memory_gb"):
+        load_profile("mine", [tmp_path])
+    write(tmp_path, "mine", 'model = "a/b"\nweights_gb = 16\nmin_total_gpu_memory_gb = 24\n')
+    with pytest.raises(ProfileError, match=r"weights_gb \(16\) and min_total_gpu_memory_gb \(24\)"):
+        load_profile("mine", [tmp_path])
+    write(tmp_path, "mine", 'model = "a/b"\nweights_gb = 16\nmin_kv_tokens = 4096\n')
+    with pytest.raises(ProfileError, match="min_kv_tokens is set but kv_bytes_per_token is not"):
         load_profile("mine", [tmp_path])
 
 

@@ -409,25 +409,32 @@ def test_intent_the_release_lacks_is_an_error_naming_flags_and_release():
 
 @pytest.mark.parametrize(
     ("gpus", "memory_gb", "fits"),
-    [(8, 96, True), (5, 96, True), (4, 96, False), (4, 180, True), (2, 141, False), (1, 96, False)],
+    [(8, 96, True), (5, 96, False), (4, 96, False), (4, 180, True), (2, 141, False)]
+    + [(1, 96, False)],
 )
 def test_fit_of_the_reference_profile(gpus, memory_gb, fits):
     profile = load_profile("glm-5-nvfp4")
     if fits:
         check_fit(profile, gpus, memory_gb)
     else:
-        with pytest.raises(GpuFitError, match=r"needs at least 480 GB of GPU memory in total"):
+        with pytest.raises(GpuFitError, match=rf"does not fit {gpus} x {memory_gb} GB"):
             check_fit(profile, gpus, memory_gb)
 
 
 def test_fit_error_says_need_have_and_what_to_do():
     with pytest.raises(GpuFitError) as error:
         check_fit(load_profile("glm-5-nvfp4"), 4, 96)
+    # Per GPU at the planned tensor-parallel size: the weights' share (460.8 GB = 429.2 GiB,
+    # less the MTP layer's 1/79 with MTP off, / 4 = 105.9), KV cache for the profile's 131072
+    # tokens (no dtype at the top level: the largest listed, bf16, 100152 B each: 12.2), the
+    # 8 GiB overhead, against 0.92 x 96.
     assert str(error.value) == (
-        "profile glm-5-nvfp4 needs at least 480 GB of GPU memory in total; 4 x 96 GB = 384 GB "
-        "here. Use 8 GPUs of 96 GB (tensor parallelism needs a GPU count that splits the "
-        "model's 64 attention heads; 8, 16, 32, 64 hold it), larger GPUs, or a profile for a "
-        "smaller model"
+        "profile glm-5-nvfp4 does not fit 4 x 96 GB at tensor-parallel size 4: each GPU needs "
+        "126.2 GiB (weights 105.9 (460.8 GB less the MTP layer / 4) + KV cache for 131072 "
+        "tokens 12.2 + overhead 8.0), but mem_fraction_static 0.92 x 96 GB = 88.3 GiB is what "
+        "SGLang gives weights and KV cache. Use 8 GPUs of 96 GB (tensor parallelism needs a GPU "
+        "count that splits the model's 64 attention heads; 8, 16, 32, 64 hold it), larger "
+        "GPUs, or a profile for a smaller model"
     )
 
 
@@ -816,8 +823,8 @@ def test_render_command_refuses_what_does_not_fit(capsys):
     )
     captured = capsys.readouterr()
     assert code == 1 and captured.out == ""
-    assert "refused: profile glm-5-nvfp4 needs at least 480 GB" in captured.err
-    assert "4 x 96 GB = 384 GB" in captured.err
+    assert "refused: profile glm-5-nvfp4 does not fit 4 x 96 GB" in captured.err
+    assert "each GPU needs 121.4 GiB" in captured.err
 
 
 def test_render_command_version_error(capsys):

@@ -10,7 +10,16 @@ import pytest
 from pyinfra.api.exceptions import OperationError
 from pyinfra.facts.systemd import SystemdStatus
 
-from checks.facts import FileDigests, HttpStatus, NvidiaGpus, NvidiaTopology
+from checks.facts import (
+    FileDigests,
+    HttpStatus,
+    IommuState,
+    NvidiaGpus,
+    NvidiaP2P,
+    NvidiaTopology,
+    PcieAcs,
+    Virtualization,
+)
 from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.parsers.nvidia_smi import GPU_QUERY_FIELDS
 from pyinfra_sglang.render import GpuFitError, NodePosition, RenderError
@@ -29,6 +38,15 @@ TOPO_RTX_X8 = NvidiaTopology().process(
     captured_lines("rtxpro6000x8-pcie-from-smiq", "nvidia-smi topo -m")
 )
 PUBLIC = Path(__file__).resolve().parents[1] / "fixtures" / "gpu" / "public"
+FACTS = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
+# What the H200 VM allows for peer traffic, as the role reads it (checks/peer_path.py):
+# NVML's P2P matrix and IOMMU of the same machine; a VM with no lspci (ACS not read).
+PEER_H200X2 = {
+    NvidiaP2P: NvidiaP2P().process(captured_lines("h200x2-nvlink-vm", "nvidia-smi topo -p2p r")),
+    PcieAcs: PcieAcs().process(["### lspci no"]),
+    IommuState: IommuState().process((FACTS / "iommu_h200_vm.txt").read_text().splitlines()),
+    Virtualization: Virtualization().process(["none", "kvm"]),
+}
 
 
 def public_topology(name: str) -> dict:
@@ -164,7 +182,7 @@ def test_a_backend_the_kernels_reject_is_refused_even_when_the_inventory_asks():
 
 def test_two_gpus_cannot_hold_glm5():
     config = HostConfig(sglang_model_profile="glm-5-nvfp4-dense")
-    with pytest.raises(Exception, match="480 GB"):
+    with pytest.raises(Exception, match="does not fit 2 x"):
         render_for(RTX_X8[:2], config)
 
 
@@ -202,6 +220,7 @@ def apply_with_rollback(gpus, keep_previous: bool, restart=("sglang.service",)) 
             {
                 NvidiaGpus: H200X2,
                 NvidiaTopology: TOPO_H200X2,
+                **PEER_H200X2,
                 FileDigests: ON_HOST,
                 SystemdStatus: {"sglang.service": True},
                 HttpStatus: 200,
@@ -217,6 +236,7 @@ def apply_with_rollback(gpus, keep_previous: bool, restart=("sglang.service",)) 
             {
                 NvidiaGpus: H200X2,
                 NvidiaTopology: TOPO_H200X2,
+                **PEER_H200X2,
                 FileDigests: ON_HOST,
                 SystemdStatus: {"sglang.service": True},
                 HttpStatus: 503,
@@ -231,6 +251,7 @@ def apply_with_rollback(gpus, keep_previous: bool, restart=("sglang.service",)) 
             {
                 NvidiaGpus: H200X8,
                 NvidiaTopology: {},  # no 8x H200 capture: the spec table says NVLink
+                **PEER_H200X2,
                 FileDigests: ON_HOST,
                 SystemdStatus: {"sglang.service": True},
             },
@@ -244,6 +265,7 @@ def apply_with_rollback(gpus, keep_previous: bool, restart=("sglang.service",)) 
             {
                 NvidiaGpus: H200X2,
                 NvidiaTopology: TOPO_H200X2,
+                **PEER_H200X2,
                 FileDigests: ON_HOST,
                 SystemdStatus: {"sglang.service": False},
             },

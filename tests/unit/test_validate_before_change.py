@@ -69,11 +69,11 @@ def in_tmp(tmp_path, monkeypatch):
 def test_what_only_the_gpus_would_refuse_is_refused_by_validate(tmp_path):
     # Before: validate said ok; the fit check ran only once nvidia-smi saw GPUs, after the
     # driver and CUDA were installed. The host cannot be read yet, so the largest GPU of the
-    # profile's architectures is assumed (a B200, 180 GB): 2 of them cannot hold 480 GB.
+    # profile's architectures is assumed (a B200, 180 GB): 2 of them cannot hold GLM-5.
     data = {**SSH_YES, "sglang_model_profile": "glm-5-nvfp4", "expected_gpu_count": 2}
     problem = only_problem(tmp_path, {"gpu1": data})
     assert (problem.host, problem.field, problem.value) == ("gpu1", "expected_gpu_count", "2")
-    assert "needs at least 480 GB" in problem.message and "2 x NVIDIA B200" in problem.message
+    assert "does not fit 2 x 180 GB" in problem.message and "2 x NVIDIA B200" in problem.message
 
 
 def test_a_tp_size_larger_than_the_planned_gpus_is_refused(tmp_path):
@@ -132,9 +132,9 @@ def test_planned_gpus_are_the_largest_of_the_profiles_archs():
     glm = load_profile("glm-5-nvfp4")  # sm_100 / sm_120
     planned = planned_gpus(HostConfig(expected_gpu_count=8), glm)
     assert planned.arch in ("sm_100", "sm_120") and planned.count == 8
-    # Unset: the fewest GPUs that hold the profile.
+    # Unset: the fewest GPUs that hold the profile (3 B200s would, per GPU; 64 heads need 4).
     fewest = planned_gpus(HostConfig(), glm)
-    assert fewest.count * fewest.memory_gb >= 480 > (fewest.count - 1) * fewest.memory_gb
+    assert (fewest.count, fewest.memory_gb) == (4, 180)
     assert planned_gpus(HostConfig(), dense).count == 1
 
 

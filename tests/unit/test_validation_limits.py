@@ -84,10 +84,11 @@ def test_the_refusal_names_the_sizes_that_hold_the_model_too():
     with pytest.raises(TensorParallelError) as error:
         tp_size_for(glm, 6, gpu_memory_gb=180)
     assert "set tp_size (sglang_profile_overrides) to 4, or use 8 GPUs" in str(error.value)
-    # 6 x 96 GB: neither 1, 2 nor 4 of them hold 480 GB.
+    # 6 x 96 GB: neither 1, 2 nor 4 of them hold GLM-5 (460.8 GB of weights, plus KV cache).
     with pytest.raises(TensorParallelError) as error:
         tp_size_for(glm, 6, gpu_memory_gb=96)
-    assert "none of them holds the profile's 480 GB on 96 GB GPUs: use 8 GPUs" in str(error.value)
+    assert "none of them holds the profile on 96 GB GPUs (at 4, it does not fit" in str(error.value)
+    assert str(error.value).endswith(": use 8 GPUs")
     assert tp_size_for(glm, 8) == 8 and tp_size_for(glm, 8, nnodes=2) == 16
 
 
@@ -125,11 +126,11 @@ def test_a_tp_size_override_that_does_not_split_the_heads_is_refused(tmp_path):
 
 
 def test_the_fit_error_suggests_only_gpu_counts_that_split_the_heads():
-    # 480 GB on 96 GB GPUs: 5 would hold it, but 64 heads cannot be split over 5.
+    # GLM-5 on 96 GB GPUs: 6 would hold it, but 64 heads cannot be split over 6.
     with pytest.raises(GpuFitError) as error:
         check_fit(load_profile("glm-5-nvfp4"), 4, 96)
     message = str(error.value)
-    assert "5 GPUs" not in message
+    assert "6 GPUs" not in message
     assert "Use 8 GPUs of 96 GB" in message and "8, 16, 32, 64 hold it" in message
     # A profile without heads: the plain count, as before.
     with pytest.raises(GpuFitError, match=r"Use at least 2 GPUs of 16 GB"):
@@ -146,12 +147,12 @@ def test_a_tp_size_below_the_gpu_count_must_hold_the_model_itself():
         port=30000,
         venv_path="/opt/sglang/venv",
     )
-    with pytest.raises(GpuFitError, match=r"4 x 96 GB = 384 GB.*tp_size 4 uses 4 of 6 GPUs"):
+    with pytest.raises(GpuFitError, match=r"does not fit 4 x 96 GB.*tp_size 4 uses 4 of 6 GPUs"):
         render_service_files(spec)
 
 
 def test_glm5_without_a_gpu_count_still_validates(tmp_path):
-    # The fewest B200s that hold 480 GB are 3, which 64 heads cannot use: validation plans 4.
+    # The fewest B200s that hold GLM-5 are 3, which 64 heads cannot use: validation plans 4.
     data = {**SSH_YES, "sglang_model_profile": "glm-5-nvfp4"}
     assert validate(tmp_path, {"gpu1": data}) == []
 
