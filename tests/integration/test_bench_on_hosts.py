@@ -173,7 +173,9 @@ def test_a_throughput_drop_fails_the_host(hosts, inventory, tmp_path):
     )
     result = bench(inventory, tmp_path)
     assert result.returncode != 0, result.describe()
-    failures = [x for x in result.stderr.splitlines() if "bench failed:" in x]
+    # The operation's own lines, not the end-of-run summary (which repeats the first failure).
+    run_output = result.stderr.split("--> Summary, one line a host:")[0]
+    failures = [x for x in run_output.splitlines() if "bench failed:" in x]
     assert len(failures) == 2 and all(regressed.address in x for x in failures), result.stderr
     assert "bench failed: concurrency 1: output throughput" in failures[0]
     assert "bench failed: concurrency 4: output throughput" in failures[1]
