@@ -1395,16 +1395,18 @@ def validate_inventory(
     return configs
 
 
-# Validated once per inventory object: the deploy file runs once per host.
-_validated: dict[int, dict[str, HostConfig]] = {}
+# Validated once per inventory object: the deploy file runs once per host. Keyed weakly by
+# the object itself, not its id(): a freed inventory's id is reused by the next one, which
+# then got the stale configs.
+_validated: WeakKeyDictionary[Inventory, dict[str, HostConfig]] = WeakKeyDictionary()
 
 
 def host_config(host: Host) -> HostConfig:
     """The validated config of ``host``; validates the whole inventory on first use."""
-    key = id(host.inventory)
-    if key not in _validated:
-        _validated[key] = validate_inventory(host.inventory)
-    return _validated[key][host.name]
+    inventory = host.inventory
+    if inventory not in _validated:
+        _validated[inventory] = validate_inventory(inventory)
+    return _validated[inventory][host.name]
 
 
 class InventoryFileError(InventoryError):
