@@ -38,6 +38,7 @@ from checks.facts import (
     NvidiaPciDevices,
     NvidiaSmiPackage,
     NvidiaTopology,
+    PcieAcs,
     PythonPackages,
     SecureBootState,
     SnapshotDamage,
@@ -47,6 +48,7 @@ from checks.facts import (
 )
 from checks.failures import fail_run
 from checks.host_context import host_position, ship_and_run
+from checks.peer_path import read_peer_path
 from checks.run_summary import run_inventory
 from pyinfra_sglang import data
 from pyinfra_sglang.audit.judge import audit_report, judge, serves_here, unit_installed
@@ -73,6 +75,7 @@ from pyinfra_sglang.model_snapshot import (
     snapshot_folder,
 )
 from pyinfra_sglang.nvidia import REBOOT_REQUIRED, all_kernel_module_packages, upstream_version
+from pyinfra_sglang.pcie import peer_probe_timeout_s
 from pyinfra_sglang.run_summary import prefixed
 from pyinfra_sglang.service_files import (
     UNIT_NAME,
@@ -113,7 +116,9 @@ def copy_load(config: HostConfig) -> str:
 
 
 def link_probe(config: HostConfig) -> str:
-    return ship_and_run("link_probe.py", f"{config.venv_path}/bin/python", [])
+    # The peer tests' deadline: a hang becomes p2p-probe-hang, not a killed probe.
+    args = ["--peer-timeout", str(peer_probe_timeout_s())]
+    return ship_and_run("link_probe.py", f"{config.venv_path}/bin/python", args)
 
 
 def json_output(lines: list[str]) -> dict | None:
@@ -177,7 +182,8 @@ def read_unit_files(config: HostConfig, gpus: list[dict]) -> UnitFiles:
         secrets = read_secrets(config, host.name)
         topology = host.get_fact(NvidiaTopology) if len(gpus) > 1 else None
         node = host_position(config, host)
-        files = service_files(config, host.name, gpus, node, secrets, topology)
+        peer = read_peer_path(host, len(gpus))
+        files = service_files(config, host.name, gpus, node, secrets, topology, peer)
     except (PyinfraError, ValueError, OSError) as error:
         return UnitFiles(problem=str(error))
     expected = {f.path: hashlib.sha256(f.content.encode()).hexdigest() for f in files.files}
@@ -296,6 +302,7 @@ def read_facts(config: HostConfig, expected: AuditExpectations) -> AuditFacts:
         model=read_model(config),
         flash_attn=read_flash_attn(packages),
         nvidia_pci_devices=host.get_fact(NvidiaPciDevices),
+        pcie_acs=host.get_fact(PcieAcs) if len(gpus) > 1 else None,
     )
     if not gpus:
         return facts

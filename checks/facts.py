@@ -18,6 +18,7 @@ from pyinfra_sglang.parsers.nvidia_smi import (
     parse_loaded_module,
     parse_nvcc_release,
 )
+from pyinfra_sglang.parsers.pcie_acs import PcieAcsDict, parse_pcie_acs
 from pyinfra_sglang.parsers.system import (
     AptSourceEntry,
     DkmsStateDict,
@@ -78,6 +79,34 @@ class NvidiaPciDevices(FactBase[int]):
 
     def process(self, output) -> int:
         return sum(1 for line in output if line.strip().startswith(("0x0300", "0x0302")))
+
+
+class PcieAcs(FactBase[PcieAcsDict]):
+    """PCIe ACS control of every bridge above each NVIDIA GPU (see parse_pcie_acs): each
+    GPU's resolved sysfs path names its bridges (parents), then ``lspci -vvv`` of each.
+    lspci shows capabilities to root only; run without, the state reads as unknown."""
+
+    @staticmethod
+    def default() -> PcieAcsDict:
+        return {"lspci": False, "gpus": {}, "bridges": {}}
+
+    # ``devices``: the sysfs folder of PCI devices (a test points it at a copy).
+    def command(self, devices: str = "/sys/bus/pci/devices") -> str:
+        return (
+            "command -v lspci >/dev/null 2>&1 && echo '### lspci yes' || echo '### lspci no'; "
+            f"bridges=; for d in {shlex.quote(devices)}/*; do "
+            '[ "$(cat "$d/vendor" 2>/dev/null)" = 0x10de ] || continue; '
+            'case "$(cat "$d/class")" in 0x0300*|0x0302*) ;; *) continue ;; esac; '
+            'p=$(readlink -f "$d"); echo "### gpu $p"; q=${p%/*}; '
+            'while [ -e "$q/vendor" ]; do bridges="$bridges ${q##*/}"; q=${q%/*}; done; '
+            "done; "
+            "if command -v lspci >/dev/null 2>&1; then "
+            "for b in $(printf '%s\\n' $bridges | sort -u); do lspci -vvv -D -s \"$b\"; done; "
+            "fi; true"
+        )
+
+    def process(self, output) -> PcieAcsDict:
+        return parse_pcie_acs(output)
 
 
 class KernelHeaders(FactBase[KernelHeadersDict]):

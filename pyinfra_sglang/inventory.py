@@ -44,6 +44,7 @@ from pyinfra_sglang import data
 from pyinfra_sglang.arch import FlashAttnArch
 from pyinfra_sglang.gpus import UnknownGpuError, gpu_by_name, gpu_names
 from pyinfra_sglang.multinode_firewall import filtered_ports, port_in_filtered_ranges
+from pyinfra_sglang.p2p import check_p2p_env
 
 if TYPE_CHECKING:
     from pyinfra.api.host import Host
@@ -392,7 +393,8 @@ class HostConfig(BaseModel):
         default_factory=dict,
         description=(
             "Environment variables of this host's SGLang server, over the profile's env and the "
-            'NCCL hints read from the topology, e.g. `{"NCCL_P2P_LEVEL": "SYS"}`. Not for the '
+            'NCCL hints read from the host, e.g. `{"NCCL_P2P_LEVEL": "SYS"}` or '
+            '`{"NCCL_P2P_DISABLE": "1"}` (either one replaces the P2P hint). Not for the '
             "variables pyinfra-sglang sets itself (caches, PATH, CUDA_HOME, HF_TOKEN, HF_HUB_*)."
         ),
         json_schema_extra=_allowed("a mapping of variable names to one-line values"),
@@ -675,6 +677,14 @@ class HostConfig(BaseModel):
                 "serves is the trust anchor of every NVIDIA package. Use https://, or pin the "
                 "keyring's sha256 in nvidia_keyring_sha256",
             )
+        return self
+
+    @model_validator(mode="after")
+    def _nccl_p2p_values(self) -> HostConfig:
+        # A misspelt level makes NCCL warn and fall back to its default silently.
+        problem = check_p2p_env(self.sglang_env)
+        if problem:
+            raise _field_error("sglang_env", problem)
         return self
 
     @model_validator(mode="after")

@@ -1,4 +1,5 @@
-"""PCIe link rates (data/pcie.toml): theoretical bandwidth of a link by generation and width."""
+"""PCIe (data/pcie.toml): theoretical bandwidth of a link by generation and width; the ACS
+flags that redirect peer traffic; the link probe's deadline for its peer tests."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ class PcieGeneration:
 
 def pcie_generation(gen: int) -> PcieGeneration:
     """The table's entry for PCIe generation ``gen``; ValueError for one it lacks."""
-    table = data.load("pcie")
+    # Generations are the table's numeric keys; [acs] and [peer_probe] sit beside them.
+    table = {key: value for key, value in data.load("pcie").items() if key.isdigit()}
     entry = table.get(str(gen))
     if entry is None:
         raise ValueError(f"unknown PCIe generation {gen!r}; known: {', '.join(sorted(table))}")
@@ -36,3 +38,13 @@ def pcie_bandwidth_gbs(gen: int, width: int) -> float:
         raise ValueError(f"PCIe link width must be 1 or more lanes, not {width!r}")
     spec = pcie_generation(gen)
     return spec.transfer_rate_gts * width * spec.encoding_efficiency / 8
+
+
+def acs_redirect_flags() -> tuple[str, ...]:
+    """ACSCtl flags that send peer traffic up to the root complex (ReqRedir, CmpltRedir)."""
+    return tuple(data.load("pcie")["acs"]["redirect_flags"])
+
+
+def peer_probe_timeout_s() -> int:
+    """Seconds each peer stage of the link probe may run before it counts as hung."""
+    return int(data.load("pcie")["peer_probe"]["timeout_s"])

@@ -27,8 +27,8 @@ from pyinfra.api.exceptions import PyinfraError
 
 from pyinfra_sglang import data, memory_fit, paths
 from pyinfra_sglang.arch import Arch, as_sm
-from pyinfra_sglang.p2p import P2P_KEYS, P2PHint, PeerPath, disable_env, p2p_hint
 from pyinfra_sglang.attention_backends import backend_problems, check_release_for_arch, refusal
+from pyinfra_sglang.p2p import P2P_KEYS, P2PHint, PeerPath, disable_env, p2p_hint
 from pyinfra_sglang.profiles import (
     Profile,
     allowed_tp_sizes,

@@ -90,6 +90,12 @@ class ServiceFiles:
     rolling_batch: int = 1
     # The members of a multi-node group come up together or all roll back.
     multinode_group: str | None = None
+    # This node's rank, the group's hosts in rank order, rank 0's health URL (as rank 0
+    # reaches it) and whether the release needs rank 0 stopped first (rank0_stops_first).
+    node_rank: int = 0
+    group_hosts: tuple[str, ...] = ()
+    rank0_health_url: str | None = None
+    rank0_first: bool = False
 
 
 def service_file_path(kind: str) -> str:
@@ -138,6 +144,14 @@ def router_requirements(sglang_version: str) -> dict[str, str]:
         )
     latest = max(pinned, key=lambda pin: parse_version(pin["sglang"]))
     return {latest["package"]: latest["router"]}
+
+
+def rank0_stops_first(sglang_version: str) -> bool:
+    """Whether a multi-node group of this SGLang release must stop rank 0 before the other
+    ranks, which from then on wait for its shutdown broadcast (data/sglang_service.toml
+    [multinode])."""
+    boundary = data.load("sglang_service")["multinode"]["rank0_stops_first_from"]
+    return parse_version(sglang_version) >= parse_version(boundary)
 
 
 def node_position(

@@ -50,8 +50,10 @@ from pyinfra_sglang.service_files import (
     ROUTER_UNIT_PATH,
     ServiceFiles,
     cache_folders,
+    rank0_stops_first,
     read_secrets,
     router_requirements,
+    server_url,
     service_file_path,
     service_files,
 )
@@ -103,11 +105,18 @@ def host_service_files(config: HostConfig, gpus: list[dict] | None = None) -> Se
     peer = read_peer_path(host, len(gpus))
     node = host_position(config, host)
     service = service_files(config, host.name, gpus, node, secrets, topology, peer)
+    group = config.sglang_multinode_group
+    members = tuple(m.name for m in host.inventory.get_group(group)) if group else ()
+    rank0 = host_config(host.inventory.get_host(members[0])) if members else None
     return replace(
         service,
         rolling_group=rolling_group(host),
         rolling_batch=config.sglang_rolling_batch,
-        multinode_group=config.sglang_multinode_group,
+        multinode_group=group,
+        node_rank=node.rank,
+        group_hosts=members,
+        rank0_health_url=f"{server_url(rank0)}/health" if rank0 else None,
+        rank0_first=bool(members) and rank0_stops_first(config.sglang_version),
     )
 
 
@@ -322,11 +331,20 @@ class _GroupApply:
     members: set[str] = field(default_factory=set)
     outcomes: dict[str, str | None] = field(default_factory=dict)
     done: Event = field(default_factory=Event)
+    # Rank 0 first (SGLang >= 0.5.21): set once rank 0 has stopped, or once it cannot
+    # (rank0_problem says why; the other members then keep running).
+    rank0_stopped: Event = field(default_factory=Event)
+    rank0_problem: str | None = None
 
     def post(self, name: str, problem: str | None) -> None:
         self.outcomes.setdefault(name, problem)
         if set(self.outcomes) >= self.members:
             self.done.set()
+
+    def rank0_failed(self, problem: str) -> None:
+        if not self.rank0_stopped.is_set():
+            self.rank0_problem = problem
+            self.rank0_stopped.set()
 
 
 _GROUP_APPLIES: WeakKeyDictionary = WeakKeyDictionary()  # pyinfra State -> {group: _GroupApply}
@@ -377,9 +395,56 @@ def _apply_with_rollback(
         group = _group_apply(state, service)
         if group is not None:
             group.post(host.name, message)  # the other members stop waiting for this one
+            if service.node_rank == 0:
+                group.rank0_failed(message)
         logger.error(f"{host.print_prefix}{message}")
         return False
     return True
+
+
+def _restart_rank0_first(state, host_, service: ServiceFiles, unit_list: str):
+    """Restart this member's units in the order its SGLang release needs (from 0.5.21): rank
+    0 stops first, as its stop drains it and sends the shutdown broadcast the other ranks
+    wait for (they ignore SIGTERM, so stopped before it they would wait for the kill
+    timeout); the other ranks then stop at once, and every member starts. Members with
+    nothing to change in this run restart with the group, driven by the lowest-ranked member
+    that applies: a rank 0 left running would hold the group's old rendezvous, and the other
+    ranks exit on its broadcast and stay down (they exit 0; Restart=on-failure). Returns rank
+    0's host when this member drove it (its health is then this member's to wait for)."""
+    q = shlex.quote
+    unit = service.unit_name
+    group = _group_apply(state, service)
+    ranks = service.group_hosts
+    idle = [name for name in ranks if name not in group.members]
+    leader = min(group.members, key=ranks.index)
+    driven = {name: state.inventory.get_host(name) for name in idle} if host_.name == leader else {}
+    rank0 = ranks[0]
+    if service.node_rank == 0:
+        _run(host_, f"systemctl stop {q(unit)}")
+        group.rank0_stopped.set()
+    elif rank0 in driven:
+        logger.info(f"{host_.print_prefix}{unit}: stopping rank 0 ({rank0}) first, its group's")
+        ok, out = run_on_host(driven[rank0], f"systemctl stop {q(unit)}")
+        if not ok:
+            group.rank0_failed(f"could not stop rank 0 ({rank0}): {out}")
+        group.rank0_stopped.set()
+    if not group.rank0_stopped.wait(timeout=service.start_timeout_s):
+        raise OperationError(
+            f"group {service.multinode_group}: rank 0 ({rank0}) did not stop within "
+            f"{service.start_timeout_s} s; this node keeps running"
+        )
+    if group.rank0_problem and service.node_rank != 0:
+        raise OperationError(
+            f"not restarted: rank 0 of group {service.multinode_group} did not stop "
+            f"({group.rank0_problem}); from SGLang 0.5.21 the other ranks stop only after it"
+        )
+    for name, other in driven.items():
+        if name != rank0:
+            run_on_host(other, f"systemctl stop {q(unit)}")  # it got the broadcast: at once
+    _run(host_, f"systemctl restart {unit_list}")
+    for other in driven.values():
+        _run(other, f"systemctl reset-failed {q(unit)} 2>/dev/null; systemctl start {q(unit)}")
+    return driven.get(rank0)
 
 
 def _keep_command(path: str) -> str:
@@ -437,13 +502,21 @@ def _apply(
     units = [Path(f.path).name for f in service.files if f.path.endswith(".service")]
     restarted = list(restart or units)
     unit_list = " ".join(q(name) for name in restarted)
-    _run(
-        host,
-        # reset-failed: a unit its start limit stopped (a crash loop) would refuse the start.
+    # reset-failed: a unit its start limit stopped (a crash loop) would refuse the start.
+    enable = (
         f"systemctl daemon-reload && systemctl enable {' '.join(q(name) for name in units)} && "
-        f"systemctl reset-failed {unit_list} 2>/dev/null; systemctl restart {unit_list}",
+        f"systemctl reset-failed {unit_list} 2>/dev/null;"
     )
+    rank0_host = None
+    if service.rank0_first and unit in restarted:
+        _run(host, f"{enable} true")
+        rank0_host = _restart_rank0_first(state, host, service, unit_list)
+    else:
+        _run(host, f"{enable} systemctl restart {unit_list}")
     problem = _wait_healthy(host, unit, service.health_url, service.start_timeout_s)
+    if problem is None and rank0_host is not None:
+        # Rank 0 had nothing to change, but restarted with the group: it answers for it.
+        problem = _wait_healthy(rank0_host, unit, service.rank0_health_url, service.start_timeout_s)
     if problem is None and service.router_health_url:
         problem = _wait_healthy(
             host, Path(ROUTER_UNIT_PATH).name, service.router_health_url, ROUTER_START_TIMEOUT_S

@@ -122,6 +122,19 @@ CODES: dict[str, Code] = {
         "a GPU pair without P2P reads (`nvidia-smi topo -p2p r` not `OK`), or no such matrix",
     ),
     "iommu-translation": Code(("warn",), "IOMMU on without `iommu=pt`, several GPUs, bare metal"),
+    "pcie-acs": Code(("ok",), "no ACS redirect on the PCIe bridges above the GPUs"),
+    "pcie-acs-redirect": Code(
+        ("fail", "warn"),
+        "PCIe ACS redirects peer traffic (`ReqRedir+`/`CmpltRedir+` in `lspci -vvv`) on a bridge "
+        "above the GPUs: fail where the service forces P2P through the CPU "
+        "(`NCCL_P2P_LEVEL=PHB`/`SYS`; NCCL hangs), warn otherwise (P2P off costs bandwidth; "
+        "NCCL's default still uses P2P behind one switch)",
+    ),
+    "pcie-acs-unknown": Code(
+        ("warn",),
+        "ACS above the GPUs not read: no lspci, no GPU in sysfs, or lspci run without root "
+        "(`Capabilities: <access denied>`)",
+    ),
     # --- audit: SGLang -----------------------------------------------------------------------
     "flash-attn": Code(
         ("ok",),
@@ -165,6 +178,12 @@ CODES: dict[str, Code] = {
     ),
     "peer-bandwidth": Code(("ok",), "GPU->GPU copy bandwidth per pair, against NVLink's rate"),
     "allreduce-bandwidth": Code(("ok",), "NCCL all-reduce bus bandwidth at 1, 16 and 256 MiB"),
+    "p2p-probe-hang": Code(
+        ("fail", "warn"),
+        "the link probe's GPU->GPU copy or NCCL all-reduce test ran past its deadline and was "
+        "killed (peer traffic hangs): fail unless the service already runs with "
+        "`NCCL_P2P_DISABLE=1`",
+    ),
     "link-probe-failed": Code(
         ("warn",),
         "the link probe failed (often GPU memory held by the service); links were not measured",

@@ -20,6 +20,7 @@ from pyinfra_sglang.audit.drift import (
 )
 from pyinfra_sglang.audit.findings import Finding
 from pyinfra_sglang.audit.links import findings_for_links, pcie_links
+from pyinfra_sglang.audit.p2p_path import findings_for_acs, findings_for_probe_hang, service_p2p
 from pyinfra_sglang.audit.record import (
     AuditExpectations,
     AuditFacts,
@@ -33,6 +34,7 @@ from pyinfra_sglang.audit.service import (
 )
 from pyinfra_sglang.audit.topology import findings_for_p2p, findings_for_topology, p2p_all_ok
 from pyinfra_sglang.nvidia import REBOOT_REQUIRED
+from pyinfra_sglang.p2p import PeerPath
 from pyinfra_sglang.parsers.system import detected_vm
 from pyinfra_sglang.parsers.topo import topology_has_nvlink
 
@@ -76,11 +78,23 @@ def _service_findings(expected: AuditExpectations, facts: AuditFacts) -> list[Fi
     return findings
 
 
+def peer_path(facts: AuditFacts) -> PeerPath:
+    """What the host allows for peer traffic, as the deploy reads it (checks/peer_path.py)."""
+    return PeerPath(
+        p2p=facts.p2p, acs=facts.pcie_acs, iommu=facts.iommu, vm=detected_vm(facts.virtualization)
+    )
+
+
 def _load_findings(expected: AuditExpectations, facts: AuditFacts) -> list[Finding]:
     load = facts.load
     findings = findings_for_links(facts.gpus, load.samples, load.kind)
     if load.kind == "probe" and load.probe:
         findings += findings_for_bandwidth(load.probe, pcie_links(facts.gpus), facts.topology)
+    if load.probe:
+        state, _ = service_p2p(
+            expected.nccl_p2p_env, peer_path(facts), facts.topology, len(facts.gpus)
+        )
+        findings += findings_for_probe_hang(load.probe.get("peer_hang"), state)
     if load.probe_failure:
         findings.append(
             Finding(
@@ -111,6 +125,7 @@ CHECKS = (
     "topology",
     "P2P",
     "IOMMU",
+    "PCIe ACS",
     "SGLang release",
     "flash-attn build",
     "SGLang service and unit files",
@@ -158,6 +173,9 @@ def judge(expected: AuditExpectations, facts: AuditFacts) -> list[Finding]:
     findings += findings_for_topology(facts.topology, gpu_count)
     findings += findings_for_p2p(facts.p2p, gpu_count, vm)
     findings += findings_for_iommu(facts.iommu, gpu_count, vm)
+    findings += findings_for_acs(
+        facts.pcie_acs, peer_path(facts), expected.nccl_p2p_env, facts.topology, gpu_count
+    )
     installed_sglang = facts.sglang_version
     findings += findings_for_sglang_version(
         expected.sglang_version, installed_sglang, expected.venv_path

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.nvidia import cuda_paths
+from pyinfra_sglang.p2p import P2P_KEYS
 from pyinfra_sglang.service_files import ROUTER_UNIT_PATH
 
 
@@ -35,6 +36,9 @@ class AuditExpectations:
     flash_attn_cuda_archs: list[str] | None = None
     # The inventory's expected_gpu_model (None: unset, or a record made before it).
     expected_gpu_model: str | None = None
+    # NCCL_P2P_LEVEL / NCCL_P2P_DISABLE as the host's sglang_env sets them ({}: left to the
+    # host's reading; pyinfra_sglang/p2p.py).
+    nccl_p2p_env: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, config: HostConfig, unit_name: str, node_rank: int) -> AuditExpectations:
@@ -52,6 +56,7 @@ class AuditExpectations:
             flash_attn_version=config.flash_attn_version,
             flash_attn_cuda_archs=config.flash_attn_cuda_archs,
             expected_gpu_model=config.expected_gpu_model,
+            nccl_p2p_env={k: v for k, v in config.sglang_env.items() if k in P2P_KEYS},
             node_rank=node_rank,
             router_unit=ROUTER_UNIT_PATH.rsplit("/", 1)[1] if routed else None,
         )
@@ -112,6 +117,9 @@ class AuditFacts:
     flash_attn: dict | None = None
     # NVIDIA display/3D controllers on the PCI bus (NvidiaPciDevices); None: not read.
     nvidia_pci_devices: int | None = None
+    # ACS control of the bridges above each GPU (PcieAcs); None: not read (one GPU, or a
+    # record made before).
+    pcie_acs: dict | None = None
 
     @classmethod
     def from_dict(cls, values: dict) -> AuditFacts:

@@ -8,12 +8,20 @@ link really carries, to set against its theoretical rate.
 
 Prints one JSON object; exits 3 without CUDA. Bounded: each measurement runs SECONDS.
 
+The peer tests (copies, then the all-reduce) run in child processes with a deadline: their
+planned time plus --peer-timeout. Where PCIe ACS or the IOMMU redirect peer traffic they
+hang rather than fail (NVIDIA/nccl#1999, #2079); a child past its deadline is killed and the
+JSON says so under "peer_hang" ({"stage": "copy"|"all-reduce", "limit_s": N}), the
+remaining peer test skipped.
+
     python link_probe.py [--seconds 0.5] [--size-mib 256] [--allreduce-mib 1,16,256]
+                         [--peer-timeout 45]
 """
 
 import argparse
 import json
 import os
+import queue as queues
 import sys
 import time
 
@@ -73,6 +81,35 @@ def peer_links(count: int, size: int, seconds: float) -> list[dict]:
     return results
 
 
+def _peer_worker(count: int, size: int, seconds: float, results) -> None:
+    results.put(peer_links(count, size, seconds))
+
+
+def _kill(processes) -> None:
+    for process in processes:
+        if process.is_alive():
+            process.kill()
+    for process in processes:
+        process.join(5)
+
+
+def bounded_peer_links(count: int, size: int, seconds: float, limit: float):
+    """peer_links in a child process: (rows, None), or (None, hang) past ``limit`` s."""
+    import torch.multiprocessing as mp
+
+    context = mp.get_context("spawn")
+    results = context.Queue()
+    child = context.Process(target=_peer_worker, args=(count, size, seconds, results))
+    child.start()
+    try:
+        rows = results.get(timeout=limit)
+    except queues.Empty:
+        _kill([child])
+        return None, {"stage": "copy", "limit_s": round(limit)}
+    child.join()
+    return rows, None
+
+
 def _allreduce_worker(
     rank: int, world: int, sizes: list[int], seconds: float, port: int, queue
 ) -> None:
@@ -116,7 +153,9 @@ def _allreduce_worker(
     dist.destroy_process_group()
 
 
-def allreduce(count: int, sizes: list[int], seconds: float) -> list[dict]:
+def allreduce(count: int, sizes: list[int], seconds: float, limit: float):
+    """(rows, None), or (None, hang) when rank 0 has no result within ``limit`` s: every
+    rank is killed then (a rank stuck in NCCL never returns by itself)."""
     import socket
 
     import torch.multiprocessing as mp
@@ -126,14 +165,21 @@ def allreduce(count: int, sizes: list[int], seconds: float) -> list[dict]:
         port = probe.getsockname()[1]
     context = mp.get_context("spawn")
     queue = context.Queue()
-    mp.start_processes(
+    ranks = mp.start_processes(
         _allreduce_worker,
         args=(count, sizes, seconds, port, queue),
         nprocs=count,
-        join=True,
+        join=False,
         start_method="spawn",
     )
-    return queue.get(timeout=5)
+    try:
+        rows = queue.get(timeout=limit)
+    except queues.Empty:
+        _kill(ranks.processes)
+        return None, {"stage": "all-reduce", "limit_s": round(limit)}
+    while not ranks.join():
+        pass
+    return rows, None
 
 
 def main() -> int:
@@ -141,21 +187,29 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=0.5)
     parser.add_argument("--size-mib", type=int, default=256)
     parser.add_argument("--allreduce-mib", default="1,16,256")
+    parser.add_argument("--peer-timeout", type=float, default=45.0)
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print(json.dumps({"error": "torch sees no CUDA device"}))
         return 3
     count = torch.cuda.device_count()
     size = args.size_mib * MIB
-    result = {
-        "gpus": host_links(count, size, args.seconds),
-        "peers": peer_links(count, size, args.seconds) if count > 1 else [],
-        "allreduce": allreduce(
-            count, [int(m) * MIB for m in args.allreduce_mib.split(",")], args.seconds
+    sizes = [int(m) * MIB for m in args.allreduce_mib.split(",")]
+    result = {"gpus": host_links(count, size, args.seconds), "peers": [], "allreduce": []}
+    if count > 1:
+        # Deadline: what the measurements plan to take, plus the slack for a slow start.
+        pairs = count * (count - 1)
+        peers, hang = bounded_peer_links(
+            count, size, args.seconds, pairs * args.seconds + args.peer_timeout
         )
-        if count > 1
-        else [],
-    }
+        if peers is not None:
+            result["peers"] = peers
+            rows, hang = allreduce(
+                count, sizes, args.seconds, len(sizes) * 2 * args.seconds + args.peer_timeout
+            )
+            result["allreduce"] = rows or []
+        if hang:
+            result["peer_hang"] = hang
     print(json.dumps(result))
     return 0
 

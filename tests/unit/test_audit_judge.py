@@ -197,6 +197,9 @@ def test_recorded_real_reports_judge_again_to_the_same_report(path):
     stored["record"]["facts"].setdefault("nvidia_pci_devices", None)
     # Recorded before the inventory named the GPU model: not compared.
     stored["record"]["expectations"].setdefault("expected_gpu_model", None)
+    # Recorded before the audit read ACS above the GPUs and the sglang_env P2P keys.
+    stored["record"]["facts"].setdefault("pcie_acs", None)
+    stored["record"]["expectations"].setdefault("nccl_p2p_env", {})
     assert json.loads(json.dumps(again)) == stored
 
 

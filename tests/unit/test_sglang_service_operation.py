@@ -305,8 +305,12 @@ def test_router_unit_is_rendered_for_worker_urls():
     )
     service = render_for(H200X2, config)
     router = next(f for f in service.files if f.path.endswith("sglang-router.service"))
-    assert "sglang_router.launch_router" in router.content
+    # SGLang 0.5.23 (the default) pairs with smg (data/python.toml [router]).
+    assert "/bin/smg launch --worker-urls" in router.content
     assert "http://10.0.0.1:30000" in router.content and "http://10.0.0.2:30000" in router.content
+    older = render_for(H200X2, config.model_copy(update={"sglang_version": "0.5.8"}))
+    router = next(f for f in older.files if f.path.endswith("sglang-router.service"))
+    assert "-m sglang_router.launch_router" in router.content
 
 
 ROUTED = {"sglang_router_worker_urls": ["http://10.0.0.1:30000", "http://10.0.0.2:30000"]}
