@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
+from pathlib import Path
 from types import SimpleNamespace
 
 import gevent
@@ -13,14 +14,17 @@ import pytest
 from pyinfra.api import Inventory
 from pyinfra.api.exceptions import OperationError
 
+import roles.sglang_service as role
 from checks.facts import Virtualenvs
+from pyinfra_sglang import data
 from pyinfra_sglang.inventory import HostConfig, rolling_group
 from pyinfra_sglang.render import GpuSet, NodePosition, Secrets
-from pyinfra_sglang.service_files import ServiceFiles, service_files_for
+from pyinfra_sglang.service_files import ServiceFiles, rank0_stops_first, service_files_for
 from roles.sglang_service import (
     _group_apply,
     _group_outcome,
     _keep_command,
+    _restart_rank0_first,
     _restore_command,
     _rolling_turn,
     units_to_restart,
@@ -207,6 +211,110 @@ def test_a_multinode_group_comes_up_together_or_rolls_back_as_one():
     assert verdicts["rank1"] == (
         "group pair rolls back as one: rank0 did not come up (health not 200 after 1200 s)"
     )
+
+
+# --- the stop order of a multi-node group ---------------------------------------------------
+
+
+def test_rank0_stops_first_from_sglang_0_5_21():
+    # sglang/srt/entrypoints/engine.py: 0.5.21 adds the non-zero ranks' SIGTERM handler.
+    assert not rank0_stops_first("0.5.20")
+    assert rank0_stops_first("0.5.21") and rank0_stops_first("0.5.23")
+    # The SGLang stand-in's copy of the boundary (it runs on test hosts without the project).
+    releases = (
+        Path(__file__).parents[1] / "hosts/standins/sglang/sglang/_standin/releases.py"
+    ).read_text()
+    boundary = data.load("sglang_service")["multinode"]["rank0_stops_first_from"]
+    assert f'NONZERO_RANK_WAITS_FOR_RANK0 = "{boundary}"' in releases
+
+
+class GroupRun(Run):
+    def __init__(self, names: list[str]):
+        self.hosts = {n: SimpleNamespace(name=n, print_prefix=f"[{n}] ") for n in names}
+        self.inventory = SimpleNamespace(get_host=self.hosts.__getitem__)
+
+
+def group_restart(monkeypatch, applying: list[str], rank0_fails: bool = False):
+    """A group of three (rank0, rank1, rank2) where ``applying`` apply in this run; each
+    command takes a moment, a stop of rank 0 longest (it drains). The commands in the order
+    they finished, and what each applying member's restart returned (or raised)."""
+    names = ["rank0", "rank1", "rank2"]
+    run = GroupRun(names)
+    events: list[str] = []
+
+    def command(host_, text: str, **_) -> tuple[bool, str]:
+        gevent.sleep(0.2 if text.startswith("systemctl stop") and host_.name == "rank0" else 0.02)
+        events.append(f"{host_.name}: {text.replace(' 2>/dev/null', '')}")
+        return True, ""
+
+    monkeypatch.setattr(role, "_run", command)
+    monkeypatch.setattr(role, "run_on_host", command)
+    outcome: dict = {}
+
+    def member(name: str):
+        service = ServiceFiles(
+            "sglang.service",
+            (),
+            None,
+            5,
+            multinode_group="trio",
+            node_rank=names.index(name),
+            group_hosts=tuple(names),
+            rank0_first=True,
+        )
+        if rank0_fails and name == "rank0":
+            _group_apply(run, service).rank0_failed("install failed")
+            outcome[name] = "failed"
+            return
+        try:
+            driven = _restart_rank0_first(run, run.hosts[name], service, "sglang.service")
+            outcome[name] = driven.name if driven else None
+        except OperationError as error:
+            outcome[name] = str(error)
+
+    for name in applying:  # registered while pyinfra checks for changes, as the role does
+        group = ServiceFiles("sglang.service", (), None, 5, multinode_group="trio")
+        _group_apply(run, group).members.add(name)
+    # Workers first, so a wrong order would show.
+    gevent.joinall([gevent.spawn(member, n) for n in reversed(applying)], timeout=10)
+    return events, outcome
+
+
+def test_every_member_applies_rank0_stops_before_the_others_restart(monkeypatch):
+    events, outcome = group_restart(monkeypatch, ["rank0", "rank1", "rank2"])
+    assert events[0] == "rank0: systemctl stop sglang.service"
+    assert sorted(events[1:]) == [f"rank{n}: systemctl restart sglang.service" for n in (0, 1, 2)]
+    assert outcome == {"rank0": None, "rank1": None, "rank2": None}
+
+
+def test_a_worker_alone_restarts_its_group_rank0_first(monkeypatch):
+    # Only rank 1's files changed: rank 1 (the lowest-ranked member applying) drives the
+    # others, rank 0 stopped first, and waits for rank 0's health.
+    events, outcome = group_restart(monkeypatch, ["rank1"])
+    assert events == [
+        "rank0: systemctl stop sglang.service",
+        "rank2: systemctl stop sglang.service",
+        "rank1: systemctl restart sglang.service",
+        "rank0: systemctl reset-failed sglang.service; systemctl start sglang.service",
+        "rank2: systemctl reset-failed sglang.service; systemctl start sglang.service",
+    ]
+    assert outcome == {"rank1": "rank0"}
+
+
+def test_rank0_alone_starts_the_ranks_its_broadcast_stopped(monkeypatch):
+    events, outcome = group_restart(monkeypatch, ["rank0"])
+    assert events[:2] == [
+        "rank0: systemctl stop sglang.service",
+        "rank1: systemctl stop sglang.service",
+    ]
+    assert events[3] == "rank0: systemctl restart sglang.service"
+    assert outcome == {"rank0": None}
+
+
+def test_a_rank0_that_fails_before_its_stop_leaves_the_others_running(monkeypatch):
+    events, outcome = group_restart(monkeypatch, ["rank0", "rank1"], rank0_fails=True)
+    assert events == []
+    assert outcome["rank1"].startswith("not restarted: rank 0 of group trio did not stop")
 
 
 # --- one venv per release -----------------------------------------------------------------
