@@ -418,6 +418,18 @@ def _restart_rank0_first(state, host_, service: ServiceFiles, unit_list: str):
     idle = [name for name in ranks if name not in group.members]
     leader = min(group.members, key=ranks.index)
     driven = {name: state.inventory.get_host(name) for name in idle} if host_.name == leader else {}
+    for name, other in driven.items():
+        if not other.connected:  # left out of this run (--limit): the group needs it anyway
+            try:
+                other.connect(
+                    reason=f"its group {service.multinode_group} restarts", raise_exceptions=True
+                )
+            except PyinfraError as error:
+                group.rank0_failed(f"cannot reach {name}: {error}")
+                raise OperationError(
+                    f"not restarted: group {service.multinode_group} restarts as one and "
+                    f"{name} cannot be reached ({error})"
+                ) from None
     rank0 = ranks[0]
     if service.node_rank == 0:
         _run(host_, f"systemctl stop {q(unit)}")

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import gevent
 import pytest
 from pyinfra.api import Inventory
-from pyinfra.api.exceptions import OperationError
+from pyinfra.api.exceptions import ConnectError, OperationError
 
 import roles.sglang_service as role
 from checks.facts import Virtualenvs
@@ -230,11 +230,15 @@ def test_rank0_stops_first_from_sglang_0_5_21():
 
 class GroupRun(Run):
     def __init__(self, names: list[str]):
-        self.hosts = {n: SimpleNamespace(name=n, print_prefix=f"[{n}] ") for n in names}
+        self.hosts = {
+            n: SimpleNamespace(name=n, print_prefix=f"[{n}] ", connected=True) for n in names
+        }
         self.inventory = SimpleNamespace(get_host=self.hosts.__getitem__)
 
 
-def group_restart(monkeypatch, applying: list[str], rank0_fails: bool = False):
+def group_restart(
+    monkeypatch, applying: list[str], rank0_fails: bool = False, unreachable: str | None = None
+):
     """A group of three (rank0, rank1, rank2) where ``applying`` apply in this run; each
     command takes a moment, a stop of rank 0 longest (it drains). The commands in the order
     they finished, and what each applying member's restart returned (or raised)."""
@@ -247,6 +251,13 @@ def group_restart(monkeypatch, applying: list[str], rank0_fails: bool = False):
         events.append(f"{host_.name}: {text.replace(' 2>/dev/null', '')}")
         return True, ""
 
+    if unreachable:
+        # Left out of the run (--limit) and not reachable now.
+        def refuse(**_):
+            raise ConnectError("Could not connect (timed out)")
+
+        run.hosts[unreachable].connected = False
+        run.hosts[unreachable].connect = refuse
     monkeypatch.setattr(role, "_run", command)
     monkeypatch.setattr(role, "run_on_host", command)
     outcome: dict = {}
@@ -315,6 +326,14 @@ def test_a_rank0_that_fails_before_its_stop_leaves_the_others_running(monkeypatc
     events, outcome = group_restart(monkeypatch, ["rank0", "rank1"], rank0_fails=True)
     assert events == []
     assert outcome["rank1"].startswith("not restarted: rank 0 of group trio did not stop")
+
+
+def test_a_group_member_out_of_reach_leaves_the_group_running(monkeypatch):
+    events, outcome = group_restart(monkeypatch, ["rank1"], unreachable="rank0")
+    assert events == []
+    assert outcome["rank1"].startswith(
+        "not restarted: group trio restarts as one and rank0 cannot be reached"
+    )
 
 
 # --- one venv per release -----------------------------------------------------------------
