@@ -292,7 +292,8 @@ class HostConfig(BaseModel):
         le=604800,
         description=(
             "Seconds the model download may take before it is stopped (it resumes on the "
-            "next run): ~430 GB at 200 MB/s is about 36 minutes. It is the download unit's "
+            "next run): GLM-5-NVFP4's 460.8 GB at 200 MB/s take about 38 minutes. It is "
+            "the download unit's "
             "RuntimeMaxSec: at most 604800 (7 days, for slow links), well within what "
             "systemd parses (it ignores a span it cannot, and the limit with it)."
         ),
@@ -1125,7 +1126,7 @@ def _service_problems(
 def _planned_service_files(config: HostConfig, node, profile):
     """service_files.planned_service_files, with the GPU count it plans (where the inventory
     leaves expected_gpu_count and the profile tp_size unset) raised to one the model's heads
-    can be split over: the fewest that hold the profile (3 x 180 GB for 480 GB) may be a
+    can be split over: the fewest that hold the profile (3 x 180 GB for GLM-5) may be a
     count tensor parallelism cannot use, and no host is built with it."""
     from dataclasses import replace
 
