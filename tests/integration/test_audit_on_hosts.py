@@ -65,6 +65,19 @@ def test_audit_of_served_hosts_changes_nothing_and_fails_on_driver_drift(
             "nvlink": True,
         }
         assert report["facts"]["load"]["samples"] >= 1
+        # ACS above the GPUs (PcieAcs) as the host itself reports it: whether lspci is there,
+        # and which PCI devices are NVIDIA's (none on the test VM's bus: nvidia-smi is a replay).
+        acs = report["record"]["facts"]["pcie_acs"]
+        lspci = host_pool.run(h, "command -v lspci", check=False).returncode == 0
+        nvidia = host_pool.run(
+            h, "grep -l 0x10de /sys/bus/pci/devices/*/vendor 2>/dev/null", check=False
+        ).stdout.split()
+        assert (acs["lspci"], sorted(acs["gpus"])) == (
+            lspci,
+            sorted(p.split("/")[-2] for p in nvidia),
+        )
+        # The test hosts are containers in a VM: ACS is not judged there.
+        assert not {"pcie-acs", "pcie-acs-redirect", "pcie-acs-unknown"} & set(by_code), by_code
         # No plain digest of a file that holds a secret: a weak key would fall to a word list.
         config_digest = host_pool.run(h, "sha256sum /etc/sglang/sglang.yaml").stdout.split()[0]
         assert config_digest not in json.dumps(report)
