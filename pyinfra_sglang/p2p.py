@@ -123,7 +123,9 @@ def p2p_hint(path: PeerPath | None) -> P2PHint:
                 "through host memory; P2P needs a GPUDirect clique from the hypervisor "
                 "(docs/pcie-p2p.md)",
             )
-        return P2PHint("level", f"VM ({path.vm}): NVML reports P2P between every GPU pair")
+        if path.p2p:
+            return P2PHint("level", f"VM ({path.vm}): NVML reports P2P between every GPU pair")
+        return P2PHint("level", "P2P status not read: the level follows the topology alone")
     redirects = acs_redirects(path.acs)
     if redirects and "acs-redirect" in disable_when:
         shown = _shown([f"{a} {'+'.join(f)}" for a, f in redirects.items()])

@@ -152,6 +152,12 @@ def test_hint_sets_no_level_where_nvml_reports_no_p2p():
     assert p2p_hint(PeerPath(p2p=P2P_NS, iommu=NO_IOMMU)).mode == "none"
     # A VM with a clique: NVML reports P2P and the level applies.
     assert p2p_hint(PeerPath(p2p=P2P_OK, vm="kvm")).mode == "level"
+    # No P2P matrix (nvidia-smi gave none): nothing is claimed about P2P.
+    unread = p2p_hint(PeerPath(p2p={}, vm="kvm"))
+    assert (unread.mode, unread.reason) == (
+        "level",
+        "P2P status not read: the level follows the topology alone",
+    )
 
 
 def test_hint_keeps_the_level_where_p2p_works():
