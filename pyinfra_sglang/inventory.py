@@ -93,6 +93,8 @@ VersionText = BeforeValidator(_version_text)
 # Paths on the host that go into units and env files as they are: no quoting needed anywhere.
 SAFE_HOST_PATH = r"^/[A-Za-z0-9._/-]+$"
 RELEASE_PATTERN = r"^\d+\.\d+\.\d+(\.post\d+)?$"
+# NVIDIA driver releases: 590.48.01, 570.26 (three-digit branch, then one or two numbers).
+DRIVER_VERSION_PATTERN = r"^\d{3}\.\d+(\.\d+)?$"
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 _nvidia = data.load("nvidia")
@@ -167,6 +169,17 @@ class HostConfig(BaseModel):
         _nvidia["default_driver_branch"],
         description="NVIDIA driver branch, locked with `nvidia-driver-pinning-<branch>`.",
         json_schema_extra=_allowed(_one_of(_nvidia["driver_branches"])),
+    )
+    nvidia_driver_version: (
+        Annotated[str, VersionText, Field(pattern=DRIVER_VERSION_PATTERN)] | None
+    ) = Field(
+        None,
+        description=(
+            "Exact NVIDIA driver release on `nvidia_driver_branch` (e.g. 590.48.01), locked "
+            "with NVIDIA's `nvidia-driver-pinning-<version>` instead of the branch's pin. "
+            "Unset: the newest release of the branch."
+        ),
+        json_schema_extra=_allowed("a release of nvidia_driver_branch such as 590.48.01, or unset"),
     )
     nvidia_driver_update_within_branch: bool = Field(
         False,
@@ -681,6 +694,42 @@ class HostConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _driver_version_on_branch(self) -> HostConfig:
+        version = self.nvidia_driver_version
+        if version and not version.startswith(f"{self.nvidia_driver_branch}."):
+            raise _field_error(
+                "nvidia_driver_version",
+                f"{version} is not a release of nvidia_driver_branch "
+                f"{self.nvidia_driver_branch}: set the branch to {version.split('.')[0]}, or a "
+                f"version {self.nvidia_driver_branch}.x",
+            )
+        if version and self.nvidia_driver_update_within_branch:
+            raise _field_error(
+                "nvidia_driver_update_within_branch",
+                f"nvidia_driver_version {version} locks one release; moving within the branch "
+                "contradicts it. Unset one of them",
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _driver_runs_the_toolkit(self) -> HostConfig:
+        # A branch older than the toolkit's minimum runs its programs only through
+        # minor-version compatibility (limited: no JIT of newer PTX): not planned on.
+        from pyinfra_sglang.nvidia import TOOLKIT_SOURCE, driver_below_toolkit
+
+        field = "nvidia_driver_version" if self.nvidia_driver_version else "nvidia_driver_branch"
+        why = driver_below_toolkit(
+            self.cuda_version, self.nvidia_driver_branch, self.nvidia_driver_version
+        )
+        if why:
+            raise _field_error(
+                field,
+                f"{why} (cuda_version {self.cuda_version}; {TOOLKIT_SOURCE}). Choose a newer "
+                "driver, or an older cuda_version",
+            )
+        return self
+
+    @model_validator(mode="after")
     def _nccl_p2p_values(self) -> HostConfig:
         # A misspelt level makes NCCL warn and fall back to its default silently.
         problem = check_p2p_env(self.sglang_env)
@@ -1064,12 +1113,10 @@ def _service_problems(
     group, the profile and its overrides, the secret files, and the service's files rendered
     whole (masked) for the GPUs the inventory plans for: the flags of the pinned release, the
     fit, anything that cannot go into a unit, env or config file. Side B of an A/B too."""
-    from pyinfra_sglang.render import RenderError
     from pyinfra_sglang.service_files import (
         SECRET_FIELDS,
         SecretFileError,
         read_secret,
-        router_requirements,
     )
 
     def problem(field: str, message: str, allowed: str | None = None) -> Problem:
@@ -1115,11 +1162,8 @@ def _service_problems(
         except PyinfraError as error:
             field, message = _render_problem(side, error)
             problems.append(problem(side_field or field, message))
-    if config.routed():
-        try:
-            router_requirements(config.sglang_version)
-        except RenderError as error:
-            problems.append(problem("sglang_version", str(error)))
+    # A router with no release pinned for the SGLang release is refused by the render above
+    # (service_files reads the pin to spell the gateway's command line).
     return problems
 
 

@@ -301,11 +301,14 @@ def test_a_public_router_without_a_key_is_refused():
 
 
 def test_the_router_release_is_pinned_per_sglang_release():
-    assert router_requirements("0.5.23") == {"sglang-router": "0.3.2"}
-    assert router_requirements("0.5.9") == {"sglang-router": "0.3.2"}
+    # sglang-router up to 0.5.8 (its last release, 0.3.2), its continuation smg from 0.5.9.
+    assert router_requirements("0.5.23") == {"smg": "1.13.0"}
+    assert router_requirements("0.5.21") == {"smg": "1.11.0"}
+    assert router_requirements("0.5.9") == {"smg": "1.1.0"}
+    assert router_requirements("0.5.8") == {"sglang-router": "0.3.2"}
     assert router_requirements("0.5.6.post1") == {"sglang-router": "0.2.3"}
     assert router_requirements("0.5.7") == {"sglang-router": "0.3.0"}
-    with pytest.raises(Exception, match="no sglang-router release is pinned for SGLang 0.5.4"):
+    with pytest.raises(Exception, match="no router release is pinned for SGLang 0.5.4"):
         router_requirements("0.5.4")
 
 
