@@ -1,0 +1,90 @@
+"""The search space: data/tuning.toml, narrowed to what applies to one host."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyinfra_sglang import data
+from pyinfra_sglang.versions import parse_version
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One profile field the tuner varies. ``requires``: other fields' values it only makes
+    sense with (a graph batch size needs CUDA graphs on); ``min_sglang_version`` and ``archs``
+    (CUDA architectures such as ``sm_90``): where it applies at all."""
+
+    name: str
+    values: tuple[Any, ...]
+    requires: dict[str, Any] = field(default_factory=dict)
+    min_sglang_version: str | None = None
+    archs: tuple[str, ...] = ()
+
+    def applies(self, sglang_version: str, arch: str) -> bool:
+        if self.min_sglang_version and parse_version(sglang_version) < parse_version(
+            self.min_sglang_version
+        ):
+            return False
+        return not self.archs or arch in self.archs
+
+    def allowed_with(self, settings: dict[str, Any]) -> bool:
+        return all(settings.get(name) == value for name, value in self.requires.items())
+
+
+@dataclass(frozen=True)
+class Space:
+    settings: tuple[Setting, ...]  # in search order
+    max_rounds: int
+    default_budget_s: int
+
+    def names(self) -> list[str]:
+        return [s.name for s in self.settings]
+
+    def digest(self) -> list[dict[str, Any]]:
+        """What the journal records of the space: a search resumes only on the same one."""
+        return [{"name": s.name, "values": list(s.values)} for s in self.settings]
+
+
+def load_space(table: dict | None = None) -> Space:
+    """The space of ``table`` (data/tuning.toml by default), in its search order; ValueError
+    for an order that names a setting without values or leaves one out."""
+    table = table if table is not None else data.load("tuning")
+    search, declared = table["search"], table["settings"]
+    order = list(search["order"])
+    if sorted(order) != sorted(declared) or len(set(order)) != len(order):
+        raise ValueError(
+            f"tuning: [search] order {order} must name each of [settings] once: {sorted(declared)}"
+        )
+    settings = []
+    for name in order:
+        spec = declared[name]
+        if not spec.get("values"):
+            raise ValueError(f"tuning: settings.{name} has no values")
+        settings.append(
+            Setting(
+                name=name,
+                values=tuple(spec["values"]),
+                requires=dict(spec.get("requires", {})),
+                min_sglang_version=spec.get("min_sglang_version"),
+                archs=tuple(spec.get("archs", ())),
+            )
+        )
+    return Space(tuple(settings), int(search["max_rounds"]), int(search["default_budget_s"]))
+
+
+def applicable(
+    space: Space, sglang_version: str, arch: str, only: list[str] | None = None
+) -> Space:
+    """The settings that apply to this SGLang release and GPU architecture, narrowed to
+    ``only`` (names) when given; ValueError naming an unknown one."""
+    if only is not None:
+        unknown = sorted(set(only) - set(space.names()))
+        if unknown:
+            raise ValueError(f"unknown tuning settings {unknown}; allowed: {space.names()}")
+    kept = tuple(
+        s
+        for s in space.settings
+        if s.applies(sglang_version, arch) and (only is None or s.name in only)
+    )
+    return Space(kept, space.max_rounds, space.default_budget_s)
