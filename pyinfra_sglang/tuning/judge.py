@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from pyinfra_sglang.served_benchmark.ab_compare import compare
+from pyinfra_sglang.served_benchmark.noise_band import compare
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from pyinfra_sglang.served_benchmark.ab_compare import spread_pct
+from pyinfra_sglang.served_benchmark.noise_band import spread_pct
 from pyinfra_sglang.tuning.search import State, Trial, winning_overrides
 
 
