@@ -14,6 +14,7 @@ import hashlib
 import hmac
 import json
 import shlex
+from datetime import date
 from pathlib import Path
 from secrets import token_bytes
 
@@ -303,6 +304,7 @@ def read_facts(config: HostConfig, expected: AuditExpectations) -> AuditFacts:
         flash_attn=read_flash_attn(packages),
         nvidia_pci_devices=host.get_fact(NvidiaPciDevices),
         pcie_acs=host.get_fact(PcieAcs) if len(gpus) > 1 else None,
+        audited_on=date.today().isoformat(),
     )
     if not gpus:
         return facts

@@ -36,7 +36,8 @@ def driver_apt_plan(platform: str, install: str, modules: str, branch: int) -> D
     """The plan; ``platform`` is one of platform_names() (a KeyError otherwise)."""
     match = {p["nvidia_repo"]: p for p in data.load("platforms")["platform"]}[platform]
     family = match["driver_family"]
-    config = HostConfig(
+    # The names alone: no toolkit to check the branch against (validation does, per host).
+    config = HostConfig.model_construct(
         nvidia_driver_install=install, nvidia_kernel_modules=modules, nvidia_driver_branch=branch
     )
     headers = data.load("platforms")["base"]["kernel_headers_metapackage"]
@@ -82,7 +83,9 @@ def format_plan(plan: DriverAptPlan) -> str:
     names = sorted(
         {name for entry in plan.packages for name in entry} | set(plan.module_packages) | {plan.pin}
     )
-    templated = {key.format(branch=plan.branch): value for key, value in sources.items()}
+    templated = {
+        key.format(branch=plan.branch, version="<version>"): value for key, value in sources.items()
+    }
     lines += [f"{name}: {templated[name]}" for name in names]
     return "\n".join(lines) + "\n"
 
@@ -99,6 +102,9 @@ def packages_markdown() -> str:
                     for name in [entry] if isinstance(entry, str) else entry:
                         used.setdefault(name, set()).add(f"{family} {install} {flavor}")
     used.setdefault(driver["pinning_package"], set()).add("every platform, first")
+    used.setdefault(driver["version_pinning_package"], set()).add(
+        "every platform, first, instead of the branch's with nvidia_driver_version"
+    )
     rows = ["| name | installed for | source |", "| --- | --- | --- |"]
     for name in sorted(used):
         where = ", ".join(sorted(used[name]))

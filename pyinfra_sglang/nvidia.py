@@ -64,21 +64,28 @@ def newer_on_branch(installed: str | None, candidate: str | None, branch: int) -
     )
 
 
-def installed_on_branch(installed: dict[str, list[str]], name: str, branch: int) -> bool:
-    return any(driver_branch_of(v) == branch for v in installed.get(name, []))
+def installed_on_branch(
+    installed: dict[str, list[str]], name: str, branch: int, version: str | None = None
+) -> bool:
+    return any(on_driver_track(v, branch, version) for v in installed.get(name, []))
 
 
-def packages_off_branch(installed: dict[str, list[str]], branch: int) -> list[str]:
+def packages_off_branch(
+    installed: dict[str, list[str]], branch: int, version: str | None = None
+) -> list[str]:
     """Installed NVIDIA driver packages (data/nvidia.toml branch_move_prefixes) with a
-    version on another branch: what a move to ``branch`` must take along."""
+    version on another branch (or, with an exact ``version``, any other release): what a
+    move to ``branch`` must take along."""
     prefixes = tuple(data.load("nvidia")["driver"]["branch_move_prefixes"])
-    pinning = pinning_package(branch).removesuffix(str(branch))
     return sorted(
         name
         for name, versions in installed.items()
         if name.startswith(prefixes)
-        and not name.startswith(pinning)
-        and any(driver_branch_of(v) not in (None, branch) for v in versions)
+        and not name.startswith(pinning_prefix())
+        and any(
+            driver_branch_of(v) is not None and not on_driver_track(v, branch, version)
+            for v in versions
+        )
     )
 
 
@@ -183,8 +190,118 @@ def compute_cap_arch(compute_cap: str | None) -> str | None:
         return None
 
 
-def pinning_package(branch: int) -> str:
-    return data.load("nvidia")["driver"]["pinning_package"].format(branch=branch)
+def pinning_package(branch: int, version: str | None = None) -> str:
+    """The pin the driver role installs: the exact-version one when ``version`` is given
+    (nvidia_driver_version), the branch's otherwise."""
+    driver = data.load("nvidia")["driver"]
+    if version:
+        return driver["version_pinning_package"].format(version=version)
+    return driver["pinning_package"].format(branch=branch)
+
+
+def pinning_prefix() -> str:
+    """What every pinning package's name starts with (branch and version pins alike)."""
+    return data.load("nvidia")["driver"]["pinning_package"].format(branch="")
+
+
+def on_driver_track(deb_version: str, branch: int, version: str | None = None) -> bool:
+    """Is a package version the one the pin asks for: ``version`` exactly (any Debian
+    revision) when given, else any release of ``branch``?"""
+    if version:
+        return upstream_version(deb_version) == version
+    return driver_branch_of(deb_version) == branch
+
+
+@dataclass(frozen=True)
+class BranchSupport:
+    """NVIDIA's support of one driver branch (data/nvidia.toml [[branch_support]])."""
+
+    branch: int
+    support: str  # "long-term", "production" or "feature"
+    end_of_support: str | None  # "YYYY-MM", the last month supported
+    on_matrix: bool
+
+    def text(self) -> str:
+        until = f" to {self.end_of_support}" if self.end_of_support else ""
+        return f"R{self.branch} ({self.support}{until})"
+
+
+def branch_support(branch: int) -> BranchSupport | None:
+    for row in data.load("nvidia")["branch_support"]:
+        if row["branch"] == branch:
+            return BranchSupport(
+                row["branch"], row["support"], row.get("end_of_support"), row["on_matrix"]
+            )
+    return None
+
+
+def supported_branches(today: str) -> list[BranchSupport]:
+    """Branches on NVIDIA's matrix and not past their end on ``today`` ("YYYY-MM-DD"): what
+    the audit names when a host's branch is not one of them."""
+    rows = [branch_support(row["branch"]) for row in data.load("nvidia")["branch_support"]]
+    return [
+        row for row in rows if row is not None and row.on_matrix and not support_ended(row, today)
+    ]
+
+
+def support_ended(row: BranchSupport, today: str) -> bool:
+    """Past the last month of support on ``today`` ("YYYY-MM-DD"; "YYYY-MM" compares as is)."""
+    return row.end_of_support is not None and today[:7] > row.end_of_support
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """590.48.01 -> (590, 48, 1): driver versions compare by their numbers."""
+    return tuple(int(part) for part in version.split(".") if part.isdigit())
+
+
+@dataclass(frozen=True)
+class ToolkitDriverMinimum:
+    """The lowest driver one update of a CUDA release needs (data/nvidia.toml
+    [[cuda_driver_minimum]]: CUDA release notes, Table 3)."""
+
+    release: str  # "13.1"
+    update: str  # "GA", "Update 1"
+    driver: str  # "590.48.01"
+
+    def text(self) -> str:
+        return f"CUDA {self.release} {self.update} needs driver >= {self.driver}"
+
+
+def toolkit_driver_minimums(release: str) -> list[ToolkitDriverMinimum]:
+    """Every update of ``release``, GA first; empty for a release without rows."""
+    rows = [
+        ToolkitDriverMinimum(row["release"], row["update"], row["driver"])
+        for row in data.load("nvidia")["cuda_driver_minimum"]
+        if row["release"] == release
+    ]
+    return sorted(rows, key=lambda row: version_key(row.driver))
+
+
+def minor_version_compat_floor(release: str) -> int | None:
+    """The lowest branch programs of ``release``'s major start on at all (minor-version
+    compatibility, with a limited feature set)."""
+    return data.load("nvidia")["cuda_minor_version_compat"].get(release.split(".")[0])
+
+
+TOOLKIT_SOURCE = (
+    "NVIDIA CUDA Toolkit release notes, Table 3 'CUDA Toolkit and Corresponding Driver "
+    "Versions' (data/nvidia.toml [[cuda_driver_minimum]])"
+)
+
+
+def driver_below_toolkit(release: str, branch: int, version: str | None) -> str | None:
+    """Why ``branch`` (or the exact ``version``) cannot serve CUDA ``release`` as installed
+    (its newest update, what NVIDIA's repository installs), or None when it can."""
+    rows = toolkit_driver_minimums(release)
+    if not rows:
+        return None
+    needed = rows[-1]
+    needed_branch = version_key(needed.driver)[0]
+    if branch < needed_branch:
+        return f"branch {branch} is older than {needed.driver}: {needed.text()}"
+    if version and branch == needed_branch and version_key(version) < version_key(needed.driver):
+        return f"{version} is older than {needed.driver}: {needed.text()}"
+    return None
 
 
 def upstream_version(deb_version: str) -> str:

@@ -30,6 +30,7 @@ from pyinfra_sglang.nvidia import (
     newer_on_branch,
     packages_off_branch,
     pinning_package,
+    pinning_prefix,
     upstream_version,
 )
 from pyinfra_sglang.paths import template
@@ -39,41 +40,51 @@ from roles.secure_boot import mok_key_pair_installed, secure_boot_preflight
 
 
 def stale_driver_packages(
-    installed: dict[str, list[str]], entries: list[tuple[str, ...]], branch: int
+    installed: dict[str, list[str]],
+    entries: list[tuple[str, ...]],
+    branch: int,
+    version: str | None = None,
 ) -> list[tuple[str, ...]]:
-    """Entries none of whose candidates is installed on ``branch``."""
+    """Entries none of whose candidates is installed on ``branch`` (at ``version``, when
+    the inventory locks one)."""
     return [
         entry
         for entry in entries
-        if not any(installed_on_branch(installed, name, branch) for name in entry)
+        if not any(installed_on_branch(installed, name, branch, version) for name in entry)
     ]
 
 
-def resolve_on_host(entry: tuple[str, ...], branch: int, variable: str) -> str:
+def resolve_on_host(
+    entry: tuple[str, ...], branch: int, variable: str, version: str | None = None
+) -> str:
     """Shell that sets ``variable`` to the first of ``entry`` apt has a version of on
-    ``branch`` for (read from the repositories' own metadata at execution, after the pin
-    and the lists are in place), or stops naming every candidate."""
+    ``branch`` (exactly ``version``, when given) for (read from the repositories' own
+    metadata at execution, after the pin and the lists are in place), or stops naming
+    every candidate."""
     names = " ".join(shlex.quote(name) for name in entry)
+    wanted = f"driver {version}" if version else f"driver branch {branch}"
     missing = (
-        f"{' or '.join(entry)}: apt has no version on driver branch {branch} in the "
+        f"{' or '.join(entry)}: apt has no version on {wanted} in the "
         "configured repositories (is the NVIDIA repository or its mirror complete?)"
     )
+    # grep -E: only the dots need escaping (GNU grep warns about a stray "\-").
+    track = version.replace(".", "\\.") + "-" if version else f"{branch}\\."
     return (
         f"{variable}=; for name in {names}; do "
         "if apt-cache policy \"$name\" 2>/dev/null | sed -n 's/^ *Candidate: //p' "
-        f"| grep -Eq '^([0-9]+:)?{branch}\\.'; then {variable}=$name; break; fi; done; "
+        f"| grep -Eq '^([0-9]+:)?{track}'; then {variable}=$name; break; fi; done; "
         f'[ -n "${variable}" ] || {{ echo {shlex.quote(missing)} >&2; exit 100; }}'
     )
 
 
 def install_on_branch_command(
-    entries: list[tuple[str, ...]], moving: list[str], branch: int
+    entries: list[tuple[str, ...]], moving: list[str], branch: int, version: str | None = None
 ) -> StringCommand:
     """One apt transaction: every entry resolved on the host, and the installed packages of
     another branch moved along (the pin picks the version; older is a downgrade)."""
     variables = [f"pkg{index}" for index in range(len(entries))]
     resolve = "; ".join(
-        resolve_on_host(entry, branch, variable)
+        resolve_on_host(entry, branch, variable, version)
         for entry, variable in zip(entries, variables, strict=True)
     )
     return StringCommand(
@@ -126,12 +137,12 @@ def decide_driver_reboot(
 
 
 @operation()
-def driver_branch_pin(branch: int):
-    """Install nvidia-driver-pinning-<branch>, replacing any other branch's pin."""
+def driver_branch_pin(branch: int, version: str | None = None):
+    """Install nvidia-driver-pinning-<branch> (nvidia-driver-pinning-<version> for an exact
+    release), replacing any other pin, branch or version."""
     installed = host.get_fact(DebPackages)
-    wanted = pinning_package(branch)
-    prefix = data.load("nvidia")["driver"]["pinning_package"].format(branch="")
-    others = sorted(p for p in installed if p.startswith(prefix) and p != wanted)
+    wanted = pinning_package(branch, version)
+    others = sorted(p for p in installed if p.startswith(pinning_prefix()) and p != wanted)
     if wanted in installed and not others:
         host.noop(f"{wanted} is installed")
         return
@@ -169,14 +180,18 @@ class DriverChange:
 
 
 def driver_change(
-    entries: list[tuple[str, ...]], branch: int, update_within_branch: bool
+    entries: list[tuple[str, ...]],
+    branch: int,
+    update_within_branch: bool,
+    version: str | None = None,
 ) -> DriverChange:
     """Read from the current host's facts: the operation installs it, the deploy decides the
-    reboot from it (the facts are read once per host)."""
+    reboot from it (the facts are read once per host). With ``version``, every driver package
+    not at it is stale or moves (the inventory forbids updates within the branch then)."""
     installed = host.get_fact(DebPackages)
-    stale = stale_driver_packages(installed, entries, branch)
+    stale = stale_driver_packages(installed, entries, branch, version)
     named = {name for entry in entries for name in entry}
-    moving = [name for name in packages_off_branch(installed, branch) if name not in named]
+    moving = [name for name in packages_off_branch(installed, branch, version) if name not in named]
     updates: list[str] = []
     if update_within_branch and not stale and not moving:
         names = installed_driver_names(installed, entries, branch)
@@ -186,18 +201,22 @@ def driver_change(
 
 @operation()
 def driver_packages_on_branch(
-    entries: list[tuple[str, ...]], branch: int, update_within_branch: bool = False
+    entries: list[tuple[str, ...]],
+    branch: int,
+    update_within_branch: bool = False,
+    version: str | None = None,
 ):
     """Install the driver packages, or move them to ``branch`` together with every other
     installed driver package still on another branch (NVIDIA's metapackages depend with
     >=, so apt would leave those where they are); with ``update_within_branch``, also to
     the newest release of the branch apt offers."""
-    change = driver_change(entries, branch, update_within_branch)
+    change = driver_change(entries, branch, update_within_branch, version)
     if not change:
         newest = " (the newest apt offers)" if update_within_branch else ""
-        host.noop(f"{', '.join(' or '.join(e) for e in entries)} on branch {branch}{newest}")
+        where = f"at {version}" if version else f"on branch {branch}"
+        host.noop(f"{', '.join(' or '.join(e) for e in entries)} {where}{newest}")
         return
-    yield install_on_branch_command(entries, change.moving, branch)
+    yield install_on_branch_command(entries, change.moving, branch, version)
 
 
 @operation()
@@ -329,8 +348,11 @@ def nvidia_driver() -> None:
     signing = secure_boot_preflight(config)
     packages = driver_packages(family, config)
     branch = config.nvidia_driver_branch
+    version = config.nvidia_driver_version
     # Within-branch updates change the driver too: the reboot handling follows them.
-    changing = bool(driver_change(packages, branch, config.nvidia_driver_update_within_branch))
+    changing = bool(
+        driver_change(packages, branch, config.nvidia_driver_update_within_branch, version)
+    )
 
     if signing is not None:
         mok_key_pair_installed(
@@ -339,7 +361,11 @@ def nvidia_driver() -> None:
             cert_file=str(config.nvidia_mok_cert_file),
             family=family,
         )
-    driver_branch_pin(name=f"Lock the driver to branch {branch}", branch=branch)
+    driver_branch_pin(
+        name=f"Lock the driver to {version}" if version else f"Lock the driver to branch {branch}",
+        branch=branch,
+        version=version,
+    )
     driver_packages_on_branch(
         name=(
             f"Install the {config.nvidia_driver_install} driver "
@@ -348,6 +374,7 @@ def nvidia_driver() -> None:
         entries=packages,
         branch=branch,
         update_within_branch=config.nvidia_driver_update_within_branch,
+        version=version,
     )
     nvidia_smi_installed(name="Check that nvidia-smi is installed", packages=packages)
     blacklist = files.template(

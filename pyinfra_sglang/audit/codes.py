@@ -44,6 +44,18 @@ CODES: dict[str, Code] = {
         "the installed kernel module package is not the loaded one, or `/run/reboot-required` "
         "exists",
     ),
+    "driver-support": Code(
+        ("ok", "warn"),
+        "the pinned (or running) driver branch against NVIDIA's support on the audit's date: "
+        "a new-feature branch, one off NVIDIA's matrix or past its end warns, naming the "
+        "supported ones (data/nvidia.toml `branch_support`)",
+    ),
+    "driver-toolkit": Code(
+        ("ok", "warn", "fail"),
+        "the loaded driver against the installed CUDA toolkit's minimum (CUDA release notes, "
+        "Table 3): below it but on the major's minor-version compatibility floor warns, below "
+        "that fails",
+    ),
     "driver-update-available": Code(
         ("warn",),
         "apt offers a newer release of the pinned branch than the installed one "

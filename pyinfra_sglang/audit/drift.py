@@ -24,10 +24,12 @@ def findings_for_driver(
     installed: str | None,
     userspace: str | None,
     gpus_found: int,
+    version: str | None = None,
 ) -> list[Finding]:
     """``loaded``: the kernel module (/proc/driver/nvidia/version; flavor None when only
     nvidia-smi told the version), ``installed``: the kernel module package's version,
-    ``userspace``: the driver version nvidia-smi reports."""
+    ``userspace``: the driver version nvidia-smi reports, ``version``: the exact release
+    the inventory locks (nvidia_driver_version), if any."""
     if loaded is None and gpus_found == 0:
         return [
             Finding(
@@ -69,6 +71,17 @@ def findings_for_driver(
                     f"The kernel runs NVIDIA driver {loaded['version']}; the inventory wants "
                     f"branch {branch}. {RUN_SITE} (it pins the branch), then reboot.",
                     evidence=evidence,
+                )
+            )
+        elif version and loaded["version"] != version:
+            findings.append(
+                Finding(
+                    "fail",
+                    "driver-drift",
+                    f"The kernel runs NVIDIA driver {loaded['version']}; the inventory locks "
+                    f"{version} (nvidia_driver_version). {RUN_SITE} (it pins the release), "
+                    "then reboot.",
+                    evidence={**evidence, "version": version},
                 )
             )
         if loaded["flavor"] and loaded["flavor"] != flavor:
@@ -436,5 +449,112 @@ def findings_for_flash_attn(
             "flash-attn",
             f"flash-attn {version} built for {archs_text(built or ())} ({against}).",
             evidence=evidence,
+        )
+    ]
+
+
+def findings_for_driver_support(
+    branch: int, loaded: dict | None, today: str | None
+) -> list[Finding]:
+    """Is the pinned branch (and the loaded one, when another) one NVIDIA supports on the
+    audit's date ``today`` ("YYYY-MM-DD"; None in records made before it was recorded: not
+    judged)? A feature branch, one off NVIDIA's matrix or past its end warns, naming the
+    supported ones (data/nvidia.toml [[branch_support]])."""
+    from pyinfra_sglang.nvidia import (
+        branch_support,
+        driver_branch_of,
+        support_ended,
+        supported_branches,
+    )
+
+    if today is None:
+        return []
+    branches = [branch]
+    running = driver_branch_of(loaded["version"]) if loaded else None
+    if running is not None and running != branch:
+        branches.append(running)
+    supported = supported_branches(today)
+    names = ", ".join(row.text() for row in supported) or "none in data/nvidia.toml"
+    findings = []
+    for each in branches:
+        row = branch_support(each)
+        role = "pinned" if each == branch else "running"
+        evidence = {"branch": each, "date": today, "supported": [r.branch for r in supported]}
+        if row is None:
+            why = "is not in the support table (data/nvidia.toml [[branch_support]])"
+        elif support_ended(row, today):
+            why = f"is {row.text()}: its support ended"
+        elif row.support == "feature":
+            off = "" if row.on_matrix else " NVIDIA no longer lists"
+            why = f"is a short-lived new-feature branch{off}: no fixes once the next one ships"
+        elif not row.on_matrix:
+            why = "is no longer on NVIDIA's driver matrix"
+        else:
+            findings.append(
+                Finding(
+                    "ok",
+                    "driver-support",
+                    f"The {role} driver branch {row.text()} is supported by NVIDIA on {today}.",
+                    evidence=evidence,
+                )
+            )
+            continue
+        findings.append(
+            Finding(
+                "warn",
+                "driver-support",
+                f"The {role} driver branch {each} {why} (on {today}). NVIDIA supports {names}: "
+                "set nvidia_driver_branch to one of them and run deploy/site.py, then reboot.",
+                evidence=evidence,
+            )
+        )
+    return findings
+
+
+def findings_for_driver_toolkit(loaded: dict | None, nvcc: dict | None) -> list[Finding]:
+    """Does the loaded driver run the installed CUDA toolkit (CUDA release notes, Table 3)?
+    Below the release's GA minimum but on its major's floor it runs through minor-version
+    compatibility only (no JIT of newer PTX): a warning; below the floor: a failure. nvcc
+    does not tell the update apart, so the GA row is the bar here (validation holds the
+    inventory to the newest update's)."""
+    from pyinfra_sglang.nvidia import (
+        TOOLKIT_SOURCE,
+        minor_version_compat_floor,
+        toolkit_driver_minimums,
+        version_key,
+    )
+
+    if not loaded or not nvcc:
+        return []
+    rows = toolkit_driver_minimums(nvcc["release"])
+    if not rows:
+        return []
+    driver, ga = loaded["version"], rows[0]
+    evidence = {"driver": driver, "cuda": nvcc["version"], "needs": ga.driver}
+    if version_key(driver) >= version_key(ga.driver):
+        return [
+            Finding(
+                "ok",
+                "driver-toolkit",
+                f"Driver {driver} runs CUDA {nvcc['release']} ({ga.text()}).",
+                evidence=evidence,
+            )
+        ]
+    floor = minor_version_compat_floor(nvcc["release"])
+    limited = floor is not None and version_key(driver)[0] >= floor
+    consequence = (
+        f"it runs CUDA {nvcc['release']} only through minor-version compatibility (driver "
+        f">= {floor}): no JIT of the toolkit's newer PTX, which Triton and FlashInfer use"
+        if limited
+        else f"CUDA {nvcc['release']} programs do not start on it"
+    )
+    return [
+        Finding(
+            "warn" if limited else "fail",
+            "driver-toolkit",
+            f"The loaded driver {driver} is older than the CUDA {nvcc['release']} toolkit "
+            f"installed needs: {ga.text()} ({TOOLKIT_SOURCE}); {consequence}. Move "
+            "nvidia_driver_branch up (or cuda_version down) and run deploy/site.py.",
+            evidence={**evidence, "minor_version_floor": floor},
         )
     ]

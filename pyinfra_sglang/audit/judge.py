@@ -8,6 +8,8 @@ from pyinfra_sglang.audit.drift import (
     findings_for_cuda,
     findings_for_dkms,
     findings_for_driver,
+    findings_for_driver_support,
+    findings_for_driver_toolkit,
     findings_for_driver_update,
     findings_for_flash_attn,
     findings_for_gpu_count,
@@ -57,6 +59,10 @@ def _driver_findings(expected: AuditExpectations, facts: AuditFacts) -> list[Fin
         facts.installed_module,
         userspace,
         len(facts.gpus),
+        expected.driver_version,
+    )
+    findings += findings_for_driver_support(
+        expected.driver_branch, facts.loaded_module, facts.audited_on
     )
     reboot_known = any(f.code == "driver-reboot-required" for f in findings)
     if facts.reboot_required and not reboot_known:
@@ -119,6 +125,7 @@ CHECKS = (
     "Secure Boot signing",
     "driver updates",
     "CUDA Toolkit",
+    "driver against the CUDA Toolkit",
     "model weights",
     "GPU count",
     "persistence mode",
@@ -159,13 +166,16 @@ def judge(expected: AuditExpectations, facts: AuditFacts) -> list[Finding]:
     findings = _driver_findings(expected, facts)
     findings += findings_for_dkms(facts.dkms, facts.installed_module)
     findings += findings_for_secure_boot(facts.secure_boot, facts.installed_module)
-    findings += findings_for_driver_update(
-        expected.driver_branch,
-        facts.installed_module,
-        facts.module_candidate,
-        expected.update_within_branch,
-    )
+    if not expected.driver_version:  # a locked release takes no update within its branch
+        findings += findings_for_driver_update(
+            expected.driver_branch,
+            facts.installed_module,
+            facts.module_candidate,
+            expected.update_within_branch,
+        )
     findings += findings_for_cuda(expected.cuda_version, facts.nvcc, expected.nvcc_path)
+    if facts.audited_on:  # records made before were judged without it: they stay as made
+        findings += findings_for_driver_toolkit(facts.loaded_module, facts.nvcc)
     findings += findings_for_model(facts.model)
     findings += findings_for_gpu_count(expected.expected_gpu_count, gpu_count)
     findings += findings_for_gpu_model(expected.expected_gpu_model, facts.gpus)

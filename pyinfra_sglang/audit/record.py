@@ -39,6 +39,8 @@ class AuditExpectations:
     # NCCL_P2P_LEVEL / NCCL_P2P_DISABLE as the host's sglang_env sets them ({}: left to the
     # host's reading; pyinfra_sglang/p2p.py).
     nccl_p2p_env: dict[str, str] = field(default_factory=dict)
+    # The exact driver release the inventory locks (nvidia_driver_version); None: the branch.
+    driver_version: str | None = None
 
     @classmethod
     def from_config(cls, config: HostConfig, unit_name: str, node_rank: int) -> AuditExpectations:
@@ -46,6 +48,7 @@ class AuditExpectations:
         return cls(
             driver_branch=config.nvidia_driver_branch,
             kernel_modules=config.nvidia_kernel_modules,
+            driver_version=config.nvidia_driver_version,
             cuda_version=config.cuda_version,
             nvcc_path=cuda_paths(config.cuda_version)["nvcc"],
             expected_gpu_count=config.expected_gpu_count,
@@ -120,6 +123,9 @@ class AuditFacts:
     # ACS control of the bridges above each GPU (PcieAcs); None: not read (one GPU, or a
     # record made before).
     pcie_acs: dict | None = None
+    # The audit's date, "YYYY-MM-DD" (the controller's clock when it read the host): driver
+    # support is judged against it. None in records made before: not judged.
+    audited_on: str | None = None
 
     @classmethod
     def from_dict(cls, values: dict) -> AuditFacts:

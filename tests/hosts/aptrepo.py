@@ -217,20 +217,34 @@ def keyring_package(distro: str, arch: str, public_key: bytes) -> PackageSpec:
 
 
 def pinning_packages(family: str) -> list[PackageSpec]:
+    """Every branch's pin and every release's exact-version pin. The real ones all ship
+    /etc/apt/preferences.d/nvidia-driver-pin and conflict through the virtual
+    nvidia-driver-pinning (README.md); here each has its own file and names the others."""
+    # name -> (what it pins, its own version)
+    pins = {
+        f"nvidia-driver-pinning-{branch}": (f"{branch}.*", version)
+        for branch, version in DRIVER_VERSIONS.items()
+    }
+    for releases in DRIVER_RELEASES.values():
+        for release in releases:
+            upstream = release.rsplit("-", 1)[0]
+            pins[f"nvidia-driver-pinning-{upstream}"] = (f"{upstream}-*", release)
     specs = []
-    for branch, version in DRIVER_VERSIONS.items():
-        others = [f"nvidia-driver-pinning-{b}" for b in DRIVER_VERSIONS if b != branch]
+    for name, (pattern, version) in pins.items():
+        track = name.removeprefix("nvidia-driver-pinning-")
+        branch = track.split(".")[0]
+        others = [other for other in pins if other != name]
         # The real file's package list is not captured: the family's driver packages.
         pinned = " ".join(family_names(family, branch).values())
-        preferences = f"Package: {pinned}\nPin: version {branch}.*\nPin-Priority: 1000\n"
+        preferences = f"Package: {pinned}\nPin: version {pattern}\nPin-Priority: 1000\n"
+        what = f"version {track}" if "." in track else f"branch {track}"
         # Not a conffile: removing one pinning package must take its pin with it.
-        name = f"nvidia-driver-pinning-{branch}"
         specs.append(
             PackageSpec(
                 name=name,
                 version=version,
                 architecture="all",
-                description=f"Pins the NVIDIA driver to the {branch} branch",
+                description=f"APT driver pinning file for driver {what}",
                 conflicts=tuple(others),
                 provides=("nvidia-driver-pinning",),
                 files=(DebFile(f"/etc/apt/preferences.d/{name}", preferences.encode()),),

@@ -61,14 +61,25 @@ def stanzas(packages_text: str) -> list[dict[str, str]]:
 
 D580, D590, D595 = "580.126.20-1", "590.48.01-1", "595.58.03-1"
 PIN = "nvidia-driver-pinning"
+# Every pin of the stand-in: the branches', then each release's exact-version one.
+PINS = ("580", "590", "595", "580.126.20", "590.44.01", "590.48.01", "595.58.03")
+
+
+def _pins_but(track: str) -> str:
+    """One pin's Conflicts: every other pin (the real ones conflict through the virtual
+    nvidia-driver-pinning; tests/hosts/aptrepo.py names them)."""
+    return ", ".join(f"{PIN}-{other}" for other in PINS if other != track)
+
+
 # deb file -> its relationship fields; a field not named must be absent. Package, Version and
 # Architecture are checked against the file name. Debian 12: Debian's names
 # (tests/fixtures/nvidia-repo/shapes.toml), metapackages depending with >= as NVIDIA's do.
 RELATIONS = {
     "cuda-keyring_1.1-1_all.deb": {},
-    f"{PIN}-580_{D580}_all.deb": {"Conflicts": f"{PIN}-590, {PIN}-595", "Provides": PIN},
-    f"{PIN}-590_{D590}_all.deb": {"Conflicts": f"{PIN}-580, {PIN}-595", "Provides": PIN},
-    f"{PIN}-595_{D595}_all.deb": {"Conflicts": f"{PIN}-580, {PIN}-590", "Provides": PIN},
+    f"{PIN}-580_{D580}_all.deb": {"Conflicts": _pins_but("580"), "Provides": PIN},
+    f"{PIN}-590_{D590}_all.deb": {"Conflicts": _pins_but("590"), "Provides": PIN},
+    f"{PIN}-595_{D595}_all.deb": {"Conflicts": _pins_but("595"), "Provides": PIN},
+    f"{PIN}-590.44.01_590.44.01-1_all.deb": {"Conflicts": _pins_but("590.44.01"), "Provides": PIN},
     f"nvidia-driver-cuda_{D590}_amd64.deb": {"Conflicts": "nvidia-smi"},
     f"nvidia-kernel-open-dkms_{D595}_amd64.deb": {
         "Depends": "dkms",
@@ -211,9 +222,9 @@ def test_packages_index_lists_every_deb_with_its_hashes(repo):
     assert sorted(e["Filename"] for e in entries) == sorted(
         f"./{deb.name}" for deb in repo.glob("*.deb")
     )
-    # keyring, a pin per branch, 6 driver packages per release (Debian's names: 580, two of
-    # 590, 595), CUDA x2
-    assert len(entries) == 1 + 3 + 6 * 4 + 3 * 2
+    # keyring, a pin per branch and per release, 6 driver packages per release (Debian's
+    # names: 580, two of 590, 595), CUDA x2
+    assert len(entries) == 1 + 3 + 4 + 6 * 4 + 3 * 2
     for entry in entries:
         data = (repo / entry["Filename"]).read_bytes()
         assert entry["SHA256"] == hashlib.sha256(data).hexdigest()
@@ -363,3 +374,20 @@ def test_serve_serves_the_tree_quietly(repo, built, capfd):
         with pytest.raises(urllib.error.HTTPError):
             urllib.request.urlopen(f"{url}/debian12/x86_64/missing")
     assert capfd.readouterr().err == ""
+
+
+def test_exact_version_pins_pin_one_release_and_swap_with_every_other_pin(repo, tmp_path):
+    # NVIDIA's nvidia-driver-pinning-<version>: "Pin: version <version>-*" at 1000 (README.md).
+    names = (
+        "nvidia-driver-cuda nvidia-kernel-open-dkms nvidia-kernel-dkms nvidia-persistenced "
+        "nvidia-open cuda-drivers"
+    )
+    deb = repo / f"{PIN}-590.44.01_590.44.01-1_all.deb"
+    tree = extract(deb, tmp_path / "exact")
+    preferences = (tree / f"etc/apt/preferences.d/{PIN}-590.44.01").read_text()
+    assert preferences == f"Package: {names}\nPin: version 590.44.01-*\nPin-Priority: 1000\n"
+    assert control_field(deb, "Provides") == "nvidia-driver-pinning"
+    conflicts = control_field(deb, "Conflicts").split(", ")
+    assert f"{PIN}-590" in conflicts and f"{PIN}-590.48.01" in conflicts
+    assert f"{PIN}-590.44.01" not in conflicts
+    assert "driver version 590.44.01" in control_field(deb, "Description")

@@ -200,6 +200,10 @@ def test_recorded_real_reports_judge_again_to_the_same_report(path):
     # Recorded before the audit read ACS above the GPUs and the sglang_env P2P keys.
     stored["record"]["facts"].setdefault("pcie_acs", None)
     stored["record"]["expectations"].setdefault("nccl_p2p_env", {})
+    # Recorded before the audit dated its records (driver support and the driver against the
+    # toolkit are judged on dated ones) and before nvidia_driver_version.
+    stored["record"]["facts"].setdefault("audited_on", None)
+    stored["record"]["expectations"].setdefault("driver_version", None)
     assert json.loads(json.dumps(again)) == stored
 
 

@@ -92,7 +92,7 @@ def problems_for(values: dict, sources: dict | None = None):
     [
         ({"sglang_port": "http"}, "sglang_port", "'http'", "valid integer", "1..65535"),
         ({"sglang_port": 70000}, "sglang_port", "70000", "less than or equal to 65535", "1..65535"),
-        ({"nvidia_driver_branch": 470}, "nvidia_driver_branch", "470", "590 or 595", "590, 595"),
+        ({"nvidia_driver_branch": 470}, "nvidia_driver_branch", "470", "615 or 620", "595, 610"),
         ({"cuda_version": "11.8"}, "cuda_version", "'11.8'", "'13.1'", "13.1"),
         (
             {"nvidia_driver_install": "desktop"},

@@ -61,19 +61,24 @@ APT_GET = (
 )
 
 
-def resolved(index: int, names: str, missing: str, branch: int = 590) -> str:
-    """The shell that picks the first of ``names`` apt has a version on ``branch`` of."""
+def resolved(
+    index: int, names: str, missing: str, branch: int = 590, version: str | None = None
+) -> str:
+    """The shell that picks the first of ``names`` apt has a version on ``branch`` (exactly
+    ``version``) of."""
+    track = version.replace(".", "\\.") + "-" if version else f"{branch}\\."
+    wanted = f"driver {version}" if version else f"driver branch {branch}"
     return (
         f'pkg{index}=; for name in {names}; do if apt-cache policy "$name" 2>/dev/null | '
-        f"sed -n 's/^ *Candidate: //p' | grep -Eq '^([0-9]+:)?{branch}\\.'; then "
+        f"sed -n 's/^ *Candidate: //p' | grep -Eq '^([0-9]+:)?{track}'; then "
         f'pkg{index}=$name; break; fi; done; [ -n "$pkg{index}" ] || {{ echo \'{missing}: apt '
-        f"has no version on driver branch {branch} in the configured repositories (is the "
+        f"has no version on {wanted} in the configured repositories (is the "
         "NVIDIA repository or its mirror complete?)' >&2; exit 100; }"
     )
 
 
-def install_compute_open(branch: int = 590, moving: str = "") -> str:
-    picks = "; ".join(resolved(i, name, name, branch) for i, name in enumerate(NAMES))
+def install_compute_open(branch: int = 590, moving: str = "", version: str | None = None) -> str:
+    picks = "; ".join(resolved(i, name, name, branch, version) for i, name in enumerate(NAMES))
     return (
         f"{picks}; {APT_GET} install --no-install-recommends --allow-downgrades "
         f'"$pkg0" "$pkg1" "$pkg2"{moving}'
@@ -145,6 +150,42 @@ CASES = [
         {DebPackages: {"nvidia-driver-pinning-590": ["590.48.01-1"]}},
         {"branch": 590},
         noops=["nvidia-driver-pinning-590 is installed"],
+    ),
+    # -- an exact release (nvidia_driver_version): NVIDIA's nvidia-driver-pinning-<version> --
+    op_case(
+        driver_branch_pin,
+        "an-exact-version-swaps-out-the-branch-pin",
+        {DebPackages: {"nvidia-driver-pinning-590": ["590.48.01-1"], **ON_590}},
+        {"branch": 590, "version": "590.44.01"},
+        commands=[f"{APT_GET} install nvidia-driver-pinning-590.44.01 nvidia-driver-pinning-590-"],
+    ),
+    op_case(
+        driver_branch_pin,
+        "the-exact-version-pin-in-place-is-a-noop",
+        {DebPackages: {"nvidia-driver-pinning-590.44.01": ["590.44.01-1"]}},
+        {"branch": 590, "version": "590.44.01"},
+        noops=["nvidia-driver-pinning-590.44.01 is installed"],
+    ),
+    op_case(
+        driver_branch_pin,
+        "back-to-the-branch-drops-the-exact-version-pin",
+        {DebPackages: {"nvidia-driver-pinning-590.44.01": ["590.44.01-1"]}},
+        {"branch": 590},
+        commands=[f"{APT_GET} install nvidia-driver-pinning-590 nvidia-driver-pinning-590.44.01-"],
+    ),
+    op_case(
+        driver_packages_on_branch,
+        "another-release-of-the-branch-moves-to-the-exact-version",
+        {DebPackages: {**ON_590, "nvidia-open": ["590.48.01-1"]}},
+        {"entries": COMPUTE_OPEN, "branch": 590, "version": "590.44.01"},
+        commands=[install_compute_open(590, " nvidia-open", version="590.44.01")],
+    ),
+    op_case(
+        driver_packages_on_branch,
+        "at-the-exact-version-is-a-noop",
+        {DebPackages: {p: ["590.44.01-1"] for p in NAMES}},
+        {"entries": COMPUTE_OPEN, "branch": 590, "version": "590.44.01"},
+        noops=["nvidia-driver-cuda, nvidia-kernel-open-dkms, nvidia-persistenced at 590.44.01"],
     ),
     # -- the driver packages follow the branch ------------------------------------------------
     op_case(
@@ -551,7 +592,7 @@ def test_nvcc_reporting_another_release_fails_before_changes():
 def test_driver_packages_per_family_install_kind_and_flavor(
     family, install, modules, branch, packages, module_packages
 ):
-    config = HostConfig(
+    config = HostConfig.model_construct(
         nvidia_driver_install=install, nvidia_kernel_modules=modules, nvidia_driver_branch=branch
     )
     assert ["|".join(entry) for entry in driver_packages(family, config)] == packages
@@ -562,7 +603,7 @@ def test_driver_packages_per_family_install_kind_and_flavor(
 
 def test_every_driver_package_name_has_its_source_in_the_data():
     driver = data.load("nvidia")["driver"]
-    names = {driver["pinning_package"]}
+    names = {driver["pinning_package"], driver["version_pinning_package"]}
     for family in driver["packages"].values():
         for install in family.values():
             for entries in install.values():
@@ -942,7 +983,9 @@ def test_a_branch_past_a_retired_architecture_is_refused_naming_the_branches_all
         "only on NVIDIA's proprietary modules; allowed: proprietary",
         "Nothing was changed.",
     ]
-    fits = HostConfig(nvidia_driver_branch=580, nvidia_kernel_modules="proprietary")
+    fits = HostConfig(
+        nvidia_driver_branch=580, nvidia_kernel_modules="proprietary", cuda_version="12.9"
+    )
     assert run_operation(PlannedDriverCheck, volta, config=fits) == ([], [])
 
 
