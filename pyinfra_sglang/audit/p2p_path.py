@@ -101,12 +101,20 @@ def findings_for_acs(
             )
         )
     elif redirects:
-        running = (
-            f"the service runs with P2P off ({detail}): all-reduce copies through host memory"
-            if state == "disabled"
-            else "NCCL's default still uses P2P between GPUs behind one PCIe switch, where it "
-            "can hang"
-        )
+        if state == "disabled":
+            running = (
+                f"the service runs with P2P off ({detail}): all-reduce copies through host memory"
+            )
+        elif state == "level":
+            running = (
+                f"the service sets NCCL_P2P_LEVEL={detail}: P2P between GPUs behind one PCIe "
+                "switch, where it can hang"
+            )
+        else:
+            running = (
+                "NCCL's default (PXB) still uses P2P between GPUs behind one PCIe switch, where "
+                "it can hang"
+            )
         findings.append(
             Finding(
                 "warn",

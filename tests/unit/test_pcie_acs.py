@@ -252,6 +252,14 @@ def test_acs_redirect_with_p2p_disabled_or_default_warns():
         f for f in judged(acs, {"NCCL_P2P_LEVEL": "PXB"}) if f.code == "pcie-acs-redirect"
     )
     assert default.level == "warn" and "behind one PCIe switch" in default.message
+    assert "sets NCCL_P2P_LEVEL=PXB" in default.message
+    # NVLinked GPUs get no P2P hint: NCCL's own default is judged.
+    nvlink = {"GPU0": {"GPU0": "X", "GPU1": "NV18"}, "GPU1": {"GPU0": "NV18", "GPU1": "X"}}
+    path = PeerPath(p2p=P2P_OK, acs=acs, iommu=NO_IOMMU)
+    own = next(
+        f for f in findings_for_acs(acs, path, {}, nvlink, 2) if f.code == "pcie-acs-redirect"
+    )
+    assert own.level == "warn" and "NCCL's default (PXB) still uses P2P" in own.message
     # The bridges the post left out were not read: said too.
     assert "pcie-acs-unknown" in {f.code for f in judged(acs)}
 
