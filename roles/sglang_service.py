@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from weakref import WeakKeyDictionary
 
+import gevent
 from gevent.event import Event
 from gevent.lock import BoundedSemaphore
 from pyinfra import host, logger, state
@@ -142,6 +143,9 @@ SETUP_FAILURES_TOLERATED = 2
 # No command of the apply may wait forever on a connection that died: each has this bound,
 # and a poll that runs out counts as "no answer yet" until the wait's own deadline.
 COMMAND_TIMEOUT_S = 60
+# How long a multi-node member waits for the others to decide whether they apply (each reads
+# its facts first).
+DECIDE_TIMEOUT_S = 180
 
 
 def _run(host_, command: str) -> tuple[bool, str]:
@@ -325,10 +329,12 @@ def _rolling_turn(state, host_, service: ServiceFiles):
 
 @dataclass
 class _GroupApply:
-    """One multi-node group's apply in one run: the members that apply (registered while
-    pyinfra checks for changes, before anything runs) and how each one's start ended."""
+    """One multi-node group's apply in one run: the members that apply, those that decided
+    whether to (each registers as its operation decides: while pyinfra checks for changes,
+    or, with -y, as the hosts run it side by side) and how each one's start ended."""
 
     members: set[str] = field(default_factory=set)
+    decided: set[str] = field(default_factory=set)
     outcomes: dict[str, str | None] = field(default_factory=dict)
     done: Event = field(default_factory=Event)
     # Rank 0 first (SGLang >= 0.5.21): set once rank 0 has stopped, or once it cannot
@@ -340,6 +346,18 @@ class _GroupApply:
         self.outcomes.setdefault(name, problem)
         if set(self.outcomes) >= self.members:
             self.done.set()
+
+    def decide(self, name: str, applies: bool) -> None:
+        if applies:
+            self.members.add(name)
+        self.decided.add(name)
+
+    def wait_decided(self, names: set[str], timeout_s: float) -> None:
+        """Until every one of ``names`` decided whether it applies (bounded: a member that
+        failed before deciding is not waited for past ``timeout_s``)."""
+        deadline = time.monotonic() + timeout_s
+        while not names <= self.decided and time.monotonic() < deadline:
+            gevent.sleep(0.1)
 
     def rank0_failed(self, problem: str) -> None:
         if not self.rank0_stopped.is_set():
@@ -387,6 +405,11 @@ def _apply_with_rollback(
     # failure ends with its message and False (the operation failed): pyinfra prints any
     # exception a callback raises as "Unexpected error in Python callback", with a traceback.
     unit = service.unit_name
+    group = _group_apply(state, service)
+    if group is not None:
+        # With -y pyinfra checks nothing ahead: the members decide as they run, side by side.
+        running = {h.name for h in state.inventory.get_active_hosts()}
+        group.wait_decided(running & set(service.group_hosts), DECIDE_TIMEOUT_S)
     try:
         with _rolling_turn(state, host, service):
             _apply(state, host, service, keep_previous, restart)
@@ -415,8 +438,9 @@ def _restart_rank0_first(state, host_, service: ServiceFiles, unit_list: str):
     unit = service.unit_name
     group = _group_apply(state, service)
     ranks = service.group_hosts
-    idle = [name for name in ranks if name not in group.members]
-    leader = min(group.members, key=ranks.index)
+    applying = group.members | {host_.name}
+    idle = [name for name in ranks if name not in applying]
+    leader = min(applying, key=ranks.index)
     driven = {name: state.inventory.get_host(name) for name in idle} if host_.name == leader else {}
     for name, other in driven.items():
         if not other.connected:  # left out of this run (--limit): the group needs it anyway
@@ -605,7 +629,10 @@ def sglang_service(config: HostConfig):
         and running
         and (service.health_url is None or host.get_fact(HttpStatus, url=service.health_url) == 200)
     )
+    group = _group_apply(state, service)
     if healthy:
+        if group is not None:
+            group.decide(host.name, applies=False)
         host.noop(f"{service.unit_name} runs the rendered configuration, healthy")
         return
     restart = units_to_restart(
@@ -628,11 +655,8 @@ def sglang_service(config: HostConfig):
         )
     # The files' contents (secrets included) are left out of this command's string form
     # (RenderedFile.content has repr=False): pyinfra prints it with -vv and in its debug log.
-    group = _group_apply(state, service)
-    if group is not None and not state.is_executing:
-        # pyinfra checks every host for changes before it runs anything: the members that
-        # will apply are known before the first one starts.
-        group.members.add(host.name)
+    if group is not None:
+        group.decide(host.name, applies=True)
     yield FunctionCommand(
         _apply_with_rollback, (service,), {"keep_previous": running, "restart": restart}
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -326,6 +327,27 @@ def test_a_rank0_that_fails_before_its_stop_leaves_the_others_running(monkeypatc
     events, outcome = group_restart(monkeypatch, ["rank0", "rank1"], rank0_fails=True)
     assert events == []
     assert outcome["rank1"].startswith("not restarted: rank 0 of group trio did not stop")
+
+
+def test_with_y_a_member_waits_until_the_others_decided_whether_they_apply():
+    """pyinfra -y checks nothing ahead: the members decide as they run, side by side; the
+    group's apply starts once all did (and not forever for one that never does)."""
+    run = Run()
+    group = _group_apply(run, ServiceFiles("sglang.service", (), None, 5, multinode_group="p"))
+    group.decide("rank1", applies=True)
+
+    def rank0_later():
+        gevent.sleep(0.2)
+        group.decide("rank0", applies=False)
+
+    gevent.spawn(rank0_later)
+    started = time.monotonic()
+    group.wait_decided({"rank0", "rank1"}, timeout_s=5)
+    assert 0.15 < time.monotonic() - started < 2
+    assert group.members == {"rank1"} and group.decided == {"rank0", "rank1"}
+    started = time.monotonic()
+    group.wait_decided({"rank0", "rank1", "rank2"}, timeout_s=0.3)
+    assert time.monotonic() - started < 1
 
 
 def test_a_group_member_out_of_reach_leaves_the_group_running(monkeypatch):
