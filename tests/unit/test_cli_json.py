@@ -129,7 +129,7 @@ def test_render(capsys):
 def test_render_refused(capsys):
     argv = ["render", "--profile", "glm-5-nvfp4", "--gpus", "4", "--arch", "sm_120"]
     code, value, _ = run([*argv, "--sglang-version", "0.5.23", "--json"], capsys)
-    assert code == 1 and value["error"].startswith("refused: profile glm-5-nvfp4 needs at least")
+    assert code == 1 and value["error"].startswith("refused: profile glm-5-nvfp4 does not fit 4 x")
 
 
 def test_packages(capsys):
