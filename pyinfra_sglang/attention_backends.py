@@ -29,6 +29,7 @@ class BackendSupport:
     since: str | None
     kv_cache_dtypes: tuple[str, ...] | None
     source: str
+    phases: tuple[str, ...] = ("prefill", "decode")
 
 
 @cache
@@ -41,6 +42,7 @@ def sparse_backends() -> dict[str, BackendSupport]:
             since=entry.get("since"),
             kv_cache_dtypes=tuple(entry["kv_cache_dtypes"]) if "kv_cache_dtypes" in entry else None,
             source=" ".join(entry["source"].split()),
+            phases=tuple(entry.get("phases", ("prefill", "decode"))),
         )
         for name, entry in data.load("attention_backends")["sparse"].items()
     }
@@ -91,7 +93,13 @@ def backend_problems(resolved: Profile, arch: Arch | str, sglang_version: str) -
         support = sparse_backends().get(name) if name else None
         if support is None:
             continue
-        if arch not in support.archs:
+        phase = field.removeprefix("sparse_attention_").removesuffix("_backend")
+        if phase not in support.phases:
+            problems.append(
+                f"{field} {name!r} is a {' and '.join(support.phases)} backend only "
+                f"({support.source})"
+            )
+        elif arch not in support.archs:
             problems.append(
                 f"{field} {name!r} has no kernels for {arch} (only {', '.join(support.archs)}: "
                 f"{support.source})"

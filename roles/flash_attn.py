@@ -108,10 +108,13 @@ def flash_attn_built(
                 QuoteString(f"build flash-attn {version} for the GPUs nvidia-smi will report"),
             )
             return
+        default = ";".join(data.load("python")["flash_attn"]["default_cuda_archs"])
         raise OperationError(
             "nvidia-smi reports no GPUs, so the CUDA architectures to build flash-attn for "
             "are unknown: reboot into the installed driver (allow_reboot: true does it), or "
-            'set flash_attn_cuda_archs (e.g. ["90"] for H100/H200, ["120"] for RTX PRO 6000)'
+            'set flash_attn_cuda_archs (e.g. ["90"] for H100/H200, ["120"] for RTX PRO 6000). '
+            f"Not left to flash-attn's own default ({default}): kernels for every one of "
+            "them, the build's time and memory several times over"
         )
     plan = host_build_plan(archs, memory_fraction)
     log = build_log_paths(version)[0]
