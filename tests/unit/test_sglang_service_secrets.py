@@ -19,7 +19,15 @@ from pyinfra.facts.server import Command
 from pyinfra.facts.systemd import SystemdStatus
 
 import roles.sglang_service as role
-from checks.facts import FileDigests, NvidiaGpus, NvidiaTopology
+from checks.facts import (
+    FileDigests,
+    IommuState,
+    NvidiaGpus,
+    NvidiaP2P,
+    NvidiaTopology,
+    PcieAcs,
+    Virtualization,
+)
 from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.parsers.nvidia_smi import GPU_QUERY_FIELDS
 from pyinfra_sglang.render import RenderedFile
@@ -293,6 +301,12 @@ def test_the_apply_command_string_holds_no_secret(tmp_path):
     facts = {
         NvidiaGpus: H200X2,
         NvidiaTopology: {},
+        # The peer-traffic readings the role takes for several GPUs (checks/peer_path.py):
+        # none to be had (no nvidia-smi matrix, no lspci, no IOMMU), as on a bare machine.
+        NvidiaP2P: {},
+        PcieAcs: PcieAcs().process(["### lspci no"]),
+        IommuState: IommuState().process(["", "### iommu_groups=0"]),
+        Virtualization: Virtualization().process(["none", "none"]),
         FileDigests: {},
         SystemdStatus: {"sglang.service": True},
     }
