@@ -6,6 +6,7 @@ model itself and serves it offline."""
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 
 import pytest
@@ -26,6 +27,16 @@ MULTINODE = (
     "--data",
     "sglang_multinode_firewall=false",
 )
+
+
+def unit_state(host_pool, test_host) -> str:
+    show = "systemctl show -p ActiveState --value sglang.service"
+    return host_pool.run(test_host, show).stdout.strip()
+
+
+def journal_since(host_pool, test_host, since: str) -> str:
+    command = f"journalctl -u sglang.service --since @{since} --no-pager -o cat"
+    return host_pool.run(test_host, command).stdout
 
 
 def argv_of(host_pool, test_host) -> list[str]:
@@ -142,6 +153,62 @@ def test_each_node_of_a_group_downloads_the_snapshot_and_serves_it_offline(
             assert "HF_HUB_OFFLINE=1" in env
         again = apply(inventory, options=MULTINODE)
         assert again.returncode == 0 and again.changed() == [], again.describe()
+    finally:
+        back = apply(inventory)
+        assert back.returncode == 0 and not back.errors(), back.describe()
+
+
+def test_from_0_5_21_the_group_restarts_rank0_first_never_into_the_kill_timeout(
+    host_pool, hosts, inventory
+):
+    """The stand-in reports 0.5.23: as SGLang from 0.5.21, its rank 1 ignores SIGTERM and
+    waits for rank 0's shutdown broadcast. A change to the whole group restarts rank 0 first
+    and ends in seconds; the old order (rank 1 stopped on its own, or ahead of rank 0) waits
+    for the unit's kill timeout (TimeoutStopSec=120)."""
+    head, worker = hosts
+    try:
+        up = apply(inventory, options=MULTINODE)
+        assert up.returncode == 0 and not up.errors(), up.describe()
+        assert (
+            json.loads(host_pool.run(worker, "cat /run/sglang-standin/30000.json").stdout)[
+                "version"
+            ]
+            == "0.5.23"
+        )
+
+        since = host_pool.run(worker, "date +%s").stdout.strip()
+        started = time.monotonic()
+        changed = apply(
+            inventory,
+            options=(*MULTINODE, "--data", 'sglang_env={"SGLANG_STANDIN_TOKEN_DELAY_S": "0.004"}'),
+        )
+        took = time.monotonic() - started
+        assert changed.returncode == 0 and not changed.errors(), changed.describe()
+        journal = journal_since(host_pool, worker, since)
+        # Rank 1 exited on rank 0's broadcast, not on systemd's SIGKILL.
+        assert "ShutdownReq from rank 0; exiting" in journal, journal
+        assert "timed out" not in journal and "Killing process" not in journal, journal
+        assert took < 120, f"the group's restart took {took:.0f} s"
+        assert (
+            json.loads(host_pool.run(worker, "cat /run/sglang-standin/30000.json").stdout)["state"]
+            == "joined"
+        )
+
+        # The old order: rank 1 stopped before rank 0 only logs the SIGTERM and waits; only
+        # rank 0's stop (or the kill timeout) ends it.
+        since = host_pool.run(worker, "date +%s").stdout.strip()
+        host_pool.run(worker, "systemctl stop --no-block sglang.service")
+        time.sleep(8)
+        assert unit_state(host_pool, worker) == "deactivating"
+        assert "waiting for the rank-0 ShutdownReq broadcast" in journal_since(
+            host_pool, worker, since
+        )
+        host_pool.run(head, "systemctl stop sglang.service")
+        deadline = time.monotonic() + 15
+        while unit_state(host_pool, worker) != "inactive":
+            assert time.monotonic() < deadline, "rank 1 did not exit on rank 0's broadcast"
+            time.sleep(0.5)
+        assert "timed out" not in journal_since(host_pool, worker, since)
     finally:
         back = apply(inventory)
         assert back.returncode == 0 and not back.errors(), back.describe()
