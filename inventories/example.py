@@ -22,7 +22,11 @@ gpu_servers = [
             "expected_gpu_count": 8,
             # What nvidia-smi calls them: validation plans for it, the deploy refuses others.
             "expected_gpu_model": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+            # 590 is a short-lived feature branch (the audit warns); NVIDIA supports 580, 595
+            # and 620 (docs/packages.md). CUDA 13.1 needs 590 or later.
             "nvidia_driver_branch": 590,
+            # Or one exact release, with NVIDIA's nvidia-driver-pinning-<version>:
+            # "nvidia_driver_version": "590.48.01",
             "cuda_version": "13.1",
             "sglang_model_profile": "glm-5-nvfp4",
             # Serve the LAN: a non-loopback bind requires an API key, read from this file
