@@ -112,8 +112,10 @@ def _by_trial(rounds: list[Round]) -> dict[int, list[Round]]:
     return grouped
 
 
-def _remaining(space: Space, from_index: int, incumbent: dict[str, Any]) -> int:
-    return sum(len(candidates(s, incumbent)) for s in space.settings[from_index:])
+def _remaining(space: Space, after_index: int, incumbent: dict[str, Any]) -> int:
+    """Trials the settings after ``after_index`` hold (at most: a better value found on the
+    way can change which a requirement allows)."""
+    return sum(len(candidates(s, incumbent)) for s in space.settings[after_index + 1 :])
 
 
 def replay(space: Space, start: dict[str, Any], objective: Objective, rounds: list[Round]) -> State:
@@ -123,8 +125,9 @@ def replay(space: Space, start: dict[str, Any], objective: Objective, rounds: li
     trials: list[Trial] = []
     numbers = itertools.count()  # trials are numbered in the order the search reaches them
 
-    def trial_state(settings, change, reason, incumbent_measurement, index, incumbent):
-        """(Trial, None) once judged; (None, State) when a round is still to run."""
+    def trial_state(settings, change, reason, incumbent_measurement, left, incumbent):
+        """(Trial, None) once judged; (None, State) when a round is still to run. ``left``:
+        the trials after this one, at most."""
         number = next(numbers)
         done = recorded.get(number, [])
         for r in done:
@@ -135,7 +138,7 @@ def replay(space: Space, start: dict[str, Any], objective: Objective, rounds: li
                 )
         if not done:
             measure = Measure(number, 1, settings, change, reason)
-            return None, State(measure, trials, incumbent, 1 + _remaining(space, index, incumbent))
+            return None, State(measure, trials, incumbent, 1 + left)
         seconds = sum(r.seconds for r in done)
         last = done[-1]
         if last.status != "ok":
@@ -164,9 +167,7 @@ def replay(space: Space, start: dict[str, Any], objective: Objective, rounds: li
                     change,
                     f"close call ({_close(verdict)}): another round",
                 )
-                return None, State(
-                    measure, trials, incumbent, 1 + _remaining(space, index, incumbent)
-                )
+                return None, State(measure, trials, incumbent, 1 + left)
             if verdict.verdict == CLOSE:  # out of rounds: still inside the noise band
                 verdict = Verdict(
                     "tie",
@@ -179,7 +180,9 @@ def replay(space: Space, start: dict[str, Any], objective: Objective, rounds: li
         ), None
 
     incumbent = dict(start)
-    baseline, state = trial_state(incumbent, {}, "the starting settings", None, 0, incumbent)
+    baseline, state = trial_state(
+        incumbent, {}, "the starting settings", None, _remaining(space, -1, incumbent), incumbent
+    )
     if state:
         return state
     trials.append(baseline)
@@ -187,10 +190,12 @@ def replay(space: Space, start: dict[str, Any], objective: Objective, rounds: li
         return State(None, trials, incumbent, 0, "the starting settings failed to start")
     best = baseline.measurement
     for index, setting in enumerate(space.settings):
-        for settings in candidates(setting, incumbent):
+        tried = candidates(setting, incumbent)
+        for position, settings in enumerate(tried):
             change = {setting.name: settings[setting.name]}
             reason = f"{setting.name} = {settings[setting.name]!r}"
-            trial, state = trial_state(settings, change, reason, best, index, incumbent)
+            left = len(tried) - position - 1 + _remaining(space, index, incumbent)
+            trial, state = trial_state(settings, change, reason, best, left, incumbent)
             if state:
                 return state
             trials.append(trial)

@@ -6,10 +6,13 @@ fixed run-to-run spread, as bench_serving's result lines."""
 from __future__ import annotations
 
 import json
+import shutil
+import tomllib
+from pathlib import Path
 
 import pytest
 
-from pyinfra_sglang.tuning.journal import JOURNAL_FILE, JournalError, budget_problem
+from pyinfra_sglang.tuning.journal import JOURNAL_FILE, JournalError, budget_problem, open_journal
 from pyinfra_sglang.tuning.judge import Measurement, Objective, judge
 from pyinfra_sglang.tuning.loop import TuneRefused, run_search
 from pyinfra_sglang.tuning.search import JournalMismatch, Round, candidates, replay
@@ -268,3 +271,48 @@ def test_the_budget_refuses_a_search_whose_trial_cannot_fit_and_stops_a_long_one
     assert outcome.state.next is not None  # what it would have run next
     assert said[0].startswith("trial 0: the starting settings; at most")
     assert budget_problem(1000, 0, 100, 600) == ""
+
+
+REAL = Path(__file__).resolve().parents[1] / "fixtures" / "sglang-0.5.17-h200" / "tune"
+
+
+def real_search():
+    table = tomllib.loads((REAL / "tune-space.toml").read_text())
+    start = {name: table["start"].get(name) for name in table["search"]["order"]}
+    return load_space(table), start, Objective(table["objective"]["concurrency"])
+
+
+def test_the_real_h200_search_replays_to_graphs_on_and_the_rest_no_gain(tmp_path):
+    """The journal the loop wrote beside real SGLang 0.5.17 over four device calls: replayed,
+    it reaches the decisions that were made there, and finds nothing more to run."""
+    space, start, objective = real_search()
+    shutil.copy(REAL / JOURNAL_FILE, tmp_path / JOURNAL_FILE)
+    rounds = open_journal(tmp_path, space, start, objective)
+    state = replay(space, start, objective, rounds)
+    assert state.next is None and state.stopped == ""
+    assert [(t.change, t.verdict.verdict, t.rounds) for t in state.trials] == [
+        ({}, "baseline", 1),
+        ({"cuda_graph": True}, "better", 1),
+        ({"mem_fraction_static": 0.8}, "worse", 1),
+        ({"mem_fraction_static": 0.88}, "tie", 2),
+        ({"chunked_prefill_size": 2048}, "worse", 1),
+    ]
+    graphs = state.trials[1]
+    assert graphs.verdict.difference_pct == pytest.approx(362.4, abs=0.1)
+    assert overrides_block({}, start, state) == "sglang_profile_overrides = {'cuda_graph': True}"
+    # Resumed at any point, the search asks for exactly the round that came next there.
+    for cut in range(len(rounds)):
+        step = replay(space, start, objective, rounds[:cut]).next
+        assert (step.trial, step.round, step.settings) == (
+            rounds[cut].trial,
+            rounds[cut].round,
+            rounds[cut].settings,
+        )
+
+
+def test_progress_counts_only_the_trials_still_ahead():
+    space, start, objective = real_search()
+    rounds = open_journal(REAL, space, start, objective)
+    # After the baseline and the graphs trial: 0.80, 0.88 and 2048 are left (this one included).
+    assert replay(space, start, objective, rounds[:2]).remaining == 3
+    assert replay(space, start, objective, rounds[:5]).remaining == 1
