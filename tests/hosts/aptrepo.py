@@ -1,8 +1,9 @@
 """A stand-in for NVIDIA's CUDA apt repository: signed flat repos served over loopback HTTP.
 
 ``build_repo()`` builds tiny packages with NVIDIA's real names, versions and dependency
-shape (cuda-keyring, driver pinning, the 580, 590 and 595 driver branches, CUDA 13.0/13.1)
-with dpkg-deb, indexes them, and signs each flat repo with a GPG key made for this build alone.
+shape (cuda-keyring, branch and exact-version driver pins, the 580, 590 and 595 driver
+branches, CUDA 13.0/13.1) with dpkg-deb, indexes them, and signs each flat repo with a GPG
+key made for this build alone.
 The driver packages follow each distro's family of names, read from
 tests/fixtures/nvidia-repo/shapes.toml (public captures beside it, README.md there).
 The key's public half ships in cuda-keyring, as NVIDIA's does, so apt checks signatures
@@ -216,10 +217,15 @@ def keyring_package(distro: str, arch: str, public_key: bytes) -> PackageSpec:
     )
 
 
+# Every pinning package's one file, as NVIDIA's (README.md). apt reads a preferences.d file
+# only with no extension or ".pref": "nvidia-driver-pinning-590.44.01" would be ignored.
+PIN_FILE = "/etc/apt/preferences.d/nvidia-driver-pin"
+
+
 def pinning_packages(family: str) -> list[PackageSpec]:
-    """Every branch's pin and every release's exact-version pin. The real ones all ship
-    /etc/apt/preferences.d/nvidia-driver-pin and conflict through the virtual
-    nvidia-driver-pinning (README.md); here each has its own file and names the others."""
+    """Every branch's pin and every release's exact-version pin, all shipping PIN_FILE. The
+    real ones conflict through the virtual nvidia-driver-pinning (README.md); here each
+    names the others."""
     # name -> (what it pins, its own version)
     pins = {
         f"nvidia-driver-pinning-{branch}": (f"{branch}.*", version)
@@ -247,7 +253,7 @@ def pinning_packages(family: str) -> list[PackageSpec]:
                 description=f"APT driver pinning file for driver {what}",
                 conflicts=tuple(others),
                 provides=("nvidia-driver-pinning",),
-                files=(DebFile(f"/etc/apt/preferences.d/{name}", preferences.encode()),),
+                files=(DebFile(PIN_FILE, preferences.encode()),),
             )
         )
     return specs

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pyinfra_sglang.inventory import HostConfig, versioned_venv_path
 from tests.hosts.apply import apply, write_inventory
 
 pytestmark = pytest.mark.hosts
@@ -18,6 +19,11 @@ LIST_FILE = "/etc/apt/sources.list.d/cuda-debian12-x86_64.list"
 # Debian 12's compute install with open modules, by Debian's names (data/nvidia.toml).
 DRIVER = ["nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-persistenced"]
 BRANCH_VERSIONS = {580: "580.126.20-1", 590: "590.48.01-1", 595: "595.58.03-1"}
+# CUDA 13.1 Update 1 needs driver >= 590.48.01 (data/nvidia.toml): an older driver goes
+# with CUDA 13.0, keeping the site's venv (its path would follow the CUDA release).
+SITE_VENV = versioned_venv_path(HostConfig().sglang_version, "3.11", "13.1")
+CUDA_13_0 = ("--data", 'cuda_version="13.0"', "--data", f"venv_path={SITE_VENV}")
+TOOLKIT_FOR = {580: CUDA_13_0, 590: (), 595: ()}
 
 
 def versions(host_pool, test_host, packages) -> dict[str, str]:
@@ -135,7 +141,8 @@ def test_branch_moves_take_every_driver_package_along(host_pool, hosts, inventor
     try:
         for branch in (595, 590, 580, 590):
             version = BRANCH_VERSIONS[branch]
-            result = apply(inventory, options=("--data", f"nvidia_driver_branch={branch}"))
+            options = ("--data", f"nvidia_driver_branch={branch}", *TOOLKIT_FOR[branch])
+            result = apply(inventory, options=options)
             assert result.returncode == 0 and not result.errors(), result.describe()
             for h in hosts:
                 assert f"NVIDIA driver | Lock the driver to branch {branch}" in result.changed(
@@ -149,12 +156,48 @@ def test_branch_moves_take_every_driver_package_along(host_pool, hosts, inventor
                 }
                 # No driver package of another branch remains.
                 assert set(driver_packages_by_branch(host_pool, h)) == {str(branch)}
-            assert_second_apply_changes_nothing(
-                inventory, "--data", f"nvidia_driver_branch={branch}"
-            )
+            assert_second_apply_changes_nothing(inventory, *options)
     finally:
         for h in hosts:
             host_pool.run(h, "DEBIAN_FRONTEND=noninteractive apt-get remove -y -q nvidia-open")
+
+
+def test_an_exact_release_is_locked_with_nvidias_version_pin(host_pool, hosts, inventory):
+    # nvidia_driver_version: nvidia-driver-pinning-<version> replaces the branch's pin and
+    # takes every driver package to that release (a downgrade from the branch's newest here);
+    # CUDA 13.1 Update 1 needs 590.48.01, so the older release goes with CUDA 13.0.
+    old, new = "590.44.01", "590.48.01-1"
+    options = ("--data", f"nvidia_driver_version={old}", *CUDA_13_0)
+    pins = ["nvidia-driver-pinning-590", f"nvidia-driver-pinning-{old}"]
+    try:
+        locked = apply(inventory, options=options)
+        assert locked.returncode == 0 and not locked.errors(), locked.describe()
+        for h in hosts:
+            assert f"NVIDIA driver | Lock the driver to {old}" in locked.changed(h.address)
+            assert versions(host_pool, h, [*DRIVER, *pins]) == {
+                **dict.fromkeys(DRIVER, f"{old}-1"),
+                f"nvidia-driver-pinning-{old}": f"{old}-1",
+            }
+            # apt itself now holds the release: its candidate is the pinned one.
+            policy = host_pool.run(h, "apt-cache policy nvidia-driver-cuda").stdout
+            assert f"Candidate: {old}-1" in policy, policy
+        assert_second_apply_changes_nothing(inventory, *options)
+        # Unset again: the branch's pin comes back; the release stays (no update unasked).
+        unlocked = apply(inventory)
+        assert unlocked.returncode == 0 and not unlocked.errors(), unlocked.describe()
+        for h in hosts:
+            assert versions(host_pool, h, [*DRIVER, *pins]) == {
+                **dict.fromkeys(DRIVER, f"{old}-1"),
+                "nvidia-driver-pinning-590": new,
+            }
+    finally:
+        # Back to the branch's newest, as the other tests expect.
+        for h in hosts:
+            host_pool.run(
+                h,
+                "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-downgrades "
+                "nvidia-driver-pinning-590 " + " ".join(f"{p}={new}" for p in DRIVER),
+            )
 
 
 def test_a_newer_release_of_the_branch_is_reported_then_taken_when_asked(

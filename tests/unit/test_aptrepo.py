@@ -143,7 +143,7 @@ def test_pinning_packages_pin_every_driver_package_to_their_branch(repo, tmp_pat
     )
     for branch, version in (("580", D580), ("590", D590), ("595", D595)):
         tree = extract(repo / f"{PIN}-{branch}_{version}_all.deb", tmp_path / branch)
-        preferences = (tree / f"etc/apt/preferences.d/{PIN}-{branch}").read_text()
+        preferences = (tree / "etc/apt/preferences.d/nvidia-driver-pin").read_text()
         assert preferences == f"Package: {names}\nPin: version {branch}.*\nPin-Priority: 1000\n"
 
 
@@ -384,7 +384,8 @@ def test_exact_version_pins_pin_one_release_and_swap_with_every_other_pin(repo, 
     )
     deb = repo / f"{PIN}-590.44.01_590.44.01-1_all.deb"
     tree = extract(deb, tmp_path / "exact")
-    preferences = (tree / f"etc/apt/preferences.d/{PIN}-590.44.01").read_text()
+    # NVIDIA's file name: apt ignores a preferences.d file with an extension (".01") but .pref.
+    preferences = (tree / "etc/apt/preferences.d/nvidia-driver-pin").read_text()
     assert preferences == f"Package: {names}\nPin: version 590.44.01-*\nPin-Priority: 1000\n"
     assert control_field(deb, "Provides") == "nvidia-driver-pinning"
     conflicts = control_field(deb, "Conflicts").split(", ")
