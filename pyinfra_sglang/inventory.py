@@ -717,11 +717,12 @@ class HostConfig(BaseModel):
         # minor-version compatibility (limited: no JIT of newer PTX): not planned on.
         from pyinfra_sglang.nvidia import TOOLKIT_SOURCE, driver_below_toolkit
 
-        field = "nvidia_driver_version" if self.nvidia_driver_version else "nvidia_driver_branch"
         why = driver_below_toolkit(
             self.cuda_version, self.nvidia_driver_branch, self.nvidia_driver_version
         )
         if why:
+            # The branch itself, or the release within a branch that would do.
+            field = "nvidia_driver_branch" if why.startswith("branch") else "nvidia_driver_version"
             raise _field_error(
                 field,
                 f"{why} (cuda_version {self.cuda_version}; {TOOLKIT_SOURCE}). Choose a newer "

@@ -129,6 +129,11 @@ def test_validation_names_host_field_numbers_and_source():
     config, [problem] = validate_host_data("gpu1", {"nvidia_driver_version": "590.44.01"})
     assert (problem.field, problem.value) == ("nvidia_driver_version", "'590.44.01'")
     assert "590.44.01 is older than 590.48.01" in problem.message
+    # An exact release of a branch that is too old: the branch is what to change.
+    _, [problem] = validate_host_data(
+        "gpu1", {"nvidia_driver_branch": 580, "nvidia_driver_version": "580.95.05"}
+    )
+    assert problem.field == "nvidia_driver_branch"
     config, problems = validate_host_data(
         "gpu1", {"nvidia_driver_branch": 580, "cuda_version": "13.0"}
     )
