@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -251,6 +251,11 @@ class Profile(BaseModel):
     cuda_graph: bool = Field(True, description="Capture CUDA graphs for decode.")
     cuda_graph_max_bs: int | None = Field(None, ge=1)
     chunked_prefill_size: int | None = Field(None, description="Tokens per prefill chunk; -1: off.")
+    # The scheduler's order of waiting requests and its cap on running ones (both searched by
+    # deploy/tune.py). Of server_args' choices (0.5.9 .. 0.5.23) these need no request metadata
+    # (priority and routing-key do; random and dfs-weight are not for serving).
+    schedule_policy: Literal["lpm", "fcfs", "lof"] | None = None
+    max_running_requests: int | None = Field(None, ge=1, le=65536)
 
     reasoning_parser: str | None = None
     tool_call_parser: str | None = None

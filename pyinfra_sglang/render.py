@@ -276,6 +276,8 @@ def _intent_values(
         "kv_cache_dtype": profile.kv_cache_dtype,
         "mem_fraction_static": profile.mem_fraction_static,
         "chunked_prefill_size": profile.chunked_prefill_size,
+        "schedule_policy": profile.schedule_policy,
+        "max_running_requests": profile.max_running_requests,
         "cuda_graph_max_bs": profile.cuda_graph_max_bs if profile.cuda_graph else None,
         "disable_cuda_graph": not profile.cuda_graph,
         "disable_shared_experts_fusion": profile.disable_shared_experts_fusion,

@@ -68,10 +68,20 @@ class Layout:
     dist_init_addr: str | None = None
     api_key: str | None = None
     mtp: bool = False  # sglang_profile_overrides {"mtp": true}: the speculative flags
+    tuned: bool = False  # every setting deploy/tune.py searches, set (TUNED below)
 
 
+# One value of each setting the tuner searches (data/tuning.toml), as a winner's overrides.
+TUNED = {
+    "mem_fraction_static": 0.8,
+    "cuda_graph_max_bs": 32,
+    "chunked_prefill_size": 2048,
+    "schedule_policy": "lof",
+    "max_running_requests": 64,
+}
 LAYOUTS = (
     Layout("1-node-api-key", api_key=API_KEY),
+    Layout("1-node-tuned", api_key=API_KEY, tuned=True),
     Layout("2-nodes-rank-1", nnodes=2, node_rank=1, dist_init_addr="10.0.0.1:50000"),
 )
 # MTP, for each profile whose model has a next-token layer (the others refuse it).
@@ -91,6 +101,8 @@ def render(profile_name: str, version: str, arch: str, layout: Layout) -> list[s
     profile = load_profile(profile_name)
     if layout.mtp:
         profile = merge_overrides(profile, {"mtp": True})
+    if layout.tuned:
+        profile = merge_overrides(profile, TUNED)
     return server_args(
         profile_for_gpus(profile, arch, version),
         version,

@@ -279,7 +279,7 @@ def test_extra_args_cannot_set_managed_flags(tmp_path, extra_args, named):
 
 
 def test_extra_args_of_unmanaged_flags_pass():
-    args = ["--disable-radix-cache", "--log-level=debug", "--max-running-requests", "64", "--"]
+    args = ["--disable-radix-cache", "--log-level=debug", "--max-total-tokens", "65536", "--"]
     assert merge_overrides(load_profile("dense-bf16"), {"extra_args": args}).extra_args == args
 
 
