@@ -88,16 +88,25 @@ class State:
     stopped: str = ""  # why a finished search stopped early (its baseline failed)
 
 
-def candidates(setting: Setting, incumbent: dict[str, Any]) -> list[dict[str, Any]]:
+def candidates(
+    setting: Setting, incumbent: dict[str, Any], space: Space | None = None
+) -> list[dict[str, Any]]:
     """The settings to try for ``setting``: each other value on top of the incumbent, where
-    its requirements hold."""
+    its requirements hold. A setting of ``space`` whose requirement the new value breaks is
+    cleared (None: the profile's default is no value): graphs off clear the graph batch size,
+    which SGLang would otherwise be given for graphs it does not capture (render refuses it)."""
     found = []
     for value in setting.values:
         if value == incumbent.get(setting.name):
             continue
         settings = {**incumbent, setting.name: value}
-        if setting.allowed_with(settings):
-            found.append(settings)
+        if not setting.allowed_with(settings):
+            continue
+        for other in space.settings if space else ():
+            cleared = settings.get(other.name) is not None and not other.allowed_with(settings)
+            if cleared:
+                settings[other.name] = None
+        found.append(settings)
     return found
 
 
@@ -115,7 +124,7 @@ def _by_trial(rounds: list[Round]) -> dict[int, list[Round]]:
 def _remaining(space: Space, after_index: int, incumbent: dict[str, Any]) -> int:
     """Trials the settings after ``after_index`` hold (at most: a better value found on the
     way can change which a requirement allows)."""
-    return sum(len(candidates(s, incumbent)) for s in space.settings[after_index + 1 :])
+    return sum(len(candidates(s, incumbent, space)) for s in space.settings[after_index + 1 :])
 
 
 def replay(space: Space, start: dict[str, Any], objective: Objective, rounds: list[Round]) -> State:
@@ -190,7 +199,7 @@ def replay(space: Space, start: dict[str, Any], objective: Objective, rounds: li
         return State(None, trials, incumbent, 0, "the starting settings failed to start")
     best = baseline.measurement
     for index, setting in enumerate(space.settings):
-        tried = candidates(setting, incumbent)
+        tried = candidates(setting, incumbent, space)
         for position, settings in enumerate(tried):
             change = {setting.name: settings[setting.name]}
             reason = f"{setting.name} = {settings[setting.name]!r}"

@@ -15,7 +15,13 @@ import pytest
 from pyinfra_sglang.tuning.journal import JOURNAL_FILE, JournalError, budget_problem, open_journal
 from pyinfra_sglang.tuning.judge import Measurement, Objective, judge
 from pyinfra_sglang.tuning.loop import TuneRefused, run_search
-from pyinfra_sglang.tuning.search import JournalMismatch, Round, candidates, replay
+from pyinfra_sglang.tuning.search import (
+    JournalMismatch,
+    Round,
+    candidates,
+    replay,
+    winning_overrides,
+)
 from pyinfra_sglang.tuning.space import applicable, load_space
 from pyinfra_sglang.tuning.summary import overrides_block, trial_table
 
@@ -316,3 +322,12 @@ def test_progress_counts_only_the_trials_still_ahead():
     # After the baseline and the graphs trial: 0.80, 0.88 and 2048 are left (this one included).
     assert replay(space, start, objective, rounds[:2]).remaining == 3
     assert replay(space, start, objective, rounds[:5]).remaining == 1
+
+
+def test_turning_graphs_off_clears_the_graph_batch_size_it_required():
+    space = small_space()
+    incumbent = {**START, "cuda_graph": True, "cuda_graph_max_bs": 64}
+    [off] = candidates(space.settings[0], incumbent, space)
+    assert off == {**incumbent, "cuda_graph": False, "cuda_graph_max_bs": None}
+    # The winner's block then clears it too, as an inventory override of null does.
+    assert winning_overrides(incumbent, off) == {"cuda_graph": False, "cuda_graph_max_bs": None}
