@@ -29,7 +29,6 @@ from checks.facts import (
     DkmsState,
     FileDigests,
     FirstLine,
-    GpuQueryUnderLoad,
     IommuState,
     JsonRecord,
     NvccRelease,
@@ -48,6 +47,7 @@ from checks.facts import (
     Virtualization,
 )
 from checks.failures import fail_run
+from checks.gpu_load import run_under_load
 from checks.host_context import host_position, ship_and_run
 from checks.peer_path import read_peer_path
 from checks.run_summary import run_inventory
@@ -145,7 +145,7 @@ def _output_tail(sampled: dict) -> str:
 
 
 def _sample_under(command: str) -> dict:
-    return host.get_fact(GpuQueryUnderLoad, load=command, timeout_s=LOAD_TIMEOUT_S)
+    return run_under_load(host, command, LOAD_TIMEOUT_S)
 
 
 def read_gpu_load(config: HostConfig, serving: bool, torch: bool) -> GpuLoadReading:

@@ -14,7 +14,6 @@ from pyinfra_sglang.parsers.nvidia_smi import (
     NvccReleaseDict,
     NvidiaLoadedModuleDict,
     parse_gpu_query_csv,
-    parse_gpu_query_under_load,
     parse_loaded_module,
     parse_nvcc_release,
 )
@@ -497,30 +496,6 @@ class NvidiaP2P(FactBase[dict[str, dict[str, str]]]):
 
     def process(self, output) -> dict[str, dict[str, str]]:
         return parse_topo_p2p(output)
-
-
-class GpuQueryUnderLoad(FactBase[dict]):
-    """The ``--query-gpu`` readings sampled while ``load`` (a shell command) runs: PCIe link
-    generation drops when a GPU idles, so links are judged while something uses them.
-
-    See parse_gpu_query_under_load for the result. Sampling stops when the load ends (at
-    most ``timeout_s``).
-    """
-
-    def command(self, load: str, interval_s: float = 0.2, timeout_s: int = 120) -> str:
-        query = f"nvidia-smi --query-gpu={GPU_QUERY_FIELDS} --format=csv"
-        return (
-            "tmp=$(mktemp -d); "
-            f'( while [ ! -e "$tmp/done" ]; do {query} 2>/dev/null; sleep {float(interval_s)}; '
-            'done ) > "$tmp/samples" & sampler=$!; '
-            f'timeout {int(timeout_s)} sh -c {shlex.quote(load)} > "$tmp/load" 2>&1; rc=$?; '
-            'touch "$tmp/done"; wait $sampler; '
-            'echo "### load rc=$rc"; cat "$tmp/load"; echo "### samples"; cat "$tmp/samples"; '
-            'rm -rf "$tmp"'
-        )
-
-    def process(self, output) -> dict:
-        return parse_gpu_query_under_load(output)
 
 
 class IommuState(FactBase[dict]):

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from checks.facts import GpuQueryUnderLoad, IommuState, NvidiaGpus, SystemdUnitState
+from checks.facts import IommuState, NvidiaGpus, SystemdUnitState
+from checks.gpu_load import sampled_load_command
 from pyinfra_sglang.audit.drift import (
     findings_for_cuda,
     findings_for_driver,
@@ -28,6 +29,7 @@ from pyinfra_sglang.audit.topology import findings_for_p2p, findings_for_topolog
 from pyinfra_sglang.parsers.nvidia_smi import (
     GPU_QUERY_FIELDS,
     parse_gpu_query_samples,
+    parse_gpu_query_under_load,
 )
 from pyinfra_sglang.parsers.topo import parse_topo_matrix, parse_topo_p2p
 from tests.unit.captures import captured_lines
@@ -114,7 +116,7 @@ def test_query_samples_keep_every_sample_and_the_fact_judges_the_last():
     assert {row["pcie.link.gen.current"] for row in NvidiaGpus().process(lines + later)} == {"5"}
 
 
-def test_gpu_query_under_load_fact_splits_load_output_and_samples():
+def test_a_run_under_load_splits_load_output_and_samples():
     lines = captured_lines("h200x2-nvlink-vm", QUERY)
     output = [
         "### load rc=0",
@@ -123,21 +125,20 @@ def test_gpu_query_under_load_fact_splits_load_output_and_samples():
         *lines,
         *lines,
     ]
-    fact = GpuQueryUnderLoad()
-    assert fact.process(output) == {
+    assert parse_gpu_query_under_load(output) == {
         "load_rc": 0,
         "load_output": ['{"gpus": [{"index": 0, "h2d_gbs": 55.3}]}'],
         "samples": [H200, H200],
     }
-    assert fact.process(["mktemp: failed"]) == {
+    assert parse_gpu_query_under_load(["mktemp: failed"]) == {
         "load_rc": None,
         "load_output": ["mktemp: failed"],
         "samples": [],
     }
 
 
-def test_gpu_query_under_load_command_samples_while_the_load_runs(tmp_path):
-    """The fact's command, run by sh with the replaying nvidia-smi on PATH (the test double of
+def test_the_sampled_load_command_samples_while_the_load_runs(tmp_path):
+    """The host program, run by sh with the replaying nvidia-smi on PATH (the test double of
     the driver's tool): the load's output and exit status come back, and samples taken while
     it ran."""
     import os
@@ -161,20 +162,19 @@ def test_gpu_query_under_load_command_samples_while_the_load_runs(tmp_path):
     load = (
         "python3 - <<'EOF'\nimport time; time.sleep(0.6); print('{\"it\": \"ran\"}')\nEOF\nexit 3"
     )
-    fact = GpuQueryUnderLoad()
     env = {
         **os.environ,
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
         "NVIDIA_SMI_REPLAY_ROOT": str(root),
     }
     run = subprocess.run(
-        ["sh", "-c", fact.command(load=load, interval_s=0.1, timeout_s=30)],
+        ["sh", "-c", sampled_load_command(load, interval_s=0.1, timeout_s=30)],
         capture_output=True,
         text=True,
         env=env,
         timeout=60,
     )
-    result = fact.process(run.stdout.splitlines())
+    result = parse_gpu_query_under_load(run.stdout.splitlines())
     assert result["load_rc"] == 3 and result["load_output"] == ['{"it": "ran"}']
     assert len(result["samples"]) >= 2 and all(sample == H200 for sample in result["samples"])
 

@@ -6,7 +6,6 @@ import pytest
 
 from checks.facts import (
     AptSourceEntries,
-    GpuQueryUnderLoad,
     KernelHeaders,
     MemoryInfo,
     NvccRelease,
@@ -16,6 +15,7 @@ from checks.facts import (
     PythonVersion,
     Virtualization,
 )
+from checks.gpu_load import sampled_load_command
 from tests.unit.captures import captured_lines
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
@@ -65,12 +65,12 @@ def test_kernel_headers_command_uses_the_running_kernel():
     assert ' pkg=linux-headers-"$release"; echo "$release"; ' in command
 
 
-def test_gpu_query_under_load_takes_only_numbers_for_its_timing():
+def test_the_sampled_load_takes_only_numbers_for_its_timing():
     # The load itself is one quoted word; the interval and the timeout must be numbers.
-    command = GpuQueryUnderLoad().command("sleep 1; echo done", interval_s=0.5, timeout_s=30)
+    command = sampled_load_command("sleep 1; echo done", interval_s=0.5, timeout_s=30)
     assert "sleep 0.5; done" in command and "timeout 30 sh -c 'sleep 1; echo done'" in command
     with pytest.raises(ValueError):
-        GpuQueryUnderLoad().command("true", interval_s="0.2; injected")
+        sampled_load_command("true", interval_s="0.2; injected")
 
 
 def test_loaded_open_module_on_the_h200_vm():
