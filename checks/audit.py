@@ -23,6 +23,7 @@ from pyinfra.api import operation
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import File
+from pyinfra.facts.server import Which
 
 from checks.facts import (
     AptPolicy,
@@ -258,7 +259,14 @@ def read_flash_attn(packages: dict[str, str]) -> dict | None:
 
 def read_facts(config: HostConfig, expected: AuditExpectations) -> AuditFacts:
     """Read the current pyinfra host: every fact the judge needs, loads included."""
-    gpus = host.get_fact(NvidiaGpus)
+    # The nvidia-smi facts require it (their requires_command); read while the run executes,
+    # a missing program is a finding here, not the misordered deploy pyinfra warns about.
+    smi = bool(host.get_fact(Which, command="nvidia-smi"))
+
+    def smi_fact(fact, **arguments):
+        return host.get_fact(fact, **arguments) if smi else fact.default()
+
+    gpus = smi_fact(NvidiaGpus)
     virtualization = host.get_fact(Virtualization)
     loaded = host.get_fact(NvidiaLoadedModule)
     if loaded is None and gpus and virtualization["container"] not in (None, "unknown"):
@@ -287,8 +295,8 @@ def read_facts(config: HostConfig, expected: AuditExpectations) -> AuditFacts:
         reboot_required=bool(host.get_fact(File, path=REBOOT_REQUIRED)),
         nvcc=host.get_fact(NvccRelease, path=expected.nvcc_path),
         virtualization=virtualization,
-        topology=host.get_fact(NvidiaTopology),
-        p2p=host.get_fact(NvidiaP2P, mode="r"),
+        topology=smi_fact(NvidiaTopology),
+        p2p=smi_fact(NvidiaP2P, mode="r"),
         iommu=host.get_fact(IommuState),
         persistenced=host.get_fact(SystemdUnitState, unit="nvidia-persistenced.service"),
         service=service,
@@ -298,7 +306,7 @@ def read_facts(config: HostConfig, expected: AuditExpectations) -> AuditFacts:
         load=GpuLoadReading(),
         dkms=host.get_fact(DkmsState),
         secure_boot=host.get_fact(SecureBootState),
-        nvidia_smi_package=host.get_fact(NvidiaSmiPackage),
+        nvidia_smi_package=smi_fact(NvidiaSmiPackage),
         module_candidate=upstream_version(candidate) if candidate else None,
         model=read_model(config),
         flash_attn=read_flash_attn(packages),

@@ -1,5 +1,14 @@
-"""Facts pyinfra-sglang reads from hosts: small FactBase classes, each a command and a
-one-line process() that hands the output to a pure parser in pyinfra_sglang.parsers."""
+"""Facts pyinfra-sglang reads from hosts: small FactBase classes in pyinfra's own shape
+(pyinfra/facts/*.py): a command, ``requires_command`` when the command needs a program the
+host may lack (pyinfra then returns ``default()`` without running it), ``default()`` where no
+output means "not there", and a one-line process() that hands the output to a pure parser in
+pyinfra_sglang.parsers.
+
+pyinfra 3.10 (api/facts.py ``get_fact``) returns the default silently while it plans; while the
+run executes it logs a warning ("will raise an exception in v4"). So an operation that reads
+at execution (the audit) asks ``Which`` first where the program may be missing.
+
+A GPU workload is no fact: checks/gpu_load.py runs it."""
 
 from __future__ import annotations
 
@@ -9,6 +18,15 @@ import shlex
 from pyinfra.api import FactBase
 
 from pyinfra_sglang import data
+from pyinfra_sglang.parsers.files import (
+    count_gpu_classes,
+    parse_counts,
+    parse_first_line,
+    parse_first_nonempty,
+    parse_last_int,
+    parse_sized_files,
+    parse_venvs_by_age,
+)
 from pyinfra_sglang.parsers.nvidia_smi import (
     GPU_QUERY_FIELDS,
     NvccReleaseDict,
@@ -77,7 +95,7 @@ class NvidiaPciDevices(FactBase[int]):
         return 0  # no output: no NVIDIA device (the command itself cannot fail)
 
     def process(self, output) -> int:
-        return sum(1 for line in output if line.strip().startswith(("0x0300", "0x0302")))
+        return count_gpu_classes(output)
 
 
 class PcieAcs(FactBase[PcieAcsDict]):
@@ -175,24 +193,29 @@ class SecureBootState(FactBase[dict]):
 class NvidiaSmiPackage(FactBase[str | None]):
     """The package that installed the nvidia-smi on PATH (dpkg -S); None without either."""
 
+    def requires_command(self) -> str:
+        return "nvidia-smi"
+
     def command(self) -> str:
         return (
-            'p=$(command -v nvidia-smi) && dpkg -S "$(readlink -f "$p")" 2>/dev/null '
+            'dpkg -S "$(readlink -f "$(command -v nvidia-smi)")" 2>/dev/null '
             "| head -n1 | cut -d: -f1 || true"
         )
 
     def process(self, output) -> str | None:
-        lines = [line.strip() for line in output if line.strip()]
-        return lines[0] if lines else None
+        return parse_first_nonempty(output)
 
 
 class MokEnrolled(FactBase[bool | None]):
     """Is the certificate (DER, base64) enrolled? mokutil --test-key's answer; None without
     mokutil. The certificate is public: it travels in the command, into a temporary file."""
 
+    def requires_command(self, cert_base64: str) -> str:
+        return "mokutil"
+
     def command(self, cert_base64: str) -> str:
         return (
-            "command -v mokutil >/dev/null 2>&1 || exit 0; cert=$(mktemp); "
+            "cert=$(mktemp); "
             f"printf '%s' {shlex.quote(cert_base64)} | base64 -d > \"$cert\"; "
             'mokutil --test-key "$cert" 2>&1; rm -f "$cert"; true'
         )
@@ -248,6 +271,9 @@ class AptPolicy(FactBase[dict]):
     def default() -> dict:
         return {}
 
+    def requires_command(self, packages: list[str]) -> str:
+        return "apt-cache"
+
     def command(self, packages: list[str]) -> str:
         names = " ".join(shlex.quote(name) for name in packages)
         return f"apt-cache policy {names} 2>/dev/null || true"
@@ -289,11 +315,12 @@ class NvidiaGpus(FactBase[list[dict[str, str | None]]]):
     def default() -> list[dict[str, str | None]]:
         return []
 
+    def requires_command(self) -> str:
+        return "nvidia-smi"
+
+    # nvidia-smi without a loaded driver exits non-zero: that is no GPU here, not a failure.
     def command(self) -> str:
-        return (
-            "command -v nvidia-smi >/dev/null 2>&1 && "
-            f"nvidia-smi --query-gpu={GPU_QUERY_FIELDS} --format=csv || true"
-        )
+        return f"nvidia-smi --query-gpu={GPU_QUERY_FIELDS} --format=csv || true"
 
     def process(self, output) -> list[dict[str, str | None]]:
         return parse_gpu_query_csv(output)
@@ -340,17 +367,16 @@ class SnapshotFiles(FactBase[dict[str, int]]):
         return f"[ -d {quoted} ] && find -L {quoted} -type f -printf '%s\\t%P\\n' || true"
 
     def process(self, output) -> dict[str, int]:
-        files = {}
-        for line in output:
-            size, _, path = line.partition("\t")
-            if size.isdigit() and path:
-                files[path] = int(size)
-        return files
+        return parse_sized_files(output)
 
 
 class SnapshotDamage(FactBase[dict[str, int]]):
     """What a cut-off download leaves in a Hub cache model folder: snapshot links whose blob
     is missing, and ``.incomplete`` blobs ({"broken": N, "incomplete": M})."""
+
+    @staticmethod
+    def default() -> dict[str, int]:
+        return {}
 
     def command(self, model_folder: str) -> str:
         q = shlex.quote(model_folder)
@@ -360,12 +386,7 @@ class SnapshotDamage(FactBase[dict[str, int]]):
         )
 
     def process(self, output) -> dict[str, int]:
-        counts = {}
-        for line in output:
-            key, _, value = line.strip().partition(" ")
-            if value.strip().isdigit():
-                counts[key] = int(value)
-        return counts
+        return parse_counts(output)
 
 
 class FirstLine(FactBase[str | None]):
@@ -376,8 +397,7 @@ class FirstLine(FactBase[str | None]):
         return f"head -n 1 {shlex.quote(path)} 2>/dev/null || true"
 
     def process(self, output) -> str | None:
-        lines = [line.strip() for line in output]
-        return lines[0] if lines and lines[0] else None
+        return parse_first_line(output)
 
 
 class Virtualenvs(FactBase[list[str]]):
@@ -396,12 +416,7 @@ class Virtualenvs(FactBase[list[str]]):
         )
 
     def process(self, output) -> list[str]:
-        found = []
-        for line in output:
-            parts = line.strip().split(" ", 1)
-            if len(parts) == 2 and parts[0].isdigit() and parts[1].endswith("/pyvenv.cfg"):
-                found.append(parts[1].removesuffix("/pyvenv.cfg").rstrip("/"))
-        return found
+        return parse_venvs_by_age(output)
 
 
 class JsonRecord(FactBase[dict | None]):
@@ -426,13 +441,15 @@ class FreeBytes(FactBase[int | None]):
         )
 
     def process(self, output) -> int | None:
-        values = [line.strip() for line in output if line.strip()]
-        return int(values[-1]) if values and values[-1].isdigit() else None
+        return parse_last_int(output)
 
 
 class HttpStatus(FactBase[int | None]):
     """The HTTP status a GET of ``url`` gets from the host itself within 10 s; None when
     nothing answers. (python3: on every host the roles provision.)"""
+
+    def requires_command(self, url: str) -> str:
+        return "python3"
 
     def command(self, url: str) -> str:
         probe = (
@@ -447,13 +464,16 @@ class HttpStatus(FactBase[int | None]):
         return f"python3 -c {shlex.quote(probe)} {shlex.quote(url)}"
 
     def process(self, output) -> int | None:
-        values = [line.strip() for line in output if line.strip()]
-        return int(values[-1]) if values and values[-1].isdigit() else None
+        return parse_last_int(output)
 
 
 class FileDigests(FactBase[dict[str, str | None]]):
     """sha256 of each of ``paths`` ({path: digest, or None when missing}): lets an operation
     compare rendered content, secrets included, without reading it back."""
+
+    @staticmethod
+    def default() -> dict[str, str | None]:
+        return {}
 
     def command(self, paths: list[str]) -> str:
         quoted = " ".join(shlex.quote(p) for p in paths)
@@ -473,8 +493,11 @@ class NvidiaTopology(FactBase[dict[str, dict[str, str]]]):
     def default() -> dict[str, dict[str, str]]:
         return {}
 
+    def requires_command(self) -> str:
+        return "nvidia-smi"
+
     def command(self) -> str:
-        return "command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi topo -m || true"
+        return "nvidia-smi topo -m || true"
 
     def process(self, output) -> dict[str, dict[str, str]]:
         return parse_topo_matrix(output)
@@ -488,11 +511,11 @@ class NvidiaP2P(FactBase[dict[str, dict[str, str]]]):
     def default() -> dict[str, dict[str, str]]:
         return {}
 
+    def requires_command(self, mode: str = "r") -> str:
+        return "nvidia-smi"
+
     def command(self, mode: str = "r") -> str:
-        return (
-            "command -v nvidia-smi >/dev/null 2>&1 && "
-            f"nvidia-smi topo -p2p {shlex.quote(mode)} || true"
-        )
+        return f"nvidia-smi topo -p2p {shlex.quote(mode)} || true"
 
     def process(self, output) -> dict[str, dict[str, str]]:
         return parse_topo_p2p(output)

@@ -3,19 +3,37 @@
 from pathlib import Path
 
 import pytest
+from pyinfra.context import ctx_host, ctx_state
 
 from checks.facts import (
+    AptPolicy,
     AptSourceEntries,
+    FileDigests,
+    FirstLine,
+    HttpStatus,
     KernelHeaders,
     MemoryInfo,
+    MokEnrolled,
     NvccRelease,
     NvidiaGpus,
     NvidiaLoadedModule,
+    NvidiaP2P,
+    NvidiaSmiPackage,
+    NvidiaTopology,
     PythonPackages,
     PythonVersion,
+    SnapshotDamage,
     Virtualization,
 )
 from checks.gpu_load import sampled_load_command
+from pyinfra_sglang.parsers.files import (
+    count_gpu_classes,
+    parse_counts,
+    parse_first_nonempty,
+    parse_last_int,
+    parse_sized_files,
+    parse_venvs_by_age,
+)
 from tests.unit.captures import captured_lines
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
@@ -214,3 +232,89 @@ def test_memory_info_on_the_h200_vm():
         "total_kb": 131981020,
         "available_kb": 131488796,
     }
+
+
+# Each fact that runs a program the host may lack names it, as pyinfra's own facts do.
+PROGRAMS = {
+    NvidiaGpus: ({}, "nvidia-smi"),
+    NvidiaTopology: ({}, "nvidia-smi"),
+    NvidiaP2P: ({"mode": "r"}, "nvidia-smi"),
+    NvidiaSmiPackage: ({}, "nvidia-smi"),
+    MokEnrolled: ({"cert_base64": "AA=="}, "mokutil"),
+    AptPolicy: ({"packages": ["nvidia-open"]}, "apt-cache"),
+    HttpStatus: ({"url": "http://127.0.0.1:1/"}, "python3"),
+}
+
+
+@pytest.mark.parametrize("fact", PROGRAMS, ids=lambda fact: fact.__name__)
+def test_facts_name_the_program_they_need(fact):
+    arguments, program = PROGRAMS[fact]
+    assert fact().requires_command(**arguments) == program
+    # The command no longer tests for it itself: pyinfra wraps it in that test.
+    assert not fact().command(**arguments).startswith("command -v")
+
+
+def local_state(path: str):
+    """pyinfra's own @local host, planning (not executing), its shell's PATH ``path``."""
+    from pyinfra.api import Config, Inventory, State
+    from pyinfra.api.connect import connect_all
+
+    inventory = Inventory((["@local"], {}))
+    state = State(inventory=inventory, config=Config(ENV={"PATH": path}))
+    connect_all(state)
+    return state, inventory.get_host("@local")
+
+
+@pytest.mark.parametrize(
+    ("fact", "arguments"),
+    [(NvidiaGpus, {}), (NvidiaTopology, {}), (NvidiaP2P, {"mode": "r"}), (NvidiaSmiPackage, {})],
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_without_nvidia_smi_pyinfra_returns_the_default(tmp_path, fact, arguments):
+    # A PATH without nvidia-smi: pyinfra's requires_command guard answers, no command fails
+    # and the host is not failed.
+    state, host = local_state(str(tmp_path))
+    with ctx_state.use(state), ctx_host.use(host):
+        assert host.get_fact(fact, **arguments) == fact.default()
+    assert not state.failed_hosts
+
+
+def test_with_nvidia_smi_pyinfra_runs_the_fact(tmp_path):
+    # The replaying test double of nvidia-smi on PATH: the same fact reads both GPUs.
+    import shutil
+    import sys
+
+    from tests.hosts import nvidia_smi_replay
+    from tests.unit.captures import GPU_FIXTURES
+
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text(f"#!{sys.executable}\n" + Path(nvidia_smi_replay.__file__).read_text())
+    smi.chmod(0o755)
+    captures = tmp_path / "usr/share/nvidia-smi-replay/h200x2-nvlink-vm"
+    shutil.copytree(GPU_FIXTURES / "h200x2-nvlink-vm", captures)
+    state, host = local_state(f"{smi.parent}:/usr/bin:/bin")
+    state.config.ENV["NVIDIA_SMI_REPLAY_ROOT"] = str(tmp_path)
+    with ctx_state.use(state), ctx_host.use(host):
+        gpus = host.get_fact(NvidiaGpus)
+    assert [(gpu["index"], gpu["name"]) for gpu in gpus] == [
+        ("0", "NVIDIA H200"),
+        ("1", "NVIDIA H200"),
+    ]
+
+
+def test_empty_output_is_the_default():
+    # No paths asked, no file there: "not there", never None where callers expect a dict.
+    assert FileDigests.default() == {} and SnapshotDamage.default() == {}
+    assert NvidiaSmiPackage().process([]) is None and FirstLine().process([""]) is None
+
+
+def test_small_parsers():
+    assert parse_sized_files(["123\tconfig.json", "x\ty", "7\t"]) == {"config.json": 123}
+    assert parse_counts(["broken 2", "incomplete 0", "junk"]) == {"broken": 2, "incomplete": 0}
+    assert parse_last_int(["", "200", ""]) == 200 and parse_last_int(["none"]) is None
+    assert parse_first_nonempty(["", " nvidia-utils-590 "]) == "nvidia-utils-590"
+    assert parse_venvs_by_age(
+        ["1796 /opt/sglang/v2/pyvenv.cfg", "1700 /opt/sglang/v1/pyvenv.cfg", "x /y"]
+    ) == ["/opt/sglang/v2", "/opt/sglang/v1"]
+    assert count_gpu_classes(["0x030200", "0x030000", "0x040300"]) == 2

@@ -109,12 +109,10 @@ def test_without_nvidia_smi():
     assert NvidiaP2P.default() == {}
     assert NvidiaTopology().process([]) == {}
     assert NvidiaP2P().process([]) == {}
-    assert NvidiaTopology().command() == (
-        "command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi topo -m || true"
-    )
-    assert NvidiaP2P().command("w") == (
-        "command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi topo -p2p w || true"
-    )
+    # pyinfra runs the command only where nvidia-smi is (requires_command), else the default.
+    assert NvidiaTopology().requires_command() == NvidiaP2P().requires_command() == "nvidia-smi"
+    assert NvidiaTopology().command() == "nvidia-smi topo -m || true"
+    assert NvidiaP2P().command("w") == "nvidia-smi topo -p2p w || true"
     assert "topo -p2p r " in NvidiaP2P().command()
 
 
