@@ -556,6 +556,18 @@ def _gpus_text(gpu_set, how: str) -> str:
     )
 
 
+def _interconnect_estimate(profile, gpu_set, node, spec) -> list[str]:
+    """What the profile's layout (and the others) would move over the GPU links
+    (parallelism.py), as `render` prints it on stderr."""
+    from pyinfra_sglang import parallelism, render
+
+    tp_size = render.tp_size_for(profile, gpu_set.count, node.nnodes, gpu_set.memory_gb)
+    link = parallelism.link_for(spec, gpu_set.pcie_only, gpu_set.count)
+    if node.nnodes > 1:
+        link = None  # the network between nodes is not in the GPU table
+    return parallelism.estimate_lines(profile, tp_size, link, gpu_set.memory_gb)
+
+
 def _render_from_flags(args: argparse.Namespace) -> dict:
     from pyinfra_sglang import inventory, profiles, render
     from pyinfra_sglang.model_snapshot import is_local_model
@@ -598,6 +610,7 @@ def _render_from_flags(args: argparse.Namespace) -> dict:
         "node": node,
         "files": files,
         "removes": [],
+        "estimate": _interconnect_estimate(profile, gpu_set, node, spec),
     }
 
 
@@ -621,7 +634,7 @@ def _render_from_inventory(args: argparse.Namespace) -> dict:
     profile = inventory.host_profile(config)
     node = inventory.node_position_in(config, host)
     if args.gpus is not None:
-        gpu_set, _ = _given_gpus(args)
+        gpu_set, planned = _given_gpus(args)
         how = "given"
     else:
         gpu_set = service_files.planned_gpus(config, profile, node.nnodes)
@@ -645,6 +658,7 @@ def _render_from_inventory(args: argparse.Namespace) -> dict:
         "node": node,
         "files": list(rendered.files),
         "removes": list(rendered.stale),
+        "estimate": _interconnect_estimate(profile, gpu_set, node, planned),
     }
 
 
@@ -706,6 +720,9 @@ def _render_service(args: argparse.Namespace) -> int:
             }
         )
         return 0
+    # On stderr, so that stdout stays the files alone.
+    for line in preview["estimate"]:
+        print(f"# {line}", file=sys.stderr)
     print(preview["header"])
     for file in preview["files"]:
         print(f"\n# ==> {file.path} (mode {file.mode}) <==")

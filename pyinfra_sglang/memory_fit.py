@@ -10,6 +10,16 @@ profile that states its model's size (``weights_gb``, ``kv_bytes_per_token``,
 
 (data/memory_fit.toml cites the sources). A profile that states none of that gives a plain
 floor over all GPUs instead (``min_total_gpu_memory_gb``), as profiles did before.
+
+MoE layouts (parallelism.py): expert parallelism splits the routed experts by expert instead
+of by slice, the same bytes per GPU (experts / tp). DP attention with D groups runs
+attention on TP / D GPUs per group: the weights outside the MLPs (``mlp_weights_gb``'s
+complement: attention, embeddings) and a KV cache split by heads are split D times less,
+
+    mlp_weights / TP + (weights - mlp_weights) / (TP / D)
+
+and all of the weights count as the second part where the profile leaves mlp_weights_gb unset
+(an upper bound).
 """
 
 from __future__ import annotations
@@ -64,6 +74,8 @@ class GpuNeed:
     kv_gib: float
     overhead_gib: float
     mtp_gib: float  # the MTP draft's KV and graphs (its weights are in weights_gib)
+    dp_attention: int = 1  # attention data-parallel groups
+    mlp_weights_gb: float | None = None  # the MLP part of weights_gb, where split apart
 
     @property
     def need(self) -> float:
@@ -80,7 +92,20 @@ class GpuNeed:
     def parts(self) -> str:
         """The need, GiB, part by part: "weights 53.0 (460.8 GB less the MTP layer / 8) + ..."."""
         whole = "" if self.whole_checkpoint else " less the MTP layer"
-        parts = [f"weights {self.weights_gib:.1f} ({self.weights_gb:g} GB{whole} / {self.tp_size})"]
+        if self.dp_attention > 1:
+            attn_tp = max(1, self.tp_size // self.dp_attention)
+            mlp = self.mlp_weights_gb or 0.0
+            split = f"MLP {mlp:g} GB / {self.tp_size} + " if mlp else ""
+            rest = f"{self.weights_gb - mlp:g} GB" if mlp else f"all {self.weights_gb:g} GB"
+            weights = (
+                f"weights {self.weights_gib:.1f} ({split}the rest {rest} / {attn_tp}, "
+                f"attention on {attn_tp} GPU(s) per DP-attention group{whole})"
+            )
+        else:
+            weights = (
+                f"weights {self.weights_gib:.1f} ({self.weights_gb:g} GB{whole} / {self.tp_size})"
+            )
+        parts = [weights]
         if self.kv_tokens:
             parts.append(f"KV cache for {self.kv_tokens} tokens {self.kv_gib:.1f}")
         if self.overhead_gib:
@@ -109,8 +134,16 @@ def per_gpu_need(profile: Profile, tp_size: int, gpu_memory_gb: float) -> GpuNee
         # The next-token layer is loaded only as MTP's draft: without it, its share stays on
         # disk (a share by layer count; the embedding and head are in every layer's share).
         weights *= layers / (layers + mtp_layers)
-    kv_heads = profile.num_key_value_heads or tp_size
-    split = min(tp_size, kv_heads) if profile.kv_split_over_tp else 1
+    dp = profile.dp_attention_size or 1
+    attn_tp = max(1, tp_size // dp)
+    if dp > 1:
+        # Attention and embeddings on tp / dp ranks per group; MLPs over all tp ranks.
+        mlp_share = (profile.mlp_weights_gb or 0.0) / profile.weights_gb
+        per_gpu = weights * mlp_share / tp_size + weights * (1 - mlp_share) / attn_tp
+    else:
+        per_gpu = weights / tp_size
+    kv_heads = profile.num_key_value_heads or attn_tp
+    split = min(attn_tp, kv_heads) if profile.kv_split_over_tp else 1
     tokens = profile.min_kv_tokens or 0
     kv = tokens * kv_bytes_per_token(profile) / split / GIB
     mtp = 0.0
@@ -124,18 +157,22 @@ def per_gpu_need(profile: Profile, tp_size: int, gpu_memory_gb: float) -> GpuNee
         gpu_memory_gb=gpu_memory_gb,
         fraction=mem_fraction(profile),
         weights_gb=profile.weights_gb,
-        weights_gib=weights / tp_size,
+        weights_gib=per_gpu,
         whole_checkpoint=whole,
         kv_tokens=tokens,
         kv_gib=kv,
         overhead_gib=profile.gpu_overhead_gb,
         mtp_gib=mtp,
+        dp_attention=dp,
+        mlp_weights_gb=profile.mlp_weights_gb,
     )
 
 
 def holds(profile: Profile, gpu_count: int, gpu_memory_gb: float) -> bool:
     """Do ``gpu_count`` GPUs of ``gpu_memory_gb``, one tensor-parallel rank each, hold the
     profile's model?"""
+    if gpu_count % (profile.dp_attention_size or 1):
+        return False  # no such layout: the DP-attention groups must divide the GPUs
     need = per_gpu_need(profile, gpu_count, gpu_memory_gb)
     if need is None:
         return gpu_count * gpu_memory_gb >= (profile.min_total_gpu_memory_gb or 0)
@@ -172,7 +209,9 @@ def shortfall(profile: Profile, gpu_count: int, gpu_memory_gb: float) -> str:
             f"needs at least {floor:g} GB of GPU memory in total (min_total_gpu_memory_gb); "
             f"{gpu_count} x {gpu_memory_gb:g} GB = {have:g} GB here"
         )
+    dp = profile.dp_attention_size or 1
+    layout = f" with {dp} DP-attention groups" if dp > 1 else ""
     return (
         f"does not fit {gpu_count} x {gpu_memory_gb:g} GB at tensor-parallel size "
-        f"{gpu_count}: {need.text()}"
+        f"{gpu_count}{layout}: {need.text()}"
     )

@@ -46,9 +46,18 @@ CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 # secrets (they go into the 0600 config file) and the aliases SGLang's own parser gives
 # managed flags (read from the real parsers of 0.5.9, 0.5.14 and 0.5.23; tests/compat
 # checks them): --model for --model-path, --tensor-parallel-size for --tp-size,
-# --nccl-init-addr for --dist-init-addr.
+# --nccl-init-addr for --dist-init-addr; --expert-parallel-size and --ep for --ep-size,
+# --data-parallel-size for --dp-size, --attention-data-parallel-size for --attn-dp-size.
 SECRET_SERVER_FLAGS = ("--api-key", "--admin-api-key")
-MANAGED_FLAG_ALIASES = ("--model", "--tensor-parallel-size", "--nccl-init-addr")
+MANAGED_FLAG_ALIASES = (
+    "--model",
+    "--tensor-parallel-size",
+    "--nccl-init-addr",
+    "--expert-parallel-size",
+    "--ep",
+    "--data-parallel-size",
+    "--attention-data-parallel-size",
+)
 
 # The longest timeout a profile may set (24 h): StartLimitIntervalSec and TimeoutStopSec are
 # rendered from them, and systemd ignores a setting it cannot parse (a span past its 64-bit
@@ -358,6 +367,58 @@ class Profile(BaseModel):
             "3 is SGLang's own choice for DeepSeek- and GLM-MoE models."
         ),
     )
+    # MoE parallelism (data/parallelism.toml says what SGLang checks; parallelism.py).
+    ep_size: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "Expert-parallel ranks (--ep-size): each holds num_routed_experts / ep_size "
+            "experts. Must divide the tensor-parallel size and num_routed_experts. Unset: 1."
+        ),
+    )
+    dp_attention_size: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "Attention data-parallel groups (--dp-size with --enable-dp-attention, "
+            "--attn-dp-size from 0.5.22): attention runs on tp_size / this many GPUs per "
+            "group, the MoE over all. Must divide the tensor-parallel size. Unset: 1 (off)."
+        ),
+    )
+    moe_a2a_backend: Backend | None = Field(
+        None,
+        description=(
+            "The MoE all-to-all (--moe-a2a-backend, e.g. deepep), where the pinned release "
+            "has it; needs ep_size equal to the tensor-parallel size. Unset: SGLang's none."
+        ),
+    )
+    # The model's shape, for the MoE layouts' checks and their communication estimate.
+    hidden_size: int | None = Field(
+        None, ge=1, description="The model's hidden size (hidden_size in its config.json)."
+    )
+    num_moe_layers: int | None = Field(
+        None,
+        ge=0,
+        description=(
+            "Layers with routed experts (num_hidden_layers less first_k_dense_replace); "
+            "unset: all num_layers."
+        ),
+    )
+    num_routed_experts: int | None = Field(
+        None, ge=1, description="Routed experts per MoE layer (n_routed_experts): MoE models."
+    )
+    num_experts_per_token: int | None = Field(
+        None, ge=1, description="Routed experts each token goes to (num_experts_per_tok)."
+    )
+    mlp_weights_gb: float | None = Field(
+        None,
+        gt=0,
+        description=(
+            "The MLP part of weights_gb (routed and shared experts, dense MLPs), decimal GB: "
+            "split over all tensor-parallel ranks in every layout, while the rest (attention, "
+            "embeddings) is split within each attention data-parallel group only."
+        ),
+    )
     # Decode roofline inputs (diagnosis/roofline.py): weights read per generated token.
     active_params_b: float | None = Field(
         None, gt=0, description="Parameters read per token, billions (MoE: the active ones)."
@@ -470,6 +531,15 @@ class Profile(BaseModel):
                 f"tp_size {self.tp_size} does not split {heads_text(self)} evenly over its "
                 f"ranks; allowed sizes: {', '.join(map(str, allowed_tp_sizes(self)))}"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _moe_layout(self) -> Profile:
+        from pyinfra_sglang.parallelism import profile_layout_problems
+
+        problems = profile_layout_problems(self)
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     @model_validator(mode="after")

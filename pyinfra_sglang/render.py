@@ -25,7 +25,7 @@ from typing import Any
 import jinja2
 from pyinfra.api.exceptions import PyinfraError
 
-from pyinfra_sglang import data, memory_fit, paths
+from pyinfra_sglang import data, memory_fit, parallelism, paths
 from pyinfra_sglang.arch import Arch, as_sm
 from pyinfra_sglang.attention_backends import backend_problems, check_release_for_arch, refusal
 from pyinfra_sglang.p2p import P2P_KEYS, P2PHint, PeerPath, disable_env, p2p_hint
@@ -37,7 +37,12 @@ from pyinfra_sglang.profiles import (
     heads_text,
     tp_size_allowed,
 )
-from pyinfra_sglang.sglang_flags import FlagVersionError, flag_table, mtp_intents
+from pyinfra_sglang.sglang_flags import (
+    FlagVersionError,
+    dp_attention_intents,
+    flag_table,
+    mtp_intents,
+)
 from pyinfra_sglang.versions import parse_version
 
 SERVER_MODULE = "sglang.launch_server"
@@ -220,6 +225,22 @@ def tp_size_for(
     )
 
 
+class LayoutError(GpuFitError):
+    """An expert-parallel, DP-attention or all-to-all choice SGLang refuses at this
+    tensor-parallel size, release or GPU architecture."""
+
+
+def check_layout(profile: Profile, tp_size: int, sglang_version: str, arch: str | None) -> None:
+    """Raise LayoutError naming what is allowed when SGLang would refuse (or silently change)
+    the profile's MoE layout at ``tp_size`` (data/parallelism.toml)."""
+    problems = parallelism.layout_problems(profile, tp_size, sglang_version, arch)
+    if problems:
+        raise LayoutError(
+            f"profile {profile.name} at tensor-parallel size {tp_size} (SGLang "
+            f"{sglang_version}): " + "; ".join(problems)
+        )
+
+
 # --- argv ------------------------------------------------------------------------------
 
 
@@ -265,6 +286,11 @@ def _intent_values(
         "served_model_name": profile.served_model_name,
         "revision": revision,
         "tp_size": tp_size,
+        # MoE parallelism (parallelism.py checks the layout): off where unset or 1.
+        "ep_size": profile.ep_size if (profile.ep_size or 1) > 1 else None,
+        "attn_dp_size": None,  # server_args: spelled per release (dp_attention_intents)
+        "enable_dp_attention": None,
+        "moe_a2a_backend": profile.moe_a2a_backend,
         "nnodes": nnodes if multinode else None,
         "node_rank": node_rank if multinode else None,
         "dist_init_addr": dist_init_addr if multinode else None,
@@ -324,6 +350,7 @@ def server_args(
     values = _intent_values(
         profile, tp_size, host, port, config_path, nnodes, node_rank, dist_init_addr, revision
     )
+    values.update(dp_attention_intents(profile.dp_attention_size or 1, sglang_version))
     version = parse_version(sglang_version)
     argv: list[str] = []
     missing: list[str] = []
@@ -823,6 +850,7 @@ def render_service_files(spec: ServiceSpec) -> list[RenderedFile]:
     total = gpus.count * node.nnodes
     check_fit(profile, total, gpus.memory_gb)
     tp_size = tp_size_for(profile, gpus.count, node.nnodes, gpus.memory_gb)
+    check_layout(profile, tp_size, spec.sglang_version, gpus.arch)
     if tp_size < total:
         # The server uses tp_size of the GPUs: they must hold the profile by themselves.
         try:

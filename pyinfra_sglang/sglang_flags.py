@@ -100,3 +100,14 @@ def mtp_intents(enabled: bool, num_steps: int) -> dict[str, object]:
     # With topk 1, SGLang verifies steps + 1 tokens (and forces that count when it differs).
     values = (mtp["algorithm"], num_steps, mtp["eagle_topk"], num_steps + 1)
     return dict(zip(intents, values, strict=True))
+
+
+def dp_attention_intents(size: int, sglang_version: str | Version) -> dict[str, object]:
+    """The DP-attention intents for ``size`` groups (1: off): the size, and the
+    --enable-dp-attention switch where the release spells the size as --dp-size (until
+    0.5.22; data/sglang_flags.toml)."""
+    if size <= 1:
+        return {"attn_dp_size": None, "enable_dp_attention": None}
+    version = parse_version(str(sglang_version))
+    switch = flag_table()["enable_dp_attention"].flag_in(version) is not None
+    return {"attn_dp_size": size, "enable_dp_attention": switch or None}

@@ -140,6 +140,7 @@ def test_flag_table_is_complete_and_stable():
         "trust_remote_code",
         "disable_cuda_graph",
         "disable_shared_experts_fusion",
+        "enable_dp_attention",
         "enable_metrics",
     }
     for entry in table.values():
