@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import hmac
-import json
 import shlex
 from datetime import date
 from pathlib import Path
@@ -54,6 +53,7 @@ from checks.peer_path import read_peer_path
 from checks.run_summary import run_inventory
 from pyinfra_sglang import data
 from pyinfra_sglang.audit.judge import audit_report, judge, serves_here, unit_installed
+from pyinfra_sglang.audit.load import after_decode, after_load, needs_load
 from pyinfra_sglang.audit.record import AuditExpectations, AuditFacts, GpuLoadReading, UnitFiles
 from pyinfra_sglang.audit.report import (
     findings_for_inventory,
@@ -123,28 +123,6 @@ def link_probe(config: HostConfig) -> str:
     return ship_and_run("link_probe.py", f"{config.venv_path}/bin/python", args)
 
 
-def json_output(lines: list[str]) -> dict | None:
-    """The last JSON object a probe printed (it may span several lines; warnings may come
-    before or after it)."""
-    decoder = json.JSONDecoder()
-    text = "\n".join(lines)
-    starts = [i for i, line in enumerate(lines) if line.lstrip().startswith("{")]
-    for index in reversed(starts):
-        offset = len("\n".join(lines[:index])) + (1 if index else 0)
-        indent = len(lines[index]) - len(lines[index].lstrip())
-        try:
-            value, _ = decoder.raw_decode(text, offset + indent)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            return value
-    return None
-
-
-def _output_tail(sampled: dict) -> str:
-    return f"exit {sampled['load_rc']}: " + " ".join(sampled["load_output"][-3:])
-
-
 def _sample_under(command: str) -> dict:
     return run_under_load(host, command, LOAD_TIMEOUT_S)
 
@@ -152,30 +130,13 @@ def _sample_under(command: str) -> dict:
 def read_gpu_load(config: HostConfig, serving: bool, torch: bool) -> GpuLoadReading:
     """Load the GPUs while sampling their links: the decode prompt when the service serves
     here, the link probe when asked for, else (or when the prompt failed) a copy load with the
-    venv's torch; nothing without any of them."""
-    decode, samples, kind = None, [], "none"
-    if serving:
-        sampled = _sample_under(decode_load(config))
-        decode = json_output(sampled["load_output"]) or {
-            "ok": False,
-            "reason": "protocol-error",
-            "message": f"the decode check printed no result ({_output_tail(sampled)})",
-        }
-        if decode.get("ok"):  # a failed prompt loaded nothing
-            samples, kind = sampled["samples"], "decode"
-    if not torch or not (config.audit_link_probe or kind == "none"):
-        return GpuLoadReading(kind=kind, samples=samples, decode=decode)
-    load_kind = "probe" if config.audit_link_probe else "copy"
-    sampled = _sample_under(link_probe(config) if load_kind == "probe" else copy_load(config))
-    if sampled["load_rc"] == 0:
-        return GpuLoadReading(
-            kind=load_kind,
-            samples=samples + sampled["samples"],
-            decode=decode,
-            probe=json_output(sampled["load_output"]),
-        )
-    failure = _output_tail(sampled) if load_kind == "probe" else None
-    return GpuLoadReading(kind=kind, samples=samples, decode=decode, probe_failure=failure)
+    venv's torch; nothing without any of them (pyinfra_sglang/audit/load.py judges each run)."""
+    reading = after_decode(_sample_under(decode_load(config))) if serving else GpuLoadReading()
+    load_kind = needs_load(reading, config.audit_link_probe, torch)
+    if load_kind is None:
+        return reading
+    load = link_probe(config) if load_kind == "probe" else copy_load(config)
+    return after_load(reading, load_kind, _sample_under(load))
 
 
 def read_unit_files(config: HostConfig, gpus: list[dict]) -> UnitFiles:

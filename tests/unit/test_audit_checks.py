@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from checks.facts import IommuState, NvidiaGpus, SystemdUnitState
-from checks.gpu_load import sampled_load_command
 from pyinfra_sglang.audit.drift import (
     findings_for_cuda,
     findings_for_driver,
@@ -19,6 +18,8 @@ from pyinfra_sglang.audit.drift import (
 )
 from pyinfra_sglang.audit.findings import Finding, worst_level
 from pyinfra_sglang.audit.links import findings_for_links, links_under_load, pcie_links
+from pyinfra_sglang.audit.load import after_decode, after_load, needs_load
+from pyinfra_sglang.audit.record import GpuLoadReading
 from pyinfra_sglang.audit.report import format_table, report, write_report
 from pyinfra_sglang.audit.service import (
     findings_for_decode,
@@ -26,6 +27,7 @@ from pyinfra_sglang.audit.service import (
     findings_for_unit_drift,
 )
 from pyinfra_sglang.audit.topology import findings_for_p2p, findings_for_topology
+from pyinfra_sglang.gpu_load import sampled_load_command
 from pyinfra_sglang.parsers.nvidia_smi import (
     GPU_QUERY_FIELDS,
     parse_gpu_query_samples,
@@ -527,3 +529,70 @@ def test_the_real_h200_audit_report_is_what_the_checks_say_of_its_facts(run, loa
     recorded = {(f["code"], f["level"]) for f in report_data["findings"]}
     assert {(f.code, f.level) for f in again} <= recorded
     assert facts["load"]["kind"] == load
+
+
+SAMPLED_LOAD = Path(__file__).resolve().parents[1] / "fixtures" / "gpu" / "h200-sampled-load"
+
+
+def recorded_run(name: str) -> dict:
+    return parse_gpu_query_under_load((SAMPLED_LOAD / name).read_text().splitlines())
+
+
+def test_a_recorded_copy_load_on_an_h200_reads_its_link_at_gen5_x16():
+    run = recorded_run("copy-load.txt")
+    assert run["load_rc"] == 0 and run["load_output"] == [
+        '{"gpus": [{"index": 0, "h2d_gbs": 53.8}]}'
+    ]
+    assert len(run["samples"]) == 41 and all(len(sample) == 1 for sample in run["samples"])
+    reading = after_load(GpuLoadReading(), "copy", run)
+    assert (reading.kind, reading.probe, reading.probe_failure) == (
+        "copy",
+        {"gpus": [{"index": 0, "h2d_gbs": 53.8}]},
+        None,
+    )
+    assert links_under_load(reading.samples)[0]["gen_current"] == 5
+    findings = findings_for_links(run["samples"][0], reading.samples, reading.kind)
+    assert findings and worst_level(findings) == "ok"
+    assert {f.evidence["read"] for f in findings} == {"under load"}
+
+
+def test_a_recorded_failed_load_keeps_the_reading_before_and_says_why_for_the_probe():
+    run = recorded_run("failed-load.txt")
+    assert (run["load_rc"], run["load_output"]) == (3, ["the load failed"])
+    decoded = GpuLoadReading(kind="decode", samples=[H200], decode={"ok": True})
+    probe = after_load(decoded, "probe", run)
+    assert (probe.kind, probe.samples, probe.decode) == ("decode", [H200], {"ok": True})
+    assert probe.probe_failure == "exit 3: the load failed"
+    # A copy load that could not run is no finding: no failure recorded.
+    assert after_load(GpuLoadReading(), "copy", run) == GpuLoadReading()
+
+
+def test_a_decode_prompt_counts_as_load_only_when_it_answered():
+    samples = recorded_run("copy-load.txt")["samples"]
+    answered = {
+        "load_rc": 0,
+        "load_output": ['{"ok": true, "answer": "Paris"}'],
+        "samples": samples,
+    }
+    assert after_decode(answered) == GpuLoadReading(
+        kind="decode", samples=samples, decode={"ok": True, "answer": "Paris"}
+    )
+    silent = {"load_rc": 1, "load_output": ["Traceback", "boom"], "samples": samples}
+    reading = after_decode(silent)
+    assert (reading.kind, reading.samples) == ("none", [])
+    assert reading.decode["reason"] == "protocol-error"
+    assert "exit 1: Traceback boom" in reading.decode["message"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "link_probe", "torch", "expected"),
+    [
+        ("none", False, True, "copy"),
+        ("none", True, True, "probe"),
+        ("decode", False, True, None),  # the prompt loaded the GPUs already
+        ("decode", True, True, "probe"),
+        ("none", True, False, None),  # no torch, no load
+    ],
+)
+def test_which_load_runs_next(kind, link_probe, torch, expected):
+    assert needs_load(GpuLoadReading(kind=kind), link_probe, torch) == expected
