@@ -225,9 +225,13 @@ def tp_size_for(
     )
 
 
-class LayoutError(GpuFitError):
+class LayoutError(TensorParallelError):
     """An expert-parallel, DP-attention or all-to-all choice SGLang refuses at this
-    tensor-parallel size, release or GPU architecture."""
+    tensor-parallel size, release or GPU architecture: the profile's choice (from_profile),
+    so a refusal names the profile's field."""
+
+    def __init__(self, message: str):
+        super().__init__(message, from_profile=True)
 
 
 def check_layout(profile: Profile, tp_size: int, sglang_version: str, arch: str | None) -> None:
@@ -848,9 +852,11 @@ def render_service_files(spec: ServiceSpec) -> list[RenderedFile]:
     gpus, node = spec.gpus, spec.node
     profile = profile_for_gpus(spec.profile, gpus.arch, spec.sglang_version)
     total = gpus.count * node.nnodes
+    # The layout first: a fit at a layout SGLang refuses means nothing. tp_size_for gives
+    # the profile's tp_size or all GPUs, or refuses.
+    check_layout(profile, profile.tp_size or total, spec.sglang_version, gpus.arch)
     check_fit(profile, total, gpus.memory_gb)
     tp_size = tp_size_for(profile, gpus.count, node.nnodes, gpus.memory_gb)
-    check_layout(profile, tp_size, spec.sglang_version, gpus.arch)
     if tp_size < total:
         # The server uses tp_size of the GPUs: they must hold the profile by themselves.
         try:

@@ -134,3 +134,41 @@ def test_a_profile_with_a_plain_floor_still_works(tmp_path):
         merge_overrides(load_profile("dense-bf16"), {"min_total_gpu_memory_gb": 24})
     floor = {"min_total_gpu_memory_gb": 24, "weights_gb": None}
     assert merge_overrides(load_profile("dense-bf16"), floor).weights_gb is None
+
+
+# --- MoE layouts (issue 28): EP splits experts by expert, DP attention replicates the rest
+
+
+def test_expert_parallelism_holds_the_same_bytes_per_gpu():
+    tp, ep = per_gpu_need(glm(), 8, 96), per_gpu_need(glm(ep_size=8), 8, 96)
+    assert ep.weights_gib == pytest.approx(tp.weights_gib)
+    assert ep.need == pytest.approx(tp.need)
+
+
+def test_dp_attention_keeps_attention_and_embeddings_whole_per_group():
+    # 429.1 GB of MLPs over 8 GPUs, the other 31.7 GB over 8 / dp GPUs, all less the MTP
+    # layer's 1/79 (MTP off).
+    scale = GB / GIB * 78 / 79
+    for dp, attn_tp in ((2, 4), (4, 2), (8, 1)):
+        need = per_gpu_need(glm(dp_attention_size=dp), 8, 96)
+        expected = (429.1 / 8 + (460.8 - 429.1) / attn_tp) * scale
+        assert need.weights_gib == pytest.approx(expected)
+        assert f"the rest 31.7 GB / {attn_tp}" in need.parts()
+    # 8 groups of 1: 50.9 + 30.9 = 81.8 GiB of weights, + 7.5 KV + 8: more than 0.92 x 96.
+    assert not per_gpu_need(glm(dp_attention_size=8), 8, 96).fits
+    assert per_gpu_need(glm(dp_attention_size=2), 8, 96).fits
+    assert not holds(glm(dp_attention_size=8), 8, 96)
+    # A GPU count the groups do not divide is no layout at all.
+    assert not holds(glm(dp_attention_size=4), 6, 180)
+
+
+def test_dp_attention_without_the_mlp_part_counts_every_weight_as_replicated():
+    whole = glm(dp_attention_size=2, mlp_weights_gb=None)
+    need = per_gpu_need(whole, 8, 96)
+    assert need.weights_gib == pytest.approx(460.8 * GB / GIB * 78 / 79 / 4)
+    assert "all 460.8 GB / 4" in need.parts()
+
+
+def test_dp_attention_that_does_not_fit_is_refused_with_the_numbers():
+    with pytest.raises(GpuFitError, match=r"with 8 DP-attention groups: each GPU needs"):
+        check_fit(glm(dp_attention_size=8), 8, 96)
