@@ -36,7 +36,6 @@ class Setting:
 class Space:
     settings: tuple[Setting, ...]  # in search order
     max_rounds: int
-    default_budget_s: int
 
     def names(self) -> list[str]:
         return [s.name for s in self.settings]
@@ -70,7 +69,7 @@ def load_space(table: dict | None = None) -> Space:
                 archs=tuple(spec.get("archs", ())),
             )
         )
-    return Space(tuple(settings), int(search["max_rounds"]), int(search["default_budget_s"]))
+    return Space(tuple(settings), int(search["max_rounds"]))
 
 
 def applicable(
@@ -87,4 +86,4 @@ def applicable(
         for s in space.settings
         if s.applies(sglang_version, arch) and (only is None or s.name in only)
     )
-    return Space(kept, space.max_rounds, space.default_budget_s)
+    return Space(kept, space.max_rounds)

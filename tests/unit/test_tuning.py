@@ -41,7 +41,6 @@ def small_space(**search):
             "search": {
                 "order": ["cuda_graph", "mem_fraction_static", "cuda_graph_max_bs"],
                 "max_rounds": 3,
-                "default_budget_s": 3600,
                 **search,
             },
             "settings": {
@@ -124,7 +123,7 @@ def test_the_shipped_space_loads_in_its_order_and_narrows_per_host():
 def test_a_setting_applies_only_to_its_releases_and_architectures():
     space = load_space(
         {
-            "search": {"order": ["a", "b"], "max_rounds": 2, "default_budget_s": 1},
+            "search": {"order": ["a", "b"], "max_rounds": 2},
             "settings": {
                 "a": {"values": [1], "min_sglang_version": "0.5.20"},
                 "b": {"values": [1], "archs": ["sm_120"]},
@@ -139,7 +138,7 @@ def test_an_order_that_leaves_a_setting_out_is_refused():
     with pytest.raises(ValueError, match="must name each of"):
         load_space(
             {
-                "search": {"order": ["a"], "max_rounds": 1, "default_budget_s": 1},
+                "search": {"order": ["a"], "max_rounds": 1},
                 "settings": {"a": {"values": [1]}, "b": {"values": [2]}},
             }
         )
