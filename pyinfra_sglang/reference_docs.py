@@ -1,6 +1,8 @@
 """Reference tables in docs/, generated from code: the inventory fields (docs/inventory.md),
 the finding codes (docs/audit.md), the `pyinfra-sglang` subcommands (docs/cli.md) and the
-NVIDIA driver's package names with their sources (docs/packages.md).
+list of their names (docs/packaging.md), the NVIDIA driver's package names with their sources
+(docs/packages.md), the roles and their operations from their docstrings and the supported
+platforms from data/platforms.toml (docs/roles.md).
 
 Each table sits between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->`` lines; the text
 around it is written by hand. tests/unit/test_reference_docs.py fails when a block differs
@@ -16,9 +18,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from pyinfra_sglang import cli, inventory
+from pyinfra_sglang import cli, data, inventory
 from pyinfra_sglang.audit.codes import codes_markdown
 from pyinfra_sglang.driver_plan import packages_markdown
+from pyinfra_sglang.role_reference import operations_markdown, roles_markdown
 
 DOCS_DIR = Path(__file__).resolve().parents[1] / "docs"
 
@@ -126,6 +129,35 @@ def cli_markdown() -> str:
     return "\n".join(rows) + "\n" + "".join(notes)
 
 
+def command_names_markdown() -> str:
+    """The offline commands' names, in the CLI's order, as one Markdown line."""
+    return ", ".join(f"`{command.name}`" for command in cli.COMMANDS) + "\n"
+
+
+# --- the supported platforms -----------------------------------------------------------------
+
+
+def platforms_markdown() -> str:
+    """The distros and architectures of data/platforms.toml, with what each means for NVIDIA's
+    repository and the driver's package names."""
+    platforms = data.load("platforms")
+    rows = [
+        "| distro (os-release `ID`) | `VERSION_ID` | NVIDIA repository folder "
+        "| driver package names of | extra apt components |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for platform in platforms["platform"]:
+        components = ", ".join(f"`{c}`" for c in platform["components"]) or "none"
+        rows.append(
+            f"| `{platform['id']}` | {platform['version']} | `{platform['nvidia_repo']}` "
+            f"| `{platform['driver_family']}` ([packages.md](packages.md)) | {components} |"
+        )
+    arches = ", ".join(
+        f"`{machine}` (NVIDIA's folder `{folder}`)" for machine, folder in platforms["arch"].items()
+    )
+    return "\n".join(rows) + f"\n\nArchitectures (`uname -m`): {arches}.\n"
+
+
 # --- all blocks ----------------------------------------------------------------------------
 
 # Marker name -> (file under docs/, what generates its block).
@@ -134,6 +166,10 @@ BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
     "finding-codes": ("audit.md", codes_markdown),
     "cli": ("cli.md", cli_markdown),
     "driver-packages": ("packages.md", packages_markdown),
+    "offline-commands": ("packaging.md", command_names_markdown),
+    "roles": ("roles.md", roles_markdown),
+    "role-operations": ("roles.md", operations_markdown),
+    "platforms": ("roles.md", platforms_markdown),
 }
 
 

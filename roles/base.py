@@ -57,6 +57,14 @@ def kernel_headers(package_template: str = "linux-headers-{kernel_release}"):
 
 @deploy("Base")
 def base() -> None:
+    """Refuses unsupported platforms (those of data/platforms.toml) before any host changes;
+    installs build tools, DKMS, curl, gnupg, pciutils; installs the headers of the running
+    kernel where the distro ships them, and the headers metapackage of its flavor
+    (`linux-headers-amd64`, `linux-headers-cloud-amd64`, `linux-headers-generic`, ...) so
+    DKMS builds the driver for every kernel installed later (in a container, or for a kernel
+    the distro does not ship, each is a no-op with the reason); writes
+    `/etc/apt/apt.conf.d/51pyinfra-sglang-nvidia` so unattended-upgrades never moves
+    `nvidia-*`, `libnvidia-*`, `cuda-*` packages."""
     host_platform()
     base_data = data.load("platforms")["base"]
     ensure_packages("Install build prerequisites", base_data["packages"])

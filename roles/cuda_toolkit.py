@@ -41,6 +41,9 @@ def nvcc_reports_release(nvcc: str, release: str):
 
 @deploy("CUDA Toolkit")
 def cuda_toolkit() -> None:
+    """`cuda-toolkit-<major>-<minor>` only (no driver pulled), `/etc/profile.d/cuda.sh`
+    (PATH, `lib64`), `/etc/ld.so.conf.d/cuda.conf` (`ldconfig` only when it changed), and a
+    check that `nvcc --version` reports the release asked for."""
     version = host_config(host).cuda_version
     paths = cuda_paths(version)
     ensure_packages(f"Install CUDA Toolkit {version}", [paths["package"]])

@@ -226,6 +226,17 @@ def _wait_for_build(state, host, version):
 
 @deploy("flash-attn")
 def flash_attn() -> None:
+    """Builds flash-attn `flash_attn_version` from source into the venv only when the
+    installed version differs, or when its build record's CUDA architectures do not cover
+    the GPUs found (after a GPU upgrade), or differ from `flash_attn_cuda_archs` when that
+    is set (the same version is then built again, with `--reinstall-package` and
+    `--no-cache`, so uv reuses no wheel built for other GPUs;
+    [gpu-upgrade.md](gpu-upgrade.md)): `MAX_JOBS`/`NVCC_THREADS` planned from the host's
+    cores and available memory (below), `FLASH_ATTN_CUDA_ARCHS` from the GPUs' compute
+    capabilities (or `flash_attn_cuda_archs`), `FLASH_ATTENTION_FORCE_BUILD=TRUE`,
+    `--no-build-isolation`. Refuses before any change when not even one job fits. Log and a
+    record (seconds, CUDA architectures, variables) in `/var/log/pyinfra-sglang/`; a failed
+    build shows the log's tail."""
     config = host_config(host)
     settings = data.load("python")["flash_attn"]
     if build_due(config.venv_path, config.flash_attn_version, config.flash_attn_cuda_archs)[0]:

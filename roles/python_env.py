@@ -208,6 +208,16 @@ def venv_packages(
 
 @deploy("Python environment")
 def python_env() -> None:
+    """uv at `uv_version`, installed with pip from `pypi_index_url` into its own venv
+    (`/opt/sglang/uv`; no curl-pipe-shell); the virtualenv with Python `python_version`
+    (recreated when it runs another), one per SGLang / Python / CUDA combination
+    (`/opt/sglang/venvs/<sglang>-py<python>-cu<cuda>`, or `venv_path`): a new release is
+    built beside the one the server runs from, which stays untouched until the service step
+    switches the unit (see below); SGLang at `sglang_version` with torch from PyTorch's
+    index for `cuda_version` (or `torch_index_url`). Changing a pin changes exactly that
+    package. An index URL with credentials never goes on a command line: it is uploaded 0600
+    into `/run/pyinfra-sglang` (0700), read into `PIP_INDEX_URL`/`UV_INDEX_URL` inside the
+    shell and removed."""
     config = host_config(host)
     index = str(config.pypi_index_url)
     ensure_packages("Install python3-venv (to bootstrap uv with pip)", ["python3-venv"])

@@ -41,7 +41,13 @@ def _wait_for_reboot(state, host, timeout: float, interval: float) -> bool:
 
 @operation(is_idempotent=False)
 def reboot_and_wait(timeout: int = 1800, interval: float = 2):
-    """Reboot now and wait (up to ``timeout`` seconds) until the host is back."""
+    """Reboot now and wait until the host is back: until a marker in `/run` is gone (works
+    in VMs and containers, where `/proc/uptime` is the outer kernel's). Run it alone:
+    `uv run pyinfra INVENTORY roles.reboot.reboot_and_wait`.
+
+    + timeout: seconds the host has to come back; past them the operation fails
+    + interval: seconds between tries to reconnect
+    """
     # Detached, so the SSH channel closes before the host goes down.
     yield StringCommand(
         "touch",

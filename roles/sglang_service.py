@@ -705,6 +705,38 @@ def old_venvs_removed(root: str, current: str, keep: int):
 
 @deploy("SGLang service")
 def sglang_service_role() -> None:
+    """Renders the unit, EnvironmentFile and config file (below) from the host's model
+    profile and inventory overrides, with `--tp-size` from the GPUs nvidia-smi reports (or
+    the profile's `tp_size`), a fit check against the profile's GPU memory, NCCL hints when
+    several GPUs have no NVLink, and multi-node flags from `sglang_multinode_group`. The
+    server runs as the `sglang` system user (created by the role) with systemd sandboxing
+    (NoNewPrivileges, ProtectSystem=strict with the cache folders writable, PrivateTmp,
+    ProtectHome, kernel and cgroup protection, RestrictSUIDSGID). The API key goes into the
+    config file (`--config`; `sglang:sglang` 0600, read by the server), never onto the
+    command line; the HF token into the env file (`root:root` 0600, read by systemd);
+    `/etc/sglang` is `root:sglang` 0750; files are staged 0600 before any content is
+    written. A no-op when the host has exactly these files (compared by sha256), the service
+    runs and its `/health` answers 200 (an active but unhealthy unit is restarted under the
+    health wait). Otherwise: keep the running version's files, install the new ones,
+    daemon-reload, restart, wait for `GET /health` = 200 for the profile's `start_timeout_s`
+    (a start that systemd itself could not set up, its exit statuses 200-243 such as
+    219/CGROUP, is left to the unit's `Restart=` up to twice; a crash of the server fails at
+    once); on a crash or timeout print the journal's tail (redacted: real SGLang logs its
+    API key at start), put the kept files back, restart them, and fail the run for that
+    host; a first start with no previous version to go back to is stopped and disabled
+    instead of left to crash-loop. On hosts with `sglang_router_worker_urls`, SGLang's
+    router (pinned per SGLang release, `data/python.toml` `[router]`) is installed into the
+    venv and its unit (sglang-router up to SGLang 0.5.8: `python -m
+    sglang_router.launch_router ARGS`; smg, the gateway's continuation, from 0.5.9: `smg
+    launch ARGS`; both with `--worker-urls ... --policy cache_aware
+    --shutdown-grace-period-secs 180`, and `TimeoutStopSec` that grace plus 30 s) runs on
+    `sglang_router_host` (loopback by default) and `sglang_router_port`, its metrics on
+    loopback; a public bind needs `sglang_router_api_key_file`, whose key reaches it through
+    a 0600 env file; its `/health` is waited for too, and the unit is removed when the
+    worker URLs are. Only the units whose files changed (or that are down, or unhealthy)
+    restart; servers behind one router take turns (below); a multi-node group comes up or
+    rolls back as one. Afterwards the venvs beyond the newest two are removed (never the one
+    the server runs from)."""
     config = host_config(host)
     if config.sglang_router_worker_urls:
         # The Model Gateway numbers its releases on its own: pinned per SGLang release in

@@ -21,6 +21,12 @@ from pyinfra_sglang.audit.codes import CODES, codes_markdown
 from pyinfra_sglang.audit.findings import LEVELS
 from pyinfra_sglang.cli import COMMANDS
 from pyinfra_sglang.reference_docs import block, cli_markdown, replace_block
+from pyinfra_sglang.role_reference import (
+    operations_markdown,
+    parse_docstring,
+    roles_markdown,
+    site_modules,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -136,6 +142,10 @@ def _stale_message(path: Path) -> str:
         ("audit.md", "finding-codes", codes_markdown),
         ("cli.md", "cli", cli_markdown),
         ("inventory.md", "inventory-reference", inventory.reference_markdown),
+        ("packaging.md", "offline-commands", reference_docs.command_names_markdown),
+        ("roles.md", "roles", roles_markdown),
+        ("roles.md", "role-operations", operations_markdown),
+        ("roles.md", "platforms", reference_docs.platforms_markdown),
     ],
 )
 def test_docs_hold_the_generated_tables(file_name, name, generate):
@@ -184,3 +194,60 @@ def test_inventory_reference_write_on_a_file_without_markers_says_so(tmp_path, c
     assert main(["inventory-reference", "--write", str(target)]) == 2
     assert "inventory-reference: cannot update" in capsys.readouterr().err
     assert target.read_text() == "# notes\n"
+
+
+def test_pyinfra_docstring_format_gives_summary_and_arguments():
+    doc = parse_docstring(
+        """Reboot now and wait
+        until the host is back.
+
+        + timeout: seconds the host has
+          to come back
+        + interval: seconds between tries
+
+        Later prose is no argument.
+        """
+    )
+    assert doc.summary == "Reboot now and wait until the host is back."
+    assert doc.arguments == {
+        "timeout": "seconds the host has to come back",
+        "interval": "seconds between tries",
+    }
+    assert parse_docstring(None).summary == "" and parse_docstring("One line.").arguments == {}
+
+
+def test_the_roles_table_follows_site_py_and_every_role_says_what_it_does():
+    modules = site_modules()
+    assert modules[:3] == ["roles.base", "roles.nvidia_repo", "roles.nvidia_driver"]
+    assert "roles.reboot" in modules  # imported by a role: its operation runs alone too
+    rows = [line for line in roles_markdown().splitlines() if line.startswith("| `roles/")]
+    assert rows[0].startswith("| `roles/base.py` | Refuses unsupported platforms")
+    assert rows[-1].startswith("| `roles/sglang_service.py` | ")
+    # A deploy without a docstring would leave an empty cell: every role says what it does.
+    assert all(not row.endswith("|  |") for row in rows), rows
+
+
+def test_operations_show_their_arguments_with_the_docstring_lines():
+    table = operations_markdown()
+    reboot = next(line for line in table.splitlines() if "roles.reboot.reboot_and_wait" in line)
+    assert "`timeout=1800`: seconds the host has to come back" in reboot
+    assert "`interval=2`: seconds between tries to reconnect" in reboot
+    assert "| `roles.base.kernel_headers` | Install the headers DKMS needs" in table
+
+
+def test_platforms_and_commands_are_generated_not_typed():
+    platforms = reference_docs.platforms_markdown()
+    assert (
+        "| `debian` | 12 | `debian12` |" in platforms
+        and "`aarch64` (NVIDIA's folder `sbsa`)" in platforms
+    )
+    commands = reference_docs.command_names_markdown()
+    assert commands.split(", ") == [f"`{c.name}`" for c in COMMANDS[:-1]] + [
+        f"`{COMMANDS[-1].name}`\n"
+    ]
+    assert "`packages`" in commands  # the command the hand-kept lists had missed
+    # The hand-typed lists are gone: README links to the generated ones.
+    readme = (ROOT / "README.md").read_text()
+    assert "Ubuntu 22.04/24.04 or Debian 12" not in readme
+    assert "`diagnose`, `ab-compare`, `report`, `inventory-reference`" not in readme
+    assert "docs/roles.md#supported-platforms" in readme
