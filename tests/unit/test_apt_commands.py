@@ -157,6 +157,15 @@ def test_the_roles_run_apt_only_through_the_common_helpers():
         if path.name == "common.py":
             continue
         tree = ast.parse(path.read_text())
+        # Docstrings are prose about apt (the roles reference is generated from them).
+        docstrings = {
+            id(body[0].value)
+            for scope in ast.walk(tree)
+            if isinstance(scope, (ast.Module, ast.FunctionDef, ast.ClassDef))
+            and (body := scope.body)
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+        }
         for node in ast.walk(tree):
             name = None
             if (
@@ -171,6 +180,7 @@ def test_the_roles_run_apt_only_through_the_common_helpers():
                 isinstance(node, ast.Constant)
                 and isinstance(node.value, str)
                 and APT_GET_CALL.search(node.value)
+                and id(node) not in docstrings
             ):
                 name = repr(node.value[:40])
             if name:
