@@ -556,11 +556,12 @@ def _gpus_text(gpu_set, how: str) -> str:
     )
 
 
-def _interconnect_estimate(profile, gpu_set, node, spec) -> list[str]:
+def _interconnect_estimate(profile, gpu_set, node, spec, sglang_version: str) -> list[str]:
     """What the profile's layout (and the others) would move over the GPU links
     (parallelism.py), as `render` prints it on stderr."""
     from pyinfra_sglang import parallelism, render
 
+    profile = render.profile_for_gpus(profile, gpu_set.arch, sglang_version)
     tp_size = render.tp_size_for(profile, gpu_set.count, node.nnodes, gpu_set.memory_gb)
     link = parallelism.link_for(spec, gpu_set.pcie_only, gpu_set.count)
     if node.nnodes > 1:
@@ -610,7 +611,7 @@ def _render_from_flags(args: argparse.Namespace) -> dict:
         "node": node,
         "files": files,
         "removes": [],
-        "estimate": _interconnect_estimate(profile, gpu_set, node, spec),
+        "estimate": _interconnect_estimate(profile, gpu_set, node, spec, args.sglang_version),
     }
 
 
@@ -658,7 +659,7 @@ def _render_from_inventory(args: argparse.Namespace) -> dict:
         "node": node,
         "files": list(rendered.files),
         "removes": list(rendered.stale),
-        "estimate": _interconnect_estimate(profile, gpu_set, node, planned),
+        "estimate": _interconnect_estimate(profile, gpu_set, node, planned, config.sglang_version),
     }
 
 

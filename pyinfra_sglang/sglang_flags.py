@@ -104,10 +104,11 @@ def mtp_intents(enabled: bool, num_steps: int) -> dict[str, object]:
 
 def dp_attention_intents(size: int, sglang_version: str | Version) -> dict[str, object]:
     """The DP-attention intents for ``size`` groups (1: off): the size, and the
-    --enable-dp-attention switch where the release spells the size as --dp-size (until
-    0.5.22; data/sglang_flags.toml)."""
+    --enable-dp-attention switch where the release spells the size as --dp-size (before
+    0.5.22; data/sglang_flags.toml [dp_attention])."""
     if size <= 1:
         return {"attn_dp_size": None, "enable_dp_attention": None}
     version = parse_version(str(sglang_version))
-    switch = flag_table()["enable_dp_attention"].flag_in(version) is not None
+    size_flag = flag_table()["attn_dp_size"].flag_in(version)
+    switch = size_flag == data.load("sglang_flags")["dp_attention"]["switch_with"]
     return {"attn_dp_size": size, "enable_dp_attention": switch or None}

@@ -33,7 +33,13 @@ import pytest
 from pyinfra_sglang.gpus import known_archs
 from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.profiles import available_profiles, load_profile, merge_overrides
-from pyinfra_sglang.render import RenderError, profile_for_gpus, render_config_yaml, server_args
+from pyinfra_sglang.render import (
+    RenderError,
+    check_layout,
+    profile_for_gpus,
+    render_config_yaml,
+    server_args,
+)
 from pyinfra_sglang.sglang_flags import FlagVersionError, flag_table
 from pyinfra_sglang.versions import parse_version
 from tests.compat.sglang_env import READY, EnvUnavailable, sglang_env
@@ -69,6 +75,7 @@ class Layout:
     api_key: str | None = None
     mtp: bool = False  # sglang_profile_overrides {"mtp": true}: the speculative flags
     tuned: bool = False  # every setting deploy/tune.py searches, set (TUNED below)
+    moe: tuple[tuple[str, Any], ...] = ()  # MoE layout overrides (ep_size, ...), issue 28
 
 
 # One value of each setting the tuner searches (data/tuning.toml), as a winner's overrides.
@@ -87,11 +94,30 @@ LAYOUTS = (
 # MTP, for each profile whose model has a next-token layer (the others refuse it).
 MTP_LAYOUT = Layout("1-node-mtp", api_key=API_KEY, mtp=True)
 MTP_PROFILES = [name for name in PROFILES if load_profile(name).mtp_layers]
+# MoE layouts at TP 8, for each profile of an MoE model: EP over all ranks (what SGLang's
+# FP4 MoE runner on SM120 takes), with DP attention in groups, and the all-to-all with DP
+# attention over all ranks (data/parallelism.toml).
+MOE_LAYOUTS = (
+    Layout("1-node-ep8", api_key=API_KEY, moe=(("ep_size", 8),)),
+    Layout(
+        "1-node-ep8-dp-attention-2",
+        api_key=API_KEY,
+        moe=(("ep_size", 8), ("dp_attention_size", 2)),
+    ),
+    Layout(
+        "1-node-ep8-dp-attention-8-deepep",
+        api_key=API_KEY,
+        moe=(("ep_size", 8), ("dp_attention_size", 8), ("moe_a2a_backend", "deepep")),
+    ),
+)
+MOE_PROFILES = [name for name in PROFILES if load_profile(name).num_routed_experts]
 CASES = [
     (name, arch, layout)
     for name in PROFILES
     for arch in ARCHS[name]
-    for layout in LAYOUTS + ((MTP_LAYOUT,) if name in MTP_PROFILES else ())
+    for layout in LAYOUTS
+    + ((MTP_LAYOUT,) if name in MTP_PROFILES else ())
+    + (MOE_LAYOUTS if name in MOE_PROFILES else ())
 ]
 
 
@@ -103,6 +129,10 @@ def render(profile_name: str, version: str, arch: str, layout: Layout) -> list[s
         profile = merge_overrides(profile, {"mtp": True})
     if layout.tuned:
         profile = merge_overrides(profile, TUNED)
+    if layout.moe:
+        profile = merge_overrides(profile, dict(layout.moe))
+        # As the service role: a layout SGLang refuses is never rendered.
+        check_layout(profile, TP_SIZE, version, arch)
     return server_args(
         profile_for_gpus(profile, arch, version),
         version,
@@ -358,3 +388,34 @@ def test_glm5_on_sm120_never_names_trtllm():
         rendered += 1
         assert "trtllm" not in argv, (version, argv)
     assert rendered, "no pinned release renders GLM-5 for sm_120: pin one from 0.5.17 on"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_moe_layouts_reach_the_parser_as_meant(sglang_parsers, version):
+    """The MoE layouts (issue 28) as SGLang's own parser reads them: the expert-parallel
+    size, DP attention on (the switch until 0.5.21, --attn-dp-size from 0.5.22) and the
+    all-to-all, in the namespace fields server_args reads."""
+    assert MOE_PROFILES == ["glm-5-nvfp4", "glm-5-nvfp4-dense"]
+    output = sglang_parsers[version].output()
+    results = {r["name"]: r for r in output["results"]}
+    new_spelling = parse_version(version) >= parse_version("0.5.22")
+    checked = 0
+    for arch in ARCHS["glm-5-nvfp4-dense"]:
+        name = case_name("glm-5-nvfp4-dense", arch, MOE_LAYOUTS[2])
+        if name not in results:
+            continue  # refused for this release on this arch
+        result = results[name]
+        assert result["ok"], result["error"]
+
+        def parsed(flag: str, result=result) -> Any:
+            # The namespace field the flag sets (0.5.9's --ep-size sets expert_parallel_size).
+            return result["values"][result["flags"][flag]]
+
+        assert (parsed("--ep-size"), parsed("--moe-a2a-backend")) == (8, "deepep"), result
+        if new_spelling:
+            assert parsed("--attn-dp-size") == 8, result
+            assert "--dp-size" not in result["flags"], result
+        else:
+            assert (parsed("--dp-size"), parsed("--enable-dp-attention")) == (8, True), result
+        checked += 1
+    assert checked, f"no MoE layout of glm-5-nvfp4-dense rendered for SGLang {version}"
