@@ -194,6 +194,33 @@ def test_from_0_5_21_the_group_restarts_rank0_first_never_into_the_kill_timeout(
             == "joined"
         )
 
+        # Only rank 1 changes (the run is limited to it, as a change of its own would be): it
+        # restarts its whole group, rank 0 first, and waits for rank 0's health.
+        since = host_pool.run(worker, "date +%s").stdout.strip()
+        head_pid = json.loads(host_pool.run(head, "cat /run/sglang-standin/30000.json").stdout)[
+            "pid"
+        ]
+        started = time.monotonic()
+        alone = apply(
+            inventory,
+            options=(
+                "--limit",
+                worker.address,
+                *MULTINODE,
+                "--data",
+                'sglang_env={"SGLANG_STANDIN_TOKEN_DELAY_S": "0.003"}',
+            ),
+        )
+        took = time.monotonic() - started
+        assert alone.returncode == 0 and not alone.errors(), alone.describe()
+        journal = journal_since(host_pool, worker, since)
+        assert "ShutdownReq from rank 0; exiting" in journal, journal
+        assert "timed out" not in journal and "Killing process" not in journal, journal
+        assert took < 120, f"rank 1's restart took {took:.0f} s"
+        head_now = json.loads(host_pool.run(head, "cat /run/sglang-standin/30000.json").stdout)
+        assert head_now["pid"] != head_pid and head_now["state"] == "ready"
+        assert head_now["peers_joined"] == [1]
+
         # The old order: rank 1 stopped before rank 0 only logs the SIGTERM and waits; only
         # rank 0's stop (or the kill timeout) ends it.
         since = host_pool.run(worker, "date +%s").stdout.strip()
