@@ -207,6 +207,13 @@ CODES: dict[str, Code] = {
         "at least {saturated_share} of the samples, or both directions added while the GPU "
         "computes nothing (copies taking turns)",
     ),
+    "interconnect-estimate": Code(
+        ("ok", "warn"),
+        "diagnosis, with a named profile: what the served TP/EP/DP-attention layout moves per "
+        "token by the estimate (parallelism.py), times the best measured rate, as a share of "
+        "the link's bandwidth (warn at >= {saturated_fraction}), and the layout that fits and "
+        "would move the least",
+    ),
     "memory-bandwidth-bound": Code(
         ("ok",),
         "diagnosis: the GPU is busy streaming its own memory: memory utilization >= "

@@ -26,7 +26,9 @@ RESULTS_DIR holds:
     (diagnosis/steps.py), not on the whole sampled span, most of which is start-up and idle.
 ``profile.json`` (optional: the decode roofline, the server's settings)
     ``{"profile": "glm-5-nvfp4", "gpu": "NVIDIA H200", "tp_size": 8}`` (optional
-    ``"profile_dirs": [...]`` for your own profiles), or the numbers themselves:
+    ``"profile_dirs": [...]`` for your own profiles, and the MoE layout served:
+    ``ep_size``, ``dp_attention_size``, ``moe_a2a_backend``; with a profile named, the
+    interconnect estimate of diagnosis/layouts.py), or the numbers themselves:
     ``{"active_params_b": 40, "bytes_per_param": 0.5625, "memory_bandwidth_gbs": 4800,
     "tp_size": 8}``. A profile is named as in data/profiles: letters, digits, ``.``, ``_``,
     ``-``, nothing else (no path).
@@ -408,6 +410,52 @@ def roofline_from(spec: dict) -> DecodeRoofline:
     return roof
 
 
+LAYOUT_KEYS = ("ep_size", "dp_attention_size", "moe_a2a_backend")
+
+
+def _layout_finding(results: dict) -> Finding | None:
+    """What the served layout moved over the links by the estimate, and which layout would
+    move less (diagnosis/layouts.py): for a profile.json that names its profile (with the
+    layout it served: ep_size, dp_attention_size, moe_a2a_backend, where set)."""
+    spec = results["profile"]
+    if not spec or not ("profile" in spec or "model_profile" in spec):
+        return None
+    from pyinfra_sglang.diagnosis.layouts import layout_finding
+    from pyinfra_sglang.gpus import UnknownGpuError, gpu_by_name
+    from pyinfra_sglang.profiles import ProfileError, load_profile, merge_overrides
+
+    if "profile" in spec:
+        # roofline_from checked the name, the GPU and the folders.
+        profile = load_profile(spec["profile"], spec.get("profile_dirs", []))
+    else:
+        # deploy/bench.py's profile.json (served_benchmark/results.py) names the profile it
+        # served; one of the user's own folders is not known here: no estimate then.
+        name = spec["model_profile"]
+        if not (is_plain_profile_name(name) and isinstance(spec.get("gpu"), str)):
+            return None
+        try:
+            profile = load_profile(name)
+        except ProfileError:
+            return None
+    served = {key: spec[key] for key in LAYOUT_KEYS if spec.get(key) is not None}
+    try:
+        profile = merge_overrides(profile, served)
+    except ProfileError as error:
+        raise ResultsError(f"profile.json: {error}") from None
+    try:
+        gpu = gpu_by_name(spec["gpu"])
+    except UnknownGpuError:
+        gpu = None
+    return layout_finding(
+        profile,
+        _tp_size(spec["tp_size"]),
+        gpu,
+        results["bench"],
+        results["gpu_facts"],
+        thresholds()["link"]["saturated_fraction"],
+    )
+
+
 def _per_concurrency_findings(by_step: dict, server: dict | None) -> list[Finding]:
     """Each concurrency's findings, named by it, then the server's memory-capacity finding."""
     findings = [
@@ -446,6 +494,9 @@ def diagnose_results(results: dict) -> dict:
             roof,
             served,
         )
+    layout = _layout_finding(results)
+    if layout is not None:
+        findings = [*findings, layout]
     busy_util = thresholds()["busy"]["gpu_util_pct"]
     summaries = []
     for index in gpu_indexes(results["samples"]):

@@ -65,6 +65,11 @@ def profile_document(profile: Profile, gpus: list[dict], tp_size: int) -> dict:
         "cuda_graph": profile.cuda_graph,
         "cuda_graph_max_bs": profile.cuda_graph_max_bs,
     }
+    # The MoE layout served, where one is set: the diagnosis's interconnect estimate
+    # (diagnosis/layouts.py).
+    for key in ("ep_size", "dp_attention_size", "moe_a2a_backend"):
+        if getattr(profile, key) is not None:
+            document[key] = getattr(profile, key)
     try:
         document.update(roofline_for(profile, gpu or "", tp_size).as_dict())
     except (ValueError, UnknownGpuError):

@@ -374,7 +374,8 @@ def test_diagnose_command_json(results_dir, capsys):
     code, out, _ = _command(["diagnose", str(results_dir), "--json"], capsys)
     report = json.loads(out)
     assert code == 0
-    assert [f["code"] for f in report["findings"]] == ["interconnect-bound", "idle"]
+    codes = [f["code"] for f in report["findings"]]
+    assert codes == ["interconnect-bound", "idle", "interconnect-estimate"]
     assert report["gpus"][0]["pcie_link"] == "PCIe Gen5 x16"
     assert report["roofline"]["runs"][0]["fraction_of_bound"] == pytest.approx(11 / 568, rel=0.01)
 
