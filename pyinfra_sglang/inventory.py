@@ -45,6 +45,7 @@ from pyinfra_sglang.arch import FlashAttnArch
 from pyinfra_sglang.gpus import UnknownGpuError, gpu_by_name, gpu_names
 from pyinfra_sglang.multinode_firewall import filtered_ports, port_in_filtered_ranges
 from pyinfra_sglang.p2p import check_p2p_env
+from pyinfra_sglang.tuning.space import load_space
 
 if TYPE_CHECKING:
     from pyinfra.api.host import Host
@@ -531,6 +532,54 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("profile fields, as in sglang_profile_overrides"),
     )
+    tune_settings: list[str] | None = Field(
+        None,
+        description=(
+            "Settings deploy/tune.py searches, in data/tuning.toml's order (unset: every one "
+            "that applies to the host's SGLang release and GPUs)."
+        ),
+        json_schema_extra=_allowed("names of data/tuning.toml [settings]"),
+    )
+    tune_budget_s: Annotated[int, BeforeValidator(_no_bool)] = Field(
+        7200,
+        ge=600,
+        le=7 * 86400,
+        description=(
+            "Seconds deploy/tune.py may search a host; refused up front when one trial (the "
+            "profile's start timeout) cannot fit. A trial about to overrun it is not started."
+        ),
+        json_schema_extra=_allowed("600..604800"),
+    )
+    tune_concurrency: Annotated[int | None, BeforeValidator(_no_bool)] = Field(
+        None,
+        description=(
+            "Concurrency whose output throughput deploy/tune.py maximizes (unset: the largest of "
+            "bench_concurrencies)."
+        ),
+        json_schema_extra=_allowed("one of bench_concurrencies"),
+    )
+    tune_max_tpot_ms: float | None = Field(
+        None,
+        gt=0,
+        le=60000,
+        description="Latency limit of the tuner: settings whose median TPOT exceeds it lose.",
+        json_schema_extra=_allowed("milliseconds, > 0"),
+    )
+    tune_max_ttft_ms: float | None = Field(
+        None,
+        gt=0,
+        le=3600000,
+        description="Latency limit of the tuner: settings whose median TTFT exceeds it lose.",
+        json_schema_extra=_allowed("milliseconds, > 0"),
+    )
+    tune_keep: bool = Field(
+        True,
+        description=(
+            "Leave the host on the tuner's winner (false: back on its starting settings, the "
+            "inventory's own)."
+        ),
+        json_schema_extra=_allowed("true, false"),
+    )
     audit_report_dir: Annotated[str, Field(min_length=1)] = Field(
         "results/audit",
         description="Folder on the controller where deploy/audit.py writes `<host>.json`.",
@@ -736,6 +785,24 @@ class HostConfig(BaseModel):
         problem = check_p2p_env(self.sglang_env)
         if problem:
             raise _field_error("sglang_env", problem)
+        return self
+
+    @model_validator(mode="after")
+    def _tuner_settings(self) -> HostConfig:
+        known = load_space().names()
+        unknown = [name for name in self.tune_settings or [] if name not in known]
+        if unknown:
+            raise _field_error(
+                "tune_settings", f"unknown settings {unknown}; allowed: {', '.join(known)}"
+            )
+        if self.tune_concurrency is not None and self.tune_concurrency not in (
+            self.bench_concurrencies
+        ):
+            raise _field_error(
+                "tune_concurrency",
+                f"{self.tune_concurrency} is not measured; allowed: one of bench_concurrencies "
+                f"{list(self.bench_concurrencies)}",
+            )
         return self
 
     @model_validator(mode="after")

@@ -372,6 +372,18 @@ def _throughput(out: _Output, sides: dict[str, list[dict]], alt: str) -> str:
     return _image("throughput.png", data, alt)
 
 
+def write_page(out: str | Path, name: str, title: str, body: str) -> Path:
+    """Write one HTML page of this report's style (``body``: HTML, its text escaped by the
+    caller) as ``name`` into ``out``; refuses symbolic links as write_report does."""
+    with _Output(out) as folder:
+        return folder.write(name, _document(title, body).encode())
+
+
+def escape(value: object) -> str:
+    """Text for an HTML page of this style."""
+    return _e(value)
+
+
 def write_report(run: Run, out: str | Path) -> Path:
     """Write ``report.html`` and its PNGs into ``out`` (made if missing); its path.
     UnsafeOutputError (an OSError) for an output folder or file that is a symbolic link."""
