@@ -62,6 +62,10 @@ FLAGS = (
     ("--context-length", "value", int, None, None),
     ("--dp-size", "value", int, None, None),
     ("--ep-size", "value", int, None, None),
+    # MoE layouts (issue 28; data/sglang_flags.toml): DP attention's own size flag from
+    # 0.5.22 (its switch is below), and the MoE all-to-all.
+    ("--attn-dp-size", "value", int, "0.5.22", None),
+    ("--moe-a2a-backend", "value", str, None, None),
     ("--pp-size", "value", int, None, None),
     ("--max-running-requests", "value", int, None, None),
     ("--max-total-tokens", "value", int, None, None),
