@@ -299,7 +299,7 @@ def parse_gpu_query_samples(lines: Iterable[str]) -> list[list[dict[str, str | N
 
 
 def parse_gpu_query_under_load(output: Iterable[str]) -> dict:
-    """What the GpuQueryUnderLoad fact's wrapper prints: ``### load rc=<rc>``, the load's
+    """What the sampled load (pyinfra_sglang/gpu_load.py) prints: ``### load rc=<rc>``, the load's
     output, ``### samples``, then the ``--query-gpu`` samples taken while the load ran.
 
     ``{"load_rc": int, "load_output": [lines], "samples": [[gpu rows], ...]}``, empty samples
