@@ -93,7 +93,14 @@ def _host_space(config: HostConfig, gpus: list[dict], version: str) -> Space:
         arch = gpu_by_name(gpus[0]["name"]).arch if gpus else ""
     except UnknownGpuError:
         arch = ""  # settings without an architecture list still apply
-    return applicable(load_space(), version, arch, only=config.tune_settings)
+    return applicable(
+        load_space(),
+        version,
+        arch,
+        only=config.tune_settings,
+        profile=host_profile(config),
+        gpu_count=len(gpus),
+    )
 
 
 def _said(op) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyinfra_sglang import data
@@ -13,13 +13,17 @@ from pyinfra_sglang.versions import parse_version
 class Setting:
     """One profile field the tuner varies. ``requires``: other fields' values it only makes
     sense with (a graph batch size needs CUDA graphs on); ``min_sglang_version`` and ``archs``
-    (CUDA architectures such as ``sm_90``): where it applies at all."""
+    (CUDA architectures such as ``sm_90``): where it applies at all; ``profile_fields``: the
+    profile must set these (expert parallelism needs a model with routed experts);
+    ``divides_gpus``: only values that divide the host's GPU count (a parallel size)."""
 
     name: str
     values: tuple[Any, ...]
     requires: dict[str, Any] = field(default_factory=dict)
     min_sglang_version: str | None = None
     archs: tuple[str, ...] = ()
+    profile_fields: tuple[str, ...] = ()
+    divides_gpus: bool = False
 
     def applies(self, sglang_version: str, arch: str) -> bool:
         if self.min_sglang_version and parse_version(sglang_version) < parse_version(
@@ -67,23 +71,37 @@ def load_space(table: dict | None = None) -> Space:
                 requires=dict(spec.get("requires", {})),
                 min_sglang_version=spec.get("min_sglang_version"),
                 archs=tuple(spec.get("archs", ())),
+                profile_fields=tuple(spec.get("profile_fields", ())),
+                divides_gpus=bool(spec.get("divides_gpus", False)),
             )
         )
     return Space(tuple(settings), int(search["max_rounds"]))
 
 
 def applicable(
-    space: Space, sglang_version: str, arch: str, only: list[str] | None = None
+    space: Space,
+    sglang_version: str,
+    arch: str,
+    only: list[str] | None = None,
+    profile: Any = None,
+    gpu_count: int | None = None,
 ) -> Space:
     """The settings that apply to this SGLang release and GPU architecture, narrowed to
-    ``only`` (names) when given; ValueError naming an unknown one."""
+    ``only`` (names) when given; ValueError naming an unknown one. With ``profile``, those
+    whose ``profile_fields`` it sets; with ``gpu_count``, a parallel size's values that
+    divide it (a setting left with none is dropped)."""
     if only is not None:
         unknown = sorted(set(only) - set(space.names()))
         if unknown:
             raise ValueError(f"unknown tuning settings {unknown}; allowed: {space.names()}")
-    kept = tuple(
-        s
-        for s in space.settings
-        if s.applies(sglang_version, arch) and (only is None or s.name in only)
-    )
-    return Space(kept, space.max_rounds)
+    kept = []
+    for s in space.settings:
+        if not s.applies(sglang_version, arch) or (only is not None and s.name not in only):
+            continue
+        if profile is not None and any(getattr(profile, f, None) is None for f in s.profile_fields):
+            continue
+        if s.divides_gpus and gpu_count:
+            s = replace(s, values=tuple(v for v in s.values if gpu_count % v == 0))
+        if s.values:
+            kept.append(s)
+    return Space(tuple(kept), space.max_rounds)

@@ -330,3 +330,19 @@ def test_turning_graphs_off_clears_the_graph_batch_size_it_required():
     assert off == {**incumbent, "cuda_graph": False, "cuda_graph_max_bs": None}
     # The winner's block then clears it too, as an inventory override of null does.
     assert winning_overrides(incumbent, off) == {"cuda_graph": False, "cuda_graph_max_bs": None}
+
+
+def test_moe_layouts_are_searched_only_for_moe_models_and_sizes_the_gpus_allow():
+    from pyinfra_sglang.profiles import load_profile
+
+    space = load_space()
+    glm5, dense = load_profile("glm-5-nvfp4"), load_profile("dense-bf16")
+    on_eight = applicable(space, "0.5.23", "sm_120", profile=glm5, gpu_count=8)
+    assert on_eight.names()[:3] == ["cuda_graph", "ep_size", "dp_attention_size"]
+    assert on_eight.settings[1].values == (2, 4, 8)
+    on_six = applicable(space, "0.5.23", "sm_120", profile=glm5, gpu_count=6)
+    assert on_six.settings[1].values == (2,)  # 4 and 8 do not divide 6 GPUs
+    one_gpu = applicable(space, "0.5.23", "sm_120", profile=glm5, gpu_count=1)
+    assert "ep_size" not in one_gpu.names() and "dp_attention_size" not in one_gpu.names()
+    dense_space = applicable(space, "0.5.23", "sm_90", profile=dense, gpu_count=8)
+    assert "ep_size" not in dense_space.names() and "cuda_graph" in dense_space.names()
