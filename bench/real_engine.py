@@ -88,11 +88,6 @@ PASSED_THROUGH = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHM
 
 
 def prepare(args: argparse.Namespace) -> int:
-    import contextlib
-    import io
-
-    from pyinfra_sglang.cli import main as cli
-    from pyinfra_sglang.gpus import gpu_by_name
     from pyinfra_sglang.host_programs import program_path
     from pyinfra_sglang.inventory import HostConfig
     from pyinfra_sglang.profiles import load_profile, merge_overrides
@@ -104,27 +99,17 @@ def prepare(args: argparse.Namespace) -> int:
     RUN.mkdir(parents=True)
     for name in PROGRAMS:
         shutil.copy(program_path(name), RUN / name)
-    gpu = gpu_by_name("NVIDIA H200")
     for scenario, spec in SCENARIOS.items():
         overrides = spec.get("overrides") or {}
         profile = merge_overrides(load_profile(spec["profile"], [str(PROFILES)]), overrides)
         # The render with the inventory's overrides is what a host gets: a profile folder of
         # the merged profile keeps the CLI's own path.
         profile_dir = RUN / f"{scenario}-profiles"
-        profile_dir.mkdir()
-        source = (PROFILES / f"{spec['profile']}.toml").read_text()
-        extra = "".join(f"{k} = {json.dumps(v)}\n" for k, v in overrides.items())
-        text = _with_overrides(source, extra)
-        (profile_dir / f"{spec['profile']}.toml").write_text(text)
-        rendered = io.StringIO()
-        argv = ["render", "--profile", spec["profile"], "--profile-dir", str(profile_dir)]
-        argv += ["--gpus", "1", "--arch", "sm_90", "--sglang-version", SGLANG_VERSION]
-        argv += ["--venv", VENV, "--gpu-mem-gb", str(int(gpu.memory_gb))]
-        with contextlib.redirect_stdout(rendered):
-            if cli(argv) != 0:
-                print(f"render failed for {scenario}", file=sys.stderr)
-                return 1
-        (RUN / f"{scenario}.render").write_text(rendered.getvalue())
+        rendered = render_with_overrides(spec["profile"], overrides, profile_dir)
+        if rendered is None:
+            print(f"render failed for {scenario}", file=sys.stderr)
+            return 1
+        (RUN / f"{scenario}.render").write_text(rendered)
         plan = {"scenario": scenario, "model": profile.model, "bench": None}
         if spec["bench"]:
             b = spec["bench"]
@@ -161,6 +146,30 @@ def prepare(args: argparse.Namespace) -> int:
     size = sum(p.stat().st_size for p in RUN.rglob("*") if p.is_file())
     print(f"prepared {len(SCENARIOS)} scenarios in {RUN} ({size / 1e3:.0f} kB)")
     return 0
+
+
+def render_with_overrides(profile_name: str, overrides: dict, profile_dir: Path) -> str | None:
+    """``pyinfra-sglang render`` of a profile of bench/real_engine_profiles with ``overrides``
+    (written into a copy of the profile in ``profile_dir``, so the CLI's own path renders it)
+    for one H200 and this SGLang; its output, None when the render refuses."""
+    import contextlib
+    import io
+
+    from pyinfra_sglang.cli import main as cli
+    from pyinfra_sglang.gpus import gpu_by_name
+
+    profile_dir.mkdir(parents=True, exist_ok=True)
+    source = (PROFILES / f"{profile_name}.toml").read_text()
+    extra = "".join(f"{k} = {json.dumps(v)}\n" for k, v in overrides.items())
+    (profile_dir / f"{profile_name}.toml").write_text(_with_overrides(source, extra))
+    rendered = io.StringIO()
+    argv = ["render", "--profile", profile_name, "--profile-dir", str(profile_dir)]
+    argv += ["--gpus", "1", "--arch", "sm_90", "--sglang-version", SGLANG_VERSION]
+    argv += ["--venv", VENV, "--gpu-mem-gb", str(int(gpu_by_name("NVIDIA H200").memory_gb))]
+    with contextlib.redirect_stdout(rendered):
+        if cli(argv) != 0:
+            return None
+    return rendered.getvalue()
 
 
 def _with_overrides(source: str, extra: str) -> str:

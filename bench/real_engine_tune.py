@@ -71,12 +71,7 @@ def settings_key(settings: dict) -> str:
 
 
 def prepare(args: argparse.Namespace) -> int:
-    import contextlib
-    import io
-
-    from bench.real_engine import _with_overrides
-    from pyinfra_sglang.cli import main as cli
-    from pyinfra_sglang.gpus import gpu_by_name
+    from bench.real_engine import render_with_overrides
     from pyinfra_sglang.host_programs import program_path
     from pyinfra_sglang.inventory import HostConfig
     from pyinfra_sglang.profiles import load_profile
@@ -91,25 +86,15 @@ def prepare(args: argparse.Namespace) -> int:
     (TUNE / "renders").mkdir(parents=True)
     for name in ("gpu_sampler.py", "api_key.py", "bench_driver.py"):
         shutil.copy(program_path(name), TUNE / name)
-    gpu = gpu_by_name("NVIDIA H200")
     choices = [sorted({*s.values, start[s.name]}, key=repr) for s in space.settings]
-    source = (PROFILES / f"{PROFILE}.toml").read_text()
     for combination in itertools.product(*choices):
         settings = dict(zip(space.names(), combination, strict=True))
         overrides = {k: v for k, v in settings.items() if v is not None}
-        profile_dir = TUNE / "profile"
-        profile_dir.mkdir(exist_ok=True)
-        extra = "".join(f"{k} = {json.dumps(v)}\n" for k, v in overrides.items())
-        (profile_dir / f"{PROFILE}.toml").write_text(_with_overrides(source, extra))
-        rendered = io.StringIO()
-        argv = ["render", "--profile", PROFILE, "--profile-dir", str(profile_dir)]
-        argv += ["--gpus", "1", "--arch", "sm_90", "--sglang-version", SGLANG_VERSION]
-        argv += ["--venv", VENV, "--gpu-mem-gb", str(int(gpu.memory_gb))]
-        with contextlib.redirect_stdout(rendered):
-            if cli(argv) != 0:
-                print(f"render failed for {settings}", file=sys.stderr)
-                return 1
-        (TUNE / "renders" / f"{settings_key(settings)}.render").write_text(rendered.getvalue())
+        rendered = render_with_overrides(PROFILE, overrides, TUNE / "profile")
+        if rendered is None:
+            print(f"render failed for {settings}", file=sys.stderr)
+            return 1
+        (TUNE / "renders" / f"{settings_key(settings)}.render").write_text(rendered)
     shutil.rmtree(TUNE / "profile")
     b = table["bench"]
     config = HostConfig(

@@ -344,10 +344,10 @@ def estimate_lines(
     marked where it would not fit GPUs of ``gpu_memory_gb``)."""
     missing = shape_missing(profile)
     chosen = layout_of(profile, tp_size)
+    if tp_size == 1:  # whatever the profile's shape: a single GPU has no link to cross
+        return ["interconnect estimate: one GPU, nothing crosses a link"]
     if missing:
         return [f"interconnect estimate: none (the profile leaves {', '.join(missing)} unset)"]
-    if tp_size == 1:
-        return ["interconnect estimate: one GPU, nothing crosses a link"]
     head = f"interconnect estimate per generated token, {profile.name} over {tp_size} GPUs"
     if link is None:
         lines = [f"{head} (no link bandwidth known: bytes only):"]

@@ -179,3 +179,9 @@ def test_all_to_all_choices_per_release(version, allowed):
 def test_other_hardwares_all_to_all_is_refused():
     assert "mori" not in parallelism.a2a_backends("0.5.23")
     assert "deepep" in parallelism.a2a_backends("0.5.9")
+
+
+def test_one_gpu_crosses_no_link_whatever_the_shape():
+    for name in ("dense-bf16", "glm-5-nvfp4"):
+        lines = parallelism.estimate_lines(load_profile(name), 1, None)
+        assert lines == ["interconnect estimate: one GPU, nothing crosses a link"]
