@@ -82,9 +82,11 @@ def test_host_installs_the_driver_from_the_signed_mirror(host_pool, host, nvidia
     # The 595 pin replaces the 590 one through Conflicts, and its pin file goes with it.
     run(host, f"{APT_GET} install nvidia-driver-pinning-595")
     assert installed(host_pool, host, "nvidia-driver-pinning-*") == ["nvidia-driver-pinning-595"]
-    # cuda-keyring's own pin file (dpkg -i above) stays; the driver pin is the 595 one.
+    # cuda-keyring's own pin file (dpkg -i above) stays; the driver pin file (every pinning
+    # package ships the one name, as NVIDIA's do) now pins branch 595.
     assert run(host, "ls /etc/apt/preferences.d/").stdout.split() == [
         "cuda-repository-pin-600",
-        "nvidia-driver-pinning-595",
+        "nvidia-driver-pin",
     ]
+    assert "Pin: version 595." in run(host, "cat /etc/apt/preferences.d/nvidia-driver-pin").stdout
     assert candidate(host_pool, host, "nvidia-driver-cuda") == "595.58.03-1"
