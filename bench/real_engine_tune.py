@@ -238,6 +238,7 @@ def summary(args: argparse.Namespace) -> int:
     """The search as the journal of the last folder holds it: every trial, each round's
     diagnosis from its folder, the winner."""
     import tempfile
+    from dataclasses import replace
 
     from pyinfra_sglang.diagnosis.diagnose import diagnose_results, load_results
     from pyinfra_sglang.tuning.journal import open_journal
@@ -260,8 +261,6 @@ def summary(args: argparse.Namespace) -> int:
         if r.status == "ok" and (folder / "samples.jsonl").is_file():
             report = diagnose_results(load_results(folder))
             verdicts.setdefault(r.trial, []).append(report["steps"]["run_text"])
-    from dataclasses import replace
-
     rounds = [replace(r, diagnosis="; ".join(verdicts.get(r.trial, [])) or None) for r in rounds]
     state = replay(space, start, objective, rounds)
     print(f"objective: {objective.describe()}; starting settings {start}")

@@ -36,7 +36,7 @@ from pyinfra_sglang.tuning.loop import TuneRefused, run_search
 from pyinfra_sglang.tuning.search import Measure, Round
 from pyinfra_sglang.tuning.space import Space, applicable, load_space
 from pyinfra_sglang.tuning.summary import overrides_block, trial_table
-from roles.sglang_service import host_service_files, sglang_service
+from roles.sglang_service import sglang_service
 
 
 class TuneError(PyinfraError):
@@ -51,9 +51,8 @@ def objective_of(config: HostConfig) -> Objective:
     )
 
 
-def start_settings(config: HostConfig, space: Space) -> dict[str, Any]:
+def start_settings(profile, space: Space) -> dict[str, Any]:
     """The searched settings as the host serves them now (its profile with its overrides)."""
-    profile = host_profile(config)
     return {name: getattr(profile, name) for name in space.names()}
 
 
@@ -88,7 +87,7 @@ def refuse_unsupported(config: HostConfig, host_name: str) -> None:
         )
 
 
-def _host_space(config: HostConfig, gpus: list[dict], version: str) -> Space:
+def _host_space(config: HostConfig, profile, gpus: list[dict], version: str) -> Space:
     try:
         arch = gpu_by_name(gpus[0]["name"]).arch if gpus else ""
     except UnknownGpuError:
@@ -98,7 +97,7 @@ def _host_space(config: HostConfig, gpus: list[dict], version: str) -> Space:
         version,
         arch,
         only=config.tune_settings,
-        profile=host_profile(config),
+        profile=profile,
         gpu_count=len(gpus),
     )
 
@@ -163,12 +162,14 @@ def _search(config: HostConfig, results_dir: str) -> None:
     if not version:
         raise TuneError(f"host {host.name}: no SGLang in {config.venv_path}: run deploy/site.py")
     gpus = host.get_fact(NvidiaGpus)
-    space = _host_space(config, gpus, version)
+    profile = host_profile(config)
+    space = _host_space(config, profile, gpus, version)
     if not space.settings:
         raise TuneError(f"host {host.name}: no tuning setting applies to SGLang {version}")
-    start, objective = start_settings(config, space), objective_of(config)
+    start, objective = start_settings(profile, space), objective_of(config)
     folder = search_folder(results_dir, host.name, space, start, objective)
-    bound = host_service_files(config, gpus).start_timeout_s
+    # One trial's bound: the service's health wait, which is the profile's start timeout.
+    bound = profile.start_timeout_s
 
     def say(line: str) -> None:
         logger.info(host.print_prefix + line)

@@ -71,12 +71,8 @@ def overrides_block(existing: dict[str, Any], start: dict[str, Any], state: Stat
     """The inventory line that serves the winner: the host's own overrides with what the
     search changed laid over them (Python, as an inventory file holds it)."""
     merged = {**existing, **winning_overrides(start, state.incumbent)}
-    body = ", ".join(f"{k!r}: {_py(v)}" for k, v in sorted(merged.items()))
+    body = ", ".join(f"{k!r}: {v!r}" for k, v in sorted(merged.items()))
     return f"sglang_profile_overrides = {{{body}}}"
-
-
-def _py(value: Any) -> str:
-    return repr(value)
 
 
 def progress_line(state: State, elapsed_s: float, estimate_s: float) -> str:
