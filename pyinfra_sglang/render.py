@@ -528,81 +528,66 @@ def nccl_p2p_env(
     return {"NCCL_P2P_LEVEL": level}, f"NCCL_P2P_LEVEL={level}: {hint.reason}"
 
 
-def environment(
-    hf_token: str | None,
-    venv_path: str,
-    cache_root: str | None = None,
-    pcie_only: bool = False,
-    cuda_home: str | None = None,
-    mask: bool = False,
-    offline: bool = False,
-    hub_cache: str | None = None,
-    widest_path: str | None = None,
-    extra: Mapping[str, str] | None = None,
-    p2p: P2PHint | None = None,
-) -> dict[str, str]:
-    """The service's environment, sorted by name (secrets masked when ``mask``); with
-    ``offline``, the Hub client never reaches the Hub (the model role put the files there).
-    ``extra`` (the profile's env, then the host's sglang_env) goes over the NCCL hints;
-    RenderError when it names a variable the renderer sets itself."""
+@dataclass(frozen=True)
+class EnvSpec:
+    """What sglang.env is made of: the venv (PATH), the caches' root, CUDA_HOME, whether the
+    GPUs talk over PCIe only (NCCL hints, with the widest path between two GPUs and the peer
+    path the host read), the profile's and the host's own variables (``extra``), the HF
+    token, and whether the Hub client stays offline on the downloaded snapshot
+    (``hub_cache``)."""
+
+    venv_path: str
+    hf_token: str | None = None
+    cache_root: str | None = None
+    pcie_only: bool = False
+    cuda_home: str | None = None
+    offline: bool = False
+    hub_cache: str | None = None
+    widest_path: str | None = None
+    extra: Mapping[str, str] | None = None
+    p2p: P2PHint | None = None
+
+
+def environment(spec: EnvSpec, mask: bool = False) -> dict[str, str]:
+    """The service's environment, sorted by name (secrets masked when ``mask``); offline,
+    the Hub client never reaches the Hub (the model role put the files there). ``extra``
+    goes over the NCCL hints; RenderError when it names a variable the renderer sets
+    itself."""
     settings = _service()["environment"]
-    clash = sorted(set(extra or {}) & managed_env_names())
+    extra = spec.extra or {}
+    clash = sorted(set(extra) & managed_env_names())
     if clash:
         raise RenderError(
             f"environment variables {', '.join(clash)} are set by pyinfra-sglang; a profile's "
             "env and sglang_env must not set them",
             "sglang_env",
         )
-    path = [_absolute_path(venv_path, "venv_path").rstrip("/") + "/bin"]
-    values = dict(cache_dirs(cache_root))
-    if cuda_home:
-        home = _absolute_path(cuda_home, "cuda_home").rstrip("/")
+    path = [_absolute_path(spec.venv_path, "venv_path").rstrip("/") + "/bin"]
+    values = dict(cache_dirs(spec.cache_root))
+    if spec.cuda_home:
+        home = _absolute_path(spec.cuda_home, "cuda_home").rstrip("/")
         values["CUDA_HOME"] = home
         path.append(home + "/bin")
     values["PATH"] = ":".join(path + settings["system_path"])
-    if pcie_only:
+    if spec.pcie_only:
         values.update(settings["nccl_pcie_only"])
-        values.update(nccl_p2p_env(widest_path, p2p, extra)[0])
-    values.update(extra or {})
-    if hf_token:
-        values["HF_TOKEN"] = mask_text() if mask else hf_token.strip()
-    if offline:
+        values.update(nccl_p2p_env(spec.widest_path, spec.p2p, extra)[0])
+    values.update(extra)
+    if spec.hf_token:
+        values["HF_TOKEN"] = mask_text() if mask else spec.hf_token.strip()
+    if spec.offline:
         values["HF_HUB_OFFLINE"] = "1"
-    if hub_cache:
-        values["HF_HUB_CACHE"] = _absolute_path(hub_cache, "hub_cache")
+    if spec.hub_cache:
+        values["HF_HUB_CACHE"] = _absolute_path(spec.hub_cache, "hub_cache")
     return dict(sorted(values.items()))
 
 
-def render_env(
-    hf_token: str | None,
-    venv_path: str,
-    cache_root: str | None = None,
-    pcie_only: bool = False,
-    cuda_home: str | None = None,
-    mask: bool = False,
-    offline: bool = False,
-    hub_cache: str | None = None,
-    widest_path: str | None = None,
-    extra: Mapping[str, str] | None = None,
-    p2p: P2PHint | None = None,
-) -> str:
+def render_env(spec: EnvSpec, mask: bool = False) -> str:
     """sglang.env: caches on persistent disk, PATH, NCCL hints on PCIe-only hosts, the
     profile's and the host's own variables, HF_TOKEN, HF_HUB_OFFLINE when the model is served
     from the downloaded snapshot."""
-    values = environment(
-        hf_token,
-        venv_path,
-        cache_root,
-        pcie_only,
-        cuda_home,
-        mask,
-        offline,
-        hub_cache,
-        widest_path,
-        extra,
-        p2p,
-    )
-    note = nccl_p2p_env(widest_path, p2p, extra)[1] if pcie_only else None
+    values = environment(spec, mask)
+    note = nccl_p2p_env(spec.widest_path, spec.p2p, spec.extra)[1] if spec.pcie_only else None
     return _render(
         "sglang.env.j2",
         environment=[(name, _env_value(name, value)) for name, value in values.items()],
@@ -880,17 +865,19 @@ def render_service_files(spec: ServiceSpec) -> list[RenderedFile]:
         revision=spec.model_revision,
     )
     env = render_env(
-        spec.secrets.hf_token,
-        spec.venv_path,
-        spec.cache_root,
-        gpus.pcie_only,
-        spec.cuda_home,
+        EnvSpec(
+            venv_path=spec.venv_path,
+            hf_token=spec.secrets.hf_token,
+            cache_root=spec.cache_root,
+            pcie_only=gpus.pcie_only,
+            cuda_home=spec.cuda_home,
+            offline=spec.offline,
+            hub_cache=spec.hub_cache,
+            widest_path=gpus.widest_path,
+            extra={**profile.env, **spec.host_env},
+            p2p=p2p_hint(gpus.peer) if gpus.peer is not None else None,
+        ),
         spec.mask,
-        spec.offline,
-        spec.hub_cache,
-        gpus.widest_path,
-        {**profile.env, **spec.host_env},
-        p2p_hint(gpus.peer) if gpus.peer is not None else None,
     )
     contents = {
         "unit": render_unit(

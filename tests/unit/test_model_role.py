@@ -135,13 +135,13 @@ def test_the_cache_folder_is_the_services_and_stays_visible_to_it():
 
     from pyinfra_sglang.inventory import HostConfig
     from pyinfra_sglang.model_snapshot import hub_cache_dir
-    from pyinfra_sglang.render import environment
+    from pyinfra_sglang.render import EnvSpec, environment
 
     assert hub_cache_dir() == "/var/lib/sglang/huggingface/hub"
     assert hub_cache_dir("/srv/models/hub/") == "/srv/models/hub"
-    env = environment(None, "/opt/v", hub_cache="/srv/models/hub", offline=True)
+    env = environment(EnvSpec("/opt/v", hub_cache="/srv/models/hub", offline=True))
     assert env["HF_HUB_CACHE"] == "/srv/models/hub" and env["HF_HUB_OFFLINE"] == "1"
-    assert "HF_HUB_CACHE" not in environment(None, "/opt/v")
+    assert "HF_HUB_CACHE" not in environment(EnvSpec("/opt/v"))
     assert HostConfig(sglang_model_cache_dir="/srv/models/hub").sglang_model_cache_dir
     # The sandboxed service cannot see these (ProtectHome), and a path must be plain.
     for hidden in ("/home/models", "/root/hub", "/run/user/0/hub", "relative/hub", "/a b"):

@@ -14,6 +14,7 @@ from pyinfra_sglang import paths
 from pyinfra_sglang.cli import main
 from pyinfra_sglang.profiles import load_profile, merge_overrides
 from pyinfra_sglang.render import (
+    EnvSpec,
     GpuFitError,
     GpuSet,
     NodePosition,
@@ -555,14 +556,14 @@ def test_no_control_character_goes_into_a_unit_or_env_file(character):
     with pytest.raises(RenderError, match="control characters"):
         systemd_quote(f"a{character}b")
     with pytest.raises(RenderError, match="control characters"):
-        render_env(f"hf_{character}x", VENV)
+        render_env(EnvSpec(VENV, hf_token=f"hf_{character}x"))
     with pytest.raises(RenderError, match="control characters"):
         config_entries(f"sk{character}x")
     with pytest.raises(RenderError, match="control characters"):
         render_router_files(router_spec(worker_urls=(f"http://10.0.0.1:1/{character}",)))
     # The env file never echoes the secret it refuses.
     with pytest.raises(RenderError) as refused:
-        render_env(f"hf_SECRET{character}x", VENV)
+        render_env(EnvSpec(VENV, hf_token=f"hf_SECRET{character}x"))
     assert "SECRET" not in str(refused.value)
 
 
@@ -571,7 +572,7 @@ def test_no_control_character_goes_into_a_unit_or_env_file(character):
 )
 def test_venv_path_of_unsafe_characters_is_refused(path):
     with pytest.raises(RenderError, match="letters, digits") as refused:
-        render_env(None, path)
+        render_env(EnvSpec(path))
     assert refused.value.field == "venv_path"
 
 
@@ -584,7 +585,9 @@ def test_unit_round_trips_odd_model_paths():
 
 
 def test_env_file():
-    env = render_env(HF_TOKEN, VENV, pcie_only=True, cuda_home="/usr/local/cuda-13.1")
+    env = render_env(
+        EnvSpec(VENV, hf_token=HF_TOKEN, pcie_only=True, cuda_home="/usr/local/cuda-13.1")
+    )
     values = dict(line.split("=", 1) for line in env.splitlines() if not line.startswith("#"))
     assert list(values) == sorted(values)
     assert values["NCCL_P2P_LEVEL"] == "PHB"
@@ -599,7 +602,7 @@ def test_env_file():
         "SGLANG_DG_CACHE_DIR",
         "TRITON_CACHE_DIR",
     } <= set(values)
-    nvlinked = render_env(None, VENV, pcie_only=False)
+    nvlinked = render_env(EnvSpec(VENV, pcie_only=False))
     assert (
         "\nNCCL_" not in nvlinked
         and "\nHF_TOKEN=" not in nvlinked
@@ -609,12 +612,12 @@ def test_env_file():
 
 
 def test_env_values_are_quoted_when_needed():
-    env = render_env('tok "en" x', VENV)
+    env = render_env(EnvSpec(VENV, hf_token='tok "en" x'))
     assert 'HF_TOKEN="tok \\"en\\" x"\n' in env
     with pytest.raises(RenderError):
-        render_env("a\nb", VENV)
+        render_env(EnvSpec(VENV, hf_token="a\nb"))
     with pytest.raises(RenderError, match="absolute path"):
-        render_env(None, "relative/venv")
+        render_env(EnvSpec("relative/venv"))
 
 
 def router_spec(**fields) -> RouterSpec:

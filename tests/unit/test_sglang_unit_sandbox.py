@@ -11,6 +11,7 @@ import pytest
 
 from pyinfra_sglang.profiles import load_profile
 from pyinfra_sglang.render import (
+    EnvSpec,
     GpuSet,
     ServiceSpec,
     cache_dirs,
@@ -72,7 +73,7 @@ def test_the_sandbox_settings():
 def test_only_the_cache_folders_are_writable_and_they_are_the_env_files_folders():
     [paths] = settings(files()[0].content)["ReadWritePaths"]
     assert paths.split() == sorted(cache_dirs().values())
-    env = environment(None, VENV)
+    env = environment(EnvSpec(VENV))
     assert {env[name] for name in cache_dirs()} == set(paths.split())
 
 
