@@ -1,0 +1,700 @@
+"""One validated model per data file (pyinfra_sglang/data/*.toml).
+
+``data.py`` validates each file against its model when it first reads it, so a misspelt key,
+a missing one or a value of the wrong type stops the run at load, naming the file and the key,
+instead of a KeyError far from the data. Models are frozen; sequences are tuples.
+
+How to add a key: add the field to the file's model below (with a default if older files may
+lack it), then read it through the typed accessor in ``data.py`` (``data.nvidia().repo.x``).
+How to add a file: a model here, an entry in ``MODELS``, an accessor in ``data.py``.
+Cross-file references (a platform's family has package tables, a profile's arch is a known
+GPU...) are checked in tests/unit/test_data_models.py.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, RootModel, model_validator
+
+from pyinfra_sglang.arch import SmArch
+from pyinfra_sglang.versions import parse_version
+
+# int stays int and float stays float (smart union): values keep the type TOML gave them.
+Number = int | float
+
+
+def _release(text: str) -> str:
+    parse_version(text)
+    return text
+
+
+# An SGLang (or router) release, "0.5.17": checked readable, kept as written.
+Release = Annotated[str, AfterValidator(_release)]
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# --- apt.toml ----------------------------------------------------------------------------
+
+
+class Apt(_Data):
+    lock_timeout_s: int
+    update_attempts: int
+    update_retry_delay_s: int
+
+
+# --- attention_backends.toml -------------------------------------------------------------
+
+
+class SparseBackend(_Data):
+    archs: tuple[SmArch, ...]
+    source: str
+    since: Release | None = None
+    kv_cache_dtypes: tuple[str, ...] | None = None
+    phases: tuple[Literal["prefill", "decode"], ...] = ("prefill", "decode")
+
+
+class AttentionBackends(_Data):
+    sparse: dict[str, SparseBackend]
+
+
+# --- diagnosis.toml ----------------------------------------------------------------------
+
+
+class DiagnosisBusy(_Data):
+    gpu_util_pct: Number
+    share: Number
+    active_gpu_util_pct: Number
+
+
+class DiagnosisCompute(_Data):
+    min_mem_util_pct: Number
+    min_power_fraction: Number
+    max_clock_fraction: Number
+
+
+class DiagnosisMemoryBandwidth(_Data):
+    mem_util_pct: Number
+
+
+class DiagnosisLink(_Data):
+    saturated_fraction: Number
+    share: Number
+    idle_fraction: Number
+    idle_gbs: Number
+
+
+class DiagnosisHost(_Data):
+    busy_process_cpu_pct: Number
+
+
+class DiagnosisMemoryCapacity(_Data):
+    kv_cache_usage: Number
+    queued_requests: int
+
+
+class DiagnosisBandwidth(_Data):
+    low_fraction: Number
+
+
+class DiagnosisLimits(_Data):
+    max_file_bytes: int
+    max_json_depth: int
+    max_samples: int
+    max_gpus: int
+    max_readings: int
+    max_steps: int
+    max_bench_rows: int
+    max_number: Number
+
+
+class Diagnosis(_Data):
+    busy: DiagnosisBusy
+    compute: DiagnosisCompute
+    memory_bandwidth: DiagnosisMemoryBandwidth
+    link: DiagnosisLink
+    host: DiagnosisHost
+    memory_capacity: DiagnosisMemoryCapacity
+    bandwidth: DiagnosisBandwidth
+    limits: DiagnosisLimits
+
+
+# --- gpus.toml ---------------------------------------------------------------------------
+
+
+class Gpu(_Data):
+    arch: SmArch
+    memory_gb: Number
+    memory_bandwidth_gbs: Number
+    pcie_gen: int
+    nvlink: bool
+    nvlink_bandwidth_gbs: Number
+
+
+class Gpus(RootModel[dict[str, Gpu]]):
+    """GPU name as nvidia-smi prints it -> its numbers."""
+
+    model_config = ConfigDict(frozen=True)
+
+
+# --- memory_fit.toml ---------------------------------------------------------------------
+
+
+class MemoryFitMtp(_Data):
+    draft_overhead_gb: Number
+
+
+class MemoryFit(_Data):
+    unset_mem_fraction_static: Number
+    mtp: MemoryFitMtp
+
+
+# --- model.toml --------------------------------------------------------------------------
+
+
+class DiskMargin(_Data):
+    fraction: Number
+    min_gb: Number
+
+
+class ModelDownload(_Data):
+    unit: str
+    program_dir: str
+    env_file: str
+    log: str
+    sandbox: tuple[str, ...]
+    log_every_s: Number
+    print_every_s: Number
+    environment: dict[str, str]
+
+
+class Model(_Data):
+    api_timeout_s: Number
+    audit_api_timeout_s: Number
+    disk_margin: DiskMargin
+    download: ModelDownload
+
+
+# --- multinode_firewall.toml -------------------------------------------------------------
+
+
+class MultinodeFirewall(_Data):
+    table: str
+    dist_init_port_span: int
+    ephemeral_ports: tuple[int, int]
+    rules_path: str
+    unit_name: str
+    unit_path: str
+    sysctl_path: str
+
+
+# --- nvidia.toml -------------------------------------------------------------------------
+
+Flavor = Literal["open", "proprietary"]
+# A driver package: one name, or [name from R590, name for R580 and before].
+DriverPackage = str | tuple[str, str]
+
+
+class BranchSupport(_Data):
+    branch: int
+    support: Literal["long-term", "production", "feature"]
+    on_matrix: bool
+    end_of_support: str | None = None
+
+
+class CudaDriverMinimum(_Data):
+    release: str
+    update: str
+    driver: str
+
+
+class NvidiaRepo(_Data):
+    base_url: str
+    keyring_package: str
+    keyring_deb: str
+    keyring_path: str
+    list_path: str
+    download_dir: str
+    signing_key_fingerprint: str
+    keyring_deb_files: tuple[str, ...]
+    auth_path: str
+    mirror_extra_packages: tuple[str, ...]
+    keyring_sha256: dict[str, str] = {}
+
+
+class DriverArchitecture(_Data):
+    from_arch: int
+    name: str
+    modules: tuple[Flavor, ...]
+    min_branch: int | None = None
+    max_branch: int | None = None
+    sources: dict[str, str]
+
+
+class FlavorPackages(_Data):
+    open: tuple[DriverPackage, ...]
+    proprietary: tuple[DriverPackage, ...]
+
+
+class DriverInstallPackages(_Data):
+    compute: FlavorPackages
+    full: FlavorPackages
+
+
+class NvidiaDriver(_Data):
+    pinning_package: str
+    version_pinning_package: str
+    branch_move_prefixes: tuple[str, ...]
+    architectures: tuple[DriverArchitecture, ...]
+    # Platform family (platforms.toml driver_family) -> install mode -> flavor -> packages.
+    packages: dict[str, DriverInstallPackages]
+    kernel_module_packages: dict[str, FlavorPackages]
+    sources: dict[str, str]
+
+
+class MokPaths(_Data):
+    key: str
+    cert: str
+
+
+class SecureBoot(_Data):
+    efi_variable: str
+    mok: dict[str, MokPaths]
+
+
+class Nouveau(_Data):
+    blacklist_path: str
+
+
+class CudaToolkit(_Data):
+    toolkit_package: str
+    home: str
+    profile_script: str
+    ld_conf: str
+
+
+class Nvidia(_Data):
+    driver_branches: tuple[int, ...]
+    default_driver_branch: int
+    cuda_versions: tuple[str, ...]
+    default_cuda_version: str
+    branch_support: tuple[BranchSupport, ...]
+    cuda_driver_minimum: tuple[CudaDriverMinimum, ...]
+    cuda_minor_version_compat: dict[str, int]
+    repo: NvidiaRepo
+    driver: NvidiaDriver
+    secure_boot: SecureBoot
+    nouveau: Nouveau
+    cuda: CudaToolkit
+
+
+# --- nvidia_smi.toml ---------------------------------------------------------------------
+
+
+class QueryCsv(_Data):
+    identity: tuple[str, ...]
+    max_gpus_without_identity: int
+
+
+class SmiQ(_Data):
+    fields: dict[str, tuple[str, ...]]
+
+
+class Topo(_Data):
+    topology_cells: tuple[str, ...]
+    p2p_cells: tuple[str, ...]
+
+
+class NvidiaSmi(_Data):
+    unreadable: tuple[str, ...]
+    query_csv: QueryCsv
+    smi_q: SmiQ
+    topo: Topo
+
+
+# --- parallelism.toml --------------------------------------------------------------------
+
+
+class A2aChoices(_Data):
+    since: Release
+    backends: tuple[str, ...]
+
+
+class A2a(_Data):
+    not_nvidia: tuple[str, ...]
+    choices: tuple[A2aChoices, ...]
+
+
+class EpOneOrAll(_Data):
+    quantization: str
+    archs: tuple[SmArch, ...]
+
+
+class ParallelismEstimate(_Data):
+    activation_bytes: Number
+    pcie_only_busbw_gbs: Number
+    nvlink_share_of_table: Number
+
+
+class Parallelism(_Data):
+    a2a: A2a
+    ep_one_or_all: tuple[EpOneOrAll, ...]
+    estimate: ParallelismEstimate
+
+
+# --- pcie.toml ---------------------------------------------------------------------------
+
+
+class PcieGeneration(_Data):
+    transfer_rate_gts: Number
+    encoding: str
+
+
+class Acs(_Data):
+    redirect_flags: tuple[str, ...]
+
+
+class PeerProbe(_Data):
+    timeout_s: Number
+
+
+class Pcie(_Data):
+    # The file's tables [1] .. [6]: PCIe generation -> its rate and encoding.
+    generations: dict[int, PcieGeneration]
+    acs: Acs
+    peer_probe: PeerProbe
+
+    @model_validator(mode="before")
+    @classmethod
+    def _generations_are_numbered_tables(cls, values: Any) -> Any:
+        if not isinstance(values, dict):
+            return values
+        rest = {k: v for k, v in values.items() if not k.isdigit()}
+        return {**rest, "generations": {k: v for k, v in values.items() if k.isdigit()}}
+
+
+# --- platforms.toml ----------------------------------------------------------------------
+
+
+class Platform(_Data):
+    id: str
+    version: str
+    nvidia_repo: str
+    components: tuple[str, ...]
+    # The key of nvidia.toml's driver.packages, kernel_module_packages and secure_boot.mok.
+    driver_family: str
+
+
+class BasePackages(_Data):
+    packages: tuple[str, ...]
+    kernel_headers_package: str
+    kernel_headers_metapackage: str
+    unattended_upgrades_blacklist: tuple[str, ...]
+
+
+class Platforms(_Data):
+    platform: tuple[Platform, ...]
+    arch: dict[str, str]
+    base: BasePackages
+
+
+# --- python.toml -------------------------------------------------------------------------
+
+
+class Uv(_Data):
+    version: str
+    prefix: str
+
+
+class Venv(_Data):
+    root: str
+    name: str
+    keep: int
+    python: str
+
+
+class Torch(_Data):
+    index_base: str
+    # CUDA version (nvidia.toml cuda_versions) -> PyTorch's wheel tag.
+    cuda_tag: dict[str, str]
+
+
+class FlashAttn(_Data):
+    version: str
+    build_requirements: tuple[str, ...]
+    gb_per_nvcc_thread: Number
+    max_nvcc_threads: int
+    default_cuda_archs: tuple[str, ...]
+    memory_fraction: Number
+    log_dir: str
+    build_unit: str
+    progress_every_s: Number
+    poll_every_s: Number
+    tail_lines: int
+
+
+class RouterPin(_Data):
+    sglang: Release
+    package: str
+    router: Release
+
+
+class PythonRouter(_Data):
+    pins: tuple[RouterPin, ...]
+
+
+class Python(_Data):
+    uv: Uv
+    venv: Venv
+    torch: Torch
+    flash_attn: FlashAttn
+    router: PythonRouter
+
+
+# --- report.toml -------------------------------------------------------------------------
+
+
+class ReportSteps(_Data):
+    max_labels: int
+
+
+class PanelSeries(_Data):
+    label: str
+    scale: Number
+    field: str | None = None
+    counter: str | None = None
+
+    @model_validator(mode="after")
+    def _field_or_counter(self) -> PanelSeries:
+        if (self.field is None) == (self.counter is None):
+            raise ValueError("a series reads one field or one counter")
+        return self
+
+
+class PanelLimit(_Data):
+    field: str
+    label: str
+
+
+class Panel(_Data):
+    title: str
+    unit: str
+    series: tuple[PanelSeries, ...]
+    top: Number | None = None
+    min_top: Number | None = None
+    capacity: str | None = None
+    limit: PanelLimit | None = None
+
+
+class Report(_Data):
+    steps: ReportSteps
+    panel: tuple[Panel, ...]
+
+
+# --- sglang_bench.toml -------------------------------------------------------------------
+
+
+class BenchModule(_Data):
+    name: str
+    since: Release | None = None
+    until: Release | None = None
+
+
+class BenchRun(_Data):
+    backend: str
+    dataset: str
+    range_ratio: Number
+    min_prompts: int
+    timeout_s: Number
+    sample_interval_s: Number
+
+
+class SglangBench(_Data):
+    module: tuple[BenchModule, ...]
+    run: BenchRun
+
+
+# --- sglang_flags.toml -------------------------------------------------------------------
+
+
+class FlagSpelling(_Data):
+    flag: str
+    since: Release | None = None
+    until: Release | None = None
+
+
+class Flag(_Data):
+    intent: str
+    kind: Literal["value", "switch"]
+    spellings: tuple[FlagSpelling, ...]
+
+
+class FlagVersions(_Data):
+    oldest_read: Release
+    newest_read: Release
+
+
+class DpAttention(_Data):
+    switch_with: str
+
+
+class Mtp(_Data):
+    algorithm: str
+    eagle_topk: int
+
+
+class SglangFlags(_Data):
+    versions: FlagVersions
+    flag: tuple[Flag, ...]
+    dp_attention: DpAttention
+    mtp: Mtp
+
+    @model_validator(mode="after")
+    def _one_entry_per_intent(self) -> SglangFlags:
+        intents = [f.intent for f in self.flag]
+        duplicates = sorted({i for i in intents if intents.count(i) > 1})
+        if duplicates:
+            raise ValueError(f"intents listed twice: {', '.join(duplicates)}")
+        return self
+
+
+# --- sglang_service.toml -----------------------------------------------------------------
+
+
+class ServiceFile(_Data):
+    path: str
+    mode: str
+
+
+class ServiceFiles(_Data):
+    unit: ServiceFile
+    env: ServiceFile
+    config: ServiceFile
+    router_unit: ServiceFile
+
+
+class ServiceUser(_Data):
+    name: str
+    supplementary_groups: tuple[str, ...]
+
+
+class UnitSettings(_Data):
+    restart_sec: int
+    limit_nofile: int
+    start_limit_burst: int
+
+
+class Secrets(_Data):
+    mask: str
+
+
+class Cache(_Data):
+    root: str
+    dirs: dict[str, str]
+
+
+class NcclP2pLevel(_Data):
+    default: str
+    by_path: dict[str, str]
+
+
+class NcclP2p(_Data):
+    disable: dict[str, str]
+    disable_when: tuple[str, ...]
+    allowed: dict[str, tuple[str, ...]]
+
+
+class ServiceEnvironment(_Data):
+    system_path: tuple[str, ...]
+    cache: Cache
+    nccl_pcie_only: dict[str, str]
+    nccl_p2p_level: NcclP2pLevel
+    nccl_p2p: NcclP2p
+
+
+class Multinode(_Data):
+    rank0_stops_first_from: Release
+
+
+class Gateway(_Data):
+    module: str
+    script: str
+    subcommand: tuple[str, ...]
+    grace_flag_from: Release
+
+
+class ServiceRouter(_Data):
+    policy: str
+    worker_urls_flag: str
+    policy_flag: str
+    host_flag: str
+    port_flag: str
+    prometheus_host_flag: str
+    prometheus_port_flag: str
+    api_key_flag: str
+    api_key_variable: str
+    env_path: str
+    env_mode: str
+    shutdown_grace_flag: str
+    shutdown_grace_s: Number
+    stop_margin_s: Number
+    # Router package (python.toml router.pins package) -> how it is started.
+    gateway: dict[str, Gateway]
+
+
+class SglangService(_Data):
+    files: ServiceFiles
+    service_user: ServiceUser
+    unit: UnitSettings
+    secrets: Secrets
+    environment: ServiceEnvironment
+    multinode: Multinode
+    router: ServiceRouter
+
+
+# --- tuning.toml -------------------------------------------------------------------------
+
+
+class TuningSearch(_Data):
+    order: tuple[str, ...]
+    max_rounds: int
+
+
+class TuningSetting(_Data):
+    values: tuple[bool | int | float | str, ...]
+    profile_fields: tuple[str, ...] = ()
+    divides_gpus: bool = False
+    requires: dict[str, bool | int | float | str] = {}
+    min_sglang_version: Release | None = None
+    archs: tuple[SmArch, ...] = ()
+
+
+class Tuning(_Data):
+    search: TuningSearch
+    settings: dict[str, TuningSetting]
+
+
+# File name (without .toml) -> its model.
+MODELS: dict[str, type[BaseModel]] = {
+    "apt": Apt,
+    "attention_backends": AttentionBackends,
+    "diagnosis": Diagnosis,
+    "gpus": Gpus,
+    "memory_fit": MemoryFit,
+    "model": Model,
+    "multinode_firewall": MultinodeFirewall,
+    "nvidia": Nvidia,
+    "nvidia_smi": NvidiaSmi,
+    "parallelism": Parallelism,
+    "pcie": Pcie,
+    "platforms": Platforms,
+    "python": Python,
+    "report": Report,
+    "sglang_bench": SglangBench,
+    "sglang_flags": SglangFlags,
+    "sglang_service": SglangService,
+    "tuning": Tuning,
+}
