@@ -14,6 +14,7 @@ and the reference must not run a deploy's imports.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +26,7 @@ SITE = "deploy/site.py"
 class Docstring:
     summary: str  # the paragraphs before the first "+ argument:" line, joined into one
     arguments: dict[str, str] = field(default_factory=dict)
+    paragraphs: tuple[str, ...] = ()  # the same paragraphs, each on one line
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,28 @@ class RoleFunction:
     title: str | None  # @deploy("Title")
     signature: list[str]  # "name", "name=default"
     doc: Docstring
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence (or clause before a semicolon) of ``text``, with its full stop: a
+    ". " or "; " outside brackets and backquotes, after a word ("e.g. " ends none)."""
+    depth, quoted = 0, False
+    for index, char in enumerate(text):
+        if char == "`":
+            quoted = not quoted
+        elif not quoted and char in "([":
+            depth += 1
+        elif not quoted and char in ")]":
+            depth = max(depth - 1, 0)
+        elif (
+            char in ".;"
+            and not quoted
+            and depth == 0
+            and text[index + 1 : index + 2] in (" ", "")
+            and not text[:index].endswith(("e.g", "i.e"))
+        ):
+            return text[:index] + "."
+    return text
 
 
 def parse_docstring(text: str | None) -> Docstring:
@@ -56,7 +80,10 @@ def parse_docstring(text: str | None) -> Docstring:
             current = None
         elif not arguments:
             summary.append(stripped)
-    return Docstring(" ".join(" ".join(summary).split()), arguments)
+    paragraphs = tuple(
+        " ".join(block.split()) for block in "\n".join(summary).split("\n\n") if block.strip()
+    )
+    return Docstring(" ".join(" ".join(summary).split()), arguments, paragraphs)
 
 
 def _decorator(node: ast.FunctionDef) -> tuple[str, str | None] | None:
@@ -135,14 +162,28 @@ def _path(module: str) -> str:
     return "/".join(module.split(".")) + ".py"
 
 
+def _anchor(heading: str) -> str:
+    # GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens.
+    return re.sub(r"[^a-z0-9 _-]", "", heading.lower()).replace(" ", "-")
+
+
 def roles_markdown(root: Path = ROOT) -> str:
-    """The table of the deploys deploy/site.py runs, in its order: each one's docstring."""
+    """The deploys deploy/site.py runs, in its order: a table of each one's first sentence,
+    then a section per role with its whole docstring."""
     rows = ["| role | what it does |", "| --- | --- |"]
+    sections = []
     for module in site_modules(root):
         for function in module_functions(module, root):
-            if function.kind == "deploy":
-                rows.append(f"| `{_path(module)}` | {_cell(function.doc.summary)} |")
-    return "\n".join(rows) + "\n"
+            if function.kind != "deploy":
+                continue
+            path = _path(module)
+            heading = f"{path} ({function.title})" if function.title else path
+            rows.append(
+                f"| [`{path}`](#{_anchor(heading)}) "
+                f"| {_cell(first_sentence(function.doc.summary))} |"
+            )
+            sections.append(f"### {heading}\n\n" + "\n\n".join(function.doc.paragraphs))
+    return "\n".join(rows) + "\n\n" + "\n\n".join(sections) + "\n"
 
 
 def _argument(function: RoleFunction, shown: str) -> str:

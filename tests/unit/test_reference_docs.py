@@ -22,6 +22,7 @@ from pyinfra_sglang.audit.findings import LEVELS
 from pyinfra_sglang.cli import COMMANDS
 from pyinfra_sglang.reference_docs import block, cli_markdown, replace_block
 from pyinfra_sglang.role_reference import (
+    first_sentence,
     operations_markdown,
     parse_docstring,
     roles_markdown,
@@ -220,11 +221,26 @@ def test_the_roles_table_follows_site_py_and_every_role_says_what_it_does():
     modules = site_modules()
     assert modules[:3] == ["roles.base", "roles.nvidia_repo", "roles.nvidia_driver"]
     assert "roles.reboot" in modules  # imported by a role: its operation runs alone too
-    rows = [line for line in roles_markdown().splitlines() if line.startswith("| `roles/")]
-    assert rows[0].startswith("| `roles/base.py` | Refuses unsupported platforms")
-    assert rows[-1].startswith("| `roles/sglang_service.py` | ")
+    text = roles_markdown()
+    rows = [line for line in text.splitlines() if line.startswith("| [`roles/")]
+    assert rows[0] == (
+        "| [`roles/base.py`](#rolesbasepy-base) | Refuses unsupported platforms (those of "
+        "data/platforms.toml) before any host changes. |"
+    )
+    assert rows[-1].startswith("| [`roles/sglang_service.py`](#rolessglang_servicepy-sglang-")
     # A deploy without a docstring would leave an empty cell: every role says what it does.
     assert all(not row.endswith("|  |") for row in rows), rows
+    # Each row's link leads to a section holding the role's whole docstring, paragraphs kept.
+    assert "### roles/base.py (Base)\n\nRefuses unsupported platforms" in text
+    assert text.count("\n### roles/") == len(rows)
+    assert max(len(row) for row in rows) < 800  # the table stays a summary (was 2,600)
+
+
+def test_first_sentence_ends_outside_brackets_and_code():
+    assert first_sentence("uv (`/opt/uv`; no curl). Then more.") == "uv (`/opt/uv`; no curl)."
+    assert first_sentence("Install a, e.g. b; then c.") == "Install a, e.g. b."
+    assert first_sentence("Runs `a. b` then stops") == "Runs `a. b` then stops"
+    assert first_sentence("Version 3.10 works. Rest.") == "Version 3.10 works."
 
 
 def test_operations_show_their_arguments_with_the_docstring_lines():
