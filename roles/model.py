@@ -40,6 +40,7 @@ from pyinfra_sglang.render import cache_dirs
 from pyinfra_sglang.service_files import read_secret
 from roles.common import put_private_file
 from roles.sglang_service import host_service_files, service_user, useradd_command
+from roles.waiting import wait_until
 
 PROGRAM = "model_download.py"
 _reported: set[tuple[str, str]] = set()
@@ -173,17 +174,21 @@ def _download(state, host, repo, commit, cache, total, python, endpoint, token_p
             )
             if not started:
                 raise OperationError(f"could not start the model download: {out}")
-        deadline = time.monotonic() + timeout_s + 120
         printed_at = time.monotonic()
-        while time.monotonic() < deadline:
-            time.sleep(2)
+
+        def ended() -> bool:
+            nonlocal printed_at
             active, _ = run_on_host(host, f"systemctl is-active --quiet {q(unit)}")
             if not active:
-                break
+                return True
             if time.monotonic() - printed_at >= float(settings["print_every_s"]):
                 line = _last_line(host, log)
                 logger.info(f"{host.print_prefix}{repo}: {line.split(' ', 1)[-1]}")
                 printed_at = time.monotonic()
+            return False
+
+        # Past the unit's own timeout (it stops the download), a margin for it to stop.
+        wait_until(ended, timeout_s + 120, 2, sleep_first=True)
         last = _last_line(host, log).split(" ", 1)[-1]
         if last.startswith("complete:"):
             logger.info(f"{host.print_prefix}{repo}: {last}")

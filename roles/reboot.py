@@ -7,30 +7,32 @@ empty, confirms it on machines, VMs and containers alike.
 
 from __future__ import annotations
 
-import time
-
 from pyinfra import logger
 from pyinfra.api import FunctionCommand, QuoteString, StringCommand, operation
 from pyinfra.api.exceptions import OperationError
+
+from roles.waiting import wait_until
 
 REBOOT_MARKER = "/run/pyinfra-sglang-reboot-pending"
 
 
 def _wait_for_reboot(state, host, timeout: float, interval: float) -> bool:
-    deadline = time.monotonic() + timeout
-    host.disconnect()
-    while time.monotonic() < deadline:
-        time.sleep(interval)
+    def back() -> bool:
         host.connect(show_errors=False)
         if not host.connected:
-            continue
+            return False
         still_up, _ = host.run_shell_command(
             StringCommand("test", "-e", QuoteString(REBOOT_MARKER))
         )
         if not still_up:  # the marker is gone: this is a new boot
-            logger.info(f"{host.print_prefix}back after reboot")
             return True
         host.disconnect()
+        return False
+
+    host.disconnect()
+    if wait_until(back, timeout, interval, sleep_first=True):
+        logger.info(f"{host.print_prefix}back after reboot")
+        return True
     # An OperationError, not TimeoutError: pyinfra takes the latter for a command's own
     # timeout and reports "Command timed out after Nones".
     raise OperationError(

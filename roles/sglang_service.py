@@ -8,15 +8,10 @@ user owns the cache folders and the config file (SGLang reads ``--config`` itsel
 file stays root's (systemd reads it before dropping privileges); their folder is
 root:sglang 0750.
 
-A change is applied as: keep the running version's files, write the new ones, daemon-reload,
-restart, wait for ``GET /health`` = 200. If the server crashes or is not healthy in the
-profile's start timeout: show the journal's tail with every secret masked, put the kept files
-back, restart them, and fail the run for that host.
-
-A file is written as: its staging file (``PATH.new``) created empty with its final owner and
-mode, the content uploaded into it, then moved over ``PATH``. A secret is never in a file that
-others may read, not even while it is uploaded or when a run is interrupted; a failed install
-removes the staging files.
+A change is applied by roles/service_apply.py: keep the running version's files, write the
+new ones through 0600 staging files, restart, wait for ``GET /health`` = 200, and roll back
+to the kept files when the new version does not come up. This module says what the service
+is (its files, their owners, the units to restart); that one how a change is carried out.
 """
 
 from __future__ import annotations
@@ -24,28 +19,21 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import shlex
-import time
 from collections.abc import Callable
-from contextlib import contextmanager
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import replace
 from pathlib import Path
-from weakref import WeakKeyDictionary
 
-import gevent
-from gevent.event import Event
-from gevent.lock import BoundedSemaphore
 from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, deploy, operation
-from pyinfra.api.exceptions import OperationError, PyinfraError
 from pyinfra.facts.server import Command
 from pyinfra.facts.systemd import SystemdStatus
 
 from checks.facts import FileDigests, HttpStatus, NvidiaGpus, NvidiaTopology, Virtualenvs
-from checks.host_context import host_position, run_on_host
+from checks.host_context import host_position
 from checks.peer_path import read_peer_path
+from checks.run_summary import dry_run
 from pyinfra_sglang import data
 from pyinfra_sglang.inventory import HostConfig, host_config, rolling_group
-from pyinfra_sglang.redact import redact
 from pyinfra_sglang.render import RenderedFile, router_env_path
 from pyinfra_sglang.service_files import (
     ROUTER_UNIT_PATH,
@@ -58,16 +46,8 @@ from pyinfra_sglang.service_files import (
     service_file_path,
     service_files,
 )
-from roles.common import upload_into
 from roles.python_env import venv_packages
-
-KEEP_SUFFIX = ".last-good"
-ABSENT_SUFFIX = ".absent"  # kept for a file that did not exist: a rollback removes it
-STAGING_SUFFIX = ".new"
-ROUTER_START_TIMEOUT_S = 120
-JOURNAL_LINES = 40
-# Connector arguments under which pyinfra uploads as the SSH user to a temporary file, then
-# copies it into place as another user.
+from roles.service_apply import ApplyPlan, apply_with_rollback, coordinator, plan_apply
 
 
 def service_user() -> str:
@@ -121,120 +101,16 @@ def host_service_files(config: HostConfig, gpus: list[dict] | None = None) -> Se
     )
 
 
-def _known_secrets(host_) -> list[str]:
-    """The secret values this host's files hold, read again from the controller's files (the
-    FunctionCommand does not carry them: its string form may be printed)."""
-    try:
-        secrets = read_secrets(host_config(host_), host_.name)
-    except PyinfraError:
-        # The operation read them a moment ago; should that fail now, mask by form alone.
-        return []
-    return [value for f in fields(secrets) if isinstance(value := getattr(secrets, f.name), str)]
-
-
-# systemd's own exit statuses (systemd.exec(5), "Process Exit Codes": 200 EXIT_CHDIR ..
-# 243 EXIT_CREDENTIALS, e.g. 219/CGROUP) mean the server never ran: systemd failed to set the
-# process up. Seen on container hosts as a passing cgroup hiccup right after a restart; the
-# unit's Restart= tries again after RestartSec, so the wait gives it that many tries.
-SYSTEMD_SETUP_STATUSES = range(200, 244)
-SETUP_FAILURES_TOLERATED = 2
-
-
-# No command of the apply may wait forever on a connection that died: each has this bound,
-# and a poll that runs out counts as "no answer yet" until the wait's own deadline.
-COMMAND_TIMEOUT_S = 60
-# How long a multi-node member waits for the others to decide whether they apply (each reads
-# its facts first).
-DECIDE_TIMEOUT_S = 180
-
-
-def _run(host_, command: str) -> tuple[bool, str]:
-    return run_on_host(host_, command, _timeout=COMMAND_TIMEOUT_S)
-
-
-def _poll(host_, command: str) -> tuple[bool, str]:
-    try:
-        return _run(host_, command)
-    except (OSError, TimeoutError):
-        return False, ""
-
-
-def _unit_status(host_, unit: str) -> dict[str, str]:
-    _, show = _poll(
-        host_,
-        "systemctl show -p ActiveState -p SubState -p ExecMainStatus -p NRestarts "
-        + shlex.quote(unit),
-    )
-    return dict(line.split("=", 1) for line in show.splitlines() if "=" in line)
-
-
-def _unit_failure(status: dict[str, str]) -> str | None:
-    """Why the unit is down (None while it runs or starts): Restart=on-failure turns a
-    crash into "activating (auto-restart)", never "failed"."""
-    down = status.get("ActiveState") in ("failed", "inactive")
-    if down or status.get("SubState") == "auto-restart":
-        return f"{status.get('ActiveState')}/{status.get('SubState')}"
-    return None
-
-
-def _setup_failure(status: dict[str, str]) -> bool:
-    """The unit waits to be restarted after systemd failed to set its process up."""
-    exit_status = status.get("ExecMainStatus", "")
-    return (
-        status.get("SubState") == "auto-restart"
-        and exit_status.isdigit()
-        and int(exit_status) in SYSTEMD_SETUP_STATUSES
-    )
-
-
-def _wait_for_restart(host_, unit: str, restarts: str | None, deadline: float) -> None:
-    """Until systemd has restarted the unit (NRestarts moved on) or the deadline passes."""
-    while time.monotonic() < deadline and _unit_status(host_, unit).get("NRestarts") == restarts:
-        time.sleep(1)
-
-
-def _wait_healthy(host_, unit: str, health_url: str | None, timeout_s: float) -> str | None:
-    """None once healthy; else why not (the unit failed, or the timeout passed)."""
-    deadline = time.monotonic() + timeout_s
-    tolerated = SETUP_FAILURES_TOLERATED
-    while time.monotonic() < deadline:
-        status = _unit_status(host_, unit)
-        failure = _unit_failure(status)
-        if failure and tolerated and _setup_failure(status):
-            tolerated -= 1
-            logger.warning(
-                f"{host_.print_prefix}{unit}: systemd could not set its process up (exit "
-                f"status {status.get('ExecMainStatus')}); its Restart= tries again"
-            )
-            _wait_for_restart(host_, unit, status.get("NRestarts"), deadline)
-            continue
-        if failure:
-            return f"{unit} exited ({failure})"
-        if health_url is None:
-            if status.get("ActiveState") == "active":
-                return None
-        else:
-            _, code = _poll(
-                host_,
-                f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {shlex.quote(health_url)} || true",
-            )
-            if code.strip() == "200":
-                return None
-        time.sleep(2)
-    return f"{health_url or unit} not healthy after {timeout_s:.0f} s"
-
-
-def prepare_command(files: tuple[RenderedFile, ...]) -> str:
-    """One round trip before any content is sent: the service user; the secrets' folder
-    root:USER 0750; the other folders; the cache folders (model downloads, JIT caches, on
-    persistent disk) the user's own, contents included; and each file's staging file, empty,
-    with the file's final owner and mode."""
+def setup_steps(files: tuple[RenderedFile, ...]) -> tuple[str, ...]:
+    """What the apply runs before the staging files are made, in the same round trip: the
+    service user; the secrets' folder root:USER 0750; the other folders; the cache folders
+    (model downloads, JIT caches, on persistent disk) the user's own, contents included."""
     q = shlex.quote
     user = service_user()
     secret_dir = posixpath.dirname(service_file_path("env"))
     other_dirs = sorted({posixpath.dirname(f.path) for f in files} - {secret_dir})
     caches = " ".join(q(folder) for folder in cache_folders())
-    steps = [
+    return (
         f"{{ id -u {q(user)} >/dev/null 2>&1 || {useradd_command(user)}; }}",
         f"install -d -m 750 -o root -g {q(user)} {q(secret_dir)}",
         *([f"mkdir -p {' '.join(q(d) for d in other_dirs)}"] if other_dirs else []),
@@ -242,355 +118,20 @@ def prepare_command(files: tuple[RenderedFile, ...]) -> str:
         # Caches an earlier release filled as root: the user's now, with what they hold.
         f'for d in {caches}; do if [ -n "$(find "$d" ! -user {q(user)} -print -quit)" ]; '
         f'then chown -R {q(user)}:{q(user)} "$d"; fi; done',
-    ]
-    for rendered in files:
-        staging = q(rendered.path + STAGING_SUFFIX)
-        owner, group = file_owner(rendered.path).split(":")
-        steps.append(
-            f"rm -f {staging} && install -m {rendered.mode} -o {owner} -g {group} "
-            f"/dev/null {staging}"
-        )
-    return " && ".join(steps)
-
-
-def _upload(host_, rendered: RenderedFile, staging: str) -> None:
-    upload_into(host_, rendered.content.encode(), staging, rendered.path)
-
-
-def _install(host_, files: tuple[RenderedFile, ...]) -> None:
-    q = shlex.quote
-    staged = [(rendered, rendered.path + STAGING_SUFFIX) for rendered in files]
-    ok, out = run_on_host(host_, prepare_command(files))
-    if not ok:
-        run_on_host(host_, "rm -f " + " ".join(q(staging) for _, staging in staged))
-        raise OperationError(f"could not prepare the service's files: {out}")
-    try:
-        for rendered, staging in staged:
-            _upload(host_, rendered, staging)
-        ok, out = run_on_host(
-            host_,
-            " && ".join(
-                f"chown {file_owner(rendered.path)} {q(staging)} "
-                f"&& chmod {rendered.mode} {q(staging)} && mv -f {q(staging)} {q(rendered.path)}"
-                for rendered, staging in staged
-            ),
-        )
-        if not ok:
-            raise OperationError(f"could not install the service's files: {out}")
-    except Exception:
-        run_on_host(host_, "rm -f " + " ".join(q(staging) for _, staging in staged))
-        raise
-
-
-# Servers behind one router take turns (sglang_rolling_batch at a time): pyinfra runs an
-# operation on every host at once, each in its own greenlet, so one semaphore per router and
-# run is what turns "all at once" into a rolling change. Not a scheduler: pyinfra still runs
-# the hosts; a turn only waits for a slot.
-
-
-@dataclass
-class _Rollout:
-    """One router's rolling change in one run: the free turns, and who failed first."""
-
-    slot: BoundedSemaphore
-    failed: str | None = None
-
-
-_ROLLOUTS: WeakKeyDictionary = WeakKeyDictionary()  # pyinfra State -> {router: _Rollout}
-
-
-@contextmanager
-def _rolling_turn(state, host_, service: ServiceFiles):
-    """This host's turn in its router's rolling change (at once when behind no router). After
-    a host of the group failed, the hosts still waiting keep their running version."""
-    if service.rolling_group is None:
-        yield
-        return
-    rollouts = _ROLLOUTS.setdefault(state, {})
-    rollout = rollouts.setdefault(
-        service.rolling_group, _Rollout(BoundedSemaphore(service.rolling_batch))
-    )
-    with rollout.slot:
-        if rollout.failed:
-            raise OperationError(
-                f"not changed: the rolling change of the servers behind {service.rolling_group} "
-                f"failed on {rollout.failed} first; this host keeps serving its running version"
-            )
-        logger.info(
-            f"{host_.print_prefix}{service.unit_name}: its turn behind "
-            f"{service.rolling_group} ({service.rolling_batch} at a time)"
-        )
-        try:
-            yield
-        except Exception:
-            rollout.failed = host_.name
-            raise
-
-
-@dataclass
-class _GroupApply:
-    """One multi-node group's apply in one run: the members that apply, those that decided
-    whether to (each registers as its operation decides: while pyinfra checks for changes,
-    or, with -y, as the hosts run it side by side) and how each one's start ended."""
-
-    members: set[str] = field(default_factory=set)
-    decided: set[str] = field(default_factory=set)
-    outcomes: dict[str, str | None] = field(default_factory=dict)
-    done: Event = field(default_factory=Event)
-    # Rank 0 first (SGLang >= 0.5.21): set once rank 0 has stopped, or once it cannot
-    # (rank0_problem says why; the other members then keep running).
-    rank0_stopped: Event = field(default_factory=Event)
-    rank0_problem: str | None = None
-
-    def post(self, name: str, problem: str | None) -> None:
-        self.outcomes.setdefault(name, problem)
-        if set(self.outcomes) >= self.members:
-            self.done.set()
-
-    def decide(self, name: str, applies: bool) -> None:
-        if applies:
-            self.members.add(name)
-        self.decided.add(name)
-
-    def wait_decided(self, names: set[str], timeout_s: float) -> None:
-        """Until every one of ``names`` decided whether it applies (bounded: a member that
-        failed before deciding is not waited for past ``timeout_s``)."""
-        deadline = time.monotonic() + timeout_s
-        while not names <= self.decided and time.monotonic() < deadline:
-            gevent.sleep(0.1)
-
-    def rank0_failed(self, problem: str) -> None:
-        if not self.rank0_stopped.is_set():
-            self.rank0_problem = problem
-            self.rank0_stopped.set()
-
-
-_GROUP_APPLIES: WeakKeyDictionary = WeakKeyDictionary()  # pyinfra State -> {group: _GroupApply}
-
-
-def _group_apply(state, service: ServiceFiles) -> _GroupApply | None:
-    if service.multinode_group is None:
-        return None
-    return _GROUP_APPLIES.setdefault(state, {}).setdefault(service.multinode_group, _GroupApply())
-
-
-def _group_outcome(state, host_, service: ServiceFiles, problem: str | None) -> str | None:
-    """The group's verdict for this member: its own problem, else the first other member's
-    (the group rolls back as one), else None once every member that applies came up."""
-    group = _group_apply(state, service)
-    if group is None or len(group.members) < 2:
-        return problem
-    group.post(host_.name, problem)
-    if not group.done.wait(timeout=service.start_timeout_s):
-        missing = ", ".join(sorted(group.members - set(group.outcomes)))
-        return problem or (
-            f"group {service.multinode_group}: {missing} did not finish its start within "
-            f"{service.start_timeout_s} s; the group rolls back as one"
-        )
-    if problem:
-        return problem
-    failed = sorted((name, p) for name, p in group.outcomes.items() if p)
-    if failed:
-        name, other = failed[0]
-        return (
-            f"group {service.multinode_group} rolls back as one: {name} did not come up ({other})"
-        )
-    return None
-
-
-def _apply_with_rollback(
-    state, host, service: ServiceFiles, keep_previous: bool, restart: tuple[str, ...] = ()
-) -> bool:
-    # pyinfra passes (state, host) to a FunctionCommand function that names them so. A
-    # failure ends with its message and False (the operation failed): pyinfra prints any
-    # exception a callback raises as "Unexpected error in Python callback", with a traceback.
-    unit = service.unit_name
-    group = _group_apply(state, service)
-    if group is not None:
-        # With -y pyinfra checks nothing ahead: the members decide as they run, side by side.
-        running = {h.name for h in state.inventory.get_active_hosts()}
-        group.wait_decided(running & set(service.group_hosts), DECIDE_TIMEOUT_S)
-    try:
-        with _rolling_turn(state, host, service):
-            _apply(state, host, service, keep_previous, restart)
-    except (OperationError, OSError, TimeoutError) as error:
-        message = str(error) if isinstance(error, OperationError) else f"{unit}: {error!r}"
-        group = _group_apply(state, service)
-        if group is not None:
-            group.post(host.name, message)  # the other members stop waiting for this one
-            if service.node_rank == 0:
-                group.rank0_failed(message)
-        logger.error(f"{host.print_prefix}{message}")
-        return False
-    return True
-
-
-def _restart_rank0_first(state, host_, service: ServiceFiles, unit_list: str):
-    """Restart this member's units in the order its SGLang release needs (from 0.5.21): rank
-    0 stops first, as its stop drains it and sends the shutdown broadcast the other ranks
-    wait for (they ignore SIGTERM, so stopped before it they would wait for the kill
-    timeout); the other ranks then stop at once, and every member starts. Members with
-    nothing to change in this run restart with the group, driven by the lowest-ranked member
-    that applies: a rank 0 left running would hold the group's old rendezvous, and the other
-    ranks exit on its broadcast and stay down (they exit 0; Restart=on-failure). Returns rank
-    0's host when this member drove it (its health is then this member's to wait for)."""
-    q = shlex.quote
-    unit = service.unit_name
-    group = _group_apply(state, service)
-    ranks = service.group_hosts
-    applying = group.members | {host_.name}
-    idle = [name for name in ranks if name not in applying]
-    leader = min(applying, key=ranks.index)
-    driven = {name: state.inventory.get_host(name) for name in idle} if host_.name == leader else {}
-    for name, other in driven.items():
-        if not other.connected:  # left out of this run (--limit): the group needs it anyway
-            try:
-                other.connect(
-                    reason=f"its group {service.multinode_group} restarts", raise_exceptions=True
-                )
-            except PyinfraError as error:
-                group.rank0_failed(f"cannot reach {name}: {error}")
-                raise OperationError(
-                    f"not restarted: group {service.multinode_group} restarts as one and "
-                    f"{name} cannot be reached ({error})"
-                ) from None
-    rank0 = ranks[0]
-    if service.node_rank == 0:
-        _run(host_, f"systemctl stop {q(unit)}")
-        group.rank0_stopped.set()
-    elif rank0 in driven:
-        logger.info(f"{host_.print_prefix}{unit}: stopping rank 0 ({rank0}) first, its group's")
-        ok, out = run_on_host(driven[rank0], f"systemctl stop {q(unit)}")
-        if not ok:
-            group.rank0_failed(f"could not stop rank 0 ({rank0}): {out}")
-        group.rank0_stopped.set()
-    if not group.rank0_stopped.wait(timeout=service.start_timeout_s):
-        raise OperationError(
-            f"group {service.multinode_group}: rank 0 ({rank0}) did not stop within "
-            f"{service.start_timeout_s} s; this node keeps running"
-        )
-    if group.rank0_problem and service.node_rank != 0:
-        raise OperationError(
-            f"not restarted: rank 0 of group {service.multinode_group} did not stop "
-            f"({group.rank0_problem}); from SGLang 0.5.21 the other ranks stop only after it"
-        )
-    for name, other in driven.items():
-        if name != rank0:
-            run_on_host(other, f"systemctl stop {q(unit)}")  # it got the broadcast: at once
-    _run(host_, f"systemctl restart {unit_list}")
-    for other in driven.values():
-        _run(other, f"systemctl reset-failed {q(unit)} 2>/dev/null; systemctl start {q(unit)}")
-    return driven.get(rank0)
-
-
-def _keep_command(path: str) -> str:
-    """Keep ``path``'s running version for a rollback: a copy (``.last-good``), or a mark that
-    it did not exist (``.absent``). What an interrupted run kept is the version that ran
-    before it, so it is never overwritten."""
-    q = shlex.quote
-    kept, absent = q(path + KEEP_SUFFIX), q(path + ABSENT_SUFFIX)
-    return (
-        f"if [ -e {kept} ] || [ -e {absent} ]; then :; "
-        f"elif [ -f {q(path)} ]; then cp -p {q(path)} {kept}; else : > {absent}; fi"
     )
 
 
-def _restore_command(path: str) -> str:
-    """Put ``path``'s kept version back; a unit that did not exist before is disabled (and
-    stopped) before its file goes."""
-    q = shlex.quote
-    kept, absent = q(path + KEEP_SUFFIX), q(path + ABSENT_SUFFIX)
-    drop_unit = (
-        f"systemctl disable --now {q(Path(path).name)} 2>/dev/null; "
-        if path.endswith(".service")
-        else ""
-    )
-    return (
-        f"if [ -f {kept} ]; then mv -f {kept} {q(path)}; "
-        f"elif [ -e {absent} ]; then {drop_unit}rm -f {q(path)} {absent}; fi;"
-    )
-
-
-def _forget_kept_command(paths: list[str]) -> str:
-    q = shlex.quote
-    return "rm -f " + " ".join(f"{q(p + KEEP_SUFFIX)} {q(p + ABSENT_SUFFIX)}" for p in paths)
-
-
-def _apply(
-    state, host, service: ServiceFiles, keep_previous: bool, restart: tuple[str, ...]
-) -> None:
-    """Install the files, restart the units in ``restart`` (those whose files changed, or
-    that are down; all when empty) and wait for health; on failure put the kept files back,
-    stale units included. OperationError says how it ended."""
-    q = shlex.quote
-    unit = service.unit_name
-    paths = [f.path for f in service.files]
-    kept_paths = paths + list(service.stale)
-    if keep_previous:
-        _run(host, " && ".join(_keep_command(p) for p in kept_paths))
-    for stale in service.stale:
-        _run(
-            host,
-            f"if [ -f {q(stale)} ]; then "
-            f"systemctl disable --now {q(Path(stale).name)}; rm -f {q(stale)}; fi",
-        )
-    _install(host, service.files)
-    units = [Path(f.path).name for f in service.files if f.path.endswith(".service")]
-    restarted = list(restart or units)
-    unit_list = " ".join(q(name) for name in restarted)
-    # reset-failed: a unit its start limit stopped (a crash loop) would refuse the start.
-    enable = (
-        f"systemctl daemon-reload && systemctl enable {' '.join(q(name) for name in units)} && "
-        f"systemctl reset-failed {unit_list} 2>/dev/null;"
-    )
-    rank0_host = None
-    if service.rank0_first and unit in restarted:
-        _run(host, f"{enable} true")
-        rank0_host = _restart_rank0_first(state, host, service, unit_list)
-    else:
-        _run(host, f"{enable} systemctl restart {unit_list}")
-    problem = _wait_healthy(host, unit, service.health_url, service.start_timeout_s)
-    if problem is None and rank0_host is not None:
-        # Rank 0 had nothing to change, but restarted with the group: it answers for it.
-        problem = _wait_healthy(rank0_host, unit, service.rank0_health_url, service.start_timeout_s)
-    if problem is None and service.router_health_url:
-        problem = _wait_healthy(
-            host, Path(ROUTER_UNIT_PATH).name, service.router_health_url, ROUTER_START_TIMEOUT_S
-        )
-    problem = _group_outcome(state, host, service, problem)
-    if problem is None:
-        _run(host, _forget_kept_command(kept_paths))
-        logger.info(f"{host.print_prefix}{unit} is healthy ({service.health_url or 'active'})")
-        return
-    _, journal = _run(host, f"journalctl -u {q(unit)} -n {JOURNAL_LINES} --no-pager -o cat || true")
-    # SGLang logs its arguments at start, API keys included (sgl-project/sglang#37457), and
-    # this tail goes to the controller's output and CI logs: masked.
-    logger.error(
-        f"{host.print_prefix}the new configuration did not come up: {problem}; "
-        f"{unit}'s journal ends:\n{redact(journal, _known_secrets(host))}"
-    )
-    if not keep_previous:
-        # Nothing to go back to: stopped and disabled, not left to crash-loop (or to reach
-        # the Hub) in the background until a later run reports it as running.
-        _run(host, f"systemctl disable --now {unit_list}")
-        raise OperationError(
-            f"the new configuration did not come up ({problem}) "
-            f"and there was no previous version to keep: {unit_list} stopped and disabled"
-        )
-    restore = " ".join(_restore_command(p) for p in kept_paths)
-    # Every unit whose file is back: those restarted for this run, and a stale one removed.
-    again = " ".join(
-        f"if [ -f {q(p)} ]; then systemctl enable {q(Path(p).name)} && "
-        f"systemctl restart {q(Path(p).name)}; fi;"
-        for p in kept_paths
-        if p.endswith(".service") and (Path(p).name in restarted or p in service.stale)
-    )
-    _run(host, f"{restore} systemctl daemon-reload; {again} true")
-    previous = _wait_healthy(host, unit, service.health_url, service.start_timeout_s)
-    state_note = "is healthy again" if previous is None else f"did not come back either: {previous}"
-    raise OperationError(
-        f"the new configuration did not come up ({problem}); "
-        f"rolled back: the previous version {state_note}"
+def service_plan(
+    service: ServiceFiles, keep_previous: bool, restart: tuple[str, ...] = ()
+) -> ApplyPlan:
+    """The apply plan of ``service``'s files (roles/service_apply.py): their owners, the
+    folders and user they need first."""
+    return plan_apply(
+        service,
+        keep_previous=keep_previous,
+        restart=restart,
+        owners={f.path: file_owner(f.path) for f in service.files},
+        setup=setup_steps(service.files),
     )
 
 
@@ -629,7 +170,7 @@ def sglang_service(config: HostConfig):
         and running
         and (service.health_url is None or host.get_fact(HttpStatus, url=service.health_url) == 200)
     )
-    group = _group_apply(state, service)
+    group = coordinator(state).group(service.multinode_group)
     if healthy:
         if group is not None:
             group.decide(host.name, applies=False)
@@ -643,6 +184,7 @@ def sglang_service(config: HostConfig):
             service.health_url is None or host.get_fact(HttpStatus, url=service.health_url) == 200
         ),
     )
+    plan = service_plan(service, keep_previous=running, restart=restart)
     if state.is_executing:
         logger.info(
             f"{host.print_prefix}{service.unit_name}: "
@@ -653,13 +195,14 @@ def sglang_service(config: HostConfig):
             )
             + f"; waiting up to {service.start_timeout_s} s for {service.health_url or 'active'}"
         )
+    elif dry_run():
+        for line in plan.describe():
+            logger.info(f"{host.print_prefix}{service.unit_name} would: {line}")
     # The files' contents (secrets included) are left out of this command's string form
     # (RenderedFile.content has repr=False): pyinfra prints it with -vv and in its debug log.
     if group is not None:
         group.decide(host.name, applies=True)
-    yield FunctionCommand(
-        _apply_with_rollback, (service,), {"keep_previous": running, "restart": restart}
-    )
+    yield FunctionCommand(apply_with_rollback, (plan,), {})
 
 
 def units_to_restart(

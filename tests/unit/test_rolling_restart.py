@@ -15,22 +15,21 @@ import pytest
 from pyinfra.api import Inventory
 from pyinfra.api.exceptions import ConnectError, OperationError
 
-import roles.sglang_service as role
+import roles.service_apply as engine
 from checks.facts import Virtualenvs
 from pyinfra_sglang import data
 from pyinfra_sglang.inventory import HostConfig, rolling_group
 from pyinfra_sglang.render import GpuSet, NodePosition, Secrets
 from pyinfra_sglang.service_files import ServiceFiles, rank0_stops_first, service_files_for
-from roles.sglang_service import (
-    _group_apply,
-    _group_outcome,
-    _keep_command,
-    _restart_rank0_first,
-    _restore_command,
-    _rolling_turn,
-    units_to_restart,
-    venvs_to_remove,
+from roles.service_apply import (
+    ApplyPlan,
+    coordinator,
+    keep_command,
+    plan_apply,
+    restart_rank0_first,
+    restore_command,
 )
+from roles.sglang_service import units_to_restart, venvs_to_remove
 
 WORKERS = ["http://10.0.0.1:30000", "http://gpu-b:30000", "http://10.0.0.4:31000"]
 
@@ -68,6 +67,10 @@ class Run:
     """Stands for a run's pyinfra State: the turns are per run."""
 
 
+def plan(service: ServiceFiles) -> ApplyPlan:
+    return plan_apply(service, keep_previous=True, restart=(), owners={})
+
+
 def turns(batch: int, fail_first: bool = False) -> tuple[list[str], dict]:
     """Three hosts behind one router, each holding its turn for a moment."""
     events: list[str] = []
@@ -77,7 +80,7 @@ def turns(batch: int, fail_first: bool = False) -> tuple[list[str], dict]:
     def apply(name: str, fail: bool):
         host = SimpleNamespace(name=name, print_prefix=f"[{name}] ")
         try:
-            with _rolling_turn(state, host, service("router r", batch)):
+            with coordinator(state).rolling_turn(host, plan(service("router r", batch))):
                 events.append(f"start {name}")
                 gevent.sleep(0.05)
                 if fail:
@@ -116,7 +119,7 @@ def test_servers_behind_no_router_do_not_wait():
 
     def apply(name):
         host = SimpleNamespace(name=name, print_prefix="")
-        with _rolling_turn(Run(), host, service(None)):
+        with coordinator(Run()).rolling_turn(host, plan(service(None))):
             events.append(f"start {name}")
             gevent.sleep(0.05)
             events.append(f"end {name}")
@@ -171,19 +174,19 @@ def sh(command: str) -> None:
 def test_a_kept_file_from_an_interrupted_run_is_not_overwritten(tmp_path):
     unit = tmp_path / "sglang.service"
     unit.write_text("the version that ran\n")
-    sh(_keep_command(str(unit)))
+    sh(keep_command(str(unit)))
     unit.write_text("half-applied by a run that was interrupted\n")
-    sh(_keep_command(str(unit)))  # the next run keeps again
-    sh(_restore_command(str(unit)))
+    sh(keep_command(str(unit)))  # the next run keeps again
+    sh(restore_command(str(unit)))
     assert unit.read_text() == "the version that ran\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sglang.service"]
 
 
 def test_a_file_that_did_not_exist_is_removed_again(tmp_path):
     env = tmp_path / "sglang-router.env"
-    sh(_keep_command(str(env)))
+    sh(keep_command(str(env)))
     env.write_text("new\n")
-    sh(_restore_command(str(env)))
+    sh(restore_command(str(env)))
     assert list(tmp_path.iterdir()) == []
 
 
@@ -193,13 +196,13 @@ def members_apply(outcomes: dict[str, str | None]) -> dict[str, str | None]:
     run = Run()
     group = ServiceFiles("sglang.service", (), None, 5, multinode_group="pair")
     for name in outcomes:
-        _group_apply(run, group).members.add(name)
+        coordinator(run).group(group.multinode_group).members.add(name)
     verdicts: dict[str, str | None] = {}
 
     def member(name: str):
         gevent.sleep(0.01 * len(verdicts))
         host = SimpleNamespace(name=name, print_prefix="")
-        verdicts[name] = _group_outcome(run, host, group, outcomes[name])
+        verdicts[name] = coordinator(run).group_outcome(host, plan(group), outcomes[name])
 
     gevent.joinall([gevent.spawn(member, n) for n in outcomes], timeout=10)
     return verdicts
@@ -259,8 +262,8 @@ def group_restart(
 
         run.hosts[unreachable].connected = False
         run.hosts[unreachable].connect = refuse
-    monkeypatch.setattr(role, "_run", command)
-    monkeypatch.setattr(role, "run_on_host", command)
+    monkeypatch.setattr(engine, "_run", command)
+    monkeypatch.setattr(engine, "run_on_host", command)
     outcome: dict = {}
 
     def member(name: str):
@@ -275,18 +278,19 @@ def group_restart(
             rank0_first=True,
         )
         if rank0_fails and name == "rank0":
-            _group_apply(run, service).rank0_failed("install failed")
+            coordinator(run).group("trio").rank0_failed("install failed")
             outcome[name] = "failed"
             return
         try:
-            driven = _restart_rank0_first(run, run.hosts[name], service, "sglang.service")
+            driven = restart_rank0_first(
+                coordinator(run), run, run.hosts[name], plan(service), "sglang.service"
+            )
             outcome[name] = driven.name if driven else None
         except OperationError as error:
             outcome[name] = str(error)
 
     for name in applying:  # registered while pyinfra checks for changes, as the role does
-        group = ServiceFiles("sglang.service", (), None, 5, multinode_group="trio")
-        _group_apply(run, group).members.add(name)
+        coordinator(run).group("trio").members.add(name)
     # Workers first, so a wrong order would show.
     gevent.joinall([gevent.spawn(member, n) for n in reversed(applying)], timeout=10)
     return events, outcome
@@ -333,7 +337,7 @@ def test_with_y_a_member_waits_until_the_others_decided_whether_they_apply():
     """pyinfra -y checks nothing ahead: the members decide as they run, side by side; the
     group's apply starts once all did (and not forever for one that never does)."""
     run = Run()
-    group = _group_apply(run, ServiceFiles("sglang.service", (), None, 5, multinode_group="p"))
+    group = coordinator(run).group("p")
     group.decide("rank1", applies=True)
 
     def rank0_later():

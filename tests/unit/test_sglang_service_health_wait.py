@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from roles import sglang_service
+from roles import service_apply
 
 HEALTH = "http://127.0.0.1:30000/health"
 
@@ -47,12 +47,12 @@ def status(active: str, sub: str, exit_status: int = 0, restarts: int = 0) -> di
 
 @pytest.fixture(autouse=True)
 def no_sleep(monkeypatch):
-    monkeypatch.setattr(sglang_service.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(service_apply.time, "sleep", lambda seconds: None)
 
 
 def test_a_crash_of_the_server_fails_at_once():
     host = ScriptedHost([status("activating", "auto-restart", exit_status=1)])
-    problem = sglang_service._wait_healthy(host, "sglang.service", HEALTH, timeout_s=60)
+    problem = service_apply.wait_healthy(host, "sglang.service", HEALTH, timeout_s=60)
     assert problem == "sglang.service exited (activating/auto-restart)"
     assert host.shown == 1
 
@@ -66,7 +66,7 @@ def test_a_systemd_setup_failure_is_left_to_restart_then_healthy():
             status("active", "running", exit_status=0, restarts=1),
         ]
     )
-    assert sglang_service._wait_healthy(host, "sglang.service", HEALTH, timeout_s=60) is None
+    assert service_apply.wait_healthy(host, "sglang.service", HEALTH, timeout_s=60) is None
 
 
 def test_setup_failures_are_tolerated_a_bounded_number_of_times():
@@ -75,6 +75,6 @@ def test_setup_failures_are_tolerated_a_bounded_number_of_times():
         for restarts in range(6)
     ]
     host = ScriptedHost(script)
-    problem = sglang_service._wait_healthy(host, "sglang.service", HEALTH, timeout_s=60)
+    problem = service_apply.wait_healthy(host, "sglang.service", HEALTH, timeout_s=60)
     assert problem == "sglang.service exited (activating/auto-restart)"
-    assert sglang_service.SETUP_FAILURES_TOLERATED == 2
+    assert service_apply.SETUP_FAILURES_TOLERATED == 2

@@ -24,7 +24,7 @@ from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.parsers.nvidia_smi import GPU_QUERY_FIELDS
 from pyinfra_sglang.render import GpuFitError, NodePosition, RenderError
 from pyinfra_sglang.service_files import read_secrets, service_files
-from roles.sglang_service import sglang_service
+from roles.sglang_service import service_plan, sglang_service
 from tests.unit.captures import captured_lines
 from tests.unit.ophelper import OP_CASE_FIELDS, op_case, run_operation
 
@@ -205,10 +205,8 @@ ON_HOST = digests_of(
 def apply_with_rollback(gpus, keep_previous: bool, restart=("sglang.service",)) -> str:
     """The guarded apply of the files rendered for ``gpus``, in its string form."""
     service = render_for(gpus, DENSE, topology=TOPO_H200X2 if gpus is H200X2 else {})
-    return (
-        f"FunctionCommand(_apply_with_rollback, ({service!r},), "
-        f"{{'keep_previous': {keep_previous}, 'restart': {restart!r}}})"
-    )
+    plan = service_plan(service, keep_previous=keep_previous, restart=restart)
+    return f"FunctionCommand(apply_with_rollback, ({plan!r},), {{}})"
 
 
 @pytest.mark.parametrize(

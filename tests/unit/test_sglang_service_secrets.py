@@ -18,6 +18,7 @@ from pyinfra.api import Inventory
 from pyinfra.facts.server import Command
 from pyinfra.facts.systemd import SystemdStatus
 
+import roles.service_apply as engine
 import roles.sglang_service as role
 from checks.facts import (
     FileDigests,
@@ -129,6 +130,12 @@ def rendered(paths) -> tuple[RenderedFile, ...]:
     )
 
 
+def install(host, files: tuple[RenderedFile, ...]) -> None:
+    """The engine's install of ``files``, as the role plans it."""
+    service = ServiceFiles("sglang.service", files, None, 5)
+    engine.install_files(host, role.service_plan(service, keep_previous=False))
+
+
 def mode_owner(path: str) -> tuple[str, str, str]:
     info = os.stat(path)
     return (
@@ -145,9 +152,9 @@ def mode_owner(path: str) -> tuple[str, str, str]:
 def test_secret_files_are_0600_before_their_content_is_written(tmp_path, paths):
     files = rendered(paths)
     host = LocalHost(tmp_path)
-    role._install(host, files)
+    install(host, files)
     for f in files:
-        staging = f.path + role.STAGING_SUFFIX
+        staging = f.path + engine.STAGING_SUFFIX
         # The SFTP server wrote into a file that already had the final mode.
         assert oct(host.mode_when_written[staging])[2:] == f.mode, f.path
         assert Path(f.path).read_text() == f.content
@@ -161,9 +168,9 @@ def test_secret_files_are_0600_before_their_content_is_written(tmp_path, paths):
 def test_the_secrets_folder_is_0750_for_the_service_group_and_not_reset_to_755(tmp_path, paths):
     os.makedirs(paths["secrets_dir"], mode=0o755)
     host = LocalHost(tmp_path)
-    role._install(host, rendered(paths))
+    install(host, rendered(paths))
     assert mode_owner(paths["secrets_dir"]) == ("750", "root", ME)
-    role._install(host, rendered(paths))
+    install(host, rendered(paths))
     assert mode_owner(paths["secrets_dir"]) == ("750", "root", ME)
     for cache in paths["caches"]:
         assert mode_owner(cache) == ("750", ME, ME)
@@ -176,7 +183,7 @@ def test_caches_filled_as_root_are_handed_to_the_service_user(tmp_path, paths, m
     (hub / "weights").write_text("w")
     # As if an earlier release had run as root: everything root's.
     subprocess.run(["chown", "-R", "root:root", str(Path(paths["caches"][0]).parent)], check=True)
-    role._install(LocalHost(tmp_path), rendered(paths))
+    install(LocalHost(tmp_path), rendered(paths))
     assert mode_owner(str(hub / "weights"))[1:] == (ME, ME)
 
 
@@ -184,27 +191,27 @@ def test_caches_filled_as_root_are_handed_to_the_service_user(tmp_path, paths, m
 @pytest.mark.parametrize("broken", [".env.new", ".yaml.new"])
 def test_a_broken_upload_leaves_no_staging_file_and_the_old_files(tmp_path, paths, broken):
     files = rendered(paths)
-    role._install(LocalHost(tmp_path), files)  # a working version first
+    install(LocalHost(tmp_path), files)  # a working version first
     before = {f.path: Path(f.path).read_text() for f in files}
     changed = tuple(RenderedFile(f.path, f.content.replace("unit", "next"), f.mode) for f in files)
     host = LocalHost(tmp_path, fail_on=broken)
     with pytest.raises(OSError, match="SSH connection broke"):
-        role._install(host, changed)
+        install(host, changed)
     broken_path = next(p for p in host.mode_when_written if p.endswith(broken))
     assert host.mode_when_written[broken_path] == 0o600  # half a secret, but never readable
     assert not [p for p in Path(paths["secrets_dir"]).iterdir() if p.name.endswith(".new")]
-    assert not Path(paths["unit"] + role.STAGING_SUFFIX).exists()
+    assert not Path(paths["unit"] + engine.STAGING_SUFFIX).exists()
     assert {f.path: Path(f.path).read_text() for f in files} == before
 
 
 @needs_root
 def test_a_leftover_staging_file_is_replaced_not_reused(tmp_path, paths):
-    leftover = Path(paths["config"] + role.STAGING_SUFFIX)
+    leftover = Path(paths["config"] + engine.STAGING_SUFFIX)
     leftover.parent.mkdir(parents=True)
     leftover.write_text("stale")
     leftover.chmod(0o644)
     host = LocalHost(tmp_path)
-    role._install(host, rendered(paths))
+    install(host, rendered(paths))
     assert host.mode_when_written[str(leftover)] == 0o600
 
 
@@ -212,7 +219,7 @@ def test_a_leftover_staging_file_is_replaced_not_reused(tmp_path, paths):
 def test_under_sudo_the_temporary_upload_is_0600_too(tmp_path, paths):
     host = LocalHost(tmp_path, arguments={"_sudo": True})
     files = rendered(paths)
-    role._install(host, files)
+    install(host, files)
     temps = [upload["temp"] for upload in host.uploads]
     assert all(temps), host.uploads  # our own mktemp file, not pyinfra's default one
     for temp in temps:
@@ -220,7 +227,7 @@ def test_under_sudo_the_temporary_upload_is_0600_too(tmp_path, paths):
         assert not Path(temp).exists()
     for f in files:
         assert Path(f.path).read_text() == f.content
-        assert oct(host.mode_when_written[f.path + role.STAGING_SUFFIX])[2:] == f.mode
+        assert oct(host.mode_when_written[f.path + engine.STAGING_SUFFIX])[2:] == f.mode
 
 
 # --- the journal tail on a failed start ----------------------------------------------------
@@ -271,12 +278,12 @@ def test_the_journal_tail_is_printed_without_secrets(tmp_path, monkeypatch, capl
             },
         )
     )
-    monkeypatch.setattr(role, "_install", lambda host_, files: None)
+    monkeypatch.setattr(engine, "install_files", lambda host_, plan: None)
     service = ServiceFiles("sglang.service", (), "http://127.0.0.1:30000/health", 5)
     with caplog.at_level("ERROR"):
         # A failure ends the operation with its message (False), not with a traceback.
-        ok = role._apply_with_rollback(
-            None, FailingStartHost(inventory), service, keep_previous=False
+        ok = engine.apply_with_rollback(
+            None, FailingStartHost(inventory), role.service_plan(service, keep_previous=False)
         )
     assert ok is False
     shown = caplog.text
@@ -311,7 +318,7 @@ def test_the_apply_command_string_holds_no_secret(tmp_path):
         SystemdStatus: {"sglang.service": True},
     }
     [command], _ = run_operation(role.sglang_service, facts, config=config)
-    assert command.startswith("FunctionCommand(_apply_with_rollback, (ServiceFiles(")
+    assert command.startswith("FunctionCommand(apply_with_rollback, (ApplyPlan(")
     assert "/etc/sglang/sglang.yaml" in command and "/etc/sglang/sglang.env" in command
     assert API_KEY not in command and HF_TOKEN not in command
     assert "--tp-size" not in command  # no content at all, not only no secret
