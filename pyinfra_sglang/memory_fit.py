@@ -26,9 +26,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pyinfra_sglang import data
-from pyinfra_sglang.profiles import Profile
+
+if TYPE_CHECKING:
+    # Annotations only: a profile's validation reaches this module (through
+    # parallelism.py), so it cannot import profiles.py back.
+    from pyinfra_sglang.profiles import Profile
 
 GIB = 1024**3
 GB = 1000**3

@@ -68,9 +68,10 @@ def cache_folder_name(repo: str) -> str:
 def default_hub_cache_dir() -> str:
     """HF_HOME/hub, HF_HOME as the service's env sets it: where the Hub client looks when
     HF_HUB_CACHE is not set."""
-    from pyinfra_sglang.render import cache_dirs
-
-    return cache_dirs()["HF_HOME"] + "/hub"
+    # From the service's data, as render.cache_dirs() reads it: render sits above the
+    # profiles, which use this module.
+    cache = data.load("sglang_service")["environment"]["cache"]
+    return f"{cache['root'].rstrip('/')}/{cache['dirs']['HF_HOME']}/hub"
 
 
 def hub_cache_dir(configured: str | None = None) -> str:
