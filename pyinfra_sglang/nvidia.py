@@ -5,17 +5,27 @@ them and the audit that checks them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from pyinfra_sglang import data
 from pyinfra_sglang.arch import Arch, ArchError
-from pyinfra_sglang.inventory import HostConfig
+
+
+class DriverChoice(Protocol):
+    """The inventory's driver values the package names depend on (a HostConfig has them;
+    the inventory model imports this module, so it is not imported here)."""
+
+    nvidia_driver_branch: int
+    nvidia_driver_install: str
+    nvidia_kernel_modules: str
+
 
 # Debian/Ubuntu's convention for "this host needs a reboot" (motd, needrestart, the audit).
 REBOOT_REQUIRED = "/run/reboot-required"
 REBOOT_REQUIRED_PKGS = "/run/reboot-required.pkgs"
 
 
-def driver_packages(family: str, config: HostConfig) -> list[tuple[str, ...]]:
+def driver_packages(family: str, config: DriverChoice) -> list[tuple[str, ...]]:
     """The driver packages for the host's family of names, install kind and module flavor:
     each entry the candidate names for one package, in order (one name: no choice)."""
     entries = data.load("nvidia")["driver"]["packages"][family][config.nvidia_driver_install]
@@ -25,14 +35,14 @@ def driver_packages(family: str, config: HostConfig) -> list[tuple[str, ...]]:
     ]
 
 
-def kernel_module_packages(family: str, config: HostConfig) -> tuple[str, ...]:
+def kernel_module_packages(family: str, config: DriverChoice) -> tuple[str, ...]:
     """Names of the package carrying the kernel module in that family (the first installed
     one is the host's)."""
     names = data.load("nvidia")["driver"]["kernel_module_packages"][family]
     return _candidates(names[config.nvidia_kernel_modules], config.nvidia_driver_branch)
 
 
-def all_kernel_module_packages(config: HostConfig) -> tuple[str, ...]:
+def all_kernel_module_packages(config: DriverChoice) -> tuple[str, ...]:
     """The module package names of every family, for readers that do not know the family
     (the audit): a host has at most one of them installed."""
     families = data.load("nvidia")["driver"]["kernel_module_packages"]

@@ -20,38 +20,11 @@ from pathlib import Path
 
 from pyinfra_sglang import cli, data, inventory
 from pyinfra_sglang.audit.codes import codes_markdown
+from pyinfra_sglang.doc_markers import block, replace_block  # noqa: F401 (block: read through here)
 from pyinfra_sglang.driver_plan import packages_markdown
 from pyinfra_sglang.role_reference import operations_markdown, roles_markdown
 
 DOCS_DIR = Path(__file__).resolve().parents[1] / "docs"
-
-
-def _start(name: str) -> str:
-    return f"<!-- {name}:start -->\n"
-
-
-def _end(name: str) -> str:
-    return f"<!-- {name}:end -->"
-
-
-def replace_block(text: str, name: str, body: str) -> str:
-    """``text`` with what lies between its ``NAME`` markers replaced by ``body``."""
-    start, end = _start(name), _end(name)
-    if text.count(start) != 1 or text.count(end) != 1:
-        raise ValueError(f"expected one {start.strip()} line and one {end} marker")
-    head, rest = text.split(start, 1)
-    _, tail = rest.split(end, 1)
-    if body and not body.endswith("\n"):
-        body += "\n"
-    return head + start + body + end + tail
-
-
-def block(text: str, name: str) -> str | None:
-    """What lies between ``text``'s ``NAME`` markers; None without them."""
-    start, end = _start(name), _end(name)
-    if start not in text or end not in text.split(start, 1)[1]:
-        return None
-    return text.split(start, 1)[1].split(end, 1)[0]
 
 
 # --- the CLI subcommand table -------------------------------------------------------------

@@ -27,7 +27,7 @@ from pyinfra_sglang.gpus import (
     known_archs,
     largest_gpu_of_arch,
 )
-from pyinfra_sglang.inventory import HostConfig, host_profile
+from pyinfra_sglang.inventory.model import HostConfig, host_profile
 from pyinfra_sglang.model_snapshot import is_local_model
 from pyinfra_sglang.nvidia import cuda_paths
 from pyinfra_sglang.p2p import PeerPath

@@ -8,8 +8,7 @@ import gc
 
 from pyinfra.api import Inventory
 
-from pyinfra_sglang import inventory as inventory_module
-from pyinfra_sglang.inventory import host_config
+from pyinfra_sglang.inventory import host_config, loading
 
 
 def one_host(port: int) -> Inventory:
@@ -26,10 +25,10 @@ def test_a_freed_inventory_leaves_no_cached_configs():
     gc.collect()  # other tests' freed inventories go first
     inventory = one_host(30000)
     assert host_config(inventory.get_host("gpu-1")).sglang_port == 30000
-    assert inventory in inventory_module._validated
-    before = len(inventory_module._validated)
+    assert inventory in loading._validated
+    before = len(loading._validated)
     del inventory
     gc.collect()
-    assert len(inventory_module._validated) == before - 1
+    assert len(loading._validated) == before - 1
     # Whatever id the next inventory gets, it is validated afresh.
     assert host_config(one_host(32000).get_host("gpu-1")).sglang_port == 32000

@@ -1,29 +1,34 @@
 """The inventory model: every value pyinfra-sglang reads from host and group data.
 
-One pydantic class, ``HostConfig``, holds the fields with their defaults. ``validate_inventory``
-checks every host of a pyinfra inventory against it before any host is changed and reports
-one problem per bad value, naming the host, the field, the value, where the value came from
-and what is allowed. Keys that belong to pyinfra itself (connector data such as ``ssh_user``,
-global arguments such as ``_sudo``) pass through; keys starting with ``x_`` are the user's own
-and are not checked; any other key is an error, so a typo cannot pass silently.
+One pydantic class, ``HostConfig``, holds the fields with their defaults, grouped by the role
+that reads them; each value is checked here on its own or against the host's other values.
+What needs more than one host's values (the service rendered whole, the multi-node group,
+SSH settings) is checked in validation.py and semantic_checks.py.
 
-Beyond the values themselves, validation renders every host's service files with the GPUs the
-inventory plans for (secrets read, then masked) and refuses what the renderer would refuse, so
-a value that cannot work stops the run before the driver, CUDA or the virtualenv change. It
-also refuses SSH settings that trust unknown host keys, and warns about weaker ones.
+How to add a field:
+
+1. The field goes in ``HostConfig``, in the section of the role that reads it (a section
+   comment names the roles), with a working default: a host without it must deploy as before.
+2. Its type says what is allowed: a pattern, a range (``ge``/``le``), a ``Literal`` from data
+   (``DriverBranch``), a ``BeforeValidator`` for what pyinfra's ``--data`` turns into another
+   type (``VersionText``, ``_no_bool``), an ``AfterValidator`` for a rule of its own. A rule
+   across fields is a ``model_validator(mode="after")`` that raises ``_field_error(field,
+   message)``, so the problem names the field. A rule that renders the service or reads other
+   hosts goes in semantic_checks.py.
+3. Its reference text: ``description=`` (what it sets) and ``json_schema_extra=_allowed(...)``
+   (what is allowed; the same text every problem about it shows). docs/inventory.md's table
+   is generated from them: ``uv run python -m pyinfra_sglang.reference_docs`` rewrites it,
+   tests/unit/test_reference_docs.py fails until it is.
+4. Tests: a good and a refused value in tests/unit/test_inventory_model.py (or
+   test_validation_limits.py for limits), and a test of the role that reads it.
 """
 
 from __future__ import annotations
 
-import difflib
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
-from functools import cache
 from ipaddress import IPv4Address, IPv6Address, ip_address
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
-from weakref import WeakKeyDictionary
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -32,24 +37,16 @@ from pydantic import (
     ConfigDict,
     Field,
     HttpUrl,
-    ValidationError,
     ValidationInfo,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
-from pyinfra import logger
-from pyinfra.api.exceptions import PyinfraError
 
 from pyinfra_sglang import data
 from pyinfra_sglang.arch import FlashAttnArch
 from pyinfra_sglang.gpus import UnknownGpuError, gpu_by_name, gpu_names
-from pyinfra_sglang.multinode_firewall import filtered_ports, port_in_filtered_ranges
 from pyinfra_sglang.p2p import check_p2p_env
 from pyinfra_sglang.tuning.space import load_space
-
-if TYPE_CHECKING:
-    from pyinfra.api.host import Host
-    from pyinfra.api.inventory import Inventory
 
 USER_KEY_PREFIX = "x_"
 
@@ -166,6 +163,9 @@ class HostConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    # --- NVIDIA driver and CUDA (roles/nvidia_repo.py, nvidia_driver.py, secure_boot.py,
+    # cuda_toolkit.py) ---
+
     nvidia_driver_branch: DriverBranch = Field(  # type: ignore[valid-type]
         _nvidia["default_driver_branch"],
         description="NVIDIA driver branch, locked with `nvidia-driver-pinning-<branch>`.",
@@ -247,6 +247,8 @@ class HostConfig(BaseModel):
         description="CUDA Toolkit release (installs `cuda-toolkit-<major>-<minor>`, no driver).",
         json_schema_extra=_allowed(_one_of(_nvidia["cuda_versions"])),
     )
+    # --- the SGLang server (roles/sglang_service.py) ---
+
     sglang_version: Annotated[str, VersionText, Field(pattern=RELEASE_PATTERN)] = Field(
         "0.5.23",
         description="SGLang release pinned in the virtualenv.",
@@ -272,6 +274,8 @@ class HostConfig(BaseModel):
         description="File on the controller holding the API key (written 0600 on the host).",
         json_schema_extra=_allowed("a path on the controller, or unset"),
     )
+    # --- the model download (roles/model.py) ---
+
     sglang_model_revision: (
         Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$")] | None
     ) = Field(
@@ -326,6 +330,8 @@ class HostConfig(BaseModel):
         description="File on the controller holding the Hugging Face token (written 0600).",
         json_schema_extra=_allowed("a path on the controller, or unset"),
     )
+    # --- the Python environment (roles/python_env.py, flash_attn.py) ---
+
     pypi_index_url: HttpUrl = Field(
         HttpUrl("https://pypi.org/simple"),
         description="Python package index (or a mirror of it) for uv, SGLang and flash-attn.",
@@ -385,6 +391,8 @@ class HostConfig(BaseModel):
         description="Share of available memory the flash-attn build's estimated peak may use.",
         json_schema_extra=_allowed("above 0, at most 0.95"),
     )
+    # --- the model profile and the server's environment (profiles.py, render.py) ---
+
     sglang_profile_dirs: list[str] = Field(
         default_factory=list,
         description=(
@@ -414,6 +422,8 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("a mapping of variable names to one-line values"),
     )
+    # --- a multi-node group (roles/multinode_firewall.py, sglang_service.py) ---
+
     sglang_multinode_group: str | None = Field(
         None,
         description=(
@@ -447,6 +457,8 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("true, false"),
     )
+    # --- the router and rolling restarts; metrics exposure (roles/sglang_service.py) ---
+
     sglang_router_worker_urls: list[HttpUrl] = Field(
         default_factory=list,
         description=(
@@ -506,6 +518,8 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("1..65535"),
     )
+    # --- the GPUs the host should have (validation, roles/nvidia_driver.py, the audit) ---
+
     expected_gpu_count: Annotated[int | None, BeforeValidator(_no_bool)] = Field(
         None,
         ge=1,
@@ -524,6 +538,8 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed(f"one of: {_one_of(gpu_names())}; or unset"),
     )
+    # --- A/B runs and the tuner (deploy/ab.py, deploy/tune.py) ---
+
     bench_ab_overrides: dict[str, Any] = Field(
         default_factory=dict,
         description=(
@@ -580,6 +596,8 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("true, false"),
     )
+    # --- the audit (deploy/audit.py) ---
+
     audit_report_dir: Annotated[str, Field(min_length=1)] = Field(
         "results/audit",
         description="Folder on the controller where deploy/audit.py writes `<host>.json`.",
@@ -593,6 +611,8 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("true, false"),
     )
+    # --- benchmarks (deploy/bench.py) ---
+
     bench_concurrencies: Annotated[
         list[Annotated[int, BeforeValidator(_no_bool), Field(ge=1, le=4096)]],
         Field(min_length=1),
@@ -652,6 +672,8 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("a path, relative to where pyinfra runs or absolute"),
     )
+    # --- reboots (roles/reboot.py) ---
+
     allow_reboot: bool = Field(
         False,
         description="May a deploy reboot the host (after a driver change)?",
@@ -665,6 +687,8 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("60..86400"),
     )
+
+    # --- rules across fields, and what the roles derive from them ---
 
     @model_validator(mode="before")
     @classmethod
@@ -827,230 +851,9 @@ class HostConfig(BaseModel):
         return self
 
 
-@dataclass(frozen=True)
-class Problem:
-    """One bad value in one host's data."""
-
-    host: str
-    field: str
-    value: str
-    source: str
-    message: str
-    allowed: str
-
-    def __str__(self) -> str:
-        return (
-            f"host {self.host}: {self.field} = {self.value} (from {self.source}): "
-            f"{self.message}; allowed: {self.allowed}"
-        )
-
-
-class InventoryError(PyinfraError):
-    """Bad inventory data; raised before any host is changed."""
-
-    def __init__(self, problems: list[Problem]):
-        self.problems = problems
-        lines = [f"invalid inventory, nothing was changed ({len(problems)} problem(s)):"]
-        lines += [f"  - {problem}" for problem in problems]
-        super().__init__("\n".join(lines))
-
-
-@cache
-def pyinfra_data_keys() -> frozenset[str]:
-    """Keys pyinfra itself reads from host data: connector data and global arguments."""
-    from pyinfra.api.arguments import all_global_arguments
-    from pyinfra.api.connectors import get_all_connectors
-
-    keys = {name for name, _ in all_global_arguments() if name.startswith("_")}
-    for connector in get_all_connectors().values():
-        keys.update(connector.data_meta)
-    return frozenset(keys)
-
-
 def field_allowed(name: str) -> str:
     extra = HostConfig.model_fields[name].json_schema_extra or {}
     return str(extra.get("allowed", ""))  # type: ignore[union-attr]
-
-
-# A URL's user and password (``https://user:pass@host``): never shown, whatever the field.
-_URL_USERINFO = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)([^/?#@\s'\"]+)@")
-# Names of credentials, as redact.py knows them: a flag (``--api-key``) or a key
-# (``HF_TOKEN``, ``my_password``) whose value is a secret.
-_CREDENTIAL = r"(?:api[_-]?key|token|secret|password|passwd)"
-_SECRET_FLAG = re.compile(rf"(?i)^--[A-Za-z0-9-]*?{_CREDENTIAL}$")
-_SECRET_KEY = re.compile(rf"(?i)^[A-Za-z0-9_-]*?{_CREDENTIAL}$")
-
-
-def _secret_flag(arg: str) -> bool:
-    from pyinfra_sglang.profiles import SECRET_SERVER_FLAGS, managed_flag_in
-
-    name = arg.split("=", 1)[0]
-    return bool(_SECRET_FLAG.match(name)) or managed_flag_in(name) in SECRET_SERVER_FLAGS
-
-
-def _url_secrets(text: str) -> list[str]:
-    from urllib.parse import unquote, urlsplit
-
-    try:
-        userinfo = urlsplit(text.strip()).netloc.rpartition("@")[0]
-    except ValueError:
-        return []
-    parts = (userinfo, *userinfo.split(":", 1))
-    return [form for part in parts if part for form in (part, unquote(part))]
-
-
-def _secrets_in(value: Any) -> list[str]:
-    """Secret values inside host data: the user and password of any URL, the value of any
-    credential flag in a list of arguments (``["--api-key", "sk-..."]``, ``--api-key=sk-...``)
-    and of any credential-named key (``{"HF_TOKEN": "hf_..."}``)."""
-    found: list[str] = []
-    if isinstance(value, (HttpUrl, Path)):
-        value = str(value)
-    if isinstance(value, str):
-        if "://" in value and "@" in value:
-            found += _url_secrets(value)
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            if isinstance(key, str) and isinstance(item, str) and _SECRET_KEY.match(key):
-                found.append(item)
-            found += _secrets_in(item)
-    elif isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            found += _secrets_in(item)
-            if not isinstance(item, str) or not _secret_flag(item):
-                continue
-            if "=" in item:
-                found.append(item.split("=", 1)[1])
-            elif index + 1 < len(value) and isinstance(value[index + 1], str):
-                found.append(value[index + 1])
-    return [secret.strip() for secret in found if secret and secret.strip()]
-
-
-def mask_secrets(text: str, secrets: list[str] | tuple[str, ...] = ()) -> str:
-    """``text`` as a problem may show it: each of ``secrets`` (as written, in a repr, in JSON)
-    where it stands as a word of its own, and every URL's user and password, replaced by
-    the mask."""
-    import json
-
-    from pyinfra_sglang.redact import mask_text
-
-    mask = mask_text()
-    spellings = {form for secret in secrets for form in (secret, repr(secret)[1:-1])}
-    spellings |= {json.dumps(secret)[1:-1] for secret in secrets}
-    # Longest first: a secret that contains another is replaced whole. Not inside a longer
-    # word: a secret "x" leaves "extra_args" alone.
-    for spelling in sorted(spellings, key=len, reverse=True):
-        pattern = rf"(?<![A-Za-z0-9_]){re.escape(spelling)}(?![A-Za-z0-9_])"
-        text = re.sub(pattern, lambda _: mask, text)
-    return _URL_USERINFO.sub(lambda m: f"{m[1]}{mask}@", text)
-
-
-def _masked(problems: list[Problem], values: dict[str, Any]) -> list[Problem]:
-    """``problems`` with no secret of ``values`` (a host's data) in their text; the values
-    shown go through redact() too (credentials found by their form)."""
-    from dataclasses import replace
-
-    from pyinfra_sglang.redact import redact
-
-    secrets = _secrets_in(values)
-    return [
-        replace(
-            problem,
-            value=mask_secrets(redact(problem.value), secrets),
-            message=mask_secrets(problem.message, secrets),
-            allowed=mask_secrets(problem.allowed, secrets),
-        )
-        for problem in problems
-    ]
-
-
-def validate_host_data(
-    host: str, values: dict[str, Any], source_of: dict[str, str] | None = None
-) -> tuple[HostConfig | None, list[Problem]]:
-    """Validate one host's data; return its config (None when invalid) and the problems,
-    secrets masked (URL passwords, credential flags' values)."""
-    config, problems = _validate_host_data(host, values, source_of)
-    return config, _masked(problems, values)
-
-
-def _validate_host_data(
-    host: str, values: dict[str, Any], source_of: dict[str, str] | None = None
-) -> tuple[HostConfig | None, list[Problem]]:
-    source_of = source_of or {}
-    fields = HostConfig.model_fields
-    ours = {key: value for key, value in values.items() if key in fields}
-    problems = [
-        _unknown_key_problem(host, key, source_of.get(key, "host data"))
-        for key in sorted(values)
-        if key not in fields
-        and key not in pyinfra_data_keys()
-        and not key.startswith(USER_KEY_PREFIX)
-    ]
-    try:
-        config = HostConfig(**ours)
-    except ValidationError as error:
-        problems += [_validation_problem(host, item, ours, source_of) for item in error.errors()]
-        return None, problems
-    return (None if problems else config), problems
-
-
-def _unknown_key_problem(host: str, key: str, source: str) -> Problem:
-    close = difflib.get_close_matches(key, list(HostConfig.model_fields), n=1)
-    hint = f" (did you mean {close[0]}?)" if close else ""
-    return Problem(
-        host=host,
-        field=key,
-        # Unknown keys may hold anything, secrets included: never echo them.
-        value="(value not shown)",
-        source=source,
-        message="unknown key",
-        allowed=(
-            f"a field of the inventory reference (docs/inventory.md){hint}, pyinfra's own "
-            "connector data or global arguments, or a key of your own prefixed "
-            f"'{USER_KEY_PREFIX}'"
-        ),
-    )
-
-
-def _validation_problem(
-    host: str, item: dict[str, Any], values: dict[str, Any], source_of: dict[str, str]
-) -> Problem:
-    # Model-level rules (loc == ()) name their field in the error's context (_field_error).
-    name = str((item.get("ctx") or {}).get("field") or (item["loc"][0] if item["loc"] else ""))
-    if name not in HostConfig.model_fields:
-        name = "sglang_host"
-    value = values.get(name, HostConfig.model_fields[name].default)
-    message = str(item["msg"]).removeprefix("Value error, ")
-    return Problem(
-        host=host,
-        field=name,
-        value=repr(value) if not isinstance(value, (IPv4Address, IPv6Address)) else str(value),
-        source=source_of.get(name, "default"),
-        message=message,
-        allowed=field_allowed(name),
-    )
-
-
-def _host_values_and_sources(host: Host) -> tuple[dict[str, Any], dict[str, str]]:
-    """A host's merged data and, for each key, where its winning value was set."""
-    inventory = host.inventory
-    layers: list[tuple[str, dict[str, Any]]] = [
-        ("--data", inventory.get_override_data()),
-        ("host data", inventory.get_host_data(host.name)),
-    ]
-    # pyinfra lets the last group win, so look at the groups from last to first.
-    layers += [
-        (f"group {group}", inventory.get_group_data(group)) for group in reversed(host.groups)
-    ]
-    layers.append(("group all", inventory.get_data()))
-    values: dict[str, Any] = {}
-    sources: dict[str, str] = {}
-    for source, layer in layers:
-        for key, value in layer.items():
-            if key not in values:
-                values[key] = value
-                sources[key] = source
-    return values, sources
 
 
 def host_profile(config: HostConfig):
@@ -1061,547 +864,8 @@ def host_profile(config: HostConfig):
     return merge_overrides(profile, config.sglang_profile_overrides)
 
 
-def _profile_field(config: HostConfig) -> str:
-    return "sglang_profile_overrides" if config.sglang_profile_overrides else "sglang_model_profile"
-
-
-def member_address(member: Host) -> str:
-    """The address a group member is reached at: its ssh_hostname, else its name."""
-    return str(member.data.get("ssh_hostname") or member.name)
-
-
-def multinode_member_addresses(config: HostConfig, host: Host) -> list[str]:
-    """The addresses of the host's multi-node group, in the group's order; [] outside one."""
-    if not config.sglang_multinode_group:
-        return []
-    return [member_address(m) for m in host.inventory.get_group(config.sglang_multinode_group)]
-
-
-def _url_names(host: Host, config: HostConfig) -> set[str]:
-    """The names a router's worker URL may give this host by."""
-    names = {host.name, member_address(host), str(config.sglang_host)}
-    return {name.strip("[]").lower() for name in names}
-
-
-def rolling_group(host: Host) -> str | None:
-    """The router this host's server stands behind (its worker URLs name the host and its
-    port), as "router <name>": a deploy restarts that router's servers a batch at a time.
-    None behind no router, or in a multi-node group (its members restart together)."""
-    config = host_config(host)
-    if config.sglang_multinode_group:
-        return None
-    routers = _routers_by_worker(host.inventory)
-    keys = [(name, config.sglang_port) for name in _url_names(host, config)]
-    listed = [routers[key] for key in keys if key in routers]
-    # The first router in the inventory's order that lists it, by any of its names.
-    return f"router {min(listed)[1]}" if listed else None
-
-
-# Inventory -> its routers by worker; weak, so an inventory gone leaves no stale entry.
-_routers: WeakKeyDictionary = WeakKeyDictionary()
-
-
-def _routers_by_worker(inventory: Inventory) -> dict[tuple[str, int | None], tuple[int, str]]:
-    """(worker host, port) -> (position, name) of the first router listing it; built once
-    per inventory (every host asks, several times a run)."""
-    if inventory not in _routers:
-        found: dict[tuple[str, int | None], tuple[int, str]] = {}
-        for position, router in enumerate(inventory):
-            for url in host_config(router).sglang_router_worker_urls:
-                name = (url.host or "").strip("[]").lower()
-                found.setdefault((name, url.port), (position, router.name))
-        _routers[inventory] = found
-    return _routers[inventory]
-
-
-def node_position_in(config: HostConfig, host: Host):
-    """The host's place in its multi-node group, from the inventory alone (the group's order;
-    the first member's ssh_hostname, else its name, is the rendezvous)."""
-    from pyinfra_sglang.service_files import node_position
-
-    if not config.sglang_multinode_group:
-        return node_position(config, host.name, [host.name], None)
-    members = [member.name for member in host.inventory.get_group(config.sglang_multinode_group)]
-    return node_position(
-        config, host.name, members, member_address(host.inventory.get_host(members[0]))
-    )
-
-
-def _render_problem(config: HostConfig, error: PyinfraError) -> tuple[str, str]:
-    """The field a render refusal is about, and its message."""
-    from pyinfra_sglang.render import GpuFitError, RenderError, TensorParallelError
-    from pyinfra_sglang.sglang_flags import FlagVersionError
-
-    planned = f"(GPUs planned: {_planned_gpus_text(config)})"
-    if isinstance(error, TensorParallelError) and error.from_profile:
-        return _profile_field(config), f"{error} {planned}"
-    if isinstance(error, GpuFitError):
-        if _expected_model_off_profile(config):
-            return "expected_gpu_model", f"{error} {planned}"
-        field = "expected_gpu_count" if config.expected_gpu_count else _profile_field(config)
-        return field, f"{error} {planned}"
-    if isinstance(error, FlagVersionError):
-        # A release may be refused for the GPUs' architecture alone: say which were planned.
-        return "sglang_version", f"{error} {planned}"
-    if isinstance(error, RenderError) and error.field in HostConfig.model_fields:
-        return str(error.field), str(error)
-    return _profile_field(config), str(error)
-
-
-def _expected_model_off_profile(config: HostConfig) -> bool:
-    """Is expected_gpu_model of an architecture the profile does not run on?"""
-    if not config.expected_gpu_model:
-        return False
-    try:
-        archs = host_profile(config).archs
-    except PyinfraError:
-        return False
-    return archs is not None and gpu_by_name(config.expected_gpu_model).arch not in archs
-
-
-def _planned_gpus_text(config: HostConfig) -> str:
-    from pyinfra_sglang.service_files import planned_gpu
-
-    try:
-        spec = planned_gpu(host_profile(config), config.expected_gpu_model)
-    except PyinfraError:
-        return "unknown"
-    count = config.expected_gpu_count or "as many as the profile needs"
-    if config.expected_gpu_model:
-        why = "expected_gpu_model"
-    else:
-        why = "unset expected_gpu_model: the largest of the profile's architectures"
-    return f"{count} x {spec.name if spec else 'an unknown GPU'}, {why}"
-
-
-def _service_problems(
-    host: Host, config: HostConfig, source_of: dict[str, str], warn: Callable[[str], None]
-) -> list[Problem]:
-    """What the SGLang service would refuse, found before any host changes: the multi-node
-    group, the profile and its overrides, the secret files, and the service's files rendered
-    whole (masked) for the GPUs the inventory plans for: the flags of the pinned release, the
-    fit, anything that cannot go into a unit, env or config file. Side B of an A/B too."""
-    from pyinfra_sglang.service_files import (
-        SECRET_FIELDS,
-        SecretFileError,
-        read_secret,
-    )
-
-    def problem(field: str, message: str, allowed: str | None = None) -> Problem:
-        value = getattr(config, field)
-        if isinstance(value, (IPv4Address, IPv6Address)):
-            shown = str(value)
-        else:
-            shown = repr(str(value) if isinstance(value, Path) else value)
-        return Problem(
-            host.name,
-            field,
-            shown,
-            source_of.get(field, "default"),
-            message,
-            field_allowed(field) if allowed is None else allowed,
-        )
-
-    groups = list(host.groups)
-    if config.sglang_multinode_group and config.sglang_multinode_group not in groups:
-        return [
-            problem(
-                "sglang_multinode_group",
-                f"this host is not in group {config.sglang_multinode_group}",
-                f"one of this host's groups: {', '.join(groups)}",
-            )
-        ]
-    problems = []
-    for field in SECRET_FIELDS:
-        try:
-            read_secret(getattr(config, field), field, host.name, warn)
-        except SecretFileError as error:
-            problems.append(problem(field, error.reason))
-    problems += _mok_problems(host, config, problem, warn)
-    problems += _driver_problems(config, problem)
-    problems += _exposure_problems(host, config, problem)
-    node = node_position_in(config, host)
-    sides = [("", config)]
-    if config.bench_ab_overrides:
-        sides.append(("bench_ab_overrides", ab_side_b(config)))
-    for side_field, side in sides:
-        try:
-            _planned_service_files(side, node, host_profile(side))
-        except PyinfraError as error:
-            field, message = _render_problem(side, error)
-            problems.append(problem(side_field or field, message))
-    # A router with no release pinned for the SGLang release is refused by the render above
-    # (service_files reads the pin to spell the gateway's command line).
-    return problems
-
-
-def _planned_service_files(config: HostConfig, node, profile):
-    """service_files.planned_service_files, with the GPU count it plans (where the inventory
-    leaves expected_gpu_count and the profile tp_size unset) raised to one the model's heads
-    can be split over: the fewest that hold the profile (3 x 180 GB for GLM-5) may be a
-    count tensor parallelism cannot use, and no host is built with it."""
-    from dataclasses import replace
-
-    from pyinfra_sglang.render import fewest_gpus_for
-    from pyinfra_sglang.service_files import (
-        masked_secrets,
-        planned_gpu,
-        planned_gpus,
-        service_files_for,
-    )
-
-    gpus = planned_gpus(config, profile, node.nnodes)
-    if config.expected_gpu_count is None and profile.tp_size is None:
-        total = fewest_gpus_for(profile, None, gpus.count * node.nnodes)
-        while total is not None and total % node.nnodes:
-            total = fewest_gpus_for(profile, None, total + 1)
-        if total is not None and total != gpus.count * node.nnodes:
-            spec = planned_gpu(profile, config.expected_gpu_model)
-            count = total // node.nnodes
-            gpus = replace(
-                gpus,
-                count=count,
-                pcie_only=count > 1 and spec is not None and not spec.nvlink,
-            )
-    return service_files_for(config, gpus, node, masked_secrets(config), True, profile)
-
-
-def _driver_problems(config: HostConfig, problem: Callable[..., Problem]) -> list[Problem]:
-    """A driver branch or kernel module flavor that can run none of the GPU architectures the
-    profile runs on (proprietary modules for a Blackwell-only profile): the driver would
-    install and find no GPU. GPUs a host reports are checked again by the driver role."""
-    from pyinfra_sglang.nvidia import driver_mismatches
-
-    try:
-        archs = host_profile(config).archs or []
-    except PyinfraError:  # the profile's own problem is reported with the render
-        return []
-    found = {
-        arch: driver_mismatches(arch, config.nvidia_driver_branch, config.nvidia_kernel_modules)
-        for arch in archs
-    }
-    if not archs or not all(found.values()):
-        return []
-    by_field: dict[str, list] = {}
-    for mismatches in found.values():
-        for mismatch in mismatches:
-            by_field.setdefault(mismatch.field, []).append(mismatch)
-    return [
-        problem(
-            field,
-            f"the profile runs on {', '.join(archs)} only: "
-            + "; ".join(m.message for m in mismatches),
-            "; ".join(dict.fromkeys(m.allowed for m in mismatches)),
-        )
-        for field, mismatches in by_field.items()
-    ]
-
-
-def _mok_problems(
-    host: Host, config: HostConfig, problem: Callable[..., Problem], warn
-) -> list[Problem]:
-    """The MOK key pair, read on the controller: both files, a PEM key and a DER
-    certificate; a warning when others can read the private key."""
-    from pyinfra_sglang.secure_boot import MokFileError, key_readable_by_others, read_mok_pair
-
-    try:
-        pair = read_mok_pair(config.nvidia_mok_key_file, config.nvidia_mok_cert_file)
-    except MokFileError as error:
-        return [problem(error.field, str(error))]
-    if pair and warn and key_readable_by_others(config.nvidia_mok_key_file):
-        warn(
-            f"warning: host {host.name}: nvidia_mok_key_file {config.nvidia_mok_key_file} can be "
-            "read by group or others (chmod 600 it)"
-        )
-    return []
-
-
-def _public_address(address: str) -> bool:
-    """An IP literal that is globally routable; a name cannot be judged without DNS."""
-    try:
-        return ip_address(address.strip("[]")).is_global
-    except ValueError:
-        return False
-
-
-def _exposure_problems(
-    host: Host, config: HostConfig, problem: Callable[..., Problem]
-) -> list[Problem]:
-    """Control planes a host would open to whoever reaches it: a multi-node group on public
-    addresses, the server's unauthenticated /metrics on a public bind."""
-    problems = []
-    if config.sglang_multinode_group and not config.sglang_multinode_trusted_network:
-        members = host.inventory.get_group(config.sglang_multinode_group)
-        public = [
-            f"{member.name} ({address})"
-            for member in members
-            if _public_address(address := member_address(member))
-        ]
-        if public:
-            problems.append(
-                problem(
-                    "sglang_multinode_group",
-                    f"members on public addresses: {', '.join(public)}; SGLang's inter-node "
-                    "transport unpickles what arrives over TCP and NCCL/ZMQ listen on every "
-                    "interface. Put the group on a private network, or set "
-                    "sglang_multinode_trusted_network: true if the network between them is "
-                    "trusted (a VPN, a firewalled fabric)",
-                    "a group whose members have private addresses, or "
-                    "sglang_multinode_trusted_network: true",
-                )
-            )
-    problems += _firewall_problems(host, config, problem)
-    try:
-        metrics_on = host_profile(config).enable_metrics
-    except PyinfraError:  # the profile's own problem is reported with the render
-        metrics_on = False
-    public_bind = not config.sglang_host.is_loopback
-    if public_bind and not config.sglang_metrics_public and metrics_on:
-        problems.append(
-            problem(
-                "sglang_host",
-                f"binding to {config.sglang_host} with the profile's enable_metrics on serves "
-                "/metrics and /health_generate without the API key to whoever reaches it; set "
-                "sglang_metrics_public: true if that is meant, turn metrics off "
-                '(sglang_profile_overrides: {"enable_metrics": false}) or bind to 127.0.0.1',
-                "a loopback address, or sglang_metrics_public: true, or metrics off",
-            )
-        )
-    return problems
-
-
-def _ip_literal(address: str) -> bool:
-    try:
-        ip_address(address.strip("[]"))
-    except ValueError:
-        return False
-    return True
-
-
-def _scoped_ipv6(address: str) -> bool:
-    """An IPv6 literal with a zone (``fe80::1%eth0``), which no nftables set takes."""
-    try:
-        parsed = ip_address(address.strip("[]"))
-    except ValueError:
-        return False
-    return isinstance(parsed, IPv6Address) and parsed.scope_id is not None
-
-
-def _firewall_problems(
-    host: Host, config: HostConfig, problem: Callable[..., Problem]
-) -> list[Problem]:
-    """The multi-node firewall admits members by address: each must be an IP, and no port
-    clients use may fall in the ranges it closes."""
-    if not (config.sglang_multinode_group and config.sglang_multinode_firewall):
-        return []
-    problems = []
-    names = [
-        f"{member.name} ({address})"
-        for member in host.inventory.get_group(config.sglang_multinode_group)
-        if not _ip_literal(address := member_address(member))
-    ]
-    if names:
-        problems.append(
-            problem(
-                "sglang_multinode_firewall",
-                f"members without an IP address: {', '.join(names)}; the firewall admits the "
-                "group's members by address. Set each member's ssh_hostname to its IP, or "
-                "sglang_multinode_firewall: false where the network is firewalled elsewhere",
-                "members with IP addresses, or sglang_multinode_firewall: false",
-            )
-        )
-    scoped = [
-        f"{member.name} ({address})"
-        for member in host.inventory.get_group(config.sglang_multinode_group)
-        if _scoped_ipv6(address := member_address(member))
-    ]
-    if scoped:
-        problems.append(
-            problem(
-                "sglang_multinode_firewall",
-                f"members with a scoped IPv6 address: {', '.join(scoped)}; the firewall's "
-                "nftables sets take plain addresses, without a zone (%eth0): nft refuses "
-                "the rules. Give each member a global or unique-local address (not "
-                "link-local fe80::/10) as its ssh_hostname, or sglang_multinode_firewall: "
-                "false where the network is firewalled elsewhere",
-                "members with IP addresses without a %zone, or sglang_multinode_firewall: false",
-            )
-        )
-    client_ports = {"sglang_port": config.sglang_port}
-    if config.routed():
-        client_ports["sglang_router_port"] = config.sglang_router_port
-    ranges = ", ".join(f"{lo}-{hi}" for lo, hi in filtered_ports(config.sglang_dist_init_port))
-    for field, port in client_ports.items():
-        if port_in_filtered_ranges(port, config.sglang_dist_init_port):
-            problems.append(
-                problem(
-                    field,
-                    f"port {port} is in the ports the multi-node firewall closes to all but "
-                    f"the group's members ({ranges}): clients could not reach it",
-                    f"a port outside {ranges}",
-                )
-            )
-    return problems
-
-
-# pyinfra's own default for ssh_strict_host_key_checking: it is passed to paramiko and so
-# overrides StrictHostKeyChecking in ~/.ssh/config.
-SSH_DEFAULT_HOST_KEY_CHECKING = "accept-new"
-
-
-def _ssh_problems(
-    host: Host, values: dict[str, Any], source_of: dict[str, str], warn: Callable[[str], None]
-) -> list[Problem]:
-    """Refuse SSH settings that accept any host key; warn about accept-new (pyinfra's
-    default), which trusts a host's key the first time it is seen."""
-    from pyinfra.connectors.ssh import SSHConnector
-
-    if getattr(host, "connector_cls", SSHConnector) is not SSHConnector:
-        return []
-    field = "ssh_strict_host_key_checking"
-    value = values.get(field)
-    source = source_of.get(field, "pyinfra's default")
-    allowed = "yes (with ssh_known_hosts_file pre-seeded: docs/security.md), ask, accept-new"
-    if value is False or (isinstance(value, str) and value.lower() in ("no", "off")):
-        return [
-            Problem(
-                host.name,
-                field,
-                repr(value),
-                source,
-                "accepts any host key: whoever answers on the host's address gets the "
-                "inventory's secrets",
-                allowed,
-            )
-        ]
-    if value is not None and value not in ("yes", "ask", "accept-new"):
-        return [Problem(host.name, field, repr(value), source, "not an SSH setting", allowed)]
-    if value is None or value == "accept-new":
-        shown = "unset (pyinfra's default: accept-new)" if value is None else "'accept-new'"
-        warn(
-            f"warning: host {host.name}: {field} = {shown} (from {source}): a host key never "
-            "seen before is trusted on first connection, and pyinfra's value overrides "
-            'StrictHostKeyChecking in ~/.ssh/config; set it to "yes" with '
-            "ssh_known_hosts_file pre-seeded (docs/security.md)"
-        )
-    return []
-
-
 def ab_side_b(config: HostConfig) -> HostConfig:
     """The host's config with bench_ab_overrides laid over its profile overrides: what side
     B of an A/B serves."""
     overrides = {**config.sglang_profile_overrides, **config.bench_ab_overrides}
     return config.model_copy(update={"sglang_profile_overrides": overrides})
-
-
-def validate_inventory(
-    inventory: Inventory, warn: Callable[[str], None] | None = None
-) -> dict[str, HostConfig]:
-    """Validate every host of ``inventory``; raise InventoryError listing all problems.
-    Warnings (weaker SSH settings, readable secret files) go to ``warn``, by default
-    pyinfra's logger."""
-    warn = warn or logger.warning
-    configs: dict[str, HostConfig] = {}
-    problems: list[Problem] = []
-    for host in inventory:
-        values, sources = _host_values_and_sources(host)
-        config, host_problems = validate_host_data(host.name, values, sources)
-        host_problems += _ssh_problems(host, values, sources, warn)
-        if config is not None:
-            host_problems += _service_problems(host, config, sources, warn)
-        host_problems = _masked(host_problems, values)
-        problems += host_problems
-        if config is not None and not host_problems:
-            configs[host.name] = config
-    if problems:
-        raise InventoryError(problems)
-    return configs
-
-
-# Validated once per inventory object: the deploy file runs once per host. Keyed weakly by
-# the object itself, not its id(): a freed inventory's id is reused by the next one, which
-# then got the stale configs.
-_validated: WeakKeyDictionary[Inventory, dict[str, HostConfig]] = WeakKeyDictionary()
-
-
-def host_config(host: Host) -> HostConfig:
-    """The validated config of ``host``; validates the whole inventory on first use."""
-    inventory = host.inventory
-    if inventory not in _validated:
-        _validated[inventory] = validate_inventory(inventory)
-    return _validated[inventory][host.name]
-
-
-class InventoryFileError(InventoryError):
-    """An inventory file that cannot be read or run (not text, a syntax error, an exception)."""
-
-    def __init__(self, message: str):
-        self.problems = []
-        PyinfraError.__init__(self, message)
-
-
-def load_inventory_file(path: str, override_data: dict[str, Any] | None = None) -> Inventory:
-    """Load an inventory the way the pyinfra CLI does, without connecting to any host.
-    InventoryFileError, never a traceback, when the file is not a Python inventory."""
-    from pyinfra.api import State
-    from pyinfra.context import ctx_state
-    from pyinfra_cli.exceptions import UnexpectedExternalError
-    from pyinfra_cli.inventory import make_inventory
-
-    # pyinfra caches compiled files by the name given: make it absolute, so two inventories
-    # called inv.py in two folders stay two.
-    if Path(path).exists():
-        path = str(Path(path).resolve())
-    # pyinfra executes inventory files inside a State context.
-    try:
-        with ctx_state.use(State()):
-            return make_inventory(path, override_data=override_data or {}, cwd=str(Path.cwd()))
-    except UnicodeDecodeError as error:
-        raise InventoryFileError(
-            f"cannot read inventory {path}: not UTF-8 text (byte {error.start}); an inventory "
-            "is a Python file"
-        ) from None
-    except (SyntaxError, ValueError) as error:
-        raise InventoryFileError(f"cannot read inventory {path}: {error}") from None
-    except OSError as error:
-        raise InventoryFileError(f"cannot read inventory {path}: {error.strerror}") from None
-    except UnexpectedExternalError as error:
-        inner = error.exception
-        line = getattr(inner, "lineno", None)
-        traceback = getattr(inner, "_traceback", None)
-        while traceback is not None and traceback.tb_next is not None:
-            traceback = traceback.tb_next
-        line = line or (traceback.tb_lineno if traceback is not None else None)
-        where = f" (line {line})" if line else ""
-        raise InventoryFileError(
-            f"inventory {error.filename}{where} raised {type(inner).__name__}: {inner}"
-        ) from None
-
-
-def _format_default(value: Any) -> str:
-    if value is None:
-        return "unset"
-    if isinstance(value, bool):
-        return str(value).lower()
-    return f"`{value}`"
-
-
-def with_reference(text: str) -> str:
-    """``text`` (docs/inventory.md) with its generated inventory reference block, between its
-    ``inventory-reference`` markers, brought up to date."""
-    from pyinfra_sglang.reference_docs import replace_block
-
-    return replace_block(text, "inventory-reference", reference_markdown())
-
-
-def reference_markdown() -> str:
-    """The inventory reference table in docs/inventory.md, generated from the model."""
-    rows = [
-        "| field | default | allowed | what it sets |",
-        "| --- | --- | --- | --- |",
-    ]
-    for name, info in HostConfig.model_fields.items():
-        # get_default: list fields have a default_factory, whose value is the default shown.
-        default = _format_default(info.get_default(call_default_factory=True))
-        rows.append(f"| `{name}` | {default} | {field_allowed(name)} | {info.description} |")
-    return "\n".join(rows) + "\n"

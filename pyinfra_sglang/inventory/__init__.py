@@ -1,0 +1,66 @@
+"""The inventory: every value pyinfra-sglang reads from host and group data, validated before
+any host is changed.
+
+- model.py: ``HostConfig``, the fields by role, each value's own rules (how to add a field);
+- problems.py: ``Problem`` and ``InventoryError``, what validation reports;
+- validation.py: the validation driver, from a host's data or a whole inventory;
+- semantic_checks.py: what the service, driver, Secure Boot, network and SSH would refuse
+  (renders the service: it sits above render.py, which never imports it);
+- masking.py: secrets in host data, masked out of every problem;
+- groups.py: multi-node members, their addresses, a host's place in its group;
+- rolling.py: the router each server stands behind, for rolling restarts;
+- loading.py: inventory files, and each host's validated config (cached per inventory);
+- reference.py: docs/inventory.md's field table, generated from the model.
+
+The names below are the package's public ones; core modules under the inventory (render,
+service_files, nvidia) import from ``inventory.model`` instead, so that nothing the model
+needs imports the validation that renders.
+"""
+
+from pyinfra_sglang.inventory.groups import (
+    member_address,
+    multinode_member_addresses,
+    node_position_in,
+)
+from pyinfra_sglang.inventory.loading import InventoryFileError, host_config, load_inventory_file
+from pyinfra_sglang.inventory.masking import mask_secrets
+from pyinfra_sglang.inventory.model import (
+    USER_KEY_PREFIX,
+    HostConfig,
+    ab_side_b,
+    field_allowed,
+    host_profile,
+    versioned_venv_path,
+)
+from pyinfra_sglang.inventory.problems import InventoryError, Problem
+from pyinfra_sglang.inventory.reference import reference_markdown, with_reference
+from pyinfra_sglang.inventory.rolling import rolling_group
+from pyinfra_sglang.inventory.validation import (
+    pyinfra_data_keys,
+    validate_host_data,
+    validate_inventory,
+)
+
+__all__ = [
+    "USER_KEY_PREFIX",
+    "HostConfig",
+    "InventoryError",
+    "InventoryFileError",
+    "Problem",
+    "ab_side_b",
+    "field_allowed",
+    "host_config",
+    "host_profile",
+    "load_inventory_file",
+    "mask_secrets",
+    "member_address",
+    "multinode_member_addresses",
+    "node_position_in",
+    "pyinfra_data_keys",
+    "reference_markdown",
+    "rolling_group",
+    "validate_host_data",
+    "validate_inventory",
+    "versioned_venv_path",
+    "with_reference",
+]
