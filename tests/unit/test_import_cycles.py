@@ -1,0 +1,187 @@
+"""No import cycle inside the core (pyinfra_sglang/): its modules form a hierarchy, so each
+can be read, tested and imported on its own.
+
+The graph is read from the source with ast, so an import inside a function counts as much as
+one at the top of a module (a lazy import only hides a cycle, it does not remove it).
+Relative imports are resolved, and ``from pkg import module`` is an edge to the module.
+Imports under ``if TYPE_CHECKING:`` are left out: they never run, and a type named only in
+annotations is no dependency at import or call time.
+
+The graph cannot see one runtime edge: importing ``pkg.module`` runs ``pkg/__init__.py``
+first. The second test imports every module in a fresh interpreter on its own, which fails
+where that order matters (a name taken from a module that is only half imported)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CORE = "pyinfra_sglang"
+
+
+def core_modules() -> dict[str, Path]:
+    """Dotted name -> file of every module of the core; a package is named by its
+    __init__.py."""
+    modules = {}
+    for path in sorted((ROOT / CORE).rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        modules[".".join(parts)] = path
+    return modules
+
+
+def _type_checking_block(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    )
+
+
+def _import_nodes(tree: ast.AST):
+    """Every import statement, at any depth, except those under ``if TYPE_CHECKING:``."""
+    for node in ast.iter_child_nodes(tree):
+        if _type_checking_block(node):
+            yield from (n for child in node.orelse for n in _import_nodes_of(child))
+            continue
+        yield from _import_nodes_of(node)
+
+
+def _import_nodes_of(node: ast.AST):
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        yield node
+    yield from _import_nodes(node)
+
+
+def imported(source: str, module: str, is_package: bool, known: set[str]) -> set[str]:
+    """The modules of ``known`` that ``source`` (the text of ``module``) imports."""
+    package = module if is_package else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in _import_nodes(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            # `from pkg import name`: pkg itself, and pkg.name where name is a module.
+            names = [target] + [f"{target}.{alias.name}" for alias in node.names]
+        found |= {name for name in names if name in known and name != module}
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = core_modules()
+    known = set(modules)
+    return {
+        name: imported(path.read_text(), name, path.name == "__init__.py", known)
+        for name, path in modules.items()
+    }
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm,
+    iterative), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            for target in edges:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                    break
+                if target in on_stack:
+                    low[node] = min(low[node], index[target])
+            else:
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def test_the_graph_sees_lazy_relative_and_module_imports():
+    known = {"p", "p.a", "p.b", "p.c", "p.d", "p.e", "p.f"}
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "import p.a\n"
+        "from . import b\n"
+        "if TYPE_CHECKING:\n"
+        "    from p import f\n"
+        "def later():\n"
+        "    from .c import thing\n"
+        "    from p.d import other\n"
+        "class K:\n"
+        "    def method(self):\n"
+        "        from p import e\n"
+    )
+    assert imported(source, "p.x", False, known) == {"p", "p.a", "p.b", "p.c", "p.d", "p.e"}
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_core_has_no_import_cycle():
+    graph = import_graph()
+    assert "pyinfra_sglang.render" in graph  # the walk found the core
+    found = cycles(graph)
+    assert not found, "import cycles inside the core:\n" + "\n".join(
+        " <-> ".join(cycle) for cycle in found
+    )
+
+
+# Programs shipped to hosts and run there as scripts (test_layers.py): not imported here.
+HOST_PROGRAMS = f"{CORE}.host_programs."
+
+
+def test_every_core_module_imports_on_its_own():
+    # One interpreter; between modules the core is dropped from sys.modules, so each import
+    # starts from nothing of ours (third-party modules stay: they cannot change the order).
+    names = [name for name in sorted(core_modules()) if not name.startswith(HOST_PROGRAMS)]
+    program = (
+        "import importlib, sys\n"
+        f"names = {names!r}\n"
+        "failed = []\n"
+        "for name in names:\n"
+        "    for loaded in [m for m in sys.modules if m == 'pyinfra_sglang'\n"
+        "                   or m.startswith('pyinfra_sglang.')]:\n"
+        "        del sys.modules[loaded]\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except Exception as error:\n"
+        "        failed.append(f'{name}: {type(error).__name__}: {error}')\n"
+        "print('\\n'.join(failed))\n"
+        "sys.exit(1 if failed else 0)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
