@@ -67,6 +67,10 @@ class Trace:
     seconds: dict[str, float] = field(default_factory=dict)
     counts: dict[str, Counter] = field(default_factory=dict)
     cpu: float = 0.0  # user + system seconds of the pyinfra process (one process, gevent)
+    # Remote commands per host (facts, operations' commands, connector helpers) and facts
+    # read by fact name, each split by phase, from the --debug lines.
+    host_commands: dict[str, Counter] = field(default_factory=dict)
+    fact_names: dict[str, Counter] = field(default_factory=dict)
     machine_busy: float = 0.0  # share of all this machine's cores busy during the run
 
     def count(self, what: str) -> int:
@@ -93,10 +97,52 @@ class Trace:
             f"({self.cpu / self.total:.0%} of one core); this machine's {os.cpu_count()} cores "
             f"{self.machine_busy:.0%} busy (the test hosts' sshd and commands run on them too)"
         )
+        lines += self.describe_commands(hosts)
         missing = [phase for phase in PHASES if phase not in self.seconds]
         if missing:
             lines.append(f"  (no header seen for: {', '.join(missing)})")
         return "\n".join(lines)
+
+    def describe_commands(self, hosts: int, top: int = 12) -> list[str]:
+        """Remote commands a host (min, median, max over the hosts; split by phase) and
+        the facts read most often, so a change to the roles shows what a no-op host costs."""
+        per_host = Counter()
+        for counter in self.host_commands.values():
+            per_host.update(counter)
+        if not per_host:
+            return ["  remote commands per host: none logged"]
+        counts = sorted(per_host.values())
+        phases = ", ".join(
+            f"{phase} {sum(c.values()) / hosts:.1f}"
+            for phase, c in self.host_commands.items()
+            if sum(c.values())
+        )
+        lines = [
+            f"  remote commands per host: median {statistics.median(counts):g} "
+            f"(min {counts[0]}, max {counts[-1]}; by phase, a host: {phases})",
+        ]
+        names = Counter()
+        for counter in self.fact_names.values():
+            names.update(counter)
+        if names:
+            executing = self.fact_names.get("operations", Counter())
+            lines.append(f"  facts read a host (while preparing + executing), top {top}:")
+            for name, n in names.most_common(top):
+                lines.append(
+                    f"    {n / hosts:5.1f}  {name}  ({executing[name] / hosts:g} while executing)"
+                )
+        return lines
+
+
+def _logged_host(line: str, marker: str) -> str | None:
+    """The host name in a "Running command on HOST: ..." --debug line."""
+    rest = line.split(marker, 1)[1]
+    return rest.split(":", 1)[0] if ":" in rest else None
+
+
+def _logged_fact(line: str) -> str:
+    """The fact's name in a "Getting fact: NAME (args) ..." --debug line."""
+    return line.split("Getting fact: ", 1)[1].split(" (", 1)[0].strip()
 
 
 def traced_apply(
@@ -141,6 +187,8 @@ def traced_apply(
     killer.start()
     marks = [("start-up", start)]
     counts: dict[str, Counter] = {"start-up": Counter()}
+    host_commands: dict[str, Counter] = {"start-up": Counter()}
+    fact_names: dict[str, Counter] = {"start-up": Counter()}
     stderr = []
     try:
         for line in proc.stderr:
@@ -150,10 +198,17 @@ def traced_apply(
             if phase is not None:
                 marks.append((phase, now))
                 counts[phase] = Counter()
+                host_commands[phase] = Counter()
+                fact_names[phase] = Counter()
                 continue
+            current = marks[-1][0]
             for what, marker in COUNTED:
                 if marker in line:
-                    counts[marks[-1][0]][what] += 1
+                    counts[current][what] += 1
+                    if what == "commands" and (name := _logged_host(line, marker)):
+                        host_commands[current][name] += 1
+                    elif what == "facts":
+                        fact_names[current][_logged_fact(line)] += 1
         proc.wait()
     finally:
         killer.cancel()
@@ -179,6 +234,8 @@ def traced_apply(
         counts=counts,
         cpu=cpu,
         machine_busy=busy_ticks / max(1, busy_ticks + idle_ticks),
+        host_commands=host_commands,
+        fact_names=fact_names,
     )
 
 
@@ -189,14 +246,17 @@ def _cpu_busy_idle() -> tuple[int, int]:
     return sum(ticks[:8]) - idle, idle
 
 
-def trace_run(run: Run, size: int, inventory: Path) -> Trace:
+def trace_run(run: Run, size: int, inventory: Path, log: Path | None = None) -> Trace:
     """Run the benchmark's ``run`` once with traced_apply in place of apply (its checks of
-    the result still apply) and return the trace of its one pyinfra run."""
+    the result still apply) and return the trace of its one pyinfra run; ``log`` keeps
+    its --debug output."""
     traces: list[Trace] = []
 
     def traced(*args, **kwargs) -> ApplyResult:
         result, trace = traced_apply(*args, **kwargs)
         traces.append(trace)
+        if log is not None:
+            log.write_text(result.stderr)
         return result
 
     run(size, inventory, traced)
@@ -335,6 +395,9 @@ def main(description: str, run: Run, argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--no-trace", action="store_true", help="skip the traced run at the largest count"
     )
+    parser.add_argument(
+        "--trace-log", type=Path, help="write the traced run's --debug output to this file"
+    )
     args = parser.parse_args(argv)
     sizes: tuple[int, ...] = args.sizes
     reason = why_unavailable()
@@ -346,6 +409,6 @@ def main(description: str, run: Run, argv: Sequence[str] | None = None) -> int:
         inventories = {size: site.inventory(f"hosts{size}", site.hosts[:size]) for size in sizes}
         print_scale(inventories, run, args.repeat)
         if not args.no_trace:
-            trace = trace_run(run, largest, inventories[largest])
+            trace = trace_run(run, largest, inventories[largest], args.trace_log)
             print(trace.describe(largest))
     return 0
