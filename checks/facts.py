@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import re
 import shlex
+import weakref
+from typing import TypeVar
 
-from pyinfra.api import FactBase
+from pyinfra.api import FactBase, Host, State
+from pyinfra.context import ContextObject
 
 from pyinfra_sglang import data
 from pyinfra_sglang.parsers.files import (
@@ -59,6 +62,8 @@ from pyinfra_sglang.parsers.system import (
 )
 from pyinfra_sglang.parsers.topo import parse_topo_matrix, parse_topo_p2p
 from pyinfra_sglang.secure_boot import parse_mok_enrolled, parse_secure_boot_state
+
+T = TypeVar("T")
 
 
 class Virtualization(FactBase[VirtualizationDict]):
@@ -552,3 +557,50 @@ class SystemdUnitState(FactBase[dict[str, str]]):
 
     def process(self, output) -> dict[str, str]:
         return parse_systemd_show(output)
+
+
+# A fact read once a run: pyinfra 3.10 caches no fact (api/facts.py runs the command on every
+# ``get_fact``), several roles read the same one (DebPackages, NvidiaGpus, ...), deploy bodies
+# read at planning what operations read again at execution, and without -y each operation's
+# body runs twice, to plan and to execute. A value read while the host was unchanged is still
+# its state while no operation of that host has executed commands since: read_once keeps it
+# until then. Kept per host object, so a run's hosts (and a test's) start empty.
+_read: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def changes_so_far(host) -> int:
+    """How many of ``host``'s operations have executed commands in this run (0 while
+    planning): any of them may have changed what a fact reads."""
+    state = host.state
+    if not state.is_executing:
+        return 0
+    ops = state.ops.get(host, {})
+    return sum(
+        1
+        for op_data in ops.values()
+        if op_data.operation_meta.is_complete() and op_data.operation_meta.executed
+    )
+
+
+def _current(host) -> Host:
+    return host._get_module() if isinstance(host, ContextObject) else host
+
+
+def read_once(host, cls: type[FactBase[T]], **kwargs) -> T:
+    """``host.get_fact(cls, **kwargs)``, read from the host only the first time in a run, and
+    again after an operation of this host has executed commands (changes_so_far). For an
+    operation's body before it yields and for deploy bodies; a loop that waits for the host
+    to change (a FunctionCommand) reads with ``host.get_fact``."""
+    # Roles pass pyinfra's context proxy for the current host: keep by the host itself.
+    this = _current(host)
+    if not isinstance(this, Host) or not isinstance(this.state, State):
+        return host.get_fact(cls, **kwargs)  # a test's stand-in host: nothing to keep
+    host = this
+    key = (cls, repr(sorted(kwargs.items())))
+    changes = changes_so_far(host)
+    known = _read.setdefault(host, {})
+    if key in known and known[key][0] == changes:
+        return known[key][1]
+    value = host.get_fact(cls, **kwargs)
+    known[key] = (changes, value)
+    return value
