@@ -9,7 +9,7 @@ from pyinfra import host
 from pyinfra.api import StringCommand, deploy, operation
 from pyinfra.operations import files
 
-from checks.facts import KernelHeaders, Virtualization
+from checks.facts import KernelHeaders, Virtualization, read_once
 from pyinfra_sglang import data
 from pyinfra_sglang.paths import template
 from roles.common import apt_install, apt_update, ensure_packages, host_platform
@@ -20,7 +20,7 @@ UNATTENDED_UPGRADES_BLACKLIST = "/etc/apt/apt.conf.d/51pyinfra-sglang-nvidia"
 @operation()
 def kernel_headers(package_template: str = "linux-headers-{kernel_release}"):
     """Install the headers DKMS needs for the running kernel, where the distro ships them."""
-    headers = host.get_fact(KernelHeaders, package_template=package_template)
+    headers = read_once(host, KernelHeaders, package_template=package_template)
     package, release = headers["package"], headers["kernel_release"]
     if package == "-":
         host.noop(f"kernel {release} names no distro flavor: no headers metapackage follows it")
@@ -28,7 +28,7 @@ def kernel_headers(package_template: str = "linux-headers-{kernel_release}"):
     if headers["installed"]:
         host.noop(f"{package} is installed")
         return
-    container = host.get_fact(Virtualization)["container"]
+    container = read_once(host, Virtualization)["container"]
     if container:
         host.noop(
             f"{package} not installed: in a container ({container}) kernel {release} "

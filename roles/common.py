@@ -13,6 +13,7 @@ from pyinfra.facts.apt import noninteractive_apt
 from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.server import Arch, LinuxDistribution
 
+from checks.facts import read_once
 from checks.host_context import connector_arguments, run_on_host
 from pyinfra_sglang import data
 from pyinfra_sglang.platform import Platform, resolve_platform
@@ -20,8 +21,8 @@ from pyinfra_sglang.platform import Platform, resolve_platform
 
 def host_platform() -> Platform:
     """The current host's platform; refuses an unsupported distro or arch before any change."""
-    release = host.get_fact(LinuxDistribution)["release_meta"]
-    return resolve_platform(host.name, release, host.get_fact(Arch))
+    release = read_once(host, LinuxDistribution)["release_meta"]
+    return resolve_platform(host.name, release, read_once(host, Arch))
 
 
 def apt_lock_wait() -> str:
@@ -66,7 +67,7 @@ def apt_lists_updated():
 def packages_installed(packages: list[str]):
     """Install those of ``packages`` the host lacks, without recommends, after refreshing
     apt's lists; a host that has them all is not touched."""
-    installed = host.get_fact(DebPackages)
+    installed = read_once(host, DebPackages)
     missing = [package for package in packages if package not in installed]
     if not missing:
         host.noop(f"{', '.join(packages)} installed")

@@ -10,7 +10,7 @@ from pyinfra.api import StringCommand, deploy, operation
 from pyinfra.api.exceptions import OperationError
 from pyinfra.operations import files, server
 
-from checks.facts import NvccRelease
+from checks.facts import NvccRelease, read_once
 from pyinfra_sglang.inventory import host_config
 from pyinfra_sglang.nvidia import cuda_paths
 from pyinfra_sglang.paths import template
@@ -21,7 +21,7 @@ from roles.common import ensure_packages
 def nvcc_reports_release(nvcc: str, release: str):
     """Fail unless ``nvcc --version`` reports ``release``. Checked from facts when nvcc was
     already there; checked on the host right after the install otherwise."""
-    found = host.get_fact(NvccRelease, path=nvcc)
+    found = read_once(host, NvccRelease, path=nvcc)
     if found is None:
         # Installed by this run: the facts predate it, so check on the host now.
         quoted = shlex.quote(nvcc)

@@ -20,7 +20,7 @@ from pyinfra.api import FunctionCommand, QuoteString, StringCommand, deploy, ope
 from pyinfra.api.exceptions import OperationError
 from pyinfra.facts.hardware import Cpus
 
-from checks.facts import JsonRecord, MemoryInfo, NvidiaGpus, PythonPackages
+from checks.facts import JsonRecord, MemoryInfo, NvidiaGpus, PythonPackages, read_once
 from checks.host_context import run_on_host
 from pyinfra_sglang import data
 from pyinfra_sglang.flash_attn_build_plan import (
@@ -42,8 +42,8 @@ from roles.python_env import index_options, uv_path, venv_packages
 def host_build_plan(archs: list[str] | tuple[str, ...], memory_fraction: float) -> BuildPlan:
     """The plan for this host's cores and available memory (raises BuildPlanError when not
     even one job fits)."""
-    available_gb = host.get_fact(MemoryInfo)["available_kb"] / 1024**2
-    return plan_flash_attn_build(host.get_fact(Cpus), available_gb, archs, memory_fraction)
+    available_gb = read_once(host, MemoryInfo)["available_kb"] / 1024**2
+    return plan_flash_attn_build(read_once(host, Cpus), available_gb, archs, memory_fraction)
 
 
 def host_cuda_archs(archs_override: list[str] | None) -> tuple[str, ...]:
@@ -55,17 +55,18 @@ def host_cuda_archs(archs_override: list[str] | None) -> tuple[str, ...]:
 
 def gpu_archs() -> tuple[str, ...]:
     """The CUDA architectures of the GPUs nvidia-smi reports ("90", "120")."""
-    return archs_from_compute_caps([gpu["compute_cap"] or "" for gpu in host.get_fact(NvidiaGpus)])
+    gpus = read_once(host, NvidiaGpus)
+    return archs_from_compute_caps([gpu["compute_cap"] or "" for gpu in gpus])
 
 
 def build_due(venv: str, version: str, archs_override: list[str] | None) -> tuple[bool, str]:
     """Must flash-attn ``version`` be built on this host, and why (or why not): another
     version (or none) in the venv, or a build whose record does not cover the GPUs'
     architectures (or is not exactly ``flash_attn_cuda_archs``)."""
-    found = host.get_fact(PythonPackages, venv=venv).get("flash-attn")
+    found = read_once(host, PythonPackages, venv=venv).get("flash-attn")
     if found != version:
         return True, f"the venv has {f'flash-attn {found}' if found else 'no flash-attn'}"
-    built = built_archs(host.get_fact(JsonRecord, path=build_log_paths(version)[1]))
+    built = built_archs(read_once(host, JsonRecord, path=build_log_paths(version)[1]))
     gpus = gpu_archs()
     reason = rebuild_reason(built, gpus, archs_override)
     if reason:

@@ -17,7 +17,7 @@ from pyinfra.api import FunctionCommand, deploy, operation
 from pyinfra.api.exceptions import OperationError, PyinfraError
 from pyinfra.facts.files import File
 
-from checks.facts import FirstLine, FreeBytes, NvidiaGpus, SnapshotFiles
+from checks.facts import FirstLine, FreeBytes, NvidiaGpus, SnapshotFiles, read_once
 from checks.host_context import run_on_host
 from pyinfra_sglang import data
 from pyinfra_sglang.host_programs import program_path
@@ -228,7 +228,7 @@ def _login_of(endpoint: str) -> list[str]:
 def model_ref_recorded(path: str, commit: str):
     """The branch or tag the inventory names, recorded as the commit it stands for, so the
     service, offline, resolves it to the snapshot downloaded (huggingface_hub reads refs/)."""
-    if host.get_fact(FirstLine, path=path) == commit:
+    if read_once(host, FirstLine, path=path) == commit:
         host.noop(f"{path} holds {commit}")
         return
     q = shlex.quote
@@ -281,7 +281,7 @@ def plan_refusal(host_name: str, error: ModelPlanError, pinned_by: str | None) -
 
 def local_model_checked(path: str) -> None:
     """A local model path must hold a model (its config.json) before anything changes."""
-    if not host.get_fact(File, path=f"{path.rstrip('/')}/config.json"):
+    if not read_once(host, File, path=f"{path.rstrip('/')}/config.json"):
         raise ModelRefused(
             f"host {host.name}: the model {path} is a local path, and {path}/config.json is "
             "not there; copy the model there, or name a Hub repository. Nothing was changed."
@@ -315,7 +315,7 @@ def model_weights() -> None:
     config = host_config(host)
     profile = host_profile(config)
     model = profile.model
-    gpus = host.get_fact(NvidiaGpus)
+    gpus = read_once(host, NvidiaGpus)
     if gpus:
         # GPUs that cannot run the profile are refused first (the service's render checks):
         # no 400 GB download for a host that will not serve it.
@@ -338,10 +338,10 @@ def model_weights() -> None:
             f"(sglang_model_revision: {snapshot.commit}) so every host serves the same weights"
         )
     cache = hub_cache_dir(config.sglang_model_cache_dir)
-    present = host.get_fact(SnapshotFiles, folder=snapshot_folder(cache, model, snapshot.commit))
+    present = read_once(host, SnapshotFiles, folder=snapshot_folder(cache, model, snapshot.commit))
     missing = snapshot.missing_bytes(present)
     if snapshot.missing(present):
-        free = host.get_fact(FreeBytes, path=cache)
+        free = read_once(host, FreeBytes, path=cache)
         need = needed_bytes(missing)
         if free is not None and free < need:
             raise ModelRefused(

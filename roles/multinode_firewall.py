@@ -13,6 +13,7 @@ from pyinfra.api import deploy
 from pyinfra.facts.systemd import SystemdStatus
 from pyinfra.operations import files, server, systemd
 
+from checks.facts import read_once
 from pyinfra_sglang.inventory import HostConfig, host_config, multinode_member_addresses
 from pyinfra_sglang.multinode_firewall import firewall_plan, settings
 from pyinfra_sglang.paths import template
@@ -74,7 +75,7 @@ def _install(config: HostConfig, conf: dict) -> None:
     # did_change is only known while the run executes: it gates operations (_if), never
     # an argument such as reloaded=. A unit started by this run loads the current rules:
     # only one that ran before is reloaded when they change.
-    was_running = host.get_fact(SystemdStatus, services=[conf["unit_name"]]).get(
+    was_running = read_once(host, SystemdStatus, services=[conf["unit_name"]]).get(
         conf["unit_name"], False
     )
     systemd.daemon_reload(name="Reload systemd's units", _if=unit.did_change)

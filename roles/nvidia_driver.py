@@ -15,7 +15,7 @@ from pyinfra.facts.files import File
 from pyinfra.facts.server import Which
 from pyinfra.operations import files, systemd
 
-from checks.facts import AptPolicy, NvidiaGpus, NvidiaLoadedModule, Virtualization
+from checks.facts import AptPolicy, NvidiaGpus, NvidiaLoadedModule, Virtualization, read_once
 from pyinfra_sglang import data
 from pyinfra_sglang.gpus import refuse_other_gpu_model
 from pyinfra_sglang.inventory import host_config
@@ -140,7 +140,7 @@ def decide_driver_reboot(
 def driver_branch_pin(branch: int, version: str | None = None):
     """Install nvidia-driver-pinning-<branch> (nvidia-driver-pinning-<version> for an exact
     release), replacing any other pin, branch or version."""
-    installed = host.get_fact(DebPackages)
+    installed = read_once(host, DebPackages)
     wanted = pinning_package(branch, version)
     others = sorted(p for p in installed if p.startswith(pinning_prefix()) and p != wanted)
     if wanted in installed and not others:
@@ -188,14 +188,15 @@ def driver_change(
     """Read from the current host's facts: the operation installs it, the deploy decides the
     reboot from it (the facts are read once per host). With ``version``, every driver package
     not at it is stale or moves (the inventory forbids updates within the branch then)."""
-    installed = host.get_fact(DebPackages)
+    installed = read_once(host, DebPackages)
     stale = stale_driver_packages(installed, entries, branch, version)
     named = {name for entry in entries for name in entry}
     moving = [name for name in packages_off_branch(installed, branch, version) if name not in named]
     updates: list[str] = []
     if update_within_branch and not stale and not moving:
         names = installed_driver_names(installed, entries, branch)
-        updates = updates_within_branch(installed, host.get_fact(AptPolicy, packages=names), branch)
+        policy = read_once(host, AptPolicy, packages=names)
+        updates = updates_within_branch(installed, policy, branch)
     return DriverChange(stale, moving, updates)
 
 
@@ -223,7 +224,7 @@ def driver_packages_on_branch(
 def nvidia_smi_installed(packages: list[tuple[str, ...]]):
     """After the driver packages: nvidia-smi is on PATH, or the run stops naming what was
     installed (a package set that ships no nvidia-smi is a wrong name in the data)."""
-    found = host.get_fact(Which, command="nvidia-smi")
+    found = read_once(host, Which, command="nvidia-smi")
     if found:
         host.noop(f"nvidia-smi is at {found}")
         return
@@ -238,11 +239,11 @@ def nvidia_smi_installed(packages: list[tuple[str, ...]]):
 @operation()
 def rebuild_initramfs():
     """update-initramfs, so the nouveau blacklist holds from early boot."""
-    container = host.get_fact(Virtualization)["container"]
+    container = read_once(host, Virtualization)["container"]
     if container:
         host.noop(f"in a container ({container}) the outer host boots the kernel")
         return
-    if not host.get_fact(Which, command="update-initramfs"):
+    if not read_once(host, Which, command="update-initramfs"):
         host.noop("update-initramfs is not installed: no initramfs to rebuild")
         return
     yield "update-initramfs -u"
@@ -267,15 +268,15 @@ def driver_reboot(
 ):
     """Reboot when the kernel does not run the installed driver and the inventory allows it;
     otherwise mark the host "reboot required" (/run/reboot-required) and say so."""
-    loaded = host.get_fact(NvidiaLoadedModule)
+    loaded = read_once(host, NvidiaLoadedModule)
     module_package, versions = installed_module_versions(
-        host.get_fact(DebPackages), module_packages
+        read_once(host, DebPackages), module_packages
     )
     decision = decide_driver_reboot(
         loaded=loaded["version"] if loaded else None,
         installed=upstream_version(max(versions)) if versions else None,
         changing=changing,
-        container=host.get_fact(Virtualization)["container"],
+        container=read_once(host, Virtualization)["container"],
         allow_reboot=allow_reboot,
     )
     if decision.action == "none":
@@ -289,7 +290,7 @@ def driver_reboot(
         f"{host.print_prefix}REBOOT REQUIRED for the NVIDIA driver: {decision.reason} "
         "(set allow_reboot: true to let the deploy reboot)"
     )
-    if host.get_fact(File, path=REBOOT_REQUIRED):
+    if read_once(host, File, path=REBOOT_REQUIRED):
         host.noop(f"already marked reboot-required: {decision.reason}")
         return
     yield StringCommand(
@@ -318,7 +319,7 @@ def refuse_driver_for_gpus(config) -> None:
     there already: a GPU upgrade, a re-apply) is refused, naming the GPUs, the field and what
     is allowed (data/nvidia.toml [[driver.architectures]])."""
     by_mismatch: dict = {}
-    for gpu in host.get_fact(NvidiaGpus):
+    for gpu in read_once(host, NvidiaGpus):
         arch = compute_cap_arch(gpu.get("compute_cap"))
         if not arch:
             continue
@@ -371,7 +372,7 @@ def nvidia_driver() -> None:
     # GPUs other than expected_gpu_model, Secure Boot on without an enrolled key to sign
     # the module with.
     refuse_driver_for_gpus(config)
-    refuse_other_gpu_model(host.name, config.expected_gpu_model, host.get_fact(NvidiaGpus))
+    refuse_other_gpu_model(host.name, config.expected_gpu_model, read_once(host, NvidiaGpus))
     signing = secure_boot_preflight(config)
     packages = driver_packages(family, config)
     branch = config.nvidia_driver_branch

@@ -16,7 +16,7 @@ from pyinfra.facts.server import Command
 from pyinfra.operations import files
 from pyinfra.operations.util import any_changed
 
-from checks.facts import AptSourceEntries, RepositoryEntries
+from checks.facts import AptSourceEntries, RepositoryEntries, read_once
 from pyinfra_sglang import data
 from pyinfra_sglang.inventory import HostConfig, host_config
 from pyinfra_sglang.parsers.system import same_repository
@@ -92,7 +92,7 @@ def apt_login(path: str):
     where apt reads it (auth.conf.d): the list file, readable by all, holds the URL without
     it. A mirror without a login: no such file. The login is never in a command or output."""
     found = mirror_login(host_config(host), host.name)
-    current = host.get_fact(File, path=path)
+    current = read_once(host, File, path=path)
     if found is None:
         if current:
             yield StringCommand("rm", "-f", QuoteString(path))
@@ -104,7 +104,7 @@ def apt_login(path: str):
         current
         and (current.get("user"), current.get("group"), current.get("mode"))
         == ("root", "root", 600)
-        and host.get_fact(Sha256File, path=path) == wanted
+        and read_once(host, Sha256File, path=path) == wanted
     ):
         host.noop(f"{path} holds nvidia_apt_mirror's login")
         return
@@ -122,7 +122,7 @@ def apt_components(components: list[str]):
     """Add ``components`` to every apt source entry that carries ``main`` (Debian's
     NVIDIA packages need ``contrib``); flat repositories are left alone."""
     commands = []
-    for entry in host.get_fact(AptSourceEntries):
+    for entry in read_once(host, AptSourceEntries):
         missing = [c for c in components if c not in entry["components"]]
         if "main" in entry["components"] and missing:
             # Append at the end of that line: one-line entries end with their components,
@@ -144,7 +144,7 @@ def other_entries_disabled(urls: list[str], own_file: str):
     Signed-By"). One-line entries lose their line, deb822 ones their whole stanza."""
     found = [
         entry
-        for entry in host.get_fact(RepositoryEntries)
+        for entry in read_once(host, RepositoryEntries)
         if entry["file"] != own_file
         and any(same_repository(uri, url) for uri in entry["uris"] for url in urls)
     ]
@@ -251,11 +251,11 @@ def keyring_installed(
     maintainer scripts would run as root. keyring_unpacked checks what it holds and the
     key file alone is installed at ``keyring_path``, unless a key file holding NVIDIA's key
     alone is there already."""
-    if package in host.get_fact(DebPackages):
+    if package in read_once(host, DebPackages):
         host.noop(f"{package} is installed")
         return
     if not sha256:
-        present = host.get_fact(Command, command=installed_keys_command(keyring_path))
+        present = read_once(host, Command, command=installed_keys_command(keyring_path))
         if (present or "").split() == [fingerprint]:
             host.noop(f"{keyring_path} holds NVIDIA's key {fingerprint} alone")
             return

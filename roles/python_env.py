@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from pyinfra import host
 from pyinfra.api import FileUploadCommand, QuoteString, StringCommand, deploy, operation
 
-from checks.facts import PythonPackages, PythonVersion
+from checks.facts import PythonPackages, PythonVersion, read_once
 from pyinfra_sglang import data
 from pyinfra_sglang.inventory import HostConfig, host_config
 from roles.common import ensure_packages
@@ -136,7 +136,7 @@ def missing_requirements(
 def uv_installed(version: str, index_url: str):
     """uv ``version`` in its own small venv, installed by pip from ``index_url``."""
     prefix = uv_prefix()
-    found = host.get_fact(PythonPackages, venv=prefix).get("uv")
+    found = read_once(host, PythonPackages, venv=prefix).get("uv")
     if found == version:
         host.noop(f"uv {version} is installed in {prefix}")
         return
@@ -158,7 +158,7 @@ def uv_installed(version: str, index_url: str):
 def python_venv(path: str, python_version: str):
     """A virtualenv at ``path`` running Python ``python_version`` (recreated when it runs
     another one: its packages follow in the same deploy)."""
-    found = host.get_fact(PythonVersion, path=f"{path}/bin/python")
+    found = read_once(host, PythonVersion, path=f"{path}/bin/python")
     if found and found.startswith(f"{python_version}."):
         host.noop(f"{path} runs Python {found}")
         return
@@ -199,7 +199,7 @@ def venv_packages(
 ):
     """Install what ``requirements`` ({name: pinned version, or None for any}) lacks, and
     nothing else: changing one pin changes exactly that package."""
-    needed = missing_requirements(host.get_fact(PythonPackages, venv=venv), requirements)
+    needed = missing_requirements(read_once(host, PythonPackages, venv=venv), requirements)
     if not needed:
         host.noop(f"{venv} has {', '.join(requirements)}")
         return

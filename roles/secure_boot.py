@@ -11,7 +11,7 @@ from pyinfra import host
 from pyinfra.api import FunctionCommand, operation
 from pyinfra.api.exceptions import PyinfraError
 
-from checks.facts import FileDigests, MokEnrolled, SecureBootState
+from checks.facts import FileDigests, MokEnrolled, SecureBootState, read_once
 from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.secure_boot import (
     MokPair,
@@ -30,11 +30,11 @@ def secure_boot_preflight(config: HostConfig) -> MokPair | None:
     """The key pair to sign the module with when Secure Boot is on; None when it is off.
     Raises SecureBootRefused (at planning: before any change) when it is on and there is no
     pair, or its key is not enrolled."""
-    state = host.get_fact(SecureBootState)
+    state = read_once(host, SecureBootState)
     pair = read_mok_pair(config.nvidia_mok_key_file, config.nvidia_mok_cert_file)
     enrolled = None
     if state["enabled"] and pair is not None:
-        enrolled = host.get_fact(MokEnrolled, cert_base64=pair.cert_base64())
+        enrolled = read_once(host, MokEnrolled, cert_base64=pair.cert_base64())
     refusal = secure_boot_refusal(host.name, state, pair, enrolled)
     if refusal:
         raise SecureBootRefused(refusal)
@@ -59,7 +59,7 @@ def mok_key_pair_installed(key_file: str, cert_file: str, family: str):
     created with that mode before any content is written; only what differs is written."""
     pair = read_mok_pair(Path(key_file), Path(cert_file))
     paths = mok_paths(family)
-    current = host.get_fact(FileDigests, paths=sorted(paths.values()))
+    current = read_once(host, FileDigests, paths=sorted(paths.values()))
     stale = {
         kind: path
         for kind, path in paths.items()

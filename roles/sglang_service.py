@@ -28,7 +28,7 @@ from pyinfra.api import FunctionCommand, deploy, operation
 from pyinfra.facts.server import Command
 from pyinfra.facts.systemd import SystemdStatus
 
-from checks.facts import FileDigests, HttpStatus, NvidiaGpus, NvidiaTopology, Virtualenvs
+from checks.facts import FileDigests, HttpStatus, NvidiaGpus, NvidiaTopology, Virtualenvs, read_once
 from checks.host_context import host_position
 from checks.peer_path import read_peer_path
 from checks.run_summary import dry_run
@@ -78,10 +78,10 @@ def host_service_files(config: HostConfig, gpus: list[dict] | None = None) -> Se
     """The service files for the current host; ``gpus``: the NvidiaGpus fact when the caller
     has read it."""
     if gpus is None:
-        gpus = host.get_fact(NvidiaGpus)
+        gpus = read_once(host, NvidiaGpus)
     secrets = read_secrets(config, host.name)
     # The topology tells NVLink from PCIe and the widest PCIe path (NCCL_P2P_LEVEL).
-    topology = host.get_fact(NvidiaTopology) if len(gpus) > 1 else None
+    topology = read_once(host, NvidiaTopology) if len(gpus) > 1 else None
     # Whether NCCL may use P2P: NVML's status, ACS, the IOMMU (checks/peer_path.py).
     peer = read_peer_path(host, len(gpus))
     node = host_position(config, host)
@@ -292,7 +292,7 @@ def sglang_service_role() -> None:
             requirements=router,
             index_url=str(config.pypi_index_url),
         )
-    gpus = host.get_fact(NvidiaGpus)
+    gpus = read_once(host, NvidiaGpus)
     if gpus:
         # Refuse now, before any host changes, what cannot run here: a model that does not
         # fit, a GPU architecture the profile excludes, an unreadable secret file.
