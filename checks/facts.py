@@ -604,3 +604,26 @@ def read_once(host, cls: type[FactBase[T]], **kwargs) -> T:
     value = host.get_fact(cls, **kwargs)
     known[key] = (changes, value)
     return value
+
+
+class UnitLeftovers(FactBase[list[str]]):
+    """What is left on the host of a systemd ``unit`` and its ``paths``: "enabled" and
+    "active" when systemd says so, then each of ``paths`` that exists; [] for none of them.
+    One command where checking for a removal would read a fact per file and two for the
+    unit."""
+
+    @staticmethod
+    def default() -> list[str]:
+        return []
+
+    def command(self, unit: str, paths: list[str]) -> str:
+        q = shlex.quote
+        quoted = " ".join(q(p) for p in paths)
+        return (
+            f"systemctl is-enabled --quiet {q(unit)} 2>/dev/null && echo enabled; "
+            f"systemctl is-active --quiet {q(unit)} 2>/dev/null && echo active; "
+            f'for p in {quoted}; do if [ -e "$p" ]; then echo "$p"; fi; done; true'
+        )
+
+    def process(self, output) -> list[str]:
+        return [line.strip() for line in output if line.strip()]

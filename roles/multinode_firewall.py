@@ -13,7 +13,7 @@ from pyinfra.api import deploy
 from pyinfra.facts.systemd import SystemdStatus
 from pyinfra.operations import files, server, systemd
 
-from checks.facts import read_once
+from checks.facts import UnitLeftovers, read_once
 from pyinfra_sglang.inventory import HostConfig, host_config, multinode_member_addresses
 from pyinfra_sglang.multinode_firewall import firewall_plan, settings
 from pyinfra_sglang.paths import template
@@ -93,6 +93,12 @@ def _install(config: HostConfig, conf: dict) -> None:
 
 
 def _remove(conf: dict) -> None:
+    # One read tells a host that never had the firewall (most hosts, on every run) from one
+    # to clean up, where the operations below would read five facts.
+    paths = [conf["unit_path"], conf["rules_path"], conf["sysctl_path"]]
+    if not read_once(host, UnitLeftovers, unit=conf["unit_name"], paths=paths):
+        host.noop(f"no multi-node firewall ({conf['unit_name']}, its rules, the port pin)")
+        return
     # Stopping the unit deletes the table (ExecStop); then its files go.
     systemd.service(
         name="Unload the multi-node firewall",

@@ -13,7 +13,7 @@ from pyinfra.api.connect import connect_all, disconnect_all
 from pyinfra.api.operation import add_op
 from pyinfra.api.operations import run_ops
 
-from checks.facts import read_once
+from checks.facts import UnitLeftovers, read_once
 
 
 class Marker(FactBase):
@@ -83,3 +83,21 @@ def test_without_change_detection_the_first_operation_reads_for_the_rest():
     reads, metas = run({"name": "a"}, {"name": "b"}, check_for_changes=False)
     assert reads == [True]
     assert [meta.did_change() for meta in metas] == [False, False]
+
+
+def test_unit_leftovers_lists_what_exists(tmp_path):
+    present = tmp_path / "rules.nft"
+    present.write_text("table")
+    state = State(inventory=Inventory((["@local"], {})), config=Config())
+    connect_all(state)
+    try:
+        local = state.inventory.get_host("@local")
+        found = local.get_fact(
+            UnitLeftovers,
+            unit="pyinfra-sglang-no-such.service",
+            paths=[str(present), str(tmp_path / "gone.conf")],
+        )
+    finally:
+        disconnect_all(state)
+    # No such unit: neither enabled nor active; of the paths, the one that exists.
+    assert found == [str(present)]
