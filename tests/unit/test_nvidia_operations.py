@@ -650,9 +650,9 @@ def test_the_resolution_picks_the_first_candidate_on_the_branch(tmp_path):
 
 def test_a_host_that_does_not_come_back_names_the_setting(monkeypatch):
     # Before: TimeoutError, which pyinfra reports as "Command timed out after Nones".
-    from roles import reboot
+    from roles import reboot, waiting
 
-    monkeypatch.setattr(reboot.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(waiting.time, "sleep", lambda seconds: None)
 
     class Gone:
         name = "gpu-1"
