@@ -38,13 +38,13 @@ def sparse_backends() -> dict[str, BackendSupport]:
     return {
         name: BackendSupport(
             name=name,
-            archs=tuple(as_sm(arch) for arch in entry["archs"]),
-            since=entry.get("since"),
-            kv_cache_dtypes=tuple(entry["kv_cache_dtypes"]) if "kv_cache_dtypes" in entry else None,
-            source=" ".join(entry["source"].split()),
-            phases=tuple(entry.get("phases", ("prefill", "decode"))),
+            archs=entry.archs,
+            since=entry.since,
+            kv_cache_dtypes=entry.kv_cache_dtypes,
+            source=" ".join(entry.source.split()),
+            phases=entry.phases,
         )
-        for name, entry in data.load("attention_backends")["sparse"].items()
+        for name, entry in data.attention_backends().sparse.items()
     }
 
 

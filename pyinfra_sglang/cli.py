@@ -768,15 +768,15 @@ def _packages_arguments(parser: argparse.ArgumentParser) -> None:
     from pyinfra_sglang import data
     from pyinfra_sglang.driver_plan import platform_names
 
-    nvidia = data.load("nvidia")
+    nvidia = data.nvidia()
     parser.add_argument("--platform", choices=platform_names(), required=True)
     parser.add_argument("--install", choices=("compute", "full"), default="compute")
     parser.add_argument("--modules", choices=("open", "proprietary"), default="open")
     parser.add_argument(
         "--branch",
         type=int,
-        choices=nvidia["driver_branches"],
-        default=nvidia["default_driver_branch"],
+        choices=nvidia.driver_branches,
+        default=nvidia.default_driver_branch,
     )
     _add_json(
         parser,

@@ -238,10 +238,18 @@ class FlavorPackages(_Data):
     open: tuple[DriverPackage, ...]
     proprietary: tuple[DriverPackage, ...]
 
+    def of(self, flavor: str) -> tuple[DriverPackage, ...]:
+        """The packages of ``flavor`` (nvidia_kernel_modules: "open" or "proprietary")."""
+        return {"open": self.open, "proprietary": self.proprietary}[flavor]
+
 
 class DriverInstallPackages(_Data):
     compute: FlavorPackages
     full: FlavorPackages
+
+    def of(self, install: str) -> FlavorPackages:
+        """The packages of ``install`` (nvidia_driver_install: "compute" or "full")."""
+        return {"compute": self.compute, "full": self.full}[install]
 
 
 class NvidiaDriver(_Data):
@@ -574,6 +582,15 @@ class ServiceFiles(_Data):
     env: ServiceFile
     config: ServiceFile
     router_unit: ServiceFile
+
+    def of(self, kind: str) -> ServiceFile:
+        """``unit``, ``env``, ``config`` or ``router_unit``; KeyError for another kind."""
+        return {
+            "unit": self.unit,
+            "env": self.env,
+            "config": self.config,
+            "router_unit": self.router_unit,
+        }[kind]
 
 
 class ServiceUser(_Data):

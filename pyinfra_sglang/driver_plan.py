@@ -29,18 +29,18 @@ class DriverAptPlan:
 
 
 def platform_names() -> list[str]:
-    return [p["nvidia_repo"] for p in data.load("platforms")["platform"]]
+    return [p.nvidia_repo for p in data.platforms().platform]
 
 
 def driver_apt_plan(platform: str, install: str, modules: str, branch: int) -> DriverAptPlan:
     """The plan; ``platform`` is one of platform_names() (a KeyError otherwise)."""
-    match = {p["nvidia_repo"]: p for p in data.load("platforms")["platform"]}[platform]
-    family = match["driver_family"]
+    match = {p.nvidia_repo: p for p in data.platforms().platform}[platform]
+    family = match.driver_family
     # The names alone: no toolkit to check the branch against (validation does, per host).
     config = HostConfig.model_construct(
         nvidia_driver_install=install, nvidia_kernel_modules=modules, nvidia_driver_branch=branch
     )
-    headers = data.load("platforms")["base"]["kernel_headers_metapackage"]
+    headers = data.platforms().base.kernel_headers_metapackage
     return DriverAptPlan(
         platform=platform,
         family=family,
@@ -49,12 +49,12 @@ def driver_apt_plan(platform: str, install: str, modules: str, branch: int) -> D
         packages=tuple(driver_packages(family, config)),
         module_packages=kernel_module_packages(family, config),
         headers=headers,
-        mirror_extra=tuple(data.load("nvidia")["repo"]["mirror_extra_packages"]),
+        mirror_extra=data.nvidia().repo.mirror_extra_packages,
     )
 
 
 def format_plan(plan: DriverAptPlan) -> str:
-    sources = data.load("nvidia")["driver"]["sources"]
+    sources = data.nvidia().driver.sources
     lines = [
         f"# NVIDIA driver on {plan.platform} ({plan.family} names), branch {plan.branch}",
         f"1. pin:       {plan.pin}  (apt-get install; swaps out any other branch's pin)",

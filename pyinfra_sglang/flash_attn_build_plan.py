@@ -75,7 +75,7 @@ def archs_from_compute_caps(compute_caps: list[str]) -> tuple[str, ...]:
 
 def build_log_paths(version: str) -> tuple[str, str]:
     """The build's log and its record on the host: what the role writes and the audit reads."""
-    log_dir = data.load("python")["flash_attn"]["log_dir"]
+    log_dir = data.python().flash_attn.log_dir
     return f"{log_dir}/flash-attn-{version}-build.log", f"{log_dir}/flash-attn-{version}-build.json"
 
 
@@ -154,9 +154,9 @@ def plan_flash_attn_build(
     memory_fraction: float | None = None,
 ) -> BuildPlan:
     """The largest MAX_JOBS x NVCC_THREADS whose estimated peak fits the memory bound."""
-    settings = data.load("python")["flash_attn"]
-    fraction = memory_fraction if memory_fraction is not None else settings["memory_fraction"]
-    per_thread = float(settings["gb_per_nvcc_thread"])
+    settings = data.python().flash_attn
+    fraction = memory_fraction if memory_fraction is not None else settings.memory_fraction
+    per_thread = float(settings.gb_per_nvcc_thread)
     if cores < 1:
         raise BuildPlanError(f"a build needs at least 1 CPU core, not {cores}")
     if not math.isfinite(available_gb) or available_gb < 0:
@@ -173,7 +173,7 @@ def plan_flash_attn_build(
             "available); free memory or build elsewhere"
         )
     candidates = []
-    for threads in range(min(int(settings["max_nvcc_threads"]), max(1, cores)), 0, -1):
+    for threads in range(min(settings.max_nvcc_threads, max(1, cores)), 0, -1):
         jobs = min(max(1, cores // threads), threads_that_fit // threads)
         if jobs >= 1:
             candidates.append((jobs * threads, threads, jobs))

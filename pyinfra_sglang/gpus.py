@@ -32,10 +32,7 @@ class GpuSpec:
 def all_gpus() -> dict[str, GpuSpec]:
     """Every GPU in the table, by the name nvidia-smi prints; ``arch`` as ``sm_90`` whichever
     spelling the table uses."""
-    return {
-        name: GpuSpec(name=name, **{**fields, "arch": Arch.parse(fields["arch"]).sm})
-        for name, fields in data.load("gpus").items()
-    }
+    return {name: GpuSpec(name=name, **spec.model_dump()) for name, spec in data.gpus().items()}
 
 
 def known_archs() -> list[str]:

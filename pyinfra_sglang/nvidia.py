@@ -28,30 +28,30 @@ REBOOT_REQUIRED_PKGS = "/run/reboot-required.pkgs"
 def driver_packages(family: str, config: DriverChoice) -> list[tuple[str, ...]]:
     """The driver packages for the host's family of names, install kind and module flavor:
     each entry the candidate names for one package, in order (one name: no choice)."""
-    entries = data.load("nvidia")["driver"]["packages"][family][config.nvidia_driver_install]
+    entries = data.nvidia().driver.packages[family].of(config.nvidia_driver_install)
     return [
         _candidates(entry, config.nvidia_driver_branch)
-        for entry in entries[config.nvidia_kernel_modules]
+        for entry in entries.of(config.nvidia_kernel_modules)
     ]
 
 
 def kernel_module_packages(family: str, config: DriverChoice) -> tuple[str, ...]:
     """Names of the package carrying the kernel module in that family (the first installed
     one is the host's)."""
-    names = data.load("nvidia")["driver"]["kernel_module_packages"][family]
-    return _candidates(names[config.nvidia_kernel_modules], config.nvidia_driver_branch)
+    names = data.nvidia().driver.kernel_module_packages[family]
+    return _candidates(names.of(config.nvidia_kernel_modules), config.nvidia_driver_branch)
 
 
 def all_kernel_module_packages(config: DriverChoice) -> tuple[str, ...]:
     """The module package names of every family, for readers that do not know the family
     (the audit): a host has at most one of them installed."""
-    families = data.load("nvidia")["driver"]["kernel_module_packages"]
+    families = data.nvidia().driver.kernel_module_packages
     return tuple(
         name for family in sorted(families) for name in kernel_module_packages(family, config)
     )
 
 
-def _candidates(entry: str | list[str], branch: int) -> tuple[str, ...]:
+def _candidates(entry: str | tuple[str, ...], branch: int) -> tuple[str, ...]:
     names = [entry] if isinstance(entry, str) else entry
     return tuple(name.format(branch=branch) for name in names)
 
@@ -86,7 +86,7 @@ def packages_off_branch(
     """Installed NVIDIA driver packages (data/nvidia.toml branch_move_prefixes) with a
     version on another branch (or, with an exact ``version``, any other release): what a
     move to ``branch`` must take along."""
-    prefixes = tuple(data.load("nvidia")["driver"]["branch_move_prefixes"])
+    prefixes = data.nvidia().driver.branch_move_prefixes
     return sorted(
         name
         for name, versions in installed.items()
@@ -119,17 +119,17 @@ def arch_driver_needs(arch: Arch | str) -> ArchDriverNeeds | None:
         number = Arch.parse(arch).number
     except ArchError:
         return None
-    rows = sorted(data.load("nvidia")["driver"]["architectures"], key=lambda r: r["from_arch"])
-    holding = [row for row in rows if row["from_arch"] <= number]
+    rows = sorted(data.nvidia().driver.architectures, key=lambda r: r.from_arch)
+    holding = [row for row in rows if row.from_arch <= number]
     if not holding:
         return None
     row = holding[-1]
     return ArchDriverNeeds(
-        arch=f"sm_{number}",
-        name=row["name"],
-        min_branch=row.get("min_branch"),
-        max_branch=row.get("max_branch"),
-        modules=tuple(row["modules"]),
+        arch=Arch(number).sm,
+        name=row.name,
+        min_branch=row.min_branch,
+        max_branch=row.max_branch,
+        modules=row.modules,
     )
 
 
@@ -159,7 +159,7 @@ def driver_mismatches(arch: str, branch: int, modules: str) -> list[DriverMismat
     mismatches = []
     low, high = needs.min_branch, needs.max_branch
     if (low is not None and branch < low) or (high is not None and branch > high):
-        known = data.load("nvidia")["driver_branches"]
+        known = data.nvidia().driver_branches
         fits = [b for b in known if (low is None or b >= low) and (high is None or b <= high)]
         span = (
             f"branches {low} to {high}"
@@ -203,15 +203,15 @@ def compute_cap_arch(compute_cap: str | None) -> str | None:
 def pinning_package(branch: int, version: str | None = None) -> str:
     """The pin the driver role installs: the exact-version one when ``version`` is given
     (nvidia_driver_version), the branch's otherwise."""
-    driver = data.load("nvidia")["driver"]
+    driver = data.nvidia().driver
     if version:
-        return driver["version_pinning_package"].format(version=version)
-    return driver["pinning_package"].format(branch=branch)
+        return driver.version_pinning_package.format(version=version)
+    return driver.pinning_package.format(branch=branch)
 
 
 def pinning_prefix() -> str:
     """What every pinning package's name starts with (branch and version pins alike)."""
-    return data.load("nvidia")["driver"]["pinning_package"].format(branch="")
+    return data.nvidia().driver.pinning_package.format(branch="")
 
 
 def on_driver_track(deb_version: str, branch: int, version: str | None = None) -> bool:
@@ -237,18 +237,16 @@ class BranchSupport:
 
 
 def branch_support(branch: int) -> BranchSupport | None:
-    for row in data.load("nvidia")["branch_support"]:
-        if row["branch"] == branch:
-            return BranchSupport(
-                row["branch"], row["support"], row.get("end_of_support"), row["on_matrix"]
-            )
+    for row in data.nvidia().branch_support:
+        if row.branch == branch:
+            return BranchSupport(row.branch, row.support, row.end_of_support, row.on_matrix)
     return None
 
 
 def supported_branches(today: str) -> list[BranchSupport]:
     """Branches on NVIDIA's matrix and not past their end on ``today`` ("YYYY-MM-DD"): what
     the audit names when a host's branch is not one of them."""
-    rows = [branch_support(row["branch"]) for row in data.load("nvidia")["branch_support"]]
+    rows = [branch_support(row.branch) for row in data.nvidia().branch_support]
     return [
         row for row in rows if row is not None and row.on_matrix and not support_ended(row, today)
     ]
@@ -280,9 +278,9 @@ class ToolkitDriverMinimum:
 def toolkit_driver_minimums(release: str) -> list[ToolkitDriverMinimum]:
     """Every update of ``release``, GA first; empty for a release without rows."""
     rows = [
-        ToolkitDriverMinimum(row["release"], row["update"], row["driver"])
-        for row in data.load("nvidia")["cuda_driver_minimum"]
-        if row["release"] == release
+        ToolkitDriverMinimum(row.release, row.update, row.driver)
+        for row in data.nvidia().cuda_driver_minimum
+        if row.release == release
     ]
     return sorted(rows, key=lambda row: version_key(row.driver))
 
@@ -290,7 +288,7 @@ def toolkit_driver_minimums(release: str) -> list[ToolkitDriverMinimum]:
 def minor_version_compat_floor(release: str) -> int | None:
     """The lowest branch programs of ``release``'s major start on at all (minor-version
     compatibility, with a limited feature set)."""
-    return data.load("nvidia")["cuda_minor_version_compat"].get(release.split(".")[0])
+    return data.nvidia().cuda_minor_version_compat.get(release.split(".")[0])
 
 
 TOOLKIT_SOURCE = (
@@ -321,12 +319,12 @@ def upstream_version(deb_version: str) -> str:
 
 def cuda_paths(version: str) -> dict[str, str]:
     """The toolkit's package, home, nvcc, and the profile and linker files that expose it."""
-    cuda = data.load("nvidia")["cuda"]
-    home = cuda["home"].format(version=version)
+    cuda = data.nvidia().cuda
+    home = cuda.home.format(version=version)
     return {
-        "package": cuda["toolkit_package"].format(dashed=version.replace(".", "-")),
+        "package": cuda.toolkit_package.format(dashed=version.replace(".", "-")),
         "home": home,
         "nvcc": f"{home}/bin/nvcc",
-        "profile_script": cuda["profile_script"],
-        "ld_conf": cuda["ld_conf"],
+        "profile_script": cuda.profile_script,
+        "ld_conf": cuda.ld_conf,
     }

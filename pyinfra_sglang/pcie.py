@@ -23,12 +23,15 @@ class PcieGeneration:
 
 def pcie_generation(gen: int) -> PcieGeneration:
     """The table's entry for PCIe generation ``gen``; ValueError for one it lacks."""
-    # Generations are the table's numeric keys; [acs] and [peer_probe] sit beside them.
-    table = {key: value for key, value in data.load("pcie").items() if key.isdigit()}
-    entry = table.get(str(gen))
+    table = data.pcie().generations
+    # As the file spells it ("5"): 5.0 or True is no generation.
+    entry = table.get(int(str(gen))) if str(gen).isdigit() else None
     if entry is None:
-        raise ValueError(f"unknown PCIe generation {gen!r}; known: {', '.join(sorted(table))}")
-    return PcieGeneration(gen=gen, **entry)
+        known = ", ".join(str(key) for key in sorted(table))
+        raise ValueError(f"unknown PCIe generation {gen!r}; known: {known}")
+    return PcieGeneration(
+        gen=gen, transfer_rate_gts=entry.transfer_rate_gts, encoding=entry.encoding
+    )
 
 
 def pcie_bandwidth_gbs(gen: int, width: int) -> float:
@@ -42,9 +45,9 @@ def pcie_bandwidth_gbs(gen: int, width: int) -> float:
 
 def acs_redirect_flags() -> tuple[str, ...]:
     """ACSCtl flags that send peer traffic up to the root complex (ReqRedir, CmpltRedir)."""
-    return tuple(data.load("pcie")["acs"]["redirect_flags"])
+    return data.pcie().acs.redirect_flags
 
 
 def peer_probe_timeout_s() -> int:
     """Seconds each peer stage of the link probe may run before it counts as hung."""
-    return int(data.load("pcie")["peer_probe"]["timeout_s"])
+    return int(data.pcie().peer_probe.timeout_s)

@@ -25,19 +25,19 @@ class Platform:
 
 
 def supported_platforms() -> list[str]:
-    platforms = data.load("platforms")
-    distros = ", ".join(f"{p['id']} {p['version']}" for p in platforms["platform"])
-    return [distros, ", ".join(platforms["arch"])]
+    platforms = data.platforms()
+    distros = ", ".join(f"{p.id} {p.version}" for p in platforms.platform)
+    return [distros, ", ".join(platforms.arch)]
 
 
 def resolve_platform(host_name: str, os_release: dict, machine: str) -> Platform:
     """Map a host's os-release and ``uname -m`` to a supported Platform, or refuse clearly."""
-    platforms = data.load("platforms")
+    platforms = data.platforms()
     distro_id = str(os_release.get("ID", "")).lower()
     version = str(os_release.get("VERSION_ID", ""))
     distros, arches = supported_platforms()
     match = next(
-        (p for p in platforms["platform"] if p["id"] == distro_id and p["version"] == version),
+        (p for p in platforms.platform if p.id == distro_id and p.version == version),
         None,
     )
     pretty = os_release.get("PRETTY_NAME") or f"{distro_id or 'unknown'} {version}".strip()
@@ -47,7 +47,7 @@ def resolve_platform(host_name: str, os_release: dict, machine: str) -> Platform
             f"(os-release ID={distro_id or '?'} VERSION_ID={version or '?'}); "
             f"supported: {distros}. Nothing was changed."
         )
-    if machine not in platforms["arch"]:
+    if machine not in platforms.arch:
         raise UnsupportedPlatformError(
             f"host {host_name}: unsupported architecture {machine!r} on {pretty}; "
             f"supported: {arches}. Nothing was changed."
@@ -56,8 +56,8 @@ def resolve_platform(host_name: str, os_release: dict, machine: str) -> Platform
         distro_id=distro_id,
         version=version,
         machine=machine,
-        nvidia_repo=match["nvidia_repo"],
-        nvidia_arch=platforms["arch"][machine],
-        components=tuple(match["components"]),
-        driver_family=match["driver_family"],
+        nvidia_repo=match.nvidia_repo,
+        nvidia_arch=platforms.arch[machine],
+        components=match.components,
+        driver_family=match.driver_family,
     )

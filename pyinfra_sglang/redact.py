@@ -29,7 +29,7 @@ from pyinfra_sglang import data
 
 
 def mask_text() -> str:
-    return data.load("sglang_service")["secrets"]["mask"]
+    return data.sglang_service().secrets.mask
 
 
 # A key whose value is a credential: the name ends in one of these words.

@@ -36,7 +36,8 @@ class MokPair:
 
 def mok_paths(family: str) -> dict[str, str]:
     """Where DKMS on that family of distros signs from: {"key": ..., "cert": ...}."""
-    return dict(data.load("nvidia")["secure_boot"]["mok"][family])
+    mok = data.nvidia().secure_boot.mok[family]
+    return {"key": mok.key, "cert": mok.cert}
 
 
 def _read(path: Path, field: str) -> bytes:

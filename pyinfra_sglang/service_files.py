@@ -100,7 +100,7 @@ class ServiceFiles:
 
 def service_file_path(kind: str) -> str:
     """Where the service's ``unit``, ``env``, ``config`` or ``router_unit`` file lives."""
-    return data.load("sglang_service")["files"][kind]["path"]
+    return data.sglang_service().files.of(kind).path
 
 
 def cache_folders() -> list[str]:
@@ -130,27 +130,27 @@ def router_requirements(sglang_version: str) -> dict[str, str]:
     """The router's package (sglang-router, or smg from SGLang 0.5.9) and its release pinned
     for ``sglang_version`` (data/python.toml [router]), as {package: version}; RenderError
     when no release is pinned for it."""
-    settings = data.load("python")["router"]
+    pins = data.python().router.pins
     version = parse_version(sglang_version)
-    pinned = [pin for pin in settings["pins"] if parse_version(pin["sglang"]) <= version]
+    pinned = [pin for pin in pins if parse_version(pin.sglang) <= version]
     if not pinned:
-        oldest = settings["pins"][0]
+        oldest = pins[0]
         raise RenderError(
             f"no router release is pinned for SGLang {sglang_version} (pins start at SGLang "
-            f"{oldest['sglang']} with {oldest['package']} {oldest['router']}, "
+            f"{oldest.sglang} with {oldest.package} {oldest.router}, "
             "pyinfra_sglang/data/python.toml [router]): pin a newer SGLang release, or add the "
             "router release that goes with it",
             "sglang_version",
         )
-    latest = max(pinned, key=lambda pin: parse_version(pin["sglang"]))
-    return {latest["package"]: latest["router"]}
+    latest = max(pinned, key=lambda pin: parse_version(pin.sglang))
+    return {latest.package: latest.router}
 
 
 def rank0_stops_first(sglang_version: str) -> bool:
     """Whether a multi-node group of this SGLang release must stop rank 0 before the other
     ranks, which from then on wait for its shutdown broadcast (data/sglang_service.toml
     [multinode])."""
-    boundary = data.load("sglang_service")["multinode"]["rank0_stops_first_from"]
+    boundary = data.sglang_service().multinode.rank0_stops_first_from
     return parse_version(sglang_version) >= parse_version(boundary)
 
 

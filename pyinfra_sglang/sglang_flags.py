@@ -11,8 +11,6 @@ from pyinfra.api.exceptions import PyinfraError
 from pyinfra_sglang import data
 from pyinfra_sglang.versions import Version, parse_version
 
-KINDS = ("value", "switch")
-
 
 class FlagVersionError(PyinfraError):
     """The pinned SGLang release has no spelling for an intent that was asked for."""
@@ -55,20 +53,18 @@ def _optional_version(text: str | None) -> Version | None:
 
 @cache
 def flag_table() -> dict[str, FlagIntent]:
-    """Every intent, in command-line order."""
-    table: dict[str, FlagIntent] = {}
-    for entry in data.load("sglang_flags")["flag"]:
-        intent, kind = entry["intent"], entry["kind"]
-        if intent in table or kind not in KINDS:
-            raise ValueError(f"sglang_flags.toml: duplicate intent or bad kind at {intent!r}")
-        spellings = tuple(
-            Spelling(
-                s["flag"], _optional_version(s.get("since")), _optional_version(s.get("until"))
-            )
-            for s in entry["spellings"]
+    """Every intent, in command-line order (the data model refuses a duplicate or a bad kind)."""
+    return {
+        entry.intent: FlagIntent(
+            entry.intent,
+            entry.kind,
+            tuple(
+                Spelling(s.flag, _optional_version(s.since), _optional_version(s.until))
+                for s in entry.spellings
+            ),
         )
-        table[intent] = FlagIntent(intent, kind, spellings)
-    return table
+        for entry in data.sglang_flags().flag
+    }
 
 
 def flag_for(intent: str, sglang_version: str | Version) -> str:
@@ -96,9 +92,9 @@ def mtp_intents(enabled: bool, num_steps: int) -> dict[str, object]:
     )
     if not enabled:
         return dict.fromkeys(intents)
-    mtp = data.load("sglang_flags")["mtp"]
+    mtp = data.sglang_flags().mtp
     # With topk 1, SGLang verifies steps + 1 tokens (and forces that count when it differs).
-    values = (mtp["algorithm"], num_steps, mtp["eagle_topk"], num_steps + 1)
+    values = (mtp.algorithm, num_steps, mtp.eagle_topk, num_steps + 1)
     return dict(zip(intents, values, strict=True))
 
 
@@ -110,5 +106,5 @@ def dp_attention_intents(size: int, sglang_version: str | Version) -> dict[str, 
         return {"attn_dp_size": None, "enable_dp_attention": None}
     version = parse_version(str(sglang_version))
     size_flag = flag_table()["attn_dp_size"].flag_in(version)
-    switch = size_flag == data.load("sglang_flags")["dp_attention"]["switch_with"]
+    switch = size_flag == data.sglang_flags().dp_attention.switch_with
     return {"attn_dp_size": size, "enable_dp_attention": switch or None}

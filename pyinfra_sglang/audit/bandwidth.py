@@ -10,7 +10,7 @@ from pyinfra_sglang.pcie import pcie_bandwidth_gbs
 
 
 def low_fraction() -> float:
-    return float(data.load("diagnosis")["bandwidth"]["low_fraction"])
+    return float(data.diagnosis().bandwidth.low_fraction)
 
 
 def findings_for_bandwidth(

@@ -245,13 +245,13 @@ CODES: dict[str, Code] = {
 
 def _thresholds() -> dict[str, str]:
     """The thresholds meanings name, as data/diagnosis.toml sets them."""
-    t = data.load("diagnosis")
+    t = data.diagnosis()
     return {
-        "low_fraction": f"{t['bandwidth']['low_fraction']:.0%}",
-        "saturated_fraction": f"{t['link']['saturated_fraction']:.0%}",
-        "saturated_share": f"{t['link']['share']:.0%}",
-        "hbm_mem_util_pct": f"{t['memory_bandwidth']['mem_util_pct']}%",
-        "compute_power_fraction": f"{t['compute']['min_power_fraction']:.0%}",
+        "low_fraction": f"{t.bandwidth.low_fraction:.0%}",
+        "saturated_fraction": f"{t.link.saturated_fraction:.0%}",
+        "saturated_share": f"{t.link.share:.0%}",
+        "hbm_mem_util_pct": f"{t.memory_bandwidth.mem_util_pct}%",
+        "compute_power_fraction": f"{t.compute.min_power_fraction:.0%}",
     }
 
 

@@ -21,8 +21,8 @@ class GpuQueryError(ValueError):
     """A --query-gpu CSV whose rows cannot be told apart (see data/nvidia_smi.toml)."""
 
 
-_CSV = data.load("nvidia_smi")["query_csv"]
-_UNREADABLE = frozenset(data.load("nvidia_smi")["unreadable"])
+_CSV = data.nvidia_smi().query_csv
+_UNREADABLE = frozenset(data.nvidia_smi().unreadable)
 # A header cell: a --query-gpu field name, its unit after it in brackets ("memory.total [MiB]").
 _FIELD = re.compile(r"[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)*(?: \[[^\]]*\])?")
 
@@ -157,10 +157,10 @@ class _Sample:
     def __init__(self, cells: list[tuple[str, str | None]]):
         self.fields = [name for name, _ in cells]
         fields = self.fields
-        self.identity = next((f for f in _CSV["identity"] if f in fields), None)
+        self.identity = next((f for f in _CSV.identity if f in fields), None)
         self.at = fields.index(self.identity) if self.identity else None
         # Every identity column, to check that they name the same GPU row after row.
-        self.ids = [(f, fields.index(f)) for f in _CSV["identity"] if f in fields]
+        self.ids = [(f, fields.index(f)) for f in _CSV.identity if f in fields]
         self.seen: dict[tuple[str, str, str], str] = {}
         self.checked = [
             (at, name, limits)
@@ -223,8 +223,8 @@ class _Sample:
         if self.at is not None:
             self.rows[cells[self.at].strip()] = cells
             return
-        if len(self.rows) >= _CSV["max_gpus_without_identity"]:
-            names = ", ".join(_CSV["identity"])
+        if len(self.rows) >= _CSV.max_gpus_without_identity:
+            names = ", ".join(_CSV.identity)
             raise GpuQueryError(
                 f"more than {len(self.rows)} rows after one header and no column naming the "
                 f"GPU ({names}): samples cannot be told from GPUs. Add index to --query-gpu."
@@ -324,9 +324,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 # `nvidia-smi -q` paths of the fields shared with --query-gpu (data/nvidia_smi.toml).
-_SMI_Q_FIELDS = {
-    key: tuple(path) for key, path in data.load("nvidia_smi")["smi_q"]["fields"].items()
-}
+_SMI_Q_FIELDS = dict(data.nvidia_smi().smi_q.fields)
 _SMI_Q_PATHS = {path: key for key, path in _SMI_Q_FIELDS.items()}
 _SMI_Q_GPU = re.compile(r"GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]")
 

@@ -23,9 +23,9 @@ _DEVICE_NAME = re.compile(r"[A-Za-z][\w.-]*\d")  # GPU0, NIC1, mlx5_0; not "CPU"
 _COMMAND = re.compile(
     r"\btopo\s+(?:(?P<matrix>-m|--matrix)|(?:-p2p|--p2pstatus)\s+(?P<p2p>[rwnap]))\b"
 )
-_TOPO = data.load("nvidia_smi")["topo"]
-_TOPOLOGY_CELL = re.compile("|".join(_TOPO["topology_cells"]))
-_P2P_CELL = re.compile("|".join(_TOPO["p2p_cells"]))
+_TOPO = data.nvidia_smi().topo
+_TOPOLOGY_CELL = re.compile("|".join(_TOPO.topology_cells))
+_P2P_CELL = re.compile("|".join(_TOPO.p2p_cells))
 _ANY_CELL = re.compile(f"{_TOPOLOGY_CELL.pattern}|{_P2P_CELL.pattern}")
 
 Matrix = dict[str, dict[str, str]]

@@ -14,10 +14,10 @@ def bench_module(sglang_version: str) -> str:
     ValueError for a release the data names no module for."""
     version = parse_version(sglang_version)
     found = [
-        entry["name"]
-        for entry in data.load("sglang_bench")["module"]
-        if ("since" not in entry or parse_version(entry["since"]) <= version)
-        and ("until" not in entry or version < parse_version(entry["until"]))
+        entry.name
+        for entry in data.sglang_bench().module
+        if (entry.since is None or parse_version(entry.since) <= version)
+        and (entry.until is None or version < parse_version(entry.until))
     ]
     if len(found) != 1:
         raise ValueError(
