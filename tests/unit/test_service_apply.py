@@ -18,11 +18,26 @@ from types import SimpleNamespace
 import gevent
 import pytest
 from pyinfra.api import Inventory
+from pyinfra.facts.systemd import SystemdStatus
 
 import roles.service_apply as engine
+import roles.sglang_service as role
+from checks.facts import (
+    FileDigests,
+    IommuState,
+    NvidiaGpus,
+    NvidiaP2P,
+    NvidiaTopology,
+    PcieAcs,
+    Virtualization,
+)
+from pyinfra_sglang.inventory import HostConfig
+from pyinfra_sglang.parsers.nvidia_smi import GPU_QUERY_FIELDS
 from pyinfra_sglang.render import RenderedFile
 from pyinfra_sglang.service_files import ServiceFiles
 from roles.service_apply import ApplyPlan, HealthCheck, apply_with_rollback, coordinator, plan_apply
+from tests.unit.captures import captured_lines
+from tests.unit.ophelper import run_operation
 
 HEALTH = "http://127.0.0.1:30000/health"
 OWNER = f"{pwd.getpwuid(os.getuid()).pw_name}:{grp.getgrgid(os.getgid()).gr_name}"
@@ -336,3 +351,25 @@ def test_one_coordinator_per_run():
     assert coordinator(first) is not coordinator(second)
     assert coordinator(first).group("g") is coordinator(first).group("g")
     assert coordinator(first).group(None) is None
+
+
+def test_a_dry_run_logs_the_plan_in_words(monkeypatch, caplog):
+    """--dry: the operation says what its apply would do, one line each."""
+    query = f"nvidia-smi --query-gpu={GPU_QUERY_FIELDS} --format=csv"
+    facts = {
+        NvidiaGpus: NvidiaGpus().process(captured_lines("h200x2-nvlink-vm", query)),
+        NvidiaTopology: {},
+        NvidiaP2P: {},
+        PcieAcs: PcieAcs().process(["### lspci no"]),
+        IommuState: IommuState().process(["", "### iommu_groups=0"]),
+        Virtualization: Virtualization().process(["none", "none"]),
+        FileDigests: {},
+        SystemdStatus: {},
+    }
+    monkeypatch.setattr(role, "dry_run", lambda: True)
+    config = HostConfig(sglang_model_profile="dense-bf16")
+    with caplog.at_level("INFO"):
+        [command], _ = run_operation(role.sglang_service, facts, executing=False, config=config)
+    assert command.startswith("FunctionCommand(apply_with_rollback, (ApplyPlan(")
+    assert "sglang.service would: write /etc/sglang/sglang.yaml" in caplog.text
+    assert "sglang.service would: on failure: stop and disable the units" in caplog.text
