@@ -283,43 +283,38 @@ def _intent_values(
     dist_init_addr: str | None,
     revision: str | None = None,
 ) -> dict[str, Any]:
-    """Intent -> value; None or False means "not on the command line"."""
+    """Intent -> value; None or False means "not on the command line".
+
+    An intent of data/sglang_flags.toml named as a profile field takes that field's value
+    (a new flag for a profile field is one [[flag]] entry); the table below holds only the
+    intents of the deployment, the renamed fields and the values that hang on another one."""
     multinode = nnodes > 1
-    return {
+    explicit = {
         "model_path": profile.model,
-        "served_model_name": profile.served_model_name,
-        "revision": revision,
+        "revision": revision,  # the host's, resolved: the profile's is only its default
         "tp_size": tp_size,
         # MoE parallelism (parallelism.py checks the layout): off where unset or 1.
         "ep_size": profile.ep_size if (profile.ep_size or 1) > 1 else None,
         "attn_dp_size": None,  # server_args: spelled per release (dp_attention_intents)
         "enable_dp_attention": None,
-        "moe_a2a_backend": profile.moe_a2a_backend,
         "nnodes": nnodes if multinode else None,
         "node_rank": node_rank if multinode else None,
         "dist_init_addr": dist_init_addr if multinode else None,
-        "quantization": profile.quantization,
-        "trust_remote_code": profile.trust_remote_code,
-        "attention_backend": profile.attention_backend,
-        "sparse_attention_prefill_backend": profile.sparse_attention_prefill_backend,
-        "sparse_attention_decode_backend": profile.sparse_attention_decode_backend,
-        "kv_cache_dtype": profile.kv_cache_dtype,
-        "mem_fraction_static": profile.mem_fraction_static,
-        "chunked_prefill_size": profile.chunked_prefill_size,
-        "schedule_policy": profile.schedule_policy,
-        "max_running_requests": profile.max_running_requests,
         "cuda_graph_max_bs": profile.cuda_graph_max_bs if profile.cuda_graph else None,
         "disable_cuda_graph": not profile.cuda_graph,
-        "disable_shared_experts_fusion": profile.disable_shared_experts_fusion,
         **mtp_intents(profile.mtp, profile.mtp_num_steps),
-        "reasoning_parser": profile.reasoning_parser,
-        "tool_call_parser": profile.tool_call_parser,
         "watchdog_timeout": profile.watchdog_timeout_s,
-        "enable_metrics": profile.enable_metrics,
         "host": str(host),
         "port": port,
         "config": config_path,
     }
+    fields = type(profile).model_fields
+    by_name = {
+        intent: getattr(profile, intent)
+        for intent in flag_table()
+        if intent in fields and intent not in explicit
+    }
+    return {**by_name, **explicit}
 
 
 def _format_value(value: Any) -> str:
