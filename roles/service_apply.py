@@ -38,6 +38,7 @@ from pyinfra import logger
 from pyinfra.api.exceptions import OperationError, PyinfraError
 
 from checks.host_context import run_on_host
+from checks.run_summary import real
 from pyinfra_sglang.inventory import host_config
 from pyinfra_sglang.redact import redact
 from pyinfra_sglang.render import RenderedFile
@@ -312,8 +313,10 @@ _COORDINATORS: WeakKeyDictionary = WeakKeyDictionary()  # pyinfra State -> RunCo
 
 
 def coordinator(state) -> RunCoordinator:
-    """The run's coordinator: one per pyinfra State, gone with it."""
-    return _COORDINATORS.setdefault(state, RunCoordinator())
+    """The run's coordinator: one per pyinfra State, gone with it. Keyed by the State itself,
+    not pyinfra's context proxy (an operation's ``state``), whose hash moves with the
+    context."""
+    return _COORDINATORS.setdefault(real(state), RunCoordinator())
 
 
 # --- commands on the host ---------------------------------------------------------------

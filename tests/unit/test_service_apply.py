@@ -17,7 +17,9 @@ from types import SimpleNamespace
 
 import gevent
 import pytest
+from pyinfra import state
 from pyinfra.api import Inventory
+from pyinfra.context import ctx_state
 from pyinfra.facts.systemd import SystemdStatus
 
 import roles.service_apply as engine
@@ -351,6 +353,9 @@ def test_one_coordinator_per_run():
     assert coordinator(first) is not coordinator(second)
     assert coordinator(first).group("g") is coordinator(first).group("g")
     assert coordinator(first).group(None) is None
+    # An operation holds pyinfra's context proxy, its FunctionCommand the State itself.
+    with ctx_state.use(second):
+        assert coordinator(state) is coordinator(second)
 
 
 def test_a_dry_run_logs_the_plan_in_words(monkeypatch, caplog):
