@@ -28,6 +28,7 @@ from pyinfra.api.exceptions import PyinfraError
 from pyinfra_sglang import data, memory_fit, parallelism, paths
 from pyinfra_sglang.arch import Arch, as_sm
 from pyinfra_sglang.attention_backends import backend_problems, check_release_for_arch, refusal
+from pyinfra_sglang.data_models import Gateway
 from pyinfra_sglang.p2p import P2P_KEYS, P2PHint, PeerPath, disable_env, p2p_hint
 from pyinfra_sglang.profiles import (
     Profile,
@@ -91,12 +92,8 @@ class RenderedFile:
     mode: str
 
 
-def _service() -> dict[str, Any]:
-    return data.load("sglang_service")
-
-
 def mask_text() -> str:
-    return _service()["secrets"]["mask"]
+    return data.sglang_service().secrets.mask
 
 
 # --- checks --------------------------------------------------------------------------
@@ -447,31 +444,31 @@ def render_unit(
     service user, sandboxed, with write access to the cache folders under ``cache_root``."""
     if any(arg.split("=", 1)[0] == "--api-key" for arg in argv):
         raise RenderError("--api-key must not be on the command line; it goes into the config file")
-    settings = _service()
+    settings = data.sglang_service()
     python = _absolute_path(venv_path, "venv_path").rstrip("/") + "/bin/python"
     return _render(
         "sglang.service.j2",
         profile_name=profile.name,
         sglang_version=sglang_version,
         description=_systemd_text(f"SGLang server ({profile.name}: {profile.model})"),
-        env_path=_absolute_path(env_path or settings["files"]["env"]["path"], "env_path"),
+        env_path=_absolute_path(env_path or settings.files.env.path, "env_path"),
         exec_start=exec_start([python, "-m", SERVER_MODULE, *argv]),
-        restart_sec=settings["unit"]["restart_sec"],
+        restart_sec=settings.unit.restart_sec,
         timeout_stop_s=profile.drain_timeout_s,
-        start_limit_burst=int(settings["unit"]["start_limit_burst"]),
-        start_limit_interval_s=int(settings["unit"]["start_limit_burst"])
-        * (profile.start_timeout_s + int(settings["unit"]["restart_sec"])),
-        limit_nofile=settings["unit"]["limit_nofile"],
-        service_user=settings["service_user"],
+        start_limit_burst=settings.unit.start_limit_burst,
+        start_limit_interval_s=settings.unit.start_limit_burst
+        * (profile.start_timeout_s + settings.unit.restart_sec),
+        limit_nofile=settings.unit.limit_nofile,
+        service_user=settings.service_user,
         read_write_paths=list(cache_dirs(cache_root).values()),
     )
 
 
 def cache_dirs(cache_root: str | None = None) -> dict[str, str]:
     """Cache variable -> folder on persistent disk (the role creates them), sorted."""
-    cache_settings = _service()["environment"]["cache"]
-    root = _absolute_path(cache_root or cache_settings["root"], "cache_root").rstrip("/")
-    return {name: f"{root}/{sub}" for name, sub in sorted(cache_settings["dirs"].items())}
+    cache_settings = data.sglang_service().environment.cache
+    root = _absolute_path(cache_root or cache_settings.root, "cache_root").rstrip("/")
+    return {name: f"{root}/{sub}" for name, sub in sorted(cache_settings.dirs.items())}
 
 
 def _env_value(name: str, value: str) -> str:
@@ -491,15 +488,15 @@ def _env_value(name: str, value: str) -> str:
 def managed_env_names() -> frozenset[str]:
     """Variables the renderer sets itself: a profile's env or the inventory's sglang_env must
     not set them (the caches, PATH, CUDA_HOME, the Hub's token, offline switch and cache)."""
-    cache = _service()["environment"]["cache"]["dirs"]
+    cache = data.sglang_service().environment.cache.dirs
     return frozenset({*cache, "PATH", "CUDA_HOME", "HF_TOKEN", "HF_HUB_OFFLINE", "HF_HUB_CACHE"})
 
 
 def nccl_p2p_level(widest_path: str | None) -> str:
     """NCCL_P2P_LEVEL for GPUs whose widest GPU-to-GPU path in ``nvidia-smi topo -m`` is
     ``widest_path`` (e.g. SYS); the data's default when the topology was not read."""
-    levels = _service()["environment"]["nccl_p2p_level"]
-    return levels["by_path"].get(widest_path or "", levels["default"])
+    levels = data.sglang_service().environment.nccl_p2p_level
+    return levels.by_path.get(widest_path or "", levels.default)
 
 
 def nccl_p2p_env(
@@ -548,7 +545,7 @@ def environment(spec: EnvSpec, mask: bool = False) -> dict[str, str]:
     the Hub client never reaches the Hub (the model role put the files there). ``extra``
     goes over the NCCL hints; RenderError when it names a variable the renderer sets
     itself."""
-    settings = _service()["environment"]
+    settings = data.sglang_service().environment
     extra = spec.extra or {}
     clash = sorted(set(extra) & managed_env_names())
     if clash:
@@ -563,9 +560,9 @@ def environment(spec: EnvSpec, mask: bool = False) -> dict[str, str]:
         home = _absolute_path(spec.cuda_home, "cuda_home").rstrip("/")
         values["CUDA_HOME"] = home
         path.append(home + "/bin")
-    values["PATH"] = ":".join(path + settings["system_path"])
+    values["PATH"] = ":".join([*path, *settings.system_path])
     if spec.pcie_only:
-        values.update(settings["nccl_pcie_only"])
+        values.update(settings.nccl_pcie_only)
         values.update(nccl_p2p_env(spec.widest_path, spec.p2p, extra)[0])
     values.update(extra)
     if spec.hf_token:
@@ -627,8 +624,8 @@ class RouterSpec:
     release: str = "0.3.2"
 
 
-def _gateway(package: str) -> dict:
-    gateways = _service()["router"]["gateway"]
+def _gateway(package: str) -> Gateway:
+    gateways = data.sglang_service().router.gateway
     if package not in gateways:
         raise RenderError(
             f"no command line is known for the router package {package!r} (known: "
@@ -642,8 +639,8 @@ def _gateway(package: str) -> dict:
 def router_stop_timeout_s() -> int:
     """The router unit's TimeoutStopSec: the gateway's shutdown grace plus a margin, so
     systemd kills it only after the grace it was given ran out."""
-    router = _service()["router"]
-    return int(router["shutdown_grace_s"]) + int(router["stop_margin_s"])
+    router = data.sglang_service().router
+    return int(router.shutdown_grace_s) + int(router.stop_margin_s)
 
 
 def router_args(spec: RouterSpec) -> list[str]:
@@ -651,28 +648,28 @@ def router_args(spec: RouterSpec) -> list[str]:
     adds it in-process from the 0600 environment file; see router_exec)."""
     if not spec.worker_urls:
         raise RenderError("the router needs at least one worker URL", "sglang_router_worker_urls")
-    router = _service()["router"]
+    router = data.sglang_service().router
     gateway = _gateway(spec.package)
     for url in spec.worker_urls:
         check_text(url, "a worker URL", "sglang_router_worker_urls")
     grace = (
-        [router["shutdown_grace_flag"], str(router["shutdown_grace_s"])]
-        if parse_version(spec.release) >= parse_version(gateway["grace_flag_from"])
+        [router.shutdown_grace_flag, str(router.shutdown_grace_s)]
+        if parse_version(spec.release) >= parse_version(gateway.grace_flag_from)
         else []
     )
     return [
-        *gateway["subcommand"],
-        router["worker_urls_flag"],
+        *gateway.subcommand,
+        router.worker_urls_flag,
         *spec.worker_urls,
-        router["policy_flag"],
-        spec.policy or router["policy"],
-        router["host_flag"],
+        router.policy_flag,
+        spec.policy or router.policy,
+        router.host_flag,
         str(spec.host),
-        router["port_flag"],
+        router.port_flag,
         str(spec.port),
-        router["prometheus_host_flag"],
+        router.prometheus_host_flag,
         str(spec.metrics_host),
-        router["prometheus_port_flag"],
+        router.prometheus_port_flag,
         str(spec.metrics_port),
         *grace,
     ]
@@ -687,11 +684,11 @@ def router_launcher(package: str = "sglang-router") -> str:
     gateways' ``main()`` parse ``sys.argv[1:]`` (sglang-router 0.2.x/0.3.x launch_router,
     smg's cli.main through smg/__main__.py), and neither takes its key any other way (no
     file, no variable)."""
-    router = _service()["router"]
+    router = data.sglang_service().router
     return (
-        f"import os, runpy, sys; key = os.environ.pop({router['api_key_variable']!r}); "
-        f"sys.argv += [{router['api_key_flag']!r}, key]; "
-        f"runpy.run_module({_gateway(package)['module']!r}, run_name='__main__', alter_sys=True)"
+        f"import os, runpy, sys; key = os.environ.pop({router.api_key_variable!r}); "
+        f"sys.argv += [{router.api_key_flag!r}, key]; "
+        f"runpy.run_module({_gateway(package).module!r}, run_name='__main__', alter_sys=True)"
     )
 
 
@@ -703,20 +700,20 @@ def router_exec(spec: RouterSpec) -> list[str]:
     gateway = _gateway(spec.package)
     if spec.api_key:
         program = [bin_dir + "python", "-c", router_launcher(spec.package)]
-    elif gateway["script"]:
-        program = [bin_dir + gateway["script"]]
+    elif gateway.script:
+        program = [bin_dir + gateway.script]
     else:
-        program = [bin_dir + "python", "-m", gateway["module"]]
+        program = [bin_dir + "python", "-m", gateway.module]
     return [*program, *router_args(spec)]
 
 
 def router_env_path() -> str:
-    return _service()["router"]["env_path"]
+    return data.sglang_service().router.env_path
 
 
 def render_router_unit(spec: RouterSpec) -> str:
     """sglang-router.service: the SGLang Model Gateway in front of ``spec.worker_urls``."""
-    settings = _service()
+    settings = data.sglang_service()
     return _render(
         "sglang-router.service.j2",
         description=_systemd_text(
@@ -726,42 +723,36 @@ def render_router_unit(spec: RouterSpec) -> str:
         worker_count=len(spec.worker_urls),
         env_path=router_env_path() if spec.api_key else None,
         exec_start=exec_start(router_exec(spec)),
-        restart_sec=settings["unit"]["restart_sec"],
+        restart_sec=settings.unit.restart_sec,
         timeout_stop_s=router_stop_timeout_s(),
-        grace_s=_service()["router"]["shutdown_grace_s"],
-        limit_nofile=settings["unit"]["limit_nofile"],
+        grace_s=settings.router.shutdown_grace_s,
+        limit_nofile=settings.unit.limit_nofile,
         privileged_port=min(spec.port, spec.metrics_port) < 1024,
     )
 
 
 def render_router_env(api_key: str, mask: bool = False) -> str:
     """sglang-router.env (0600): the router's API key, for the launcher to read."""
-    router = _service()["router"]
-    value = _env_value(router["api_key_variable"], mask_text() if mask else api_key.strip())
+    router = data.sglang_service().router
+    value = _env_value(router.api_key_variable, mask_text() if mask else api_key.strip())
     return (
         "# Managed by pyinfra-sglang (pyinfra_sglang/render.py); local edits are overwritten.\n"
         "# Environment of sglang-router.service (systemd EnvironmentFile); 0600: it holds the\n"
         "# router's API key, which its launcher passes to the router in-process, never on a\n"
         "# command line.\n"
-        f"{router['api_key_variable']}={value}\n"
+        f"{router.api_key_variable}={value}\n"
     )
 
 
 def render_router_files(spec: RouterSpec) -> list[RenderedFile]:
     """The router's unit and, with an API key, its 0600 environment file."""
-    settings = _service()
-    files = [
-        RenderedFile(
-            settings["files"]["router_unit"]["path"],
-            render_router_unit(spec),
-            settings["files"]["router_unit"]["mode"],
-        )
-    ]
+    unit = data.sglang_service().files.router_unit
+    files = [RenderedFile(unit.path, render_router_unit(spec), unit.mode)]
     if spec.api_key:
-        router = settings["router"]
+        router = data.sglang_service().router
         files.append(
             RenderedFile(
-                router["env_path"], render_router_env(spec.api_key, spec.mask), router["env_mode"]
+                router.env_path, render_router_env(spec.api_key, spec.mask), router.env_mode
             )
         )
     return files
@@ -844,7 +835,7 @@ def render_service_files(spec: ServiceSpec) -> list[RenderedFile]:
         except GpuFitError as error:
             message = f"{error} (tp_size {tp_size} uses {tp_size} of {total} GPUs)"
             raise GpuFitError(message) from None
-    files = {key: dict(value) for key, value in _service()["files"].items()}
+    files = data.sglang_service().files.model_dump()  # a copy: spec.file_paths go over it
     for key, path in (spec.file_paths or {}).items():
         files[key]["path"] = path
     argv = server_args(

@@ -49,8 +49,9 @@ from pyinfra_sglang.render import (
 )
 from pyinfra_sglang.versions import parse_version
 
-UNIT_NAME = "sglang.service"
-ROUTER_UNIT_PATH = "/etc/systemd/system/sglang-router.service"
+# The unit's name and the router unit's path, as data/sglang_service.toml [files] has them.
+UNIT_NAME = Path(data.sglang_service().files.unit.path).name
+ROUTER_UNIT_PATH = data.sglang_service().files.router_unit.path
 
 # A secret file holds one line: an API key or a token. Anything larger is a mistaken path.
 MAX_SECRET_BYTES = 4096
