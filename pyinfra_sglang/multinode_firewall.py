@@ -24,6 +24,7 @@ class FirewallPlan:
 
 
 def settings() -> dict:
+    """The raw tables, for the role; the functions below read the typed model."""
     return data.load("multinode_firewall")
 
 
@@ -40,9 +41,9 @@ def _merged(ranges: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
 
 def filtered_ports(dist_init_port: int) -> tuple[tuple[int, int], ...]:
     """The TCP ports only group members may connect to, merged into ranges."""
-    conf = settings()
-    span = int(conf["dist_init_port_span"])
-    low, high = (int(port) for port in conf["ephemeral_ports"])
+    conf = data.multinode_firewall()
+    span = conf.dist_init_port_span
+    low, high = conf.ephemeral_ports
     return _merged([(dist_init_port, min(dist_init_port + span - 1, 65535)), (low, high)])
 
 
@@ -50,10 +51,10 @@ def firewall_plan(group: str, member_addresses: list[str], dist_init_port: int) 
     """The plan for one member of ``group``; ``member_addresses`` are IP literals (the
     inventory refuses names when the firewall is on), IPv6 possibly in brackets."""
     addresses = sorted({ip_address(address.strip("[]")) for address in member_addresses}, key=str)
-    conf = settings()
-    low, high = (int(port) for port in conf["ephemeral_ports"])
+    conf = data.multinode_firewall()
+    low, high = conf.ephemeral_ports
     return FirewallPlan(
-        table=conf["table"],
+        table=conf.table,
         group=group,
         members_ipv4=tuple(str(a) for a in addresses if isinstance(a, IPv4Address)),
         members_ipv6=tuple(str(a) for a in addresses if not isinstance(a, IPv4Address)),

@@ -45,17 +45,14 @@ class P2PHint:
     reason: str
 
 
-def _settings() -> dict:
-    return data.load("sglang_service")["environment"]["nccl_p2p"]
-
-
 def allowed_values() -> dict[str, list[str]]:
     """What sglang_env may set NCCL_P2P_LEVEL and NCCL_P2P_DISABLE to (NCCL's docs)."""
-    return {key: list(values) for key, values in _settings()["allowed"].items()}
+    allowed = data.sglang_service().environment.nccl_p2p.allowed
+    return {key: list(values) for key, values in allowed.items()}
 
 
 def disable_env() -> dict[str, str]:
-    return dict(_settings()["disable"])
+    return dict(data.sglang_service().environment.nccl_p2p.disable)
 
 
 def acs_redirects(acs: dict | None) -> dict[str, list[str]]:
@@ -113,7 +110,7 @@ def p2p_hint(path: PeerPath | None) -> P2PHint:
     """The NCCL P2P hint for a multi-GPU PCIe host, from what it allows."""
     if path is None:
         return P2PHint("level", "peer traffic not read: the level follows the topology alone")
-    disable_when = set(_settings()["disable_when"])
+    disable_when = set(data.sglang_service().environment.nccl_p2p.disable_when)
     missing = p2p_missing(path.p2p)
     if path.vm:
         if missing:
