@@ -192,7 +192,7 @@ def read_model(config: HostConfig) -> dict:
         try:
             token = read_secret(config.hf_token_file, "hf_token_file", host.name)
             endpoint = str(config.hf_endpoint or DEFAULT_ENDPOINT).rstrip("/")
-            timeout = float(data.load("model")["audit_api_timeout_s"])
+            timeout = float(data.model().audit_api_timeout_s)
             hub_commit = hub_snapshot(endpoint, model, revision, token, timeout).commit
         except PyinfraError:
             hub_commit = None

@@ -182,7 +182,7 @@ class SecureBootState(FactBase[dict]):
     kernel (see parse_secure_boot_state): mokutil when it is there, else the EFI variable."""
 
     def command(self) -> str:
-        efivar = shlex.quote(data.load("nvidia")["secure_boot"]["efi_variable"])
+        efivar = shlex.quote(data.nvidia().secure_boot.efi_variable)
         return (
             "if command -v mokutil >/dev/null 2>&1; then mokutil --sb-state 2>&1; "
             'echo "mokutil $?"; fi; '

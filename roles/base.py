@@ -66,17 +66,17 @@ def base() -> None:
     `/etc/apt/apt.conf.d/51pyinfra-sglang-nvidia` so unattended-upgrades never moves
     `nvidia-*`, `libnvidia-*`, `cuda-*` packages."""
     host_platform()
-    base_data = data.load("platforms")["base"]
-    ensure_packages("Install build prerequisites", base_data["packages"])
+    base_data = data.platforms().base
+    ensure_packages("Install build prerequisites", list(base_data.packages))
     kernel_headers(
         name="Install headers for the running kernel",
-        package_template=base_data["kernel_headers_package"],
+        package_template=base_data.kernel_headers_package,
     )
     # DKMS builds the driver only for kernels whose headers are installed: the flavor's
     # metapackage brings the next kernel's headers with it, or that kernel boots without it.
     kernel_headers(
         name="Install the headers metapackage of the kernel's flavor",
-        package_template=base_data["kernel_headers_metapackage"],
+        package_template=base_data.kernel_headers_metapackage,
     )
     files.template(
         name="Keep unattended-upgrades off the NVIDIA driver and CUDA",

@@ -27,7 +27,7 @@ def host_platform() -> Platform:
 
 def apt_lock_wait() -> str:
     """apt-get's option that waits up to data/apt.toml's ``lock_timeout_s`` for dpkg's locks."""
-    return f"-o DPkg::Lock::Timeout={int(data.load('apt')['lock_timeout_s'])}"
+    return f"-o DPkg::Lock::Timeout={data.apt().lock_timeout_s}"
 
 
 def apt_get(*args: str | QuoteString) -> StringCommand:
@@ -45,8 +45,8 @@ def apt_install(packages: list[str], *options: str) -> StringCommand:
 def apt_update() -> StringCommand:
     """apt-get update, tried up to data/apt.toml's ``update_attempts`` times: it never waits
     for the lists lock, and mirrors fail it now and then."""
-    settings = data.load("apt")
-    attempts, delay = int(settings["update_attempts"]), int(settings["update_retry_delay_s"])
+    settings = data.apt()
+    attempts, delay = settings.update_attempts, settings.update_retry_delay_s
     return StringCommand(
         f"attempt=1; until apt-get update -q; do "
         f'if [ "$attempt" -ge {attempts} ]; then '

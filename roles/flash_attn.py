@@ -109,7 +109,7 @@ def flash_attn_built(
                 QuoteString(f"build flash-attn {version} for the GPUs nvidia-smi will report"),
             )
             return
-        default = ";".join(data.load("python")["flash_attn"]["default_cuda_archs"])
+        default = ";".join(data.python().flash_attn.default_cuda_archs)
         raise OperationError(
             "nvidia-smi reports no GPUs, so the CUDA architectures to build flash-attn for "
             "are unknown: reboot into the installed driver (allow_reboot: true does it), or "

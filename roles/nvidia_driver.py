@@ -408,7 +408,7 @@ def nvidia_driver() -> None:
     blacklist = files.template(
         name="Blacklist nouveau",
         src=template("nouveau-blacklist.conf.j2"),
-        dest=data.load("nvidia")["nouveau"]["blacklist_path"],
+        dest=data.nvidia().nouveau.blacklist_path,
         user="root",
         group="root",
         mode="644",

@@ -113,7 +113,7 @@ def apt_login(path: str):
 
 def nvidia_repo_url(config: HostConfig, platform: Platform) -> str:
     """The flat repository folder for this host: <base>/<distro>/<arch>/."""
-    base = str(config.nvidia_apt_mirror or data.load("nvidia")["repo"]["base_url"]).rstrip("/")
+    base = str(config.nvidia_apt_mirror or data.nvidia().repo.base_url).rstrip("/")
     return f"{base}/{platform.nvidia_repo}/{platform.nvidia_arch}/"
 
 
@@ -290,7 +290,7 @@ def keyring_installed(
         platform = host_platform()
         allowed_files = [
             path.format(distro=platform.nvidia_repo, arch=platform.nvidia_arch)
-            for path in data.load("nvidia")["repo"]["keyring_deb_files"]
+            for path in data.nvidia().repo.keyring_deb_files
         ]
     unpacked = f"{download_dir}/{package}.d"
     yield keyring_unpacked(deb, unpacked, fingerprint, keyring_path, allowed_files)
@@ -324,7 +324,7 @@ def installed_keys_command(keyring_path: str) -> str:
 def keyring_sha256(config: HostConfig, platform: Platform) -> str | None:
     """The keyring's sha256 to check: the inventory's, else the one pinned in data for the
     platform's repository folder, else None (checked by the key's fingerprint)."""
-    pinned = data.load("nvidia")["repo"].get("keyring_sha256", {})
+    pinned = data.nvidia().repo.keyring_sha256
     return config.nvidia_keyring_sha256 or pinned.get(
         f"{platform.nvidia_repo}/{platform.nvidia_arch}"
     )
@@ -354,7 +354,7 @@ def nvidia_repo() -> None:
     download. `apt-get update` only when one of these changed."""
     config = host_config(host)
     platform = host_platform()
-    repo = data.load("nvidia")["repo"]
+    repo = data.nvidia().repo
     # The list file, readable by all, and curl's command line get the URL without the
     # mirror's login: apt reads it from auth.conf.d, curl from a 0600 netrc file.
     login = mirror_login(config, host.name)
@@ -367,31 +367,29 @@ def nvidia_repo() -> None:
             components=list(platform.components),
         )
 
-    list_path = repo["list_path"].format(distro=platform.nvidia_repo, arch=platform.nvidia_arch)
-    nvidia_url = f"{repo['base_url']}/{platform.nvidia_repo}/{platform.nvidia_arch}/"
+    list_path = repo.list_path.format(distro=platform.nvidia_repo, arch=platform.nvidia_arch)
+    nvidia_url = f"{repo.base_url}/{platform.nvidia_repo}/{platform.nvidia_arch}/"
     others = other_entries_disabled(
         name="Disable other apt entries for NVIDIA's repository",
         urls=sorted({url, nvidia_url}),
         own_file=list_path,
     )
-    credentials = apt_login(
-        name="Give apt the mirror's login (auth.conf.d)", path=repo["auth_path"]
-    )
+    credentials = apt_login(name="Give apt the mirror's login (auth.conf.d)", path=repo.auth_path)
     keyring = keyring_installed(
         name="Install NVIDIA's repository signing key (cuda-keyring)",
-        package=repo["keyring_package"],
-        src=url + repo["keyring_deb"],
+        package=repo.keyring_package,
+        src=url + repo.keyring_deb,
         sha256=keyring_sha256(config, platform),
-        fingerprint=repo["signing_key_fingerprint"],
-        keyring_path=repo["keyring_path"],
-        download_dir=repo["download_dir"],
+        fingerprint=repo.signing_key_fingerprint,
+        keyring_path=repo.keyring_path,
+        download_dir=repo.download_dir,
         netrc=login is not None,
     )
     source = files.template(
         name="Point apt at NVIDIA's repository",
         src=template("cuda-repo.list.j2"),
         dest=list_path,
-        keyring_path=repo["keyring_path"],
+        keyring_path=repo.keyring_path,
         repo_url=url,
         user="root",
         group="root",

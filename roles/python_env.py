@@ -106,7 +106,7 @@ def index_options(tool: str, index_url: str, extra_index_url: str | None = None)
 
 def uv_prefix() -> str:
     """The venv uv is installed in (with pip)."""
-    return data.load("python")["uv"]["prefix"]
+    return data.python().uv.prefix
 
 
 def uv_path() -> str:
@@ -116,8 +116,8 @@ def uv_path() -> str:
 def torch_index_url(config: HostConfig) -> str:
     if config.torch_index_url:
         return str(config.torch_index_url)
-    torch = data.load("python")["torch"]
-    return f"{torch['index_base']}/{torch['cuda_tag'][config.cuda_version]}"
+    torch = data.python().torch
+    return f"{torch.index_base}/{torch.cuda_tag[config.cuda_version]}"
 
 
 def missing_requirements(
