@@ -25,7 +25,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--archs", default="90")
     args = parser.parse_args()
-    per_thread = data.load("python")["flash_attn"]["gb_per_nvcc_thread"]
+    per_thread = data.python().flash_attn.gb_per_nvcc_thread
     header = (
         f"{'cores':>5} {'mem GB':>6} | {'ours: jobs x thr':>16} {'peak GB':>7} {'% of mem':>8} | "
         f"{'flash-attn default: jobs x 4':>28} {'peak GB':>7} {'% of mem':>8}"

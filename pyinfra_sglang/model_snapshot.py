@@ -70,8 +70,8 @@ def default_hub_cache_dir() -> str:
     HF_HUB_CACHE is not set."""
     # From the service's data, as render.cache_dirs() reads it: render sits above the
     # profiles, which use this module.
-    cache = data.load("sglang_service")["environment"]["cache"]
-    return f"{cache['root'].rstrip('/')}/{cache['dirs']['HF_HOME']}/hub"
+    cache = data.sglang_service().environment.cache
+    return f"{cache.root.rstrip('/')}/{cache.dirs['HF_HOME']}/hub"
 
 
 def hub_cache_dir(configured: str | None = None) -> str:
@@ -92,10 +92,10 @@ def ref_file(cache_dir: str, repo: str, ref: str) -> str:
 
 def needed_bytes(missing: int) -> int:
     """Free space a download of ``missing`` bytes asks for: data/model.toml's margin on top."""
-    margin = data.load("model")["disk_margin"]
+    margin = data.model().disk_margin
     if missing == 0:
         return 0
-    return int(missing * (1 + float(margin["fraction"])) + float(margin["min_gb"]) * GB)
+    return int(missing * (1 + float(margin.fraction)) + float(margin.min_gb) * GB)
 
 
 def _error(repo: str, revision: str, error: urllib.error.HTTPError, token: bool) -> str:
@@ -167,7 +167,7 @@ def hub_snapshot(
         request.add_header("Authorization", f"Bearer {token}")
     elif login:
         request.add_header("Authorization", f"Basic {base64.b64encode(login.encode()).decode()}")
-    timeout = timeout_s if timeout_s is not None else float(data.load("model")["api_timeout_s"])
+    timeout = timeout_s if timeout_s is not None else float(data.model().api_timeout_s)
     try:
         with _OPENER.open(request, timeout=timeout) as response:
             info = json.load(response)

@@ -95,14 +95,14 @@ RELEASE_PATTERN = r"^\d+\.\d+\.\d+(\.post\d+)?$"
 DRIVER_VERSION_PATTERN = r"^\d{3}\.\d+(\.\d+)?$"
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
-_nvidia = data.load("nvidia")
-_python = data.load("python")
+_nvidia = data.nvidia()
+_python = data.python()
 DriverBranch = Annotated[
-    Literal[tuple(_nvidia["driver_branches"])],  # type: ignore[valid-type]
+    Literal[_nvidia.driver_branches],  # type: ignore[valid-type]
     BeforeValidator(_int_from_digits),
 ]
 CudaVersion = Annotated[
-    Literal[tuple(_nvidia["cuda_versions"])],  # type: ignore[valid-type]
+    Literal[_nvidia.cuda_versions],  # type: ignore[valid-type]
     VersionText,
 ]
 
@@ -153,9 +153,9 @@ def _control_characters(value: Any) -> bool:
 
 def versioned_venv_path(sglang_version: str, python_version: str, cuda_version: str) -> str:
     """The virtualenv of one SGLang / Python / CUDA combination (data/python.toml [venv])."""
-    venv = _python["venv"]
-    name = venv["name"].format(sglang=sglang_version, python=python_version, cuda=cuda_version)
-    return f"{venv['root'].rstrip('/')}/{name}"
+    venv = _python.venv
+    name = venv.name.format(sglang=sglang_version, python=python_version, cuda=cuda_version)
+    return f"{venv.root.rstrip('/')}/{name}"
 
 
 class HostConfig(BaseModel):
@@ -167,9 +167,9 @@ class HostConfig(BaseModel):
     # cuda_toolkit.py) ---
 
     nvidia_driver_branch: DriverBranch = Field(  # type: ignore[valid-type]
-        _nvidia["default_driver_branch"],
+        _nvidia.default_driver_branch,
         description="NVIDIA driver branch, locked with `nvidia-driver-pinning-<branch>`.",
-        json_schema_extra=_allowed(_one_of(_nvidia["driver_branches"])),
+        json_schema_extra=_allowed(_one_of(_nvidia.driver_branches)),
     )
     nvidia_driver_version: (
         Annotated[str, VersionText, Field(pattern=DRIVER_VERSION_PATTERN)] | None
@@ -243,9 +243,9 @@ class HostConfig(BaseModel):
         json_schema_extra=_allowed("64 lowercase hex digits, or unset"),
     )
     cuda_version: CudaVersion = Field(  # type: ignore[valid-type]
-        _nvidia["default_cuda_version"],
+        _nvidia.default_cuda_version,
         description="CUDA Toolkit release (installs `cuda-toolkit-<major>-<minor>`, no driver).",
-        json_schema_extra=_allowed(_one_of(_nvidia["cuda_versions"])),
+        json_schema_extra=_allowed(_one_of(_nvidia.cuda_versions)),
     )
     # --- the SGLang server (roles/sglang_service.py) ---
 
@@ -338,12 +338,12 @@ class HostConfig(BaseModel):
         json_schema_extra=_allowed("an http(s) URL of a PEP 503 simple index"),
     )
     uv_version: Annotated[str, VersionText, Field(pattern=r"^\d+(\.\d+)+$")] = Field(
-        _python["uv"]["version"],
+        _python.uv.version,
         description="uv release installed on the host (with pip, from `pypi_index_url`).",
         json_schema_extra=_allowed("a release number such as 0.13.9"),
     )
     python_version: Annotated[str, VersionText, Field(pattern=r"^3\.\d+$")] = Field(
-        _python["venv"]["python"],
+        _python.venv.python,
         description=(
             "Python of the SGLang virtualenv; the host's own when it has that version, "
             "else uv installs it."
@@ -370,7 +370,7 @@ class HostConfig(BaseModel):
         json_schema_extra=_allowed("an http(s) URL of a PEP 503 simple index, or unset"),
     )
     flash_attn_version: Annotated[str, VersionText, Field(pattern=RELEASE_PATTERN)] = Field(
-        _python["flash_attn"]["version"],
+        _python.flash_attn.version,
         description="flash-attn release built from source into the virtualenv.",
         json_schema_extra=_allowed("a release number such as 2.8.3"),
     )
@@ -385,7 +385,7 @@ class HostConfig(BaseModel):
         ),
     )
     flash_attn_memory_fraction: Annotated[float, BeforeValidator(_no_bool)] = Field(
-        _python["flash_attn"]["memory_fraction"],
+        _python.flash_attn.memory_fraction,
         gt=0,
         le=0.95,
         description="Share of available memory the flash-attn build's estimated peak may use.",
