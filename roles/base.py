@@ -82,7 +82,7 @@ def base() -> None:
         name="Keep unattended-upgrades off the NVIDIA driver and CUDA",
         src=template("apt-nvidia-no-unattended-upgrades.conf.j2"),
         dest=UNATTENDED_UPGRADES_BLACKLIST,
-        prefixes=base_data["unattended_upgrades_blacklist"],
+        prefixes=base_data.unattended_upgrades_blacklist,
         user="root",
         group="root",
         mode="644",
