@@ -5,7 +5,7 @@ same env file."""
 
 from __future__ import annotations
 
-from checks.facts import IommuState, NvidiaP2P, PcieAcs, Virtualization
+from checks.facts import IommuState, NvidiaP2P, PcieAcs, Virtualization, read_once
 from pyinfra_sglang.p2p import PeerPath
 from pyinfra_sglang.parsers.system import detected_vm
 
@@ -15,8 +15,8 @@ def read_peer_path(host, gpu_count: int) -> PeerPath | None:
     if gpu_count < 2:
         return None
     return PeerPath(
-        p2p=host.get_fact(NvidiaP2P, mode="r"),
-        acs=host.get_fact(PcieAcs),
-        iommu=host.get_fact(IommuState),
-        vm=detected_vm(host.get_fact(Virtualization)),
+        p2p=read_once(host, NvidiaP2P, mode="r"),
+        acs=read_once(host, PcieAcs),
+        iommu=read_once(host, IommuState),
+        vm=detected_vm(read_once(host, Virtualization)),
     )

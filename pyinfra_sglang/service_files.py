@@ -86,7 +86,7 @@ class ServiceFiles:
     start_timeout_s: int
     router_health_url: str | None = None  # the router in front of replicas, when configured
     stale: tuple[str, ...] = ()  # files of units no longer configured (a removed router)
-    # Servers behind one router restart `rolling_batch` at a time (roles/sglang_service.py).
+    # Servers behind one router restart `rolling_batch` at a time (roles/service_apply.py).
     rolling_group: str | None = None
     rolling_batch: int = 1
     # The members of a multi-node group come up together or all roll back.
