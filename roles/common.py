@@ -133,3 +133,18 @@ def put_private_file(host_, content: bytes, path: str, mode: str, what: str) -> 
     except Exception:
         run_on_host(host_, f"rm -f {q(staging)}")
         raise
+
+
+def systemd_run(unit: str, arguments: str, tries: int = 5) -> str:
+    """Shell that runs ``systemd-run --quiet --unit=UNIT ARGUMENTS`` (``unit`` quoted by the
+    caller, ``arguments`` shell text), failing as systemd-run does. systemd unloads a
+    finished transient unit asynchronously; until then systemd-run refuses the name ("was
+    already loaded or has a fragment file"): stop it, forget it, and try again, a second
+    apart, ``tries`` times in all."""
+    return (
+        f"for try in {' '.join(str(n) for n in range(1, tries + 1))}; do "
+        f"systemd-run --quiet --unit={unit} {arguments} "
+        f"&& break; [ $try = {int(tries)} ] && exit 1; "
+        f"{{ systemctl stop {unit}; systemctl reset-failed {unit}; }} 2>/dev/null; sleep 1; "
+        "done"
+    )

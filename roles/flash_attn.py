@@ -36,6 +36,7 @@ from pyinfra_sglang.flash_attn_build_plan import (
 )
 from pyinfra_sglang.inventory import host_config
 from pyinfra_sglang.nvidia import cuda_paths
+from roles.common import systemd_run
 from roles.python_env import index_options, uv_path, venv_packages
 
 
@@ -183,13 +184,8 @@ def build_start_command(
         f"if ! systemctl is-active --quiet {unit}; then "
         f"rm -f {shlex.quote(_status_path(version))} && "
         f"{{ systemctl reset-failed {unit} 2>/dev/null; true; }} && "
-        # systemd unloads a finished transient unit asynchronously; until then systemd-run
-        # refuses the name ("already loaded"): stop it, forget it, try again a few times.
-        f"for try in 1 2 3 4 5; do "
-        f"systemd-run --quiet --unit={unit} --setenv=HOME=/root /bin/sh -c {shlex.quote(script)} "
-        f"&& break; [ $try = 5 ] && exit 1; "
-        f"{{ systemctl stop {unit}; systemctl reset-failed {unit}; }} 2>/dev/null; sleep 1; "
-        "done; fi"
+        + systemd_run(unit, f"--setenv=HOME=/root /bin/sh -c {shlex.quote(script)}")
+        + "; fi"
     )
 
 
