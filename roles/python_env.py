@@ -1,6 +1,7 @@
 """The Python side: uv at a pinned version (installed with pip from the inventory's index:
-no curl-pipe-shell), a virtualenv with a pinned Python, and SGLang at its pin with torch
-from the PyTorch index that matches the CUDA release."""
+no curl-pipe-shell), a virtualenv with a pinned Python, and SGLang at its pin, after torch's
+CUDA build from the PyTorch index that matches the CUDA release (pyinfra_sglang/python_stack.py
+says why the order, and why each command sees one index)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pyinfra.api import FileUploadCommand, QuoteString, StringCommand, deploy, o
 from checks.facts import PythonPackages, PythonVersion, read_once
 from pyinfra_sglang import data
 from pyinfra_sglang.inventory import HostConfig, host_config
+from pyinfra_sglang.python_stack import InstallPlan, install_plan, version_matches
 from roles.common import ensure_packages
 
 # Index URLs with credentials wait here for the one command that reads them: root's alone
@@ -113,21 +115,26 @@ def uv_path() -> str:
     return f"{uv_prefix()}/bin/uv"
 
 
-def torch_index_url(config: HostConfig) -> str:
-    if config.torch_index_url:
-        return str(config.torch_index_url)
-    torch = data.python().torch
-    return f"{torch.index_base}/{torch.cuda_tag[config.cuda_version]}"
+def sglang_install_plan(config: HostConfig) -> InstallPlan:
+    """The ordered installs of the host's SGLang release for its CUDA release."""
+    return install_plan(
+        config.sglang_version,
+        config.cuda_version,
+        str(config.pypi_index_url),
+        str(config.torch_index_url) if config.torch_index_url else None,
+        str(config.sglang_kernel_index_url) if config.sglang_kernel_index_url else None,
+    )
 
 
 def missing_requirements(
     installed: dict[str, str], requirements: dict[str, str | None]
 ) -> list[str]:
-    """Requirement strings for what is absent or at another version than pinned."""
+    """Requirement strings for what is absent or at another version than pinned (a pin
+    without a local label takes any build of its release: ``2.14.1`` is ``2.14.1+cu130``)."""
     needed = []
     for name, version in requirements.items():
         have = installed.get(normalize(name))
-        if have is None or (version is not None and have != version):
+        if have is None or (version is not None and not version_matches(have, version)):
             needed.append(f"{name}=={version}" if version else name)
     return needed
 
@@ -206,6 +213,27 @@ def venv_packages(
     yield from uv_pip_install(venv, needed, index_options("uv", index_url, extra_index_url))
 
 
+@operation()
+def sglang_installed(venv: str, plan: InstallPlan):
+    """Install ``plan``'s steps into ``venv`` in order, from the first step whose pins the
+    venv lacks on: a step without dependencies leaves them to the last step, SGLang's, which
+    resolves them from PyPI while keeping what the earlier steps installed."""
+    installed = read_once(host, PythonPackages, venv=venv)
+    due = [bool(missing_requirements(installed, step.requirements)) for step in plan.steps]
+    if not any(due):
+        pins = ", ".join(
+            f"{name} {installed[normalize(name)]}"
+            for step in plan.steps
+            for name in step.requirements
+        )
+        host.noop(f"{venv} has {pins}")
+        return
+    for step in plan.steps[due.index(True) :]:
+        requirements = [f"{name}=={version}" for name, version in step.requirements.items()]
+        options = ("--no-deps",) if step.no_deps else ()
+        yield from uv_pip_install(venv, requirements, index_options("uv", step.index_url), *options)
+
+
 @deploy("Python environment")
 def python_env() -> None:
     """uv at `uv_version`, installed with pip from `pypi_index_url` into its own venv
@@ -213,9 +241,12 @@ def python_env() -> None:
     (recreated when it runs another), one per SGLang / Python / CUDA combination
     (`/opt/sglang/venvs/<sglang>-py<python>-cu<cuda>`, or `venv_path`): a new release is
     built beside the one the server runs from, which stays untouched until the service step
-    switches the unit (see below); SGLang at `sglang_version` with torch from PyTorch's
-    index for `cuda_version` (or `torch_index_url`). Changing a pin changes exactly that
-    package. An index URL with credentials never goes on a command line: it is uploaded 0600
+    switches the unit (see below); torch, torchvision and torchaudio at the pins of
+    `sglang_version`, from PyTorch's index for `cuda_version` (or `torch_index_url`) alone,
+    then, where PyPI's SGLang kernel is built for another CUDA major, that kernel's build from
+    SGLang's index (or `sglang_kernel_index_url`), then SGLang from `pypi_index_url` alone,
+    keeping those: no command sees two indexes, so an `sglang` on PyTorch's index is never
+    taken. A changed pin reinstalls from its step on. An index URL with credentials never goes on a command line: it is uploaded 0600
     into `/run/pyinfra-sglang` (0700), read into `PIP_INDEX_URL`/`UV_INDEX_URL` inside the
     shell and removed."""
     config = host_config(host)
@@ -227,11 +258,9 @@ def python_env() -> None:
         path=config.venv_path,
         python_version=config.python_version,
     )
-    # uv looks in --extra-index-url before --index-url: torch comes from PyTorch's index.
-    venv_packages(
+    plan = sglang_install_plan(config)
+    sglang_installed(
         name=f"Install SGLang {config.sglang_version}",
         venv=config.venv_path,
-        requirements={"sglang": config.sglang_version},
-        index_url=index,
-        extra_index_url=torch_index_url(config),
+        plan=plan,
     )

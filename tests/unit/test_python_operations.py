@@ -13,7 +13,14 @@ from pyinfra.facts.hardware import Cpus
 from checks.facts import JsonRecord, MemoryInfo, NvidiaGpus, PythonPackages, PythonVersion
 from pyinfra_sglang.flash_attn_build_plan import BuildPlanError
 from roles.flash_attn import flash_attn_built
-from roles.python_env import missing_requirements, python_venv, uv_installed, venv_packages
+from pyinfra_sglang.python_stack import install_plan
+from roles.python_env import (
+    missing_requirements,
+    python_venv,
+    sglang_installed,
+    uv_installed,
+    venv_packages,
+)
 from tests.unit.ophelper import OP_CASE_FIELDS, op_case, run_operation
 
 VENV = "/opt/sglang/venv"
@@ -56,6 +63,14 @@ def from_file(variable: str, name: str) -> str:
 
 
 UV_ARGS = {"version": "0.13.9", "index_url": INDEX}
+# A venv holding SGLang 0.5.23's stack, torch's builds from PyTorch's cu130 index.
+STACK_0_5_23 = {
+    "torch": "2.14.1+cu130",
+    "torchvision": "0.29.1+cu130",
+    "torchaudio": "2.11.0+cu130",
+    "sglang": "0.5.23",
+    "sglang-kernel": "0.4.10",
+}
 VENV_ARGS = {"path": VENV, "python_version": "3.12"}
 
 
@@ -188,62 +203,135 @@ CASES = [
         VENV_ARGS,
         noops=[f"{VENV} runs Python 3.12.3"],
     ),
-    # -- changing a pin installs exactly that package -----------------------------------------
+    # -- SGLang after torch's CUDA build, each from one index ----------------------------------
+    op_case(
+        sglang_installed,
+        "torch-from-its-index-alone-then-sglang-from-pypi-alone",
+        {PythonPackages: {}},
+        {"venv": VENV, "plan": install_plan("0.5.23", "13.1", INDEX)},
+        commands=[
+            f"/opt/sglang/uv/bin/uv pip install --python {VENV}/bin/python --no-deps "
+            "--index-url https://download.pytorch.org/whl/cu130 "
+            "torch==2.14.1 torchvision==0.29.1 torchaudio==2.11.0",
+            f"/opt/sglang/uv/bin/uv pip install --python {VENV}/bin/python --index-url {INDEX} "
+            "sglang==0.5.23 sglang-kernel==0.4.10",
+        ],
+    ),
+    op_case(
+        sglang_installed,
+        "a-cuda-12-kernel-on-pypi-comes-from-sglangs-cuda-13-index",
+        {PythonPackages: {}},
+        {"venv": VENV, "plan": install_plan("0.5.9", "13.1", INDEX)},
+        commands=[
+            f"/opt/sglang/uv/bin/uv pip install --python {VENV}/bin/python --no-deps "
+            "--index-url https://download.pytorch.org/whl/cu130 "
+            "torch==2.9.1 torchvision==0.24.1 torchaudio==2.9.1",
+            f"/opt/sglang/uv/bin/uv pip install --python {VENV}/bin/python --no-deps "
+            "--index-url https://docs.sglang.io/whl/cu130 sgl-kernel==0.3.21+cu130",
+            f"/opt/sglang/uv/bin/uv pip install --python {VENV}/bin/python --index-url {INDEX} "
+            "sglang==0.5.9",
+        ],
+    ),
+    op_case(
+        sglang_installed,
+        "on-cuda-12-the-pypi-kernel-fits",
+        {PythonPackages: {}},
+        {"venv": VENV, "plan": install_plan("0.5.9", "12.9", INDEX)},
+        commands=[
+            f"/opt/sglang/uv/bin/uv pip install --python {VENV}/bin/python --no-deps "
+            "--index-url https://download.pytorch.org/whl/cu129 "
+            "torch==2.9.1 torchvision==0.24.1 torchaudio==2.9.1",
+            f"/opt/sglang/uv/bin/uv pip install --python {VENV}/bin/python --index-url {INDEX} "
+            "sglang==0.5.9 sgl-kernel==0.3.21",
+        ],
+    ),
+    op_case(
+        sglang_installed,
+        "a-changed-sglang-pin-with-the-same-torch-installs-only-sglang",
+        {PythonPackages: {**STACK_0_5_23, "sglang": "0.5.22", "sglang-kernel": "0.4.9"}},
+        {"venv": VENV, "plan": install_plan("0.5.23", "13.1", INDEX)},
+        commands=[
+            f"/opt/sglang/uv/bin/uv pip install --python {VENV}/bin/python --index-url {INDEX} "
+            "sglang==0.5.23 sglang-kernel==0.4.10",
+        ],
+    ),
+    op_case(
+        sglang_installed,
+        "pypis-cuda-12-kernel-left-by-an-older-deploy-is-replaced-by-the-cuda-13-build",
+        {
+            PythonPackages: {
+                "torch": "2.9.1+cu130",
+                "torchvision": "0.24.1+cu130",
+                "torchaudio": "2.9.1+cu130",
+                "sgl-kernel": "0.3.21",
+                "sglang": "0.5.9",
+            }
+        },
+        {"venv": VENV, "plan": install_plan("0.5.9", "13.1", INDEX)},
+        commands=[
+            f"/opt/sglang/uv/bin/uv pip install --python {VENV}/bin/python --no-deps "
+            "--index-url https://docs.sglang.io/whl/cu130 sgl-kernel==0.3.21+cu130",
+            f"/opt/sglang/uv/bin/uv pip install --python {VENV}/bin/python --index-url {INDEX} "
+            "sglang==0.5.9",
+        ],
+    ),
+    op_case(
+        sglang_installed,
+        "index-credentials-reach-uv-through-0600-files-not-its-command-line",
+        {PythonPackages: {}},
+        {
+            "venv": VENV,
+            "plan": install_plan("0.5.23", "13.1", CREDENTIALS_INDEX, CREDENTIALS_TORCH_INDEX),
+        },
+        commands=[
+            *credentials_uploads("index-url"),
+            f"{from_file('UV_INDEX_URL', 'index-url')} "
+            f"/opt/sglang/uv/bin/uv pip install --python {VENV}/bin/python --no-deps "
+            "torch==2.14.1 torchvision==0.29.1 torchaudio==2.11.0",
+            *credentials_uploads("index-url"),
+            f"{from_file('UV_INDEX_URL', 'index-url')} "
+            f"/opt/sglang/uv/bin/uv pip install --python {VENV}/bin/python "
+            "sglang==0.5.23 sglang-kernel==0.4.10",
+        ],
+    ),
+    op_case(
+        sglang_installed,
+        "at-the-pins-any-build-of-the-torch-release-is-a-noop",
+        {PythonPackages: STACK_0_5_23},
+        {"venv": VENV, "plan": install_plan("0.5.23", "13.1", INDEX)},
+        noops=[
+            f"{VENV} has torch 2.14.1+cu130, torchvision 0.29.1+cu130, torchaudio 2.11.0+cu130, "
+            "sglang 0.5.23, sglang-kernel 0.4.10"
+        ],
+    ),
+    # -- the router and build tools: one index, exactly the pins ------------------------------
     op_case(
         venv_packages,
         "changed-pin-installs-exactly-that-package",
-        {PythonPackages: {"sglang": "0.5.22", "torch": "2.14.1+cu130"}},
-        {
-            "venv": VENV,
-            "requirements": {"sglang": "0.5.23"},
-            "index_url": INDEX,
-            "extra_index_url": "https://download.pytorch.org/whl/cu130",
-        },
+        {PythonPackages: {"smg": "1.12.0", "torch": "2.14.1+cu130"}},
+        {"venv": VENV, "requirements": {"smg": "1.13.0"}, "index_url": INDEX},
         commands=[
             f"/opt/sglang/uv/bin/uv pip install --python {VENV}/bin/python --index-url {INDEX} "
-            "--extra-index-url https://download.pytorch.org/whl/cu130 sglang==0.5.23"
+            "smg==1.13.0"
         ],
     ),
     op_case(
         venv_packages,
         "index-credentials-reach-uv-through-0600-files-not-its-command-line",
         {PythonPackages: {}},
-        {
-            "venv": VENV,
-            "requirements": {"sglang": "0.5.23"},
-            "index_url": CREDENTIALS_INDEX,
-            "extra_index_url": CREDENTIALS_TORCH_INDEX,
-        },
+        {"venv": VENV, "requirements": {"smg": "1.13.0"}, "index_url": CREDENTIALS_INDEX},
         commands=[
-            *credentials_uploads("index-url", "extra-index-url"),
+            *credentials_uploads("index-url"),
             f"{from_file('UV_INDEX_URL', 'index-url')} "
-            f"{from_file('UV_EXTRA_INDEX_URL', 'extra-index-url')} "
-            f"/opt/sglang/uv/bin/uv pip install --python {VENV}/bin/python sglang==0.5.23",
-        ],
-    ),
-    op_case(
-        venv_packages,
-        "only-the-index-with-credentials-leaves-the-command-line",
-        {PythonPackages: {}},
-        {
-            "venv": VENV,
-            "requirements": {"sglang": "0.5.23"},
-            "index_url": INDEX,
-            "extra_index_url": CREDENTIALS_TORCH_INDEX,
-        },
-        commands=[
-            *credentials_uploads("extra-index-url"),
-            f"{from_file('UV_EXTRA_INDEX_URL', 'extra-index-url')} "
-            f"/opt/sglang/uv/bin/uv pip install --python {VENV}/bin/python --index-url {INDEX} "
-            "sglang==0.5.23",
+            f"/opt/sglang/uv/bin/uv pip install --python {VENV}/bin/python smg==1.13.0",
         ],
     ),
     op_case(
         venv_packages,
         "at-the-pin-is-a-noop",
-        {PythonPackages: {"sglang": "0.5.23"}},
-        {"venv": VENV, "requirements": {"sglang": "0.5.23"}, "index_url": INDEX},
-        noops=[f"{VENV} has sglang"],
+        {PythonPackages: {"smg": "1.13.0"}},
+        {"venv": VENV, "requirements": {"smg": "1.13.0"}, "index_url": INDEX},
+        noops=[f"{VENV} has smg"],
     ),
     # -- flash-attn ---------------------------------------------------------------------------
     op_case(
