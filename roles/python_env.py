@@ -246,9 +246,9 @@ def python_env() -> None:
     then, where PyPI's SGLang kernel is built for another CUDA major, that kernel's build from
     SGLang's index (or `sglang_kernel_index_url`), then SGLang from `pypi_index_url` alone,
     keeping those: no command sees two indexes, so an `sglang` on PyTorch's index is never
-    taken. A changed pin reinstalls from its step on. An index URL with credentials never goes on a command line: it is uploaded 0600
-    into `/run/pyinfra-sglang` (0700), read into `PIP_INDEX_URL`/`UV_INDEX_URL` inside the
-    shell and removed."""
+    taken. A changed pin reinstalls from its step on. An index URL with credentials never
+    goes on a command line: it is uploaded 0600 into `/run/pyinfra-sglang` (0700), read into
+    `PIP_INDEX_URL`/`UV_INDEX_URL` inside the shell and removed."""
     config = host_config(host)
     index = str(config.pypi_index_url)
     ensure_packages("Install python3-venv (to bootstrap uv with pip)", ["python3-venv"])

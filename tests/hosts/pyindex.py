@@ -11,8 +11,13 @@ The PyPI index holds real wheels of uv and flash-attn's build tools, downloaded 
 once and cached in ``cache_dir()/wheels``, and stand-ins with real names built here from
 ``standins/``: sglang wheels (a small HTTP server, ``python -m sglang.launch_server``, and its
 serving benchmark), an nvidia-ml-py wheel (pynvml replaying a real capture), an
-sglang-router wheel (``python -m sglang_router.launch_router``) and flash-attn sdists. The
-torch index holds a stand-in CUDA build of torch. Serve the root with ``aptrepo.serve()``;
+sglang-router wheel (``python -m sglang_router.launch_router``), flash-attn sdists, and the
+kernel, torch, torchvision and torchaudio as PyPI has them (PyPI's torch is itself a CUDA 13.0
+build, without a local label). The torch index holds the stand-in CUDA builds of torch,
+torchvision and torchaudio (``+cu130``) and, as PyTorch's real cu130 index does, an old
+``sglang`` (0.5.2): a command that lets uv see both indexes for ``sglang`` finds only that
+one. The sglang stand-ins require what the real releases' METADATA does (data/python.toml
+[sglang] stacks). Serve the root with ``aptrepo.serve()``;
 ``Index`` gives the two URLs that pip's and uv's --index-url / --extra-index-url take.
 """
 
@@ -33,6 +38,7 @@ from base64 import urlsafe_b64encode
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyinfra_sglang.python_stack import stack_for
 from tests.hosts.testhosts import cache_dir
 
 HERE = Path(__file__).resolve().parent
@@ -162,20 +168,36 @@ def flash_attn(version: str, *templates: str) -> StandIn:
     )
 
 
+def sglang_requires(version: str) -> tuple[str, ...]:
+    """What the real release's METADATA requires of the stand-ins here: its torch, torchaudio
+    and kernel pins, torchvision unpinned; and nvidia-ml-py (the benchmark's GPU sampler
+    imports it) and, through transformers, huggingface_hub (the model role downloads with it)."""
+    stack = stack_for(version)
+    return (
+        f"torch=={stack.torch}",
+        "torchvision",
+        f"torchaudio=={stack.torchaudio}",
+        f"{stack.kernel}=={stack.kernel_version}",
+        "nvidia-ml-py",
+        "huggingface_hub<1.0",
+    )
+
+
+def empty(name: str, version: str, index: str, package: str, *requires: str) -> StandIn:
+    """A package with a real name and only its version.py: what is installed from where is
+    all the tests look at."""
+    return StandIn(name, version, index, package, (), requires=requires)
+
+
 STAND_INS = (
-    # Real SGLang depends on nvidia-ml-py too (the benchmark's GPU sampler imports it) and,
-    # through transformers, on huggingface_hub (the model role downloads with it).
     *(
-        StandIn(
-            "sglang",
-            version,
-            "pypi",
-            "sglang",
-            ("sglang",),
-            requires=("torch", "nvidia-ml-py", "huggingface_hub<1.0"),
-        )
+        StandIn("sglang", version, "pypi", "sglang", ("sglang",), requires=sglang_requires(version))
         for version in ("0.5.22", "0.5.23")
     ),
+    # PyTorch's cu130 index mirrors an sglang of its own (0.5.2, SGLang PR #18404).
+    empty("sglang", "0.5.2", "torch", "sglang"),
+    empty("sglang-kernel", "0.4.9", "pypi", "sgl_kernel", "torch==2.14.1"),
+    empty("sglang-kernel", "0.4.10", "pypi", "sgl_kernel", "torch==2.14.1"),
     NVIDIA_ML_PY,
     # The SGLang Model Gateway; the real project is a Rust extension, this one pure Python.
     # 0.3.2: the release data/python.toml pins for SGLang 0.5.8 and later (0.5.22, 0.5.23).
@@ -202,6 +224,12 @@ STAND_INS = (
     # Its build logs kernel after kernel, then fails: for showing a failed build's log.
     flash_attn("2.7.4", "flash-attn-nvcc-killed"),
     StandIn("torch", "2.14.1+cu130", "torch", "torch", ("torch",), version_py=(("cuda", "13.0"),)),
+    empty("torchvision", "0.29.1+cu130", "torch", "torchvision", "torch>=2.14.0"),
+    empty("torchaudio", "2.11.0+cu130", "torch", "torchaudio"),
+    # PyPI's own builds of the same releases: taken only if the torch step did not run first.
+    StandIn("torch", "2.14.1", "pypi", "torch", ("torch",), version_py=(("cuda", "13.0"),)),
+    empty("torchvision", "0.29.1", "pypi", "torchvision", "torch>=2.14.0"),
+    empty("torchaudio", "2.11.0", "pypi", "torchaudio"),
 )
 
 

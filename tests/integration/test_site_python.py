@@ -36,8 +36,13 @@ def test_venv_holds_the_pins_and_flash_attn_was_built_with_the_plan(
         assert "Python environment | Install SGLang 0.5.23" in site_first_apply.changed(h.address)
         assert "flash-attn | Build flash-attn 2.8.3" in site_first_apply.changed(h.address)
         versions = venv_versions(host_pool, h)
-        assert versions["sglang"] == "0.5.23"
-        assert versions["torch"] == "2.14.1+cu130"  # from the torch index
+        assert versions["sglang"] == "0.5.23"  # PyPI's, not the torch index's 0.5.2
+        # The CUDA builds from the torch index (PyPI's stand-ins carry no +cu130), kept by
+        # SGLang's install from PyPI; the kernel at the release's pin, from PyPI.
+        assert versions["torch"] == "2.14.1+cu130"
+        assert versions["torchvision"] == "0.29.1+cu130"
+        assert versions["torchaudio"] == "2.11.0+cu130"
+        assert versions["sglang_kernel"] == "0.4.10"
         assert versions["flash_attn"] == "2.8.3"
         assert host_pool.run(h, f"{VENV}/bin/python --version").stdout.startswith("Python 3.11.")
         assert host_pool.run(h, "/opt/sglang/uv/bin/uv --version").stdout.startswith("uv 0.13.9")
@@ -65,6 +70,31 @@ def test_venv_holds_the_pins_and_flash_attn_was_built_with_the_plan(
         threads = int(seen["MAX_JOBS"]) * int(seen["NVCC_THREADS"])
         assert threads * 5 <= 0.75 * mem_kb / 1024**2 and threads <= cores
     assert "flash-attn 2.8.3 build plan: MAX_JOBS=" in site_first_apply.stderr
+
+
+def test_one_command_with_both_indexes_would_take_the_torch_indexs_sglang(
+    host_pool, hosts, python_index, site_first_apply
+):
+    """What the role ran before: one uv command, PyPI as --index-url and the torch index as
+    --extra-index-url. uv takes every package the extra index carries from it alone, and the
+    torch index carries an sglang (0.5.2): the pinned release is not found there."""
+    h = hosts[0]
+    scratch = "/root/both-indexes-venv"
+    host_pool.run(h, f"/opt/sglang/uv/bin/uv venv --clear -q {scratch}")
+    try:
+        result = host_pool.run(
+            h,
+            f"/opt/sglang/uv/bin/uv pip install --dry-run --python {scratch}/bin/python "
+            f"--index-url {python_index.pypi_url} --extra-index-url {python_index.torch_url} "
+            "sglang==0.5.23",
+            check=False,
+        )
+        assert result.returncode != 0, result.stdout
+        assert "sglang==0.5.23" in result.stderr and "0.5.2" in result.stderr, result.stderr
+        # The role's order on the same indexes: each command sees one index.
+        assert venv_versions(host_pool, h)["sglang"] == "0.5.23"
+    finally:
+        host_pool.run(h, f"rm -rf {scratch}")
 
 
 CAPTURE_CHOICE = "/etc/nvidia-smi-replay/capture"
@@ -295,17 +325,19 @@ def test_index_credentials_reach_pip_and_uv_but_never_a_command_line(
             seen = json.loads(host_pool.run(h, "cat /root/sampler.json").stdout)
             assert seen["leaks"] == []
             installs = seen["installs"]
-            # pip read the index from PIP_INDEX_URL, uv from UV_INDEX_URL/UV_EXTRA_INDEX_URL.
+            # pip read the index from PIP_INDEX_URL, uv from UV_INDEX_URL: torch's builds
+            # and SGLang each from one index.
             assert any(
                 "/opt/sglang/uv/bin/pip install" in line and keys == ["PIP_INDEX_URL"]
                 for line, keys in installs.items()
             ), installs
-            assert any(
-                line.startswith("/opt/sglang/uv/bin/uv pip install")
-                and "sglang==0.5.22" in line
-                and keys == ["UV_EXTRA_INDEX_URL", "UV_INDEX_URL"]
-                for line, keys in installs.items()
-            ), installs
+            for pin in ("torch==2.14.1", "sglang==0.5.22"):
+                assert any(
+                    line.startswith("/opt/sglang/uv/bin/uv pip install")
+                    and pin in line
+                    and keys == ["UV_INDEX_URL"]
+                    for line, keys in installs.items()
+                ), (pin, installs)
             assert any(
                 line.startswith("/opt/sglang/uv/bin/uv pip install")
                 and "flash-attn==2.8.2" in line

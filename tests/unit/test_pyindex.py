@@ -38,8 +38,12 @@ PYPI_PROJECTS = [
     "requests",
     "setuptools",
     "sglang",
+    "sglang-kernel",
     "sglang-router",
     "smg",
+    "torch",
+    "torchaudio",
+    "torchvision",
     "tqdm",
     "typing-extensions",
     "urllib3",
@@ -90,7 +94,14 @@ def sdist_members(sdist: Path) -> dict[str, bytes]:
         return {m.name: archive.extractfile(m).read() for m in archive.getmembers() if m.isfile()}
 
 
-@pytest.mark.parametrize(("index", "projects"), [("pypi", PYPI_PROJECTS), ("torch", ["torch"])])
+@pytest.mark.parametrize(
+    ("index", "projects"),
+    [
+        ("pypi", PYPI_PROJECTS),
+        # PyTorch's index mirrors an old sglang of its own, as the real cu130 index does.
+        ("torch", ["sglang", "torch", "torchaudio", "torchvision"]),
+    ],
+)
 def test_pages_link_every_file_by_relative_url_with_its_sha256(built, index, projects):
     simple = built.simple(index)
     assert links(simple / "index.html") == [(f"{p}/", p) for p in projects]
@@ -153,10 +164,27 @@ def test_real_wheels_are_the_pinned_files(built):
                 f"sglang-{version}-py3-none-any.whl",
                 "sglang",
                 version,
-                ["torch", "nvidia-ml-py", "huggingface_hub<1.0"],
+                # as the real release's METADATA pins them
+                [
+                    "torch==2.14.1",
+                    "torchvision",
+                    "torchaudio==2.11.0",
+                    f"sglang-kernel=={kernel}",
+                    "nvidia-ml-py",
+                    "huggingface_hub<1.0",
+                ],
             )
-            for version in ("0.5.22", "0.5.23")
+            for version, kernel in (("0.5.22", "0.4.9"), ("0.5.23", "0.4.10"))
         ),
+        ("torch", "sglang-0.5.2-py3-none-any.whl", "sglang", "0.5.2", None),
+        (
+            "torch",
+            "torchvision-0.29.1+cu130-py3-none-any.whl",
+            "torchvision",
+            "0.29.1+cu130",
+            ["torch>=2.14.0"],
+        ),
+        ("pypi", "torch-2.14.1-py3-none-any.whl", "torch", "2.14.1", None),
         ("pypi", "nvidia_ml_py-13.615.71-py3-none-any.whl", "nvidia-ml-py", "13.615.71", None),
         ("pypi", "sglang_router-0.3.2-py3-none-any.whl", "sglang-router", "0.3.2", None),
         ("torch", "torch-2.14.1+cu130-py3-none-any.whl", "torch", "2.14.1+cu130", None),
