@@ -428,6 +428,28 @@ class Torch(_Data):
     index_base: str
     # CUDA version (nvidia.toml cuda_versions) -> PyTorch's wheel tag.
     cuda_tag: dict[str, str]
+    # Wheel tag -> the first torch release PyTorch built for it.
+    first_release: dict[str, str]
+
+
+class Kernel(_Data):
+    index_base: str
+
+
+class Stack(_Data):
+    """What one SGLang release installs beside itself (read from its wheel)."""
+
+    sglang: Release
+    torch: str
+    torchvision: str
+    torchaudio: str
+    kernel: str
+    kernel_version: str
+    kernel_cuda: int
+
+
+class Stacks(_Data):
+    stacks: tuple[Stack, ...]
 
 
 class FlashAttn(_Data):
@@ -458,6 +480,8 @@ class Python(_Data):
     uv: Uv
     venv: Venv
     torch: Torch
+    kernel: Kernel
+    sglang: Stacks
     flash_attn: FlashAttn
     router: PythonRouter
 

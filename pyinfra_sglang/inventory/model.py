@@ -364,7 +364,8 @@ class HostConfig(BaseModel):
     torch_index_url: HttpUrl | None = Field(
         None,
         description=(
-            "Index torch is installed from; unset: PyTorch's index for `cuda_version` "
+            "Index torch, torchvision and torchaudio are installed from, before SGLang and "
+            "alone (never beside `pypi_index_url`); unset: PyTorch's index for `cuda_version` "
             "(e.g. https://download.pytorch.org/whl/cu130)."
         ),
         json_schema_extra=_allowed("an http(s) URL of a PEP 503 simple index, or unset"),
@@ -386,6 +387,15 @@ class HostConfig(BaseModel):
     )
     flash_attn_memory_fraction: Annotated[float, BeforeValidator(_no_bool)] = Field(
         _python.flash_attn.memory_fraction,
+    sglang_kernel_index_url: HttpUrl | None = Field(
+        None,
+        description=(
+            "Index SGLang's kernel package is installed from where PyPI's is built for another "
+            "CUDA major than `cuda_version` (SGLang 0.5.6 .. 0.5.10 on CUDA 13); unset: "
+            "SGLang's own index for `cuda_version` (e.g. https://docs.sglang.io/whl/cu130)."
+        ),
+        json_schema_extra=_allowed("an http(s) URL of a PEP 503 simple index, or unset"),
+    )
         gt=0,
         le=0.95,
         description="Share of available memory the flash-attn build's estimated peak may use.",
@@ -827,6 +837,16 @@ class HostConfig(BaseModel):
                 f"{self.tune_concurrency} is not measured; allowed: one of bench_concurrencies "
                 f"{list(self.bench_concurrencies)}",
             )
+        return self
+
+    @model_validator(mode="after")
+    def _sglang_installs_for_the_cuda(self) -> HostConfig:
+        # PyPI's SGLang kernel and PyTorch's builds exist for some CUDA majors only.
+        from pyinfra_sglang.python_stack import stack_problem
+
+        problem = stack_problem(self.sglang_version, self.cuda_version)
+        if problem:
+            raise _field_error("sglang_version", problem)
         return self
 
     @model_validator(mode="after")
