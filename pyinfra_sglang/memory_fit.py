@@ -56,11 +56,27 @@ def mem_fraction(profile: Profile) -> float:
 
 def kv_bytes_per_token(profile: Profile) -> int:
     """Bytes one token's KV cache takes on one rank before any tensor-parallel split, for
-    the profile's KV cache dtype ("auto" where unset); the largest listed for a dtype the
-    profile does not list (an upper bound); 0 when it lists none."""
-    table = profile.kv_bytes_per_token
+    the profile's KV cache dtype ("auto" where unset) and sparse-attention backends; the
+    largest listed for a dtype the profile does not list (an upper bound); 0 when it lists
+    none.
+
+    A backend of ``kv_bytes_per_token_by_backend`` (the prefill one first, then the decode
+    one) replaces the dtypes it lists: SGLang keeps the raw MLA layout of a DSA cache (576
+    bytes per layer in fp8) when either backend is trtllm, and adds per-block scales and a
+    bf16 rope part (656 bytes) with the others (its ``calculate_mla_kv_cache_dim``;
+    docs/sources.md, SGLang releases, read from their wheels). A profile not yet resolved
+    for an architecture (no backends) gets the default table."""
+    table = dict(profile.kv_bytes_per_token)
     if not table:
         return 0
+    by_backend = profile.kv_bytes_per_token_by_backend
+    for backend in (
+        profile.sparse_attention_prefill_backend,
+        profile.sparse_attention_decode_backend,
+    ):
+        if backend in by_backend:
+            table.update(by_backend[backend])
+            break
     return table.get(profile.kv_cache_dtype or "auto", max(table.values()))
 
 

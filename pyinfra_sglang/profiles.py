@@ -70,6 +70,8 @@ MAX_TIMEOUT_S = 86400
 _NEGATIVE_NUMBER = re.compile(r"^-\d+(\.\d+)?([eE][-+]?\d+)?$")
 
 Backend = Annotated[str, Field(pattern=r"^[a-z0-9_]+$")]
+# A KV cache dtype as a key of kv_bytes_per_token ("auto": the profile leaves it unset).
+KvDtype = Annotated[str, Field(pattern=r"^[a-z0-9_]+$")]
 
 
 def _release_text(value: Any) -> Any:
@@ -317,11 +319,20 @@ class Profile(BaseModel):
             "needs; 0: none, and mtp is refused."
         ),
     )
-    kv_bytes_per_token: dict[Annotated[str, Field(pattern=r"^[a-z0-9_]+$")], int] = Field(
+    kv_bytes_per_token: dict[KvDtype, int] = Field(
         default_factory=dict,
         description=(
             "KV cache bytes per token over all layers, per kv_cache_dtype (auto: unset), as "
             "one rank holds them before a tensor-parallel split."
+        ),
+    )
+    kv_bytes_per_token_by_backend: dict[Backend, dict[KvDtype, int]] = Field(
+        default_factory=dict,
+        description=(
+            "kv_bytes_per_token where a sparse-attention backend lays the KV cache out its own "
+            "way, per backend and kv_cache_dtype: used over kv_bytes_per_token when the "
+            "prefill or the decode backend is one of them (SGLang sizes a DSA cache for "
+            "trtllm when either backend is trtllm)."
         ),
     )
     kv_split_over_tp: bool = Field(
@@ -506,6 +517,11 @@ class Profile(BaseModel):
             )
         if self.min_kv_tokens and not self.kv_bytes_per_token:
             raise ValueError("min_kv_tokens is set but kv_bytes_per_token is not: set both")
+        if self.kv_bytes_per_token_by_backend and not self.kv_bytes_per_token:
+            raise ValueError(
+                "kv_bytes_per_token_by_backend is set but kv_bytes_per_token is not: set the "
+                "bytes of the other backends too"
+            )
         return self
 
     @model_validator(mode="after")

@@ -180,8 +180,9 @@ def test_real_idle_is_idle(sampler_run):
 
 
 def _reference_samples(busy_process_percent: float | None, n: int = 50) -> list[dict]:
-    """The reference deployment as FACTS.md tells it: 8 GPUs reading 0% over Gen5 x16 links
-    that carried 581/693 KB/s (TX/RX) while the benchmark ran."""
+    """The reference deployment as its write-up tells it (docs/sources.md, The reference
+    deployment): 8 GPUs reading 0% over Gen5 x16 links that carried 581/693 KB/s (TX/RX)
+    while the benchmark ran."""
     gpu = {
         "gpu_util": 0,
         "mem_util": 0,

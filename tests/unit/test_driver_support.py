@@ -22,7 +22,8 @@ from pyinfra_sglang.nvidia import (
 from tests.unit.test_audit_judge import expectations, h200_facts
 
 NVIDIA = data.load("nvidia")
-TODAY = "2026-12-02"  # the date these facts were checked (FACTS.md, December 2026)
+# The date these facts were checked (docs/sources.md, NVIDIA driver packages and branches).
+TODAY = "2026-12-02"
 SUPPORTED = "R580 (long-term to 2028-06), R595 (production to 2027-03), R620 (long-term to 2029-09)"
 
 

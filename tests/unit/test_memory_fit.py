@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from pyinfra_sglang.memory_fit import GB, GIB, fewest_holding, holds, per_gpu_need
+from pyinfra_sglang.memory_fit import (
+    GB,
+    GIB,
+    fewest_holding,
+    holds,
+    kv_bytes_per_token,
+    per_gpu_need,
+)
 from pyinfra_sglang.profiles import ProfileError, load_profile, load_profile_file, merge_overrides
 from pyinfra_sglang.render import GpuFitError, check_fit, profile_for_gpus, server_args
 from tests.unit.test_validate_before_change import SSH_YES, only_problem, validate
@@ -17,8 +24,8 @@ def glm(arch: str = "sm_120", **overrides):
 
 
 def test_glm5_needs_its_real_weights_per_gpu():
-    # FACTS.md (December 2026): BF16 25,577,755,904 params, U8 364,143,181,824 B, F8_E4M3
-    # 45,517,897,728 B, F32 19,456 params: 460.8 GB.
+    # docs/sources.md, GLM-5-NVFP4 checkpoint: BF16 25,577,755,904 params, U8
+    # 364,143,181,824 B, F8_E4M3 45,517,897,728 B, F32 19,456 params: 460.8 GB.
     total = 25_577_755_904 * 2 + 364_143_181_824 + 45_517_897_728 + 19_456 * 4
     assert round(total / GB, 1) == load_profile("glm-5-nvfp4").weights_gb == 460.8
     need = per_gpu_need(glm(), 8, 96)
@@ -31,6 +38,38 @@ def test_glm5_needs_its_real_weights_per_gpu():
     # The bf16 KV cache of the dense fallback takes more per token.
     dense = profile_for_gpus(load_profile("glm-5-nvfp4-dense"), "sm_120", "0.5.23")
     assert per_gpu_need(dense, 8, 96).kv_gib == pytest.approx(131072 * 100152 / GIB)
+
+
+def test_the_kv_bytes_follow_the_sparse_backends_layout():
+    """SGLang keeps a DSA cache in the raw MLA layout (576 B a layer in fp8) when the prefill
+    or the decode backend is trtllm, and adds scales and a bf16 rope part (656 B) with the
+    others; the indexer's 132 B a layer come with both (docs/sources.md, SGLang releases,
+    read from their wheels). GLM-5's 78 layers: 55,224 B a token on B200, 61,464 on SM120."""
+    b200, sm120 = glm("sm_100"), glm("sm_120")
+    assert (b200.sparse_attention_decode_backend, sm120.sparse_attention_decode_backend) == (
+        "trtllm",
+        "flashinfer_sparse_mla",
+    )
+    assert kv_bytes_per_token(b200) == (576 + 132) * 78 == 55224
+    assert kv_bytes_per_token(sm120) == (656 + 132) * 78 == 61464
+    assert per_gpu_need(b200, 8, 180).kv_gib == pytest.approx(131072 * 55224 / GIB)
+    # trtllm on one side only is the trtllm layout too; bf16 is the same with any backend.
+    one_side = merge_overrides(b200, {"sparse_attention_prefill_backend": "flashmla_sparse"})
+    assert kv_bytes_per_token(one_side) == 55224
+    assert kv_bytes_per_token(glm("sm_100", kv_cache_dtype="bf16")) == 100152
+    # Not resolved for an architecture (no backends, no KV dtype named): the default table's
+    # largest, an upper bound.
+    assert kv_bytes_per_token(load_profile("glm-5-nvfp4")) == 100152
+
+
+def test_kv_bytes_by_backend_need_the_default_table(tmp_path):
+    path = tmp_path / "kv.toml"
+    path.write_text(
+        'model = "o/m"\nweights_gb = 10\nnum_layers = 2\n'
+        "kv_bytes_per_token_by_backend = { trtllm = { fp8_e4m3 = 100 } }\n"
+    )
+    with pytest.raises(ProfileError, match="kv_bytes_per_token_by_backend is set but"):
+        load_profile_file(path)
 
 
 @pytest.mark.parametrize(

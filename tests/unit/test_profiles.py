@@ -62,11 +62,16 @@ def test_reference_profile():
     assert profile.disable_shared_experts_fusion is True
     assert profile.watchdog_timeout_s == 1800
     assert profile.start_timeout_s == 1200
-    # The real checkpoint at the pinned revision (FACTS.md): 460.8 GB, 78 layers + 1 MTP layer;
-    # the floor follows from it (memory_fit.py), no fixed total.
+    # The real checkpoint at the pinned revision (docs/sources.md, GLM-5-NVFP4 checkpoint):
+    # 460.8 GB, 78 layers + 1 MTP layer; the floor follows from it (memory_fit.py), no fixed
+    # total.
     assert profile.min_total_gpu_memory_gb is None
     assert (profile.weights_gb, profile.num_layers, profile.mtp_layers) == (460.8, 78, 1)
     assert profile.kv_bytes_per_token == {"fp8_e4m3": 61464, "bf16": 100152}
+    # trtllm keeps the raw MLA layout, 576 B a layer in fp8 against 656 (docs/sources.md,
+    # SGLang releases, read from their wheels): (576 + 132) x 78.
+    assert profile.kv_bytes_per_token_by_backend == {"trtllm": {"fp8_e4m3": 55224}}
+    assert (576 + 132) * 78 == 55224 and (656 + 132) * 78 == 61464
     assert profile.kv_split_over_tp is False and profile.min_kv_tokens == 131072
     assert profile.mtp is False  # MTP is an option, off by default
     assert profile.min_sglang_version == "0.5.9"
@@ -99,9 +104,23 @@ def test_a_profile_pins_its_own_models_commit_only(tmp_path):
             load_profile_file(path)
 
 
+@pytest.mark.parametrize("name", ["glm-5-nvfp4", "glm-5-nvfp4-dense"])
+def test_glm5_keeps_deepgemm_off_on_sm120_in_every_release(name):
+    """SGLang turns JIT DeepGEMM on for SM120 before 0.5.13 and again from 0.5.20, where its
+    pinned sgl-deep-gemm has SM120 kernels; only 0.5.13 .. 0.5.19 turn it off themselves
+    (docs/sources.md, SGLang releases, read from their wheels). Both GLM-5 profiles keep it
+    off there whatever the release, one value for all; SM100 is left to SGLang."""
+    profile = load_profile(name)
+    assert profile.arch["sm_120"].env == {"SGLANG_ENABLE_JIT_DEEPGEMM": "0"}
+    assert profile.for_arch("sm_120").env == {"SGLANG_ENABLE_JIT_DEEPGEMM": "0"}
+    assert "SGLANG_ENABLE_JIT_DEEPGEMM" not in profile.for_arch("sm_100").env
+
+
 @pytest.mark.parametrize("arch", ["sm_100", "sm_120"])
 def test_dense_fallback_differs_from_the_reference_only_in_attention(arch):
+    # The KV bytes of the trtllm layout: the dense profile runs no sparse backend.
     skip = {"name", "source", "description", "arch", "fallback_profile", "min_sglang_version"}
+    skip |= {"kv_bytes_per_token_by_backend"}
     sparse = load_profile("glm-5-nvfp4").for_arch(arch).model_dump(exclude=skip)
     dense = load_profile("glm-5-nvfp4-dense").for_arch(arch).model_dump(exclude=skip | {"env"})
     sparse.pop("env")

@@ -790,6 +790,30 @@ def test_render_command_prints_the_three_files_masked(capsys):
     assert "\nHF_HUB_OFFLINE=1\n" in out
 
 
+@pytest.mark.parametrize(
+    ("profile", "arch", "version"),
+    [
+        ("glm-5-nvfp4-dense", "sm_120", "0.5.9"),  # SGLang turns DeepGEMM on: needed
+        ("glm-5-nvfp4", "sm_120", "0.5.17"),  # SGLang turns it off itself: redundant
+        ("glm-5-nvfp4", "sm_120", "0.5.19"),
+        ("glm-5-nvfp4", "sm_120", "0.5.20"),  # on again (pinned deep_gemm has SM120): needed
+        ("glm-5-nvfp4", "sm_120", "0.5.23"),
+        ("glm-5-nvfp4-dense", "sm_120", "0.5.23"),
+        ("glm-5-nvfp4", "sm_100", "0.5.23"),
+        ("glm-5-nvfp4-dense", "sm_100", "0.5.9"),
+    ],
+)
+def test_glm5_env_turns_deepgemm_off_on_sm120_for_every_release(capsys, profile, arch, version):
+    """The rendered env file keeps JIT DeepGEMM off on SM120 in every release the GLM-5
+    profiles allow there (docs/sources.md, SGLang releases, read from their wheels), and
+    leaves SM100 to SGLang."""
+    args = ["render", "--profile", profile, "--gpus", "8", "--arch", arch]
+    assert main([*args, "--sglang-version", version]) == 0
+    env = capsys.readouterr().out.split("# ==> /etc/sglang/sglang.env (mode 600) <==", 1)[1]
+    env = env.split("# ==> ", 1)[0]
+    assert ("\nSGLANG_ENABLE_JIT_DEEPGEMM=0\n" in env) is (arch == "sm_120")
+
+
 def test_render_command_output_is_stable(capsys):
     args = [
         "render",

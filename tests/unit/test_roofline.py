@@ -25,7 +25,8 @@ def test_reference_deployment_reached_two_percent_of_its_bound():
     assert roof.aggregate_bandwidth_gbs == 8 * 1597
     assert roof.gb_per_token == pytest.approx(22.5)
     assert roof.tokens_per_s == pytest.approx(567.8, abs=0.1)
-    # FACTS.md: ~11 tok/s single stream; a community build reached ~51 (9%).
+    # ~11 tok/s single stream (docs/sources.md, The reference deployment); a community build
+    # reached ~51 (9%; docs/sources.md, Published serving numbers).
     assert roof.fraction(11) == pytest.approx(0.0194, abs=0.0005)
     assert roof.fraction(51) == pytest.approx(0.0898, abs=0.0005)
 
