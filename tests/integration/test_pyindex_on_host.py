@@ -52,7 +52,11 @@ def test_host_installs_sglang_stack_from_the_local_index(host_pool, host, python
     ok("python3 -m venv /opt/sglang/uv")
     ok(f"/opt/sglang/uv/bin/pip install --index-url {pypi} uv==0.13.9")
     ok(f"{UV_ENV} {UV} venv --python 3.11 /opt/sglang/venv")
-    ok(f"{uv_pip} --extra-index-url {torch} sglang==0.5.23")
+    # torch's CUDA builds from the torch index alone, then SGLang from PyPI alone (the torch
+    # index carries an old sglang, as PyTorch's does: docs/packages.md, "The install order").
+    torch_builds = "torch==2.14.1 torchvision==0.29.1 torchaudio==2.11.0"
+    ok(f"{UV_ENV} {UV} pip install --python {PYTHON} --no-deps --index-url {torch} {torch_builds}")
+    ok(f"{uv_pip} sglang==0.5.23")
     ok(f"{uv_pip} packaging psutil ninja setuptools wheel")
     ok(f"{flash_attn}==2.8.3")
 
