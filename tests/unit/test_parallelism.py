@@ -9,6 +9,7 @@ from pyinfra_sglang import parallelism
 from pyinfra_sglang.gpus import all_gpus
 from pyinfra_sglang.parallelism import Layout, layout_problems, traffic
 from pyinfra_sglang.profiles import ProfileError, load_profile, merge_overrides
+from pyinfra_sglang.versions import parse_version
 
 GLM5 = load_profile("glm-5-nvfp4")
 
@@ -174,6 +175,62 @@ def test_all_to_all_choices_per_release(version, allowed):
     assert (problems == []) is allowed
     if not allowed:
         assert "not an NVIDIA all-to-all of SGLang" in problems[0]
+
+
+# The first release whose parser takes each NVIDIA --moe-a2a-backend choice, read in every
+# wheel 0.5.5 .. 0.5.23 (docs/sources.md, SGLang releases, read from their wheels).
+FIRST_RELEASE = {
+    "deepep": "0.5.5",
+    "mooncake": "0.5.5",
+    "flashinfer": "0.5.9",
+    "nixl": "0.5.10",
+    "megamoe": "0.5.12",
+    "pplx": "0.5.17",
+    "deepep_v2": "0.5.19",
+    "flashinfer_megamoe": "0.5.20",
+}
+RELEASES = [f"0.5.{n}" for n in range(5, 24)]
+
+
+@pytest.mark.parametrize("backend", sorted(FIRST_RELEASE))
+def test_each_all_to_all_is_taken_from_its_first_release_on(backend):
+    first = parse_version(FIRST_RELEASE[backend])
+    for release in RELEASES:
+        taken = backend in parallelism.a2a_backends(release)
+        assert taken is (parse_version(release) >= first), (backend, release)
+
+
+@pytest.mark.parametrize(
+    ("backend", "release", "before"),
+    [
+        ("nixl", "0.5.10", "0.5.9"),
+        ("megamoe", "0.5.12", "0.5.11"),
+        ("deepep_v2", "0.5.19", "0.5.18"),
+        ("flashinfer_megamoe", "0.5.20", "0.5.19"),
+        ("flashinfer_megamoe", "0.5.22", "0.5.19"),
+    ],
+)
+def test_a_layout_with_an_all_to_all_of_its_release_is_not_refused(backend, release, before):
+    # Refused before, when the data named later first releases (0.5.14, 0.5.23).
+    profile = glm5(ep_size=8, moe_a2a_backend=backend)
+    assert layout_problems(profile, 8, release, "sm_100") == []
+    (problem,) = layout_problems(profile, 8, before, "sm_100")
+    assert "not an NVIDIA all-to-all of SGLang" in problem
+
+
+def test_the_nvidia_choices_of_the_newest_release():
+    assert parallelism.a2a_backends("0.5.23") == [
+        "none",
+        "deepep",
+        "mooncake",
+        "nixl",
+        "flashinfer",
+        "megamoe",
+        "deepep_v2",
+        "pplx",
+        "flashinfer_megamoe",
+    ]
+    assert parallelism.a2a_backends("0.5.4") == []
 
 
 def test_other_hardwares_all_to_all_is_refused():
