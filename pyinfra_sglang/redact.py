@@ -14,7 +14,10 @@ What is found without knowing the value:
 - a flag with its value: ``--api-key sk-...``, ``--api-key=sk-...``, ``--hf-token x``;
 - HTTP credentials: ``Authorization: Bearer ...`` (``Basic``, a bare value), ``Bearer ...``
   anywhere;
-- Hugging Face tokens by their shape (``hf_`` and 30 or more letters and digits).
+- Hugging Face tokens by their shape (``hf_`` and 30 or more letters and digits);
+- URL logins: ``https://user:password@host`` keeps the user and masks the password;
+  ``https://token@host`` (a token in the user's place) masks the token (``ssh://git@``
+  keeps its login name).
 
 ``None``, ``null`` and empty values stay as they are: they show that no secret was set.
 """
@@ -58,6 +61,17 @@ _AUTHORIZATION = re.compile(
 )
 _BEARER = re.compile(r"(?i)(\bbearer[ \t]+)([A-Za-z0-9._~+/=:-]+)")
 _HF_TOKEN = re.compile(r"\bhf_[A-Za-z0-9]{30,}\b")
+# scheme://user[:password]@ : the userinfo of RFC 3986 (no '/', '@' or whitespace in it).
+_URL_LOGIN = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)([^/@\s:'\"]*)(?::([^/@\s'\"]*))?@")
+
+
+def _url_login(match: re.Match, mask: str) -> str:
+    scheme, user, password = match[1], match[2], match[3]
+    if password is not None:
+        return f"{scheme}{user}:{mask if password else ''}@"
+    # A lone user is a token over HTTP (https://TOKEN@host), a login name elsewhere (ssh://git@).
+    token = user and scheme.lower().startswith("http")
+    return f"{scheme}{mask if token else user}@"
 
 
 def _spellings(secret: str) -> set[str]:
@@ -83,4 +97,5 @@ def redact(text: str, secrets: Iterable[str | None] = (), mask: str | None = Non
     text = _BARE.sub(lambda m: m[1] + (m[2] if m[2] == mask else mask), text)
     text = _AUTHORIZATION.sub(lambda m: m[1] + mask, text)
     text = _BEARER.sub(lambda m: m[1] + mask, text)
+    text = _URL_LOGIN.sub(lambda m: _url_login(m, mask), text)
     return _HF_TOKEN.sub(mask, text)

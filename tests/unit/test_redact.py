@@ -71,6 +71,9 @@ def test_server_args_dict_form():
         ("password='p@ss word'", "p@ss word"),
         (r"api_key='it\'s-escaped'", "s-escaped"),
         (f"downloading with {HF} from the Hub", HF),
+        ("--worker-urls http://router:w0rker-pass@10.0.0.1:30000", "w0rker-pass"),
+        ("index https://deploy:s3cret@mirror.internal/simple", "s3cret"),
+        ("'https://ghp_tokenasuser@git.example/x'", "ghp_tokenasuser"),
     ],
 )
 def test_credentials_found_by_their_form(line, secret):
@@ -89,6 +92,8 @@ def test_credentials_found_by_their_form(line, secret):
         "--max-tokens 5 --token-limit 9",
         "The server is fired up and ready to roll!",
         "a basic example",
+        "http://10.0.0.1:30000/health https://pypi.org/simple",
+        "ssh://git@ never; mailto: someone@example.com",
     ],
 )
 def test_lines_without_credentials_are_unchanged(line):
@@ -132,3 +137,9 @@ def test_a_journal_tail_of_many_lines():
         "RuntimeError: Failed to load model broken/model",
     ]
     assert len(out.splitlines()) == 4
+
+
+def test_a_url_login_keeps_the_user_and_host():
+    assert redact("http://router:pw@10.0.0.1:30000 and http://x:@h") == (
+        f"http://router:{M}@10.0.0.1:30000 and http://x:@h"
+    )
