@@ -678,6 +678,7 @@ class ServiceRouter(_Data):
     api_key_flag: str
     api_key_variable: str
     env_path: str
+    worker_urls_variable: str
     env_mode: str
     shutdown_grace_flag: str
     shutdown_grace_s: Number

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
+from urllib.parse import urlsplit
 
 import jinja2
 from pyinfra.api.exceptions import PyinfraError
@@ -38,6 +39,7 @@ from pyinfra_sglang.profiles import (
     heads_text,
     tp_size_allowed,
 )
+from pyinfra_sglang.redact import redact
 from pyinfra_sglang.sglang_flags import (
     FlagVersionError,
     dp_attention_intents,
@@ -623,6 +625,17 @@ class RouterSpec:
     package: str = "sglang-router"
     release: str = "0.3.2"
 
+    @property
+    def worker_logins(self) -> bool:
+        """Does a worker URL carry a login (``http://user:password@host``)? Then the URLs go
+        through the 0600 environment file too, never on the command line."""
+        return any(urlsplit(url).username or urlsplit(url).password for url in self.worker_urls)
+
+    @property
+    def env_file(self) -> bool:
+        """Is there anything for the launcher to read from the environment file?"""
+        return bool(self.api_key) or self.worker_logins
+
 
 def _gateway(package: str) -> Gateway:
     gateways = data.sglang_service().router.gateway
@@ -644,8 +657,9 @@ def router_stop_timeout_s() -> int:
 
 
 def router_args(spec: RouterSpec) -> list[str]:
-    """The gateway's flags (after its subcommand, if any): never the API key (the launcher
-    adds it in-process from the 0600 environment file; see router_exec)."""
+    """The gateway's flags (after its subcommand, if any): never the API key, nor worker URLs
+    with a login (the launcher adds them in-process from the 0600 environment file; see
+    router_exec)."""
     if not spec.worker_urls:
         raise RenderError("the router needs at least one worker URL", "sglang_router_worker_urls")
     router = data.sglang_service().router
@@ -657,10 +671,10 @@ def router_args(spec: RouterSpec) -> list[str]:
         if parse_version(spec.release) >= parse_version(gateway.grace_flag_from)
         else []
     )
+    workers = [] if spec.worker_logins else [router.worker_urls_flag, *spec.worker_urls]
     return [
         *gateway.subcommand,
-        router.worker_urls_flag,
-        *spec.worker_urls,
+        *workers,
         router.policy_flag,
         spec.policy or router.policy,
         router.host_flag,
@@ -675,21 +689,32 @@ def router_args(spec: RouterSpec) -> list[str]:
     ]
 
 
-def router_launcher(package: str = "sglang-router") -> str:
-    """The Python code (``python -c``) that starts the router with its API key taken from the
-    environment (systemd reads it from the 0600 EnvironmentFile): it removes the variable,
-    adds ``--api-key KEY`` to its own ``sys.argv`` and runs the gateway's module as
-    ``python -m`` would. The key is never in the process's command line
-    (/proc/PID/cmdline, ps, systemctl status), which anyone on the host can read: the
-    gateways' ``main()`` parse ``sys.argv[1:]`` (sglang-router 0.2.x/0.3.x launch_router,
-    smg's cli.main through smg/__main__.py), and neither takes its key any other way (no
-    file, no variable)."""
+def router_launcher(
+    package: str = "sglang-router", api_key: bool = True, worker_urls: bool = False
+) -> str:
+    """The Python code (``python -c``) that starts the router with its API key (and, with
+    ``worker_urls``, its worker URLs) taken from the environment (systemd reads them from the
+    0600 EnvironmentFile): it removes each variable, adds ``--api-key KEY`` (``--worker-urls
+    URL...``) to its own ``sys.argv`` and runs the gateway's module as ``python -m`` would.
+    Neither is ever in the process's command line (/proc/PID/cmdline, ps, systemctl status),
+    which anyone on the host can read: the gateways' ``main()`` parse ``sys.argv[1:]``
+    (sglang-router 0.2.x/0.3.x launch_router, smg's cli.main through smg/__main__.py), and
+    neither takes its key any other way (no file, no variable)."""
     router = data.sglang_service().router
-    return (
-        f"import os, runpy, sys; key = os.environ.pop({router.api_key_variable!r}); "
-        f"sys.argv += [{router.api_key_flag!r}, key]; "
+    code = ["import os, runpy, sys"]
+    if api_key:
+        code.append(
+            f"sys.argv += [{router.api_key_flag!r}, os.environ.pop({router.api_key_variable!r})]"
+        )
+    if worker_urls:
+        code.append(
+            f"sys.argv += [{router.worker_urls_flag!r}, "
+            f"*os.environ.pop({router.worker_urls_variable!r}).split()]"
+        )
+    code.append(
         f"runpy.run_module({_gateway(package).module!r}, run_name='__main__', alter_sys=True)"
     )
+    return "; ".join(code)
 
 
 def router_exec(spec: RouterSpec) -> list[str]:
@@ -698,8 +723,9 @@ def router_exec(spec: RouterSpec) -> list[str]:
     (router_launcher)."""
     bin_dir = _absolute_path(spec.venv_path, "venv_path").rstrip("/") + "/bin/"
     gateway = _gateway(spec.package)
-    if spec.api_key:
-        program = [bin_dir + "python", "-c", router_launcher(spec.package)]
+    if spec.env_file:
+        launcher = router_launcher(spec.package, bool(spec.api_key), spec.worker_logins)
+        program = [bin_dir + "python", "-c", launcher]
     elif gateway.script:
         program = [bin_dir + gateway.script]
     else:
@@ -721,7 +747,7 @@ def render_router_unit(spec: RouterSpec) -> str:
             "worker(s))"
         ),
         worker_count=len(spec.worker_urls),
-        env_path=router_env_path() if spec.api_key else None,
+        env_path=router_env_path() if spec.env_file else None,
         exec_start=exec_start(router_exec(spec)),
         restart_sec=settings.unit.restart_sec,
         timeout_stop_s=router_stop_timeout_s(),
@@ -731,16 +757,25 @@ def render_router_unit(spec: RouterSpec) -> str:
     )
 
 
-def render_router_env(api_key: str, mask: bool = False) -> str:
-    """sglang-router.env (0600): the router's API key, for the launcher to read."""
+def render_router_env(spec: RouterSpec) -> str:
+    """sglang-router.env (0600): the router's API key and worker URLs with logins, for the
+    launcher to read."""
     router = data.sglang_service().router
-    value = _env_value(router.api_key_variable, mask_text() if mask else api_key.strip())
+    lines = []
+    if spec.api_key:
+        value = mask_text() if spec.mask else spec.api_key.strip()
+        lines.append(f"{router.api_key_variable}={_env_value(router.api_key_variable, value)}")
+    if spec.worker_logins:
+        urls = " ".join(redact(url) if spec.mask else url for url in spec.worker_urls)
+        lines.append(
+            f"{router.worker_urls_variable}={_env_value(router.worker_urls_variable, urls)}"
+        )
     return (
         "# Managed by pyinfra-sglang (pyinfra_sglang/render.py); local edits are overwritten.\n"
         "# Environment of sglang-router.service (systemd EnvironmentFile); 0600: it holds the\n"
-        "# router's API key, which its launcher passes to the router in-process, never on a\n"
-        "# command line.\n"
-        f"{router.api_key_variable}={value}\n"
+        "# router's secrets (its API key, worker URLs with logins), which its launcher passes\n"
+        "# to the router in-process, never on a command line.\n"
+        + "".join(f"{line}\n" for line in lines)
     )
 
 
@@ -748,13 +783,9 @@ def render_router_files(spec: RouterSpec) -> list[RenderedFile]:
     """The router's unit and, with an API key, its 0600 environment file."""
     unit = data.sglang_service().files.router_unit
     files = [RenderedFile(unit.path, render_router_unit(spec), unit.mode)]
-    if spec.api_key:
+    if spec.env_file:
         router = data.sglang_service().router
-        files.append(
-            RenderedFile(
-                router.env_path, render_router_env(spec.api_key, spec.mask), router.env_mode
-            )
-        )
+        files.append(RenderedFile(router.env_path, render_router_env(spec), router.env_mode))
     return files
 
 

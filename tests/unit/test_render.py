@@ -7,6 +7,7 @@ import dataclasses
 import json
 import shlex
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 
@@ -711,6 +712,45 @@ def test_router_api_key_goes_through_a_0600_env_file_never_argv():
     masked = render_router_files(router_spec(api_key="sk-ROUTER-key", mask=True))
     assert "sk-ROUTER-key" not in "".join(f.content for f in masked)
     assert "SGLANG_ROUTER_API_KEY=********" in masked[1].content
+
+
+LOGINS = ("http://router:w0rker-Pa55@10.0.0.1:30000", "http://10.0.0.2:30000")
+
+
+@pytest.mark.parametrize("api_key", [None, "sk-ROUTER-key"])
+def test_worker_urls_with_logins_go_through_the_0600_env_file_never_argv(api_key):
+    unit, env = render_router_files(router_spec(worker_urls=LOGINS, api_key=api_key))
+    assert "w0rker-Pa55" not in unit.content and "10.0.0.2" not in unit.content
+    assert "EnvironmentFile=/etc/sglang/sglang-router.env" in unit.content
+    assert (env.path, env.mode) == ("/etc/sglang/sglang-router.env", "600")
+    assert f'\nSGLANG_ROUTER_WORKER_URLS="{LOGINS[0]} {LOGINS[1]}"\n' in env.content
+    argv = unit_argv(unit.content)
+    assert "--worker-urls" not in argv
+    launcher = router_launcher(worker_urls=True, api_key=bool(api_key))
+    assert argv[:3] == [f"{VENV}/bin/python", "-c", launcher]
+    assert "os.environ.pop('SGLANG_ROUTER_WORKER_URLS').split()" in launcher
+    assert ("SGLANG_ROUTER_API_KEY" in launcher) is bool(api_key)
+    # What the launcher's edit of sys.argv gives the router, run here on the env's values.
+    edit = launcher.split("; runpy.run_module")[0]
+    scope = {}
+    environ = {"SGLANG_ROUTER_WORKER_URLS": " ".join(LOGINS), "SGLANG_ROUTER_API_KEY": "k"}
+    with patch.dict("os.environ", environ), patch("sys.argv", ["-c", *argv[3:]]):
+        exec(edit, scope)
+        assert scope["sys"].argv[-3:] == ["--worker-urls", *LOGINS]
+    # render's preview ("secrets masked") masks the logins, keeps the URLs readable.
+    masked = render_router_files(router_spec(worker_urls=LOGINS, api_key=api_key, mask=True))
+    shown = "".join(f.content for f in masked)
+    assert "w0rker-Pa55" not in shown and "http://router:********@10.0.0.1:30000" in shown
+
+
+def test_worker_urls_without_logins_stay_on_the_command_line():
+    [unit] = render_router_files(router_spec())
+    argv = unit_argv(unit.content)
+    assert argv[argv.index("--worker-urls") + 1 : argv.index("--worker-urls") + 3] == [
+        "http://10.0.0.1:30000",
+        "http://10.0.0.2:30000",
+    ]
+    assert "EnvironmentFile" not in unit.content
 
 
 def test_extra_args_cannot_set_managed_flags():
