@@ -11,8 +11,6 @@ Every reference to docs/sources.md names a section it has: a link's anchor
 (``sources.md#gpu-pcie-nvlink-and-nccl-measurements``) or the written form
 ("docs/sources.md, " and the section's heading, wrapped over comment lines or not).
 
-docs/changelog.md is left out of the first check: its historic entries (written by the lead)
-cite the shared notes file as it was then.
 """
 
 from __future__ import annotations
@@ -33,8 +31,6 @@ OUTSIDE = ("../" + "shared", "shared/" + "docs", NOTES_FILE)
 # The one allowed mention outside tests/fixtures: the device kit, in docs/testing.md.
 DEVICE_KIT = "../" + "shared/sglang-device-kit"
 KIT_ALLOWED_IN = "docs/testing.md"
-# Historic entries the lead keeps as written.
-HISTORIC = {"docs/changelog.md"}
 FIXTURES = "tests/fixtures/"
 
 
@@ -129,7 +125,7 @@ def test_sources_md_has_sections_with_distinct_anchors():
 def test_no_tracked_file_cites_a_source_outside_the_repository():
     found = []
     for relative in tracked_files():
-        if relative.startswith(FIXTURES) or relative in HISTORIC or relative == THIS:
+        if relative.startswith(FIXTURES) or relative == THIS:
             continue
         text = read_text(relative)
         if text is not None:
