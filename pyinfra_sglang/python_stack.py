@@ -57,12 +57,13 @@ def version_matches(installed: str, pinned: str) -> bool:
     return public_version(installed) == pinned
 
 
-def stack_for(sglang_version: str) -> Stack | None:
-    """The stack of ``sglang_version``: its row, or the nearest older one; None for a release
-    older than every row."""
+def stack_for(sglang_version: str) -> Stack:
+    """The stack of ``sglang_version``: its row, or the nearest older one; the oldest row for
+    a release older than every row (only an unread release the inventory accepts is)."""
     wanted = parse_version(sglang_version)
-    rows = [row for row in data.python().sglang.stacks if parse_version(row.sglang) <= wanted]
-    return max(rows, key=lambda row: parse_version(row.sglang)) if rows else None
+    stacks = data.python().sglang.stacks
+    rows = [row for row in stacks if parse_version(row.sglang) <= wanted]
+    return max(rows, key=lambda row: parse_version(row.sglang)) if rows else stacks[0]
 
 
 def cuda_tag(cuda_version: str) -> str:
@@ -84,11 +85,6 @@ def stack_problem(sglang_version: str, cuda_version: str) -> str | None:
     naming what would do; None when it can."""
     stack = stack_for(sglang_version)
     stacks = data.python().sglang.stacks
-    if stack is None:
-        return (
-            f"SGLang {sglang_version} is older than every release data/python.toml [sglang] "
-            f"stacks was read for ({stacks[0].sglang} .. {stacks[-1].sglang})"
-        )
     major = cuda_major(cuda_version)
     if stack.kernel_cuda > major:
         older = [row.sglang for row in stacks if row.kernel_cuda <= major]
@@ -143,7 +139,6 @@ def install_plan(
     if problem:
         raise ValueError(problem)
     stack = stack_for(sglang_version)
-    assert stack is not None  # stack_problem said so
     tag = cuda_tag(cuda_version)
     steps = [
         InstallStep(

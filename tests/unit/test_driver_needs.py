@@ -130,8 +130,10 @@ def test_a_branch_that_runs_none_of_the_profiles_gpus_is_refused_by_validate(tmp
             sglang_profile_overrides=volta_only,
             nvidia_kernel_modules="proprietary",
             nvidia_driver_branch=580,
-            # CUDA 13 builds nothing for Volta, and needs a newer driver than 580 (validation).
+            # CUDA 13 builds nothing for Volta, and needs a newer driver than 580 (validation);
+            # PyPI's SGLang has a CUDA 12 install up to 0.5.10.
             cuda_version="12.9",
+            sglang_version="0.5.10",
         )
         == []
     )

@@ -984,7 +984,10 @@ def test_a_branch_past_a_retired_architecture_is_refused_naming_the_branches_all
         "Nothing was changed.",
     ]
     fits = HostConfig(
-        nvidia_driver_branch=580, nvidia_kernel_modules="proprietary", cuda_version="12.9"
+        nvidia_driver_branch=580,
+        nvidia_kernel_modules="proprietary",
+        cuda_version="12.9",
+        sglang_version="0.5.10",  # the newest with a CUDA 12 install on PyPI
     )
     assert run_operation(PlannedDriverCheck, volta, config=fits) == ([], [])
 

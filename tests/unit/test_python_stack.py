@@ -22,10 +22,10 @@ def test_every_stack_row_is_a_release_in_order():
     assert releases == sorted(set(releases))
 
 
-def test_a_release_between_rows_takes_the_older_row_and_an_unread_one_the_newest():
+def test_a_release_between_rows_takes_the_older_row_and_an_unread_one_the_nearest():
     assert stack_for("0.5.9.post1").sglang == "0.5.9"
     assert stack_for("0.5.99").sglang == data.python().sglang.stacks[-1].sglang
-    assert stack_for("0.5.4") is None
+    assert stack_for("0.5.4").sglang == data.python().sglang.stacks[0].sglang
 
 
 @pytest.mark.parametrize(
