@@ -567,6 +567,7 @@ class Flag(_Data):
 class FlagVersions(_Data):
     oldest_read: Release
     newest_read: Release
+    router_pins_read: Release
 
 
 class DpAttention(_Data):

@@ -39,6 +39,12 @@ from pyinfra_sglang.nvidia import cuda_paths
 from roles.common import systemd_run
 from roles.python_env import index_options, uv_path, venv_packages
 
+BUILD_OFF = (
+    "flash-attn build off (flash_attn_build: false in the inventory): nothing built or "
+    "removed; SGLang imports flash-attn 2 only off the GLM-5 and dense paths "
+    "(docs/packages.md#flash-attn)"
+)
+
 
 def host_build_plan(archs: list[str] | tuple[str, ...], memory_fraction: float) -> BuildPlan:
     """The plan for this host's cores and available memory (raises BuildPlanError when not
@@ -93,10 +99,15 @@ def flash_attn_built(
     memory_fraction: float,
     cuda_home: str,
     index_url: str,
+    build: bool = True,
 ):
     """Build and install flash-attn ``version`` unless the venv has it, built for what is
-    wanted (see build_due). The log and a record of the build (seconds, CUDA architectures,
+    wanted (see build_due), or ``build`` is off (the inventory's flash_attn_build: nothing
+    is read or changed). The log and a record of the build (seconds, CUDA architectures,
     variables) stay under /var/log/pyinfra-sglang; a failed build shows the log's tail."""
+    if not build:
+        host.noop(BUILD_OFF)
+        return
     due, why = build_due(venv, version, archs_override)
     if not due:
         host.noop(why)
@@ -238,9 +249,22 @@ def flash_attn() -> None:
     capabilities (or `flash_attn_cuda_archs`), `FLASH_ATTENTION_FORCE_BUILD=TRUE`,
     `--no-build-isolation`. Refuses before any change when not even one job fits. Log and a
     record (seconds, CUDA architectures, variables) in `/var/log/pyinfra-sglang/`; a failed
-    build shows the log's tail."""
+    build shows the log's tail. With `flash_attn_build: false` it makes no change and says
+    so."""
     config = host_config(host)
     settings = data.load("python")["flash_attn"]
+    if not config.flash_attn_build:
+        flash_attn_built(
+            name=f"Build flash-attn {config.flash_attn_version}",
+            venv=config.venv_path,
+            version=config.flash_attn_version,
+            archs_override=config.flash_attn_cuda_archs,
+            memory_fraction=config.flash_attn_memory_fraction,
+            cuda_home=cuda_paths(config.cuda_version)["home"],
+            index_url=str(config.pypi_index_url),
+            build=False,
+        )
+        return
     if build_due(config.venv_path, config.flash_attn_version, config.flash_attn_cuda_archs)[0]:
         # A build is due: refuse now, before any host changes, if not even one job fits.
         host_build_plan(config.flash_attn_cuda_archs or ["any"], config.flash_attn_memory_fraction)

@@ -153,6 +153,12 @@ CODES: dict[str, Code] = {
         "the venv's flash-attn (the pinned version) was built for every GPU architecture found, "
         "or for exactly `flash_attn_cuda_archs`",
     ),
+    "flash-attn-off": Code(
+        ("ok", "warn"),
+        "`flash_attn_build` is false: no flash-attn is built (ok), and one found in the venv "
+        "anyway is reported; warn when its build record lacks a GPU architecture found or "
+        "names none",
+    ),
     "flash-attn-arch-mismatch": Code(
         ("fail",),
         "the venv's flash-attn was built without kernels for a GPU architecture found (a GPU "

@@ -405,10 +405,14 @@ def findings_for_flash_attn(
     archs_override: list[str] | None,
     flash_attn: dict | None,
     gpus: list[dict],
+    build: bool = True,
 ) -> list[Finding]:
     """Does the installed flash-attn have kernels for the GPUs found (or exactly the
     inventory's ``flash_attn_cuda_archs``)? The same rule as the role's rebuild. Judged only
-    for the pinned version: another one is rebuilt by the next deploy anyway."""
+    for the pinned version: another one is rebuilt by the next deploy anyway. With ``build``
+    off (flash_attn_build: false) no flash-attn is expected: said so, with what is there."""
+    if not build:
+        return _flash_attn_off(flash_attn, gpus)
     if not flash_attn or not version or flash_attn.get("installed") != version:
         return []
     recorded = flash_attn.get("built_archs")
@@ -448,6 +452,44 @@ def findings_for_flash_attn(
             "ok",
             "flash-attn",
             f"flash-attn {version} built for {archs_text(built or ())} ({against}).",
+            evidence=evidence,
+        )
+    ]
+
+
+def _flash_attn_off(flash_attn: dict | None, gpus: list[dict]) -> list[Finding]:
+    """flash_attn_build is off: missing flash-attn is what the inventory asked for; one found
+    anyway (built before, or installed by hand) is reported as it is, the deploy leaves it."""
+    off = "flash-attn is not built: flash_attn_build is false in the inventory"
+    if not flash_attn or not flash_attn.get("installed"):
+        return [Finding("ok", "flash-attn-off", f"{off}; none in the venv.")]
+    installed = flash_attn["installed"]
+    recorded = flash_attn.get("built_archs")
+    built = tuple(recorded) if recorded else None
+    gpu_archs = archs_from_compute_caps([gpu.get("compute_cap") or "" for gpu in gpus])
+    evidence = {"installed": installed, "built": recorded, "gpus": list(gpu_archs)}
+    missing = uncovered_archs(built or (), gpu_archs) if gpu_archs else ()
+    if built is None or missing:
+        lacks = (
+            "its build record names no CUDA architectures"
+            if built is None
+            else f"built for {archs_text(built)}, without the GPUs' {archs_text(missing)}"
+        )
+        return [
+            Finding(
+                "warn",
+                "flash-attn-off",
+                f"{off}, and the venv has flash-attn {installed} anyway, {lacks}: what imports "
+                "it fails on those GPUs. Uninstall it, or set flash_attn_build: true and run "
+                "`pyinfra INVENTORY deploy/site.py`.",
+                evidence=evidence,
+            )
+        ]
+    return [
+        Finding(
+            "ok",
+            "flash-attn-off",
+            f"{off}; the venv has flash-attn {installed} anyway, built for {archs_text(built)}.",
             evidence=evidence,
         )
     ]

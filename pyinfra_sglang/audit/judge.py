@@ -191,7 +191,11 @@ def judge(expected: AuditExpectations, facts: AuditFacts) -> list[Finding]:
         expected.sglang_version, installed_sglang, expected.venv_path
     )
     findings += findings_for_flash_attn(
-        expected.flash_attn_version, expected.flash_attn_cuda_archs, facts.flash_attn, facts.gpus
+        expected.flash_attn_version,
+        expected.flash_attn_cuda_archs,
+        facts.flash_attn,
+        facts.gpus,
+        expected.flash_attn_build,
     )
     findings += _service_findings(expected, facts)
     if facts.gpus:

@@ -34,6 +34,8 @@ class AuditExpectations:
     # flash-attn's pin and the inventory's architectures for it (None in records made before).
     flash_attn_version: str | None = None
     flash_attn_cuda_archs: list[str] | None = None
+    # Does the inventory build flash-attn (flash_attn_build)? Records made before: it did.
+    flash_attn_build: bool = True
     # The inventory's expected_gpu_model (None: unset, or a record made before it).
     expected_gpu_model: str | None = None
     # NCCL_P2P_LEVEL / NCCL_P2P_DISABLE as the host's sglang_env sets them ({}: left to the
@@ -58,6 +60,7 @@ class AuditExpectations:
             update_within_branch=config.nvidia_driver_update_within_branch,
             flash_attn_version=config.flash_attn_version,
             flash_attn_cuda_archs=config.flash_attn_cuda_archs,
+            flash_attn_build=config.flash_attn_build,
             expected_gpu_model=config.expected_gpu_model,
             nccl_p2p_env={k: v for k, v in config.sglang_env.items() if k in P2P_KEYS},
             node_rank=node_rank,

@@ -46,6 +46,7 @@ from pyinfra_sglang import data
 from pyinfra_sglang.arch import FlashAttnArch
 from pyinfra_sglang.gpus import UnknownGpuError, gpu_by_name, gpu_names
 from pyinfra_sglang.p2p import check_p2p_env
+from pyinfra_sglang.sglang_flags import unread_release
 from pyinfra_sglang.tuning.space import load_space
 
 USER_KEY_PREFIX = "x_"
@@ -97,6 +98,7 @@ CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 _nvidia = data.nvidia()
 _python = data.python()
+_flags_read = data.sglang_flags().versions
 DriverBranch = Annotated[
     Literal[_nvidia.driver_branches],  # type: ignore[valid-type]
     BeforeValidator(_int_from_digits),
@@ -252,7 +254,22 @@ class HostConfig(BaseModel):
     sglang_version: Annotated[str, VersionText, Field(pattern=RELEASE_PATTERN)] = Field(
         "0.5.23",
         description="SGLang release pinned in the virtualenv.",
-        json_schema_extra=_allowed("a release number such as 0.5.23 or 0.5.9.post1"),
+        json_schema_extra=_allowed(
+            f"a release from {_flags_read.oldest_read} to {_flags_read.newest_read} (the "
+            "releases read: data/sglang_flags.toml [versions]) such as 0.5.23 or 0.5.9.post1; "
+            "another only with sglang_allow_unread_release"
+        ),
+    )
+    sglang_allow_unread_release: bool = Field(
+        False,
+        description=(
+            "Accept an `sglang_version` outside the releases read (data/sglang_flags.toml "
+            "[versions]: the flag spellings, and with a router the router pins): the service "
+            "is rendered with the spellings of the nearest release read and the newest "
+            "router pin, unchecked against that release's parser, and validation warns. "
+            "Off: such a release is refused."
+        ),
+        json_schema_extra=_allowed("true, false"),
     )
     sglang_model_profile: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")] = Field(
         "glm-5-nvfp4",
@@ -370,6 +387,28 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("an http(s) URL of a PEP 503 simple index, or unset"),
     )
+    sglang_kernel_index_url: HttpUrl | None = Field(
+        None,
+        description=(
+            "Index SGLang's kernel package is installed from where PyPI's is built for another "
+            "CUDA major than `cuda_version` (SGLang 0.5.6 .. 0.5.10 on CUDA 13); unset: "
+            "SGLang's own index for `cuda_version` (e.g. https://docs.sglang.io/whl/cu130)."
+        ),
+        json_schema_extra=_allowed("an http(s) URL of a PEP 503 simple index, or unset"),
+    )
+    flash_attn_build: bool = Field(
+        True,
+        description=(
+            "Build flash-attn (the `flash_attn` package of flash-attn 2, ~30 min from source) "
+            "into the virtualenv. SGLang 0.5.5 .. 0.5.23 import it only on paths off the "
+            "GLM-5 and dense profiles: the fallback of its FA3 wrapper on GPUs other than "
+            "sm_80/sm_90 (vision encoders, the fa3 backend), a few models (Kimi-VL's MoonViT, "
+            "MiMo-V2 ASR, remote code through transformers) and the Qwen sparse attention "
+            "backend ([packages.md](packages.md#flash-attn)). Off: the role builds nothing "
+            "and the audit reports it off; a flash-attn already there stays."
+        ),
+        json_schema_extra=_allowed("true, false"),
+    )
     flash_attn_version: Annotated[str, VersionText, Field(pattern=RELEASE_PATTERN)] = Field(
         _python.flash_attn.version,
         description="flash-attn release built from source into the virtualenv.",
@@ -387,15 +426,6 @@ class HostConfig(BaseModel):
     )
     flash_attn_memory_fraction: Annotated[float, BeforeValidator(_no_bool)] = Field(
         _python.flash_attn.memory_fraction,
-    sglang_kernel_index_url: HttpUrl | None = Field(
-        None,
-        description=(
-            "Index SGLang's kernel package is installed from where PyPI's is built for another "
-            "CUDA major than `cuda_version` (SGLang 0.5.6 .. 0.5.10 on CUDA 13); unset: "
-            "SGLang's own index for `cuda_version` (e.g. https://docs.sglang.io/whl/cu130)."
-        ),
-        json_schema_extra=_allowed("an http(s) URL of a PEP 503 simple index, or unset"),
-    )
         gt=0,
         le=0.95,
         description="Share of available memory the flash-attn build's estimated peak may use.",
@@ -763,6 +793,15 @@ class HostConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _sglang_release_read(self) -> HostConfig:
+        # A release no one read may spell a flag otherwise, or want another gateway: refused
+        # before any change, unless the inventory accepts it (then semantic_checks warns).
+        unread = unread_release(self.sglang_version, self.routed())
+        if unread and not self.sglang_allow_unread_release:
+            raise _field_error("sglang_version", unread.refusal())
+        return self
+
+    @model_validator(mode="after")
     def _plain_http_mirror_needs_a_pinned_keyring(self) -> HostConfig:
         # Over http anyone on the path can swap the keyring, and with it every package's
         # signature check; a pinned sha256 makes the download's transport irrelevant.
@@ -814,6 +853,16 @@ class HostConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _sglang_installs_for_the_cuda(self) -> HostConfig:
+        # PyPI's SGLang kernel and PyTorch's builds exist for some CUDA majors only.
+        from pyinfra_sglang.python_stack import stack_problem
+
+        problem = stack_problem(self.sglang_version, self.cuda_version)
+        if problem:
+            raise _field_error("sglang_version", problem)
+        return self
+
+    @model_validator(mode="after")
     def _nccl_p2p_values(self) -> HostConfig:
         # A misspelt level makes NCCL warn and fall back to its default silently.
         problem = check_p2p_env(self.sglang_env)
@@ -837,16 +886,6 @@ class HostConfig(BaseModel):
                 f"{self.tune_concurrency} is not measured; allowed: one of bench_concurrencies "
                 f"{list(self.bench_concurrencies)}",
             )
-        return self
-
-    @model_validator(mode="after")
-    def _sglang_installs_for_the_cuda(self) -> HostConfig:
-        # PyPI's SGLang kernel and PyTorch's builds exist for some CUDA majors only.
-        from pyinfra_sglang.python_stack import stack_problem
-
-        problem = stack_problem(self.sglang_version, self.cuda_version)
-        if problem:
-            raise _field_error("sglang_version", problem)
         return self
 
     @model_validator(mode="after")

@@ -125,6 +125,7 @@ def service_problems(
             read_secret(getattr(config, field), field, host.name, warn)
         except SecretFileError as error:
             problems.append(problem(field, error.reason))
+    _warn_unread_release(host, config, source_of, warn)
     problems += _mok_problems(host, config, problem, warn)
     problems += _driver_problems(config, problem)
     problems += _exposure_problems(host, config, problem)
@@ -141,6 +142,22 @@ def service_problems(
     # A router with no release pinned for the SGLang release is refused by the render above
     # (service_files reads the pin to spell the gateway's command line).
     return problems
+
+
+def _warn_unread_release(
+    host: Host, config: HostConfig, source_of: dict[str, str], warn: Callable[[str], None]
+) -> None:
+    """A release outside the ones read, accepted by sglang_allow_unread_release (the model
+    refuses it otherwise): said once per host, since nothing checked its flags."""
+    from pyinfra_sglang.sglang_flags import unread_release
+
+    unread = unread_release(config.sglang_version, config.routed())
+    if unread:
+        source = source_of.get("sglang_version", "default")
+        warn(
+            f"warning: host {host.name}: sglang_version = {config.sglang_version!r} (from "
+            f"{source}): {unread.warning()}"
+        )
 
 
 def _planned_service_files(config: HostConfig, node, profile):

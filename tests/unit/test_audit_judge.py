@@ -193,6 +193,8 @@ def test_recorded_real_reports_judge_again_to_the_same_report(path):
     stored["record"]["facts"].setdefault("flash_attn", None)
     stored["record"]["expectations"].setdefault("flash_attn_version", None)
     stored["record"]["expectations"].setdefault("flash_attn_cuda_archs", None)
+    # Recorded before flash_attn_build: the build was on.
+    stored["record"]["expectations"].setdefault("flash_attn_build", True)
     # Recorded before the audit counted the NVIDIA devices on the PCI bus: not read.
     stored["record"]["facts"].setdefault("nvidia_pci_devices", None)
     # Recorded before the inventory named the GPU model: not compared.
