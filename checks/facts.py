@@ -21,6 +21,8 @@ from pyinfra.api import FactBase, Host, State
 from pyinfra.context import ContextObject
 
 from pyinfra_sglang import data
+from pyinfra_sglang.cache_dir import CacheDirState as CacheDirStateValue
+from pyinfra_sglang.cache_dir import parse_state
 from pyinfra_sglang.parsers.files import (
     count_gpu_classes,
     parse_counts,
@@ -447,6 +449,32 @@ class FreeBytes(FactBase[int | None]):
 
     def process(self, output) -> int | None:
         return parse_last_int(output)
+
+
+class CacheDirState(FactBase[CacheDirStateValue]):
+    """What is at the Hub cache's ``path`` (pyinfra_sglang/cache_dir.py judges it): its deepest
+    existing ancestor and where that resolves (a symlinked component shows as a difference),
+    the folder's owner, kind and emptiness, the first path below it not owned by ``user``
+    (find stops at the first; ``prune``, a folder below ``path`` judged on its own, is left
+    out), and the package dpkg says owns it."""
+
+    def command(self, path: str, user: str, prune: str | None = None) -> str:
+        p, u = shlex.quote(path), shlex.quote(user)
+        skip = f"-path {shlex.quote(prune)} -prune -o " if prune else ""
+        return (
+            f'p={p}; d=$p; echo "path=$p"; '
+            'while [ ! -e "$d" ] && [ ! -L "$d" ] && [ "$d" != / ]; do d=$(dirname "$d"); done; '
+            'echo "deepest=$d"; echo "resolved=$(readlink -f -- "$d")"; '
+            'if [ -e "$p" ] || [ -L "$p" ]; then '
+            "stat -c 'owner=%U' -- \"$p\"; stat -c 'kind=%F' -- \"$p\"; "
+            'if [ -d "$p" ] && [ ! -L "$p" ]; then '
+            '[ -z "$(ls -A -- "$p")" ] && echo empty=1; '
+            f'echo "foreign=$(find "$p" {skip}! -user {u} -print -quit 2>/dev/null)"; fi; fi; '
+            'echo "package=$(dpkg-query -S -- "$p" 2>/dev/null | head -n 1 | cut -d: -f1)"'
+        )
+
+    def process(self, output) -> CacheDirStateValue:
+        return parse_state(output)
 
 
 class HttpStatus(FactBase[int | None]):

@@ -171,9 +171,16 @@ class ModelDownload(_Data):
     environment: dict[str, str]
 
 
+class CacheDirRules(_Data):
+    system_trees: tuple[str, ...]
+    dedicated_roots: tuple[str, ...]
+    shared_parents: tuple[str, ...]
+
+
 class Model(_Data):
     api_timeout_s: Number
     audit_api_timeout_s: Number
+    cache_dir: CacheDirRules
     disk_margin: DiskMargin
     download: ModelDownload
 
@@ -678,8 +685,8 @@ class ServiceRouter(_Data):
     prometheus_port_flag: str
     api_key_flag: str
     api_key_variable: str
-    env_path: str
     worker_urls_variable: str
+    env_path: str
     env_mode: str
     shutdown_grace_flag: str
     shutdown_grace_s: Number

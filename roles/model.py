@@ -17,9 +17,17 @@ from pyinfra.api import FunctionCommand, deploy, operation
 from pyinfra.api.exceptions import OperationError, PyinfraError
 from pyinfra.facts.files import File
 
-from checks.facts import FirstLine, FreeBytes, NvidiaGpus, SnapshotFiles, read_once
+from checks.facts import (
+    CacheDirState,
+    FirstLine,
+    FreeBytes,
+    NvidiaGpus,
+    SnapshotFiles,
+    read_once,
+)
 from checks.host_context import run_on_host
 from pyinfra_sglang import data
+from pyinfra_sglang.cache_dir import host_problem
 from pyinfra_sglang.host_programs import program_path
 from pyinfra_sglang.inventory import host_config, host_profile
 from pyinfra_sglang.model_snapshot import (
@@ -111,9 +119,10 @@ def download_env(endpoint: str, cache: str, token: str | None) -> bytes:
 
 def prepare_command(cache: str) -> str:
     """One round trip before a download: the service user (the service role makes it later;
-    the download comes first); the cache and HF_HOME, the user's own, with what an earlier
-    release downloaded as root; the program, root's and readable; the env file's root-only
-    folder; the log, the user's, emptied."""
+    the download comes first); the cache and HF_HOME, the user's own (made, or an empty
+    folder taken: cache_dirs_checked refused anything else, and no tree is re-owned); the
+    program, root's and readable; the env file's root-only folder; the log, the user's,
+    emptied."""
     settings = _settings()
     q = shlex.quote
     user = download_user()
@@ -123,8 +132,6 @@ def prepare_command(cache: str) -> str:
     return (
         f"{{ id -u {q(user)} >/dev/null 2>&1 || {useradd_command(user)}; }} && "
         f"install -d -m 750 -o {q(user)} -g {q(user)} {owned} && "
-        f'for d in {owned}; do if [ -n "$(find "$d" ! -user {q(user)} -print -quit)" ]; '
-        f'then chown -R {q(user)}:{q(user)} "$d"; fi; done && '
         f"install -d -m 755 {q(program_dir)} {q(log.rsplit('/', 1)[0])} && "
         f"install -d -m 700 {q(settings['env_file'].rsplit('/', 1)[0])} && "
         f"cat > {q(program_dir + '/' + PROGRAM)} <<'PYINFRA_SGLANG_EOF' && "
@@ -288,6 +295,22 @@ def local_model_checked(path: str) -> None:
         )
 
 
+def cache_dirs_checked(cache: str) -> None:
+    """The Hub cache and HF_HOME as the host has them, before anything changes: no
+    symlinked component, no package's folder, and the service user's or empty (the role
+    never re-owns a tree: pyinfra_sglang/cache_dir.py)."""
+    user = download_user()
+    for folder in sorted({cache, cache_dirs()["HF_HOME"]}):
+        # HF_HOME holds the default cache, which may be a mount point: judged on its own.
+        below = cache if cache.startswith(folder + "/") else None
+        found = read_once(host, CacheDirState, path=folder, user=user, prune=below)
+        problem = host_problem(found, user)
+        if problem:
+            raise ModelRefused(
+                f"host {host.name}: sglang_model_cache_dir: {problem}. Nothing was changed."
+            )
+
+
 @deploy("Model weights")
 def model_weights() -> None:
     """The profile's model, before the service. A Hub model: at planning, before any host
@@ -295,10 +318,13 @@ def model_weights() -> None:
     `sglang_model_revision` stands for (unset: the commit the profile pins, its `revision`,
     else `main`; a branch or tag is reported with its commit, to pin) and each file's size;
     a gated or missing repository, a bad token, an unknown revision, an unreachable Hub, or
-    a host whose free space at the cache is below what it still lacks plus 5% and 10 GB stop
-    the run with the reason. Then what the host's Hub cache (`sglang_model_cache_dir`,
-    default `/var/lib/sglang/huggingface/hub`; the service reads it through `HF_HUB_CACHE`)
-    lacks is downloaded by the venv's huggingface_hub in a transient unit
+    a host whose free space at the cache is below what it still lacks plus 5% and 10 GB, and
+    a cache folder the service user must not own (a symlinked component, a package's folder,
+    another owner's tree: the role makes the folder or takes an empty one, never re-owns a
+    tree; [security.md](security.md#what-validation-refuses)) stop the run with the reason.
+    Then what the host's Hub cache (`sglang_model_cache_dir`, default
+    `/var/lib/sglang/huggingface/hub`; the service reads it through `HF_HUB_CACHE`) lacks
+    is downloaded by the venv's huggingface_hub in a transient unit
     (`pyinfra-sglang-model-download.service`, stopped after
     `sglang_model_download_timeout_s`; an interrupted run leaves it going and the next
     attaches to it) as the service user (`sglang`, made here when the service role has not
@@ -338,6 +364,7 @@ def model_weights() -> None:
             f"(sglang_model_revision: {snapshot.commit}) so every host serves the same weights"
         )
     cache = hub_cache_dir(config.sglang_model_cache_dir)
+    cache_dirs_checked(cache)
     present = read_once(host, SnapshotFiles, folder=snapshot_folder(cache, model, snapshot.commit))
     missing = snapshot.missing_bytes(present)
     if snapshot.missing(present):

@@ -120,6 +120,16 @@ def _visible_to_the_service(path: str) -> str:
     return path
 
 
+def _not_a_system_tree(path: str) -> str:
+    # The service user comes to own the cache: never a system tree (pyinfra_sglang/cache_dir.py).
+    from pyinfra_sglang.cache_dir import path_problem
+
+    problem = path_problem(path)
+    if problem:
+        raise ValueError(problem)
+    return path
+
+
 def _known_gpu_model(value: str | None) -> str | None:
     # The table's own name, so it compares with what nvidia-smi prints.
     if value is None:
@@ -306,7 +316,12 @@ class HostConfig(BaseModel):
         json_schema_extra=_allowed("a commit, branch or tag of the model's repository"),
     )
     sglang_model_cache_dir: (
-        Annotated[str, Field(pattern=SAFE_HOST_PATH), AfterValidator(_visible_to_the_service)]
+        Annotated[
+            str,
+            Field(pattern=SAFE_HOST_PATH),
+            AfterValidator(_visible_to_the_service),
+            AfterValidator(_not_a_system_tree),
+        ]
         | None
     ) = Field(
         None,
@@ -314,11 +329,16 @@ class HostConfig(BaseModel):
             "Hub cache folder the model is downloaded into and served from (HF_HUB_CACHE), on "
             "a filesystem with room for it: GPU hosts' root filesystems are often small. "
             "Unset: /var/lib/sglang/huggingface/hub. Not under /home, /root or /run/user (the "
-            "sandboxed service cannot see them)."
+            "sandboxed service cannot see them). The service user comes to own it: never a "
+            "system tree (/etc, /usr, /var... except below /var/lib/sglang) nor a shared "
+            "parent itself (/srv, /opt, /data...); on the host, before any change, no "
+            "symlinked component, no package's folder, and an existing folder must be the "
+            "service user's or empty (no tree is re-owned)."
         ),
         json_schema_extra=_allowed(
-            "an absolute path of letters, digits, '.', '_', '-', '/' outside /home, /root, "
-            "/run/user, or unset"
+            "a clean absolute path of letters, digits, '.', '_', '-', '/' below "
+            "/var/lib/sglang or a folder of its own elsewhere (e.g. /srv/sglang-hub), outside "
+            "system trees, /home, /root, /run/user; or unset"
         ),
     )
     sglang_model_download_timeout_s: int = Field(

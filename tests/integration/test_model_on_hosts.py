@@ -112,6 +112,43 @@ def test_too_little_disk_at_the_cache_is_refused_naming_needed_and_free(
         host_pool.run(small, f"umount {CACHE}")
 
 
+def test_a_cache_folder_the_service_user_must_not_own_is_refused_and_nothing_changes_owner(
+    host_pool, hosts, inventory
+):
+    """Issue 35 N1: the role re-owned the cache folder recursively for the service user, so
+    /etc (or a symlink to it, or a tree of root's) was one inventory value from a root
+    escalation. System trees are refused by validation, before any host is reached; a
+    symlinked component and another owner's tree by the host's own state, at planning."""
+    host = hosts[0]
+    for path in ("/etc", "/usr/share"):
+        refused = apply(inventory, options=("--data", f"sglang_model_cache_dir={path}"))
+        assert refused.returncode != 0 and not refused.executed, refused.describe()
+        assert f"sglang_model_cache_dir = '{path}'" in refused.stderr
+        assert "a system tree the service user must not own" in refused.stderr
+    host_pool.run(
+        host,
+        "ln -sfn /etc /srv/etc-link && mkdir -p /srv/root-hub/models--x "
+        "&& echo x > /srv/root-hub/models--x/blob",
+    )
+    owners = "stat -c '%n %U:%G %a' /etc /etc/passwd /srv/root-hub /srv/root-hub/models--x/blob"
+    before = host_pool.run(host, owners).stdout
+    try:
+        for path, message in (
+            ("/srv/etc-link/hub", "/srv/etc-link resolves to /etc: a symlink in the path"),
+            ("/srv/root-hub", "the deploy does not re-own a tree"),
+        ):
+            refused = apply(
+                inventory,
+                options=("--limit", host.address, "--data", f"sglang_model_cache_dir={path}"),
+            )
+            assert refused.returncode != 0 and refused.logged_changes() == [], refused.describe()
+            assert message in refused.stderr and "Nothing was changed" in refused.stderr
+        assert host_pool.run(host, owners).stdout == before
+        assert host_pool.run(host, "test -e /etc/hub", check=False).returncode == 1
+    finally:
+        host_pool.run(host, "rm -rf /srv/etc-link /srv/root-hub")
+
+
 def test_the_cache_can_live_on_another_filesystem(host_pool, hosts, inventory):
     elsewhere = "/srv/models/hub"
     moved = ("--data", f"sglang_model_cache_dir={elsewhere}")
