@@ -28,9 +28,10 @@ from pyinfra_sglang.gpus import UnknownGpuError, gpu_by_name
 from pyinfra_sglang.inventory import HostConfig, host_profile
 from pyinfra_sglang.report.tuning_page import write_tuning_page
 from pyinfra_sglang.run_summary import prefixed
+from pyinfra_sglang.safe_write import write_file
 from pyinfra_sglang.served_benchmark.results import TIMESTAMP, host_folder, latest_run
 from pyinfra_sglang.served_benchmark.settings import BENCH_FILE, bench_settings
-from pyinfra_sglang.tuning.journal import header
+from pyinfra_sglang.tuning.journal import JournalError, header
 from pyinfra_sglang.tuning.judge import Objective
 from pyinfra_sglang.tuning.loop import TuneRefused, run_search
 from pyinfra_sglang.tuning.search import Measure, Round
@@ -157,6 +158,15 @@ def _round(config: HostConfig, results_dir: str, version: str, step: Measure) ->
     )
 
 
+def write_summary(folder: Path, objective, start: dict, table: str, block: str) -> Path:
+    """tune.txt: the search's table and the overrides line, never written through a link
+    planted at its name (pyinfra_sglang/safe_write.py)."""
+    return write_file(
+        folder / "tune.txt",
+        f"objective: {objective.describe()}\nstarting settings: {start}\n\n{table}\n{block}\n",
+    )
+
+
 def _search(config: HostConfig, results_dir: str) -> None:
     version = host.get_fact(PythonPackages, venv=config.venv_path).get("sglang")
     if not version:
@@ -187,12 +197,12 @@ def _search(config: HostConfig, results_dir: str) -> None:
         )
     except TuneRefused as refused:
         raise TuneError(f"host {host.name}: tune_budget_s: {refused}") from None
+    except JournalError as error:
+        raise TuneError(f"host {host.name}: {error}") from None
     state = outcome.state
     block = overrides_block(config.sglang_profile_overrides, start, state)
     table = trial_table(state.trials)
-    (folder / "tune.txt").write_text(
-        f"objective: {objective.describe()}\nstarting settings: {start}\n\n{table}\n{block}\n"
-    )
+    write_summary(folder, objective, start, table, block)
     page = write_tuning_page(folder, host.name, state, start, objective, block, outcome.stopped)
     say(prefixed(host.name, f"tuning ({objective.describe()}):\n{table}\n{block}"))
     say(f"tuning page: {page}")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 from pathlib import Path
 
 from pyinfra_sglang.audit.findings import LEVELS, Finding, worst_level
 from pyinfra_sglang.run_summary import with_inventory
+from pyinfra_sglang.safe_write import write_file
 
 
 def safe_name(host_name: str) -> str:
@@ -65,9 +65,6 @@ def unreachable_report(host: str, error: str) -> dict:
 
 
 def write_report(path: Path, data: dict) -> Path:
-    """Write atomically: a reader never sees half a report."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.with_suffix(".json.tmp")
-    staging.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(staging, path)
-    return path
+    """Write atomically (a reader never sees half a report), never through a link or into
+    a FIFO planted at its name (pyinfra_sglang/safe_write.py)."""
+    return write_file(path, json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -17,12 +17,8 @@ from __future__ import annotations
 
 import argparse
 import base64
-import errno
 import html
 import json
-import os
-import secrets
-import stat
 import struct
 import sys
 from dataclasses import dataclass
@@ -39,6 +35,7 @@ from pyinfra_sglang.diagnosis.limits import load_json
 from pyinfra_sglang.diagnosis.samples import gpu_indexes
 from pyinfra_sglang.diagnosis.steps import Step, is_number
 from pyinfra_sglang.report.charts import throughput_png, timeline_png
+from pyinfra_sglang.safe_write import OutputFolder, UnsafeOutputError
 from pyinfra_sglang.served_benchmark.ab_compare import (
     Comparison,
     compare,
@@ -161,92 +158,9 @@ def read_run(folder: str | Path) -> Run:
 
 # --- the output folder ------------------------------------------------------------------------
 
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_DIR_FD = {os.open, os.lstat, os.replace, os.unlink, os.readlink} <= os.supports_dir_fd
-
-
-class UnsafeOutputError(OSError):
-    """An output path that is a symbolic link or not a plain file: refused, so that a results
-    folder from elsewhere cannot point the report at another file the user can write."""
-
-
-def _link_text(link: str, dir_fd: int | None) -> str:
-    try:
-        return f" (to {os.readlink(link, dir_fd=dir_fd)})"
-    except OSError:
-        return ""
-
-
-class _Output:
-    """The output folder (made if missing; refused when it is a symbolic link), held open so
-    that every file is written in that folder and nowhere else. A file is written to a new
-    temporary name and renamed over its own: nothing already there (a link, a hard link, a
-    FIFO) is ever written through; a symbolic link or anything but a plain file is refused."""
-
-    def __init__(self, out: str | Path):
-        self.path = Path(out)
-        self._refuse_link(self.path)
-        self.path.mkdir(parents=True, exist_ok=True)
-        self.fd = None
-        if _DIR_FD:
-            flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW
-            try:
-                self.fd = os.open(self.path, flags)
-            except OSError as error:
-                if error.errno in (errno.ELOOP, errno.ENOTDIR):
-                    self._refuse_link(self.path)
-                raise
-        else:
-            self._refuse_link(self.path)
-
-    @staticmethod
-    def _refuse_link(path: Path) -> None:
-        if path.is_symlink():
-            raise UnsafeOutputError(
-                f"{path}: the output folder is a symbolic link{_link_text(str(path), None)}: "
-                "refusing to write through it (remove it, or give another --output)"
-            )
-
-    def __enter__(self) -> _Output:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
-
-    def _name(self, name: str) -> str:
-        return name if self.fd is not None else str(self.path / name)
-
-    def write(self, name: str, data: bytes) -> Path:
-        """Write ``data`` as the file ``name`` in the folder; its path."""
-        path, where = self.path / name, self._name(name)
-        try:
-            found = os.lstat(where, dir_fd=self.fd)
-        except FileNotFoundError:
-            found = None
-        if found is not None and stat.S_ISLNK(found.st_mode):
-            raise UnsafeOutputError(
-                f"{path}: a symbolic link{_link_text(where, self.fd)}: refusing to write "
-                "through it (remove it, or give another --output)"
-            )
-        if found is not None and not stat.S_ISREG(found.st_mode):
-            raise UnsafeOutputError(f"{path}: not a plain file: refusing to replace it")
-        temp = self._name(f".{name}.{secrets.token_hex(8)}.tmp")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_BINARY", 0)
-        fd = os.open(temp, flags, 0o666, dir_fd=self.fd)
-        try:
-            with os.fdopen(fd, "wb") as file:
-                file.write(data)
-            # A rename replaces whatever took the name meanwhile; it follows no link.
-            os.replace(temp, where, src_dir_fd=self.fd, dst_dir_fd=self.fd)
-        except BaseException:
-            try:
-                os.unlink(temp, dir_fd=self.fd)
-            except OSError:
-                pass
-            raise
-        return path
+# One safe writer for every file the controller writes (pyinfra_sglang/safe_write.py): a
+# results folder from elsewhere cannot point the report at another file the user can write.
+_Output = OutputFolder
 
 
 # --- HTML ------------------------------------------------------------------------------------

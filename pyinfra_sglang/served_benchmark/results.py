@@ -16,6 +16,7 @@ from pyinfra_sglang.diagnosis.roofline import roofline_for
 from pyinfra_sglang.gpus import UnknownGpuError
 from pyinfra_sglang.profiles import Profile
 from pyinfra_sglang.redact import redact
+from pyinfra_sglang.safe_write import read_file, refuse_link, write_file
 
 SETTINGS_FILE = "settings.json"
 TIMESTAMP = "%Y%m%dT%H%M%SZ"
@@ -30,12 +31,16 @@ def new_run_folder(results_dir: str | Path, host_name: str, now: datetime | None
     """A new, empty ``<host>/<YYYYmmddTHHMMSSZ>`` folder (``-2``, ``-3``... when two runs
     start within one second: the names still sort by time)."""
     parent = host_folder(results_dir, host_name)
+    # A host folder planted as a link would put the run (and what is fetched into it) in a
+    # folder of someone else's; the run folder is the user's alone (0700).
+    refuse_link(parent, "the host's results folder")
     parent.mkdir(parents=True, exist_ok=True)
+    refuse_link(parent, "the host's results folder")
     stamp = (now or datetime.now(UTC)).astimezone(UTC).strftime(TIMESTAMP)
     for suffix in ["", *(f"-{n}" for n in range(2, 1000))]:
         folder = parent / f"{stamp}{suffix}"
         try:
-            folder.mkdir()
+            folder.mkdir(mode=0o700)
             return folder
         except FileExistsError:
             continue
@@ -43,8 +48,8 @@ def new_run_folder(results_dir: str | Path, host_name: str, now: datetime | None
 
 
 def write_json(path: Path, value) -> Path:
-    path.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n")
-    return path
+    """Never through a link or into a FIFO planted at its name (safe_write)."""
+    return write_file(path, json.dumps(value, indent=2, sort_keys=True) + "\n")
 
 
 def links_document(gpus: list[dict], virtualization: dict | None) -> dict:
@@ -81,10 +86,10 @@ def scrub_secrets(path: Path, secrets: tuple[str | None, ...] = ()) -> bool:
     """Mask credentials in a fetched file, in place; True when something was masked. Real
     bench_serving (0.5.17) copies the server's /server_info into every result line, and that
     holds the server's ``api_key`` in clear (tests/fixtures/sglang-0.5.17-h200)."""
-    text = path.read_text(errors="replace")
+    text = (read_file(path) or b"").decode(errors="replace")
     masked = redact(text, secrets)
     if masked != text:
-        path.write_text(masked)
+        write_file(path, masked)
     return masked != text
 
 

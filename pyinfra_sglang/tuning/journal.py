@@ -5,10 +5,20 @@ settings, space, objective): a journal is resumed only by the same search."""
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from pathlib import Path
 from typing import Any
 
+from pyinfra_sglang.diagnosis.limits import (
+    OverCapError,
+    check_count,
+    check_depth,
+    limits,
+    loads,
+    over_cap,
+)
+from pyinfra_sglang.safe_write import OutputFolder, read_file, write_file
 from pyinfra_sglang.tuning.judge import Objective
 from pyinfra_sglang.tuning.search import Round
 from pyinfra_sglang.tuning.space import Space
@@ -45,19 +55,100 @@ def round_line(r: Round) -> dict:
     }
 
 
+STATUSES = ("ok", "failed")
+
+
+def _count(value: Any, what: str, low: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{what} is {value!r}, not a whole number >= {low}")
+    return value
+
+
+def _finite(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{what} is {value!r}, not a number")
+    if not math.isfinite(value) or value < 0 or value > limits()["max_number"]:
+        raise ValueError(f"{what} is {value!r}, not a finite number from 0 to the cap")
+    return float(value)
+
+
+def _result(line: Any, number: int) -> dict:
+    """One kept bench_serving line: its numbers finite and not negative."""
+    if not isinstance(line, dict) or set(line) - set(KEPT):
+        raise ValueError(f"result {number} is not a result line (keys: {', '.join(KEPT)})")
+    checked: dict = {}
+    for key, value in line.items():
+        if key == "max_concurrency":
+            checked[key] = _count(value, f"result {number}'s {key}", 1)
+        else:
+            checked[key] = _finite(value, f"result {number}'s {key}")
+    return checked
+
+
+def _text(value: Any, what: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{what} is {value!r}, not text")
+    return value
+
+
+def round_of(line: Any) -> Round:
+    """A journal line as a Round, every value checked; ValueError naming the first bad one."""
+    if not isinstance(line, dict) or line.get("kind") != "round":
+        raise ValueError("not a round line")
+    if not isinstance(line.get("settings"), dict):
+        raise ValueError(f"settings is {line.get('settings')!r}, not a table")
+    if line.get("status") not in STATUSES:
+        raise ValueError(f"status is {line.get('status')!r}; allowed: {', '.join(STATUSES)}")
+    results = line.get("lines")
+    if not isinstance(results, list):
+        raise ValueError(f"lines is {results!r}, not a list")
+    return Round(
+        trial=_count(line.get("trial"), "trial"),
+        round=_count(line.get("round"), "round", 1),
+        settings=dict(line["settings"]),
+        status=line["status"],
+        lines=[_result(result, n) for n, result in enumerate(results, 1)],
+        seconds=_finite(line.get("seconds", 0.0), "seconds"),
+        diagnosis=_text(line.get("diagnosis"), "diagnosis"),
+        error=_text(line.get("error"), "error"),
+    )
+
+
+def _read(folder: Path) -> list | None:
+    """The journal's JSON lines (None when there is none): read without following a link,
+    within the byte, nesting and round caps (data/diagnosis.toml [limits])."""
+    path = folder / JOURNAL_FILE
+    try:
+        raw = read_file(path)
+    except OSError as error:
+        raise JournalError(f"{path}: cannot be read: {error}") from None
+    if raw is None:
+        return None
+    cap = limits()["max_journal_bytes"]
+    if len(raw) > cap:
+        raise JournalError(str(over_cap(path, f"{len(raw)} bytes", "max_journal_bytes")))
+    rows = [row for row in raw.splitlines() if row.strip()]
+    try:
+        check_count(path, len(rows) - 1, "rounds", "max_journal_rounds")
+        check_depth(path, raw)
+        return [loads(path, row.decode()) for row in rows]
+    except (OverCapError, ValueError) as error:
+        raise JournalError(f"{path}: cannot be read: {error}") from None
+
+
 def open_journal(folder: Path, space: Space, start: dict, objective: Objective) -> list[Round]:
-    """The rounds recorded in ``folder``'s journal, after checking it is this search's; a new
-    journal (with its header) where there is none."""
+    """The rounds recorded in ``folder``'s journal, after checking it is this search's and
+    every value in it; a new journal (with its header) where there is none. A journal is
+    written and read only as a plain file in a folder that is not a link (safe_write)."""
     path = folder / JOURNAL_FILE
     expected = header(space, start, objective)
-    if not path.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(expected, sort_keys=True) + "\n")
+    lines = _read(folder)
+    if lines is None:
+        try:
+            write_file(path, json.dumps(expected, sort_keys=True) + "\n")
+        except OSError as error:
+            raise JournalError(f"{path}: cannot be written: {error}") from None
         return []
-    try:
-        lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-    except (OSError, ValueError) as error:
-        raise JournalError(f"{path}: cannot be read: {error}") from None
     if not lines or lines[0] != json.loads(json.dumps(expected)):
         raise JournalError(
             f"{path} records another search (other start settings, space or objective); "
@@ -66,27 +157,21 @@ def open_journal(folder: Path, space: Space, start: dict, objective: Objective) 
     rounds = []
     for number, line in enumerate(lines[1:], 2):
         try:
-            rounds.append(
-                Round(
-                    trial=int(line["trial"]),
-                    round=int(line["round"]),
-                    settings=dict(line["settings"]),
-                    status=str(line["status"]),
-                    lines=list(line["lines"]),
-                    seconds=float(line["seconds"]),
-                    diagnosis=line.get("diagnosis"),
-                    error=line.get("error"),
-                )
-            )
-        except (KeyError, TypeError, ValueError) as error:
+            rounds.append(round_of(line))
+        except ValueError as error:
             raise JournalError(f"{path}: line {number} is not a round: {error}") from None
     return rounds
 
 
 def append_round(folder: Path, r: Round) -> None:
-    """Record a finished round (one line, flushed before the next trial starts)."""
-    with open(folder / JOURNAL_FILE, "a") as journal:
-        journal.write(json.dumps(round_line(r), sort_keys=True) + "\n")
+    """Record a finished round (the journal written anew by rename before the next trial
+    starts, never through a link, within its byte cap)."""
+    line = json.dumps(round_line(r), sort_keys=True, allow_nan=False) + "\n"
+    try:
+        with OutputFolder(folder) as out:
+            out.append(JOURNAL_FILE, line, limit=limits()["max_journal_bytes"])
+    except OSError as error:
+        raise JournalError(f"{folder / JOURNAL_FILE}: cannot be written: {error}") from None
 
 
 def trial_estimate_s(rounds: list[Round], bound_s: float) -> float:
