@@ -264,6 +264,22 @@ def _check_multinode(nnodes: int, node_rank: int, dist_init_addr: str | None) ->
         raise RenderError(f"node_rank {node_rank} is outside 0..{nnodes - 1} for {nnodes} node(s)")
     if nnodes > 1 and not dist_init_addr:
         raise RenderError(f"{nnodes} nodes need dist_init_addr (HEAD:PORT), the same on every node")
+    if dist_init_addr is not None:
+        check_host_port(dist_init_addr)
+
+
+_HOST_PORT = re.compile(r"^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9.-]+)):([0-9]{1,5})$")
+
+
+def check_host_port(text: str) -> None:
+    """dist_init_addr as SGLang splits it: HOST:PORT (an IPv6 address in brackets), the host
+    an address or a DNS name, the port 1 to 65535."""
+    match = _HOST_PORT.match(text)
+    if not match or not 1 <= int(match[3]) <= 65535:
+        raise RenderError(
+            f"dist_init_addr {text!r} is not HOST:PORT (an IPv6 address in brackets, a port "
+            "from 1 to 65535)"
+        )
 
 
 def _check_config_path(config_path: str | None) -> None:
@@ -316,6 +332,18 @@ def _intent_values(
     return {**by_name, **explicit}
 
 
+def _reads_as_a_flag(text: str) -> bool:
+    """Does a flag's value start with '-' without being a number (which argparse reads as a
+    value)?"""
+    if not text.startswith("-"):
+        return False
+    try:
+        float(text)
+    except ValueError:
+        return True
+    return False
+
+
 def _format_value(value: Any) -> str:
     if isinstance(value, float):
         return str(int(value)) if value.is_integer() else repr(value)
@@ -352,6 +380,7 @@ def server_args(
     version = parse_version(sglang_version)
     argv: list[str] = []
     missing: list[str] = []
+    dashed: list[str] = []
     for intent, entry in flag_table().items():
         value = values[intent]
         if value is None or value is False:
@@ -361,7 +390,20 @@ def server_args(
             known = "; ".join(s.describe() for s in entry.spellings)
             missing.append(f"{intent} = {value!r} ({known})")
             continue
-        argv += [flag] if entry.kind == "switch" else [flag, _format_value(value)]
+        if entry.kind == "switch":
+            argv.append(flag)
+            continue
+        text = _format_value(value)
+        if _reads_as_a_flag(text):
+            dashed.append(f"{intent} = {text!r}")
+        argv += [flag, text]
+    if dashed:
+        # argparse would take such a value for a flag of its own (--host=0.0.0.0 in `model`):
+        # a crash loop at best, a changed bind at worst.
+        raise RenderError(
+            f"profile {profile.name}: " + ", ".join(dashed) + " starts with '-', which SGLang's "
+            "parser reads as a flag, not a value; allowed: values that do not start with '-'"
+        )
     if missing:
         raise FlagVersionError(
             f"profile {profile.name}: SGLang {sglang_version} has no flag for "
@@ -585,7 +627,8 @@ def render_env(spec: EnvSpec, mask: bool = False) -> str:
     return _render(
         "sglang.env.j2",
         environment=[(name, _env_value(name, value)) for name, value in values.items()],
-        notes=[note] if note else [],
+        # A comment line like any value: a newline in it would start a variable of its own.
+        notes=[check_text(note, "the env file's note on P2P", "sglang_env")] if note else [],
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shlex
 from pathlib import Path
 from unittest.mock import patch
@@ -1133,3 +1134,35 @@ def test_render_flags_for_a_multinode_member(capsys):
     assert "--nnodes 2 \\\n    --node-rank 1 \\\n    --dist-init-addr 10.0.0.11:50000" in out
     assert main([*argv, "--nnodes", "2"]) == 1
     assert "2 nodes need dist_init_addr" in capsys.readouterr().err
+
+
+def test_the_env_files_p2p_note_is_checked_like_every_value():
+    """Issue 35 N5: the note (a comment line, from what the host reported) skipped the
+    control-character check: a newline in it would start a variable of its own."""
+    from pyinfra_sglang.p2p import P2PHint
+
+    spec = EnvSpec(VENV, pcie_only=True, widest_path="PHB")
+    fine = render_env(dataclasses.replace(spec, p2p=P2PHint("disable", "ACS redirects")))
+    assert "# NCCL_P2P_DISABLE=1: ACS redirects\n" in fine
+    hostile = P2PHint("disable", "ACS\nLD_PRELOAD=/tmp/evil.so")
+    with pytest.raises(RenderError, match="note on P2P has control characters"):
+        render_env(dataclasses.replace(spec, p2p=hostile))
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("model", "--host=0.0.0.0"),
+        ("kv_cache_dtype", "-h"),
+        ("quantization", "--api-key=x"),
+        ("reasoning_parser", "-v"),
+    ],
+)
+def test_a_value_that_reads_as_a_flag_is_refused(field, value):
+    """Issue 35 N7: rendered as a flag's value, argparse took these for flags of their own."""
+    profile = load_profile("dense-bf16").model_copy(update={field: value})
+    with pytest.raises(RenderError, match=re.escape(f" = '{value}' starts with '-'")):
+        server_args(profile, "0.5.23", 1, "127.0.0.1", 30000, CONFIG)
+    # A negative number is a value to argparse: chunked_prefill_size = -1 turns chunking off.
+    off = load_profile("dense-bf16").model_copy(update={"chunked_prefill_size": -1})
+    assert "-1" in server_args(off, "0.5.23", 1, "127.0.0.1", 30000, CONFIG)
