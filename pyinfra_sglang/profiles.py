@@ -22,6 +22,8 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PositiveInt,
+    StrictBool,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -208,7 +210,9 @@ class ArchSettings(BaseModel):
 class Profile(BaseModel):
     """One model profile. ``name`` and ``source`` come from the file, not from its keys."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No inf or NaN (min_total_gpu_memory_gb = inf overflowed the fit check); booleans are
+    # true or false, never "yes" (StrictBool).
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: Annotated[str, Field(pattern=NAME_PATTERN)]
     source: str = Field(description="File the profile was read from.")
@@ -225,7 +229,7 @@ class Profile(BaseModel):
     )
     served_model_name: str | None = Field(None, description="Model name the API reports.")
     quantization: str | None = Field(None, description="Quantization method, e.g. modelopt_fp4.")
-    trust_remote_code: bool = False
+    trust_remote_code: StrictBool = False
     archs: list[SmArch] | None = Field(
         None,
         description=(
@@ -259,7 +263,7 @@ class Profile(BaseModel):
     kv_cache_dtype: str | None = None
 
     mem_fraction_static: float | None = Field(None, gt=0, lt=1)
-    cuda_graph: bool = Field(True, description="Capture CUDA graphs for decode.")
+    cuda_graph: StrictBool = Field(True, description="Capture CUDA graphs for decode.")
     cuda_graph_max_bs: int | None = Field(None, ge=1)
     chunked_prefill_size: int | None = Field(None, description="Tokens per prefill chunk; -1: off.")
     # The scheduler's order of waiting requests and its cap on running ones (both searched by
@@ -270,7 +274,7 @@ class Profile(BaseModel):
 
     reasoning_parser: str | None = None
     tool_call_parser: str | None = None
-    disable_shared_experts_fusion: bool = False
+    disable_shared_experts_fusion: StrictBool = False
 
     watchdog_timeout_s: float | None = Field(
         None,
@@ -301,7 +305,7 @@ class Profile(BaseModel):
     # The model's size, from which the GPU-memory floor follows per GPU (memory_fit.py).
     weights_gb: float | None = Field(
         None,
-        gt=0,
+        ge=0.001,  # 1 MB: a smaller size is a typo (1e-320 passed as "more than 0")
         description=(
             "The checkpoint's weight tensors, decimal GB as the Hub lists them (every layer, "
             "the MTP layer included): spread over the tensor-parallel ranks. Unset: "
@@ -319,14 +323,14 @@ class Profile(BaseModel):
             "needs; 0: none, and mtp is refused."
         ),
     )
-    kv_bytes_per_token: dict[KvDtype, int] = Field(
+    kv_bytes_per_token: dict[KvDtype, PositiveInt] = Field(
         default_factory=dict,
         description=(
             "KV cache bytes per token over all layers, per kv_cache_dtype (auto: unset), as "
             "one rank holds them before a tensor-parallel split."
         ),
     )
-    kv_bytes_per_token_by_backend: dict[Backend, dict[KvDtype, int]] = Field(
+    kv_bytes_per_token_by_backend: dict[Backend, dict[KvDtype, PositiveInt]] = Field(
         default_factory=dict,
         description=(
             "kv_bytes_per_token where a sparse-attention backend lays the KV cache out its own "
@@ -335,7 +339,7 @@ class Profile(BaseModel):
             "trtllm when either backend is trtllm)."
         ),
     )
-    kv_split_over_tp: bool = Field(
+    kv_split_over_tp: StrictBool = Field(
         True,
         description=(
             "The KV cache is split over tensor-parallel ranks (by KV heads); false for MLA, "
@@ -355,14 +359,14 @@ class Profile(BaseModel):
     )
     min_total_gpu_memory_gb: float | None = Field(
         None,
-        gt=0,
+        ge=0.001,  # 1 MB: a smaller size is a typo (1e-320 passed as "more than 0")
         description=(
             "A plain floor, GPU memory over all GPUs, for a profile that does not state its "
             "model's size (weights_gb); not both."
         ),
     )
     # MTP: speculative decoding with the model's own next-token layer as the draft.
-    mtp: bool = Field(
+    mtp: StrictBool = Field(
         False,
         description=(
             "Speculative decoding with the model's next-token (MTP) layer; needs mtp_layers. "
@@ -423,7 +427,7 @@ class Profile(BaseModel):
     )
     mlp_weights_gb: float | None = Field(
         None,
-        gt=0,
+        ge=0.001,  # 1 MB: a smaller size is a typo (1e-320 passed as "more than 0")
         description=(
             "The MLP part of weights_gb (routed and shared experts, dense MLPs), decimal GB: "
             "split over all tensor-parallel ranks in every layout, while the rest (attention, "
@@ -440,7 +444,7 @@ class Profile(BaseModel):
     min_sglang_version: Release | None = Field(
         None, description="Oldest SGLang release that works."
     )
-    enable_metrics: bool = True
+    enable_metrics: StrictBool = True
     extra_args: list[str] = Field(
         default_factory=list, description="Server arguments passed as given, after the rest."
     )
@@ -698,11 +702,48 @@ def _read_profile_text(path: Traversable | Path) -> str:
         ) from None
 
 
+# A real profile nests tables 3 deep and dots keys 2 deep; tomllib recurses per bracket
+# (60,000 '[' end in RecursionError) and dotted keys cost memory quadratically (a 240 KB file
+# reached 8 GB). Checked on the text, before tomllib sees it.
+MAX_TOML_NESTING = 16
+MAX_KEY_DOTS = 16
+_KEY_PART = re.compile(r"^\s*\[*([^=\]]*)")
+
+
+def _toml_shape_problem(text: str) -> str | None:
+    """Why the text is refused before parsing: brackets or braces nested past
+    MAX_TOML_NESTING, or a key with more than MAX_KEY_DOTS dots."""
+    depth = deepest = 0
+    for char in re.sub(r'"(?:\\.|[^"\\\n])*"|\'[^\'\n]*\'', "", text):
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth = max(0, depth - 1)
+    if deepest > MAX_TOML_NESTING:
+        return f"arrays or tables nested {deepest} deep (at most {MAX_TOML_NESTING})"
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.lstrip()
+        if stripped.startswith("#") or not ("=" in line or stripped.startswith("[")):
+            continue  # a comment, or a value continued from the line before
+        match = _KEY_PART.match(line)
+        if match and match.group(1).count(".") > MAX_KEY_DOTS:
+            return f"line {number}: a key of more than {MAX_KEY_DOTS} dotted parts"
+    return None
+
+
 def _profile_from_text(name: str, source: str, text: str) -> Profile:
+    problem = _toml_shape_problem(text)
+    if problem:
+        raise ProfileError(f"profile {name} ({source}): not a profile: {problem}")
     try:
         values = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ProfileError(f"profile {name} ({source}): not valid TOML: {error}") from error
+    except (RecursionError, MemoryError) as error:
+        raise ProfileError(
+            f"profile {name} ({source}): not a profile: {type(error).__name__} parsing it"
+        ) from None
     for key in ("name", "source"):
         if key in values:
             raise ProfileError(

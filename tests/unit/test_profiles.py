@@ -389,3 +389,23 @@ def test_bad_arch_tables_and_env_are_refused(tmp_path, text, problem):
     write(tmp_path, "mine", 'model = "a/b"\nmin_total_gpu_memory_gb = 10\n' + text)
     with pytest.raises(ProfileError, match=re.escape(problem)):
         load_profile("mine", [tmp_path])
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("model = " + "[" * 60000 + "]" * 60000, "nested 60000 deep"),
+        ("a" + ".b" * 5000 + " = 1", "more than 16 dotted parts"),
+        ('model = "m"\nmin_total_gpu_memory_gb = inf\n', "min_total_gpu_memory_gb"),
+        ('model = "m"\nweights_gb = 1e-320\n', "weights_gb"),
+        ('model = "m"\nmtp = "yes"\n', "mtp"),
+        ('model = "m"\nkv_bytes_per_token = { bf16 = -1 }\n', "kv_bytes_per_token"),
+    ],
+)
+def test_hostile_profile_files_are_refused_with_a_profile_error(tmp_path, text, message):
+    """Issue 35 N6/N7: a RecursionError traceback, an OverflowError, quadratic memory, and
+    values that validated but could not serve (1e-320 GB, "yes" as true, negative bytes)."""
+    path = tmp_path / "hostile.toml"
+    path.write_text(text)
+    with pytest.raises(ProfileError, match=message):
+        load_profile_file(path)
