@@ -6,6 +6,7 @@ import argparse
 import io
 import json
 import math
+import re
 import shlex
 import sys
 from collections.abc import Callable
@@ -106,6 +107,51 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+# Bounds on the offline commands' sizes: the largest hosts have 16-20 GPUs and a few hundred
+# cores, and SGLang's multi-node mode a handful to dozens of nodes; each bound is far above.
+MAX_GPUS = 64
+MAX_NODES = 1024
+MAX_CORES = 4096
+MAX_MEM_GB = 1_000_000  # 1 PB
+
+
+def _at_most(most: int, what: str):
+    """An argparse type: a whole number from 1 to ``most`` (a bound keeps a typo such as
+    10^12 nodes from a loop over every one)."""
+
+    def parse(text: str) -> int:
+        value = _positive(text)
+        if value > most:
+            raise argparse.ArgumentTypeError(f"more {what} than {most}: {text!r}")
+        return value
+
+    return parse
+
+
+def _bind_address(text: str) -> str:
+    """An IP address (IPv4 or IPv6) or a DNS name, as SGLang's --host takes it."""
+    import ipaddress
+
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        pass
+    if re.fullmatch(r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9-]{1,63})*", text):
+        return text
+    raise argparse.ArgumentTypeError(f"not an IP address or host name: {text!r}")
+
+
+def _host_port(text: str) -> str:
+    """--dist-init-addr: HOST:PORT as SGLang splits it (render's own check)."""
+    from pyinfra_sglang.render import RenderError, check_host_port
+
+    try:
+        check_host_port(text)
+    except RenderError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
 def _number(text: str) -> float:
     try:
         value = float(text)
@@ -118,8 +164,10 @@ def _number(text: str) -> float:
 
 def _gigabytes(text: str) -> float:
     value = _number(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"not a number of GB above 0: {text!r}")
+    if not 0 < value <= MAX_MEM_GB:
+        raise argparse.ArgumentTypeError(
+            f"not a number of GB above 0 and at most {MAX_MEM_GB}: {text!r}"
+        )
     return value
 
 
@@ -307,7 +355,10 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _build_plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--cores", type=_positive, required=True, help="CPU cores of the build host (1 or more)"
+        "--cores",
+        type=_at_most(MAX_CORES, "cores"),
+        required=True,
+        help=f"CPU cores of the build host (1 to {MAX_CORES})",
     )
     parser.add_argument(
         "--mem-gb", type=_gigabytes, required=True, help="available memory, GB (above 0)"
@@ -432,7 +483,7 @@ def _render_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--gpus",
-        type=_positive,
+        type=_at_most(MAX_GPUS, "GPUs per host"),
         help="GPUs per host (required without --inventory; with it: instead of those planned)",
     )
     parser.add_argument(
@@ -451,7 +502,9 @@ def _render_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="memory per GPU, GB (default: the largest GPU of --arch in data/gpus.toml)",
     )
-    parser.add_argument("--host", default=None, help="bind address (default 127.0.0.1)")
+    parser.add_argument(
+        "--host", type=_bind_address, default=None, help="bind address (default 127.0.0.1)"
+    )
     parser.add_argument("--port", type=_port, default=None, help="port (default 30000)")
     parser.add_argument("--venv", default=None, help="virtualenv on the host")
     parser.add_argument(
@@ -476,7 +529,7 @@ def _render_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--nnodes",
-        type=_positive,
+        type=_at_most(MAX_NODES, "nodes"),
         default=1,
         help="without --inventory: nodes of a multi-node server (default 1)",
     )
@@ -488,6 +541,7 @@ def _render_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--dist-init-addr",
+        type=_host_port,
         default=None,
         metavar="HOST:PORT",
         help="without --inventory: the first node's rendezvous address, the same on every node",

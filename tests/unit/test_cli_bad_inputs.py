@@ -344,6 +344,10 @@ def test_the_installed_entry_point_shows_no_traceback(tmp_path, argv):
     assert done.returncode == 2 and "Traceback" not in done.stderr and done.stderr.strip()
 
 
+RENDER = ["render", "--profile", "dense-bf16", "--gpus", "2", "--arch", "sm_90"]
+RENDER += ["--sglang-version", "0.5.23"]
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -357,6 +361,23 @@ def test_the_installed_entry_point_shows_no_traceback(tmp_path, argv):
         (
             ["render", "--profile", "../../x", "--gpus", "1", "--arch", "sm_90"],
             "not a profile name",
+        ),
+        # Issue 35 N8: 10^12 nodes hung render (its divisors counted one by one); GPUs,
+        # cores and memory without bound; the rendezvous address and bind unparsed.
+        (
+            [*RENDER, "--nnodes", "1000000000000", "--dist-init-addr", "10.0.0.1:5000"],
+            "more nodes than 1024",
+        ),
+        (["render", "--profile", "dense-bf16", "--gpus", "100000", "--arch", "sm_90"], "64"),
+        (
+            ["build-plan", "--cores", "100000000000", "--mem-gb", "64"],
+            "more cores than 4096",
+        ),
+        (["build-plan", "--cores", "8", "--mem-gb", "1e308"], "at most 1000000"),
+        ([*RENDER, "--host", "0.0.0.0 --api-key x"], "not an IP address or host name"),
+        (
+            [*RENDER, "--nnodes", "2", "--dist-init-addr", "head:99999"],
+            "dist_init_addr 'head:99999' is not HOST:PORT",
         ),
     ],
 )

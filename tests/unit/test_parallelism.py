@@ -242,3 +242,12 @@ def test_one_gpu_crosses_no_link_whatever_the_shape():
     for name in ("dense-bf16", "glm-5-nvfp4"):
         lines = parallelism.estimate_lines(load_profile(name), 1, None)
         assert lines == ["interconnect estimate: one GPU, nothing crosses a link"]
+
+
+def test_divisors_are_found_in_square_root_time():
+    """Issue 35 N8: counted one by one, 10^12 took hours."""
+    from pyinfra_sglang.parallelism import _divisors
+
+    assert _divisors(12) == [1, 2, 3, 4, 6, 12]
+    assert _divisors(1) == [1]
+    assert len(_divisors(10**12)) == 169 and _divisors(10**12)[-1] == 10**12
