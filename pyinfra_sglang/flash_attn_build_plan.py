@@ -199,7 +199,8 @@ def flash_attn_default_jobs(cores: int, available_gb: float) -> int:
 
 # ninja's status prefix, "[N/M] ", at the start of a line; uv -v streams the build backend's
 # output with "DEBUG " in front of each line.
-_NINJA_STEP = re.compile(r"^(?:DEBUG )?\s*\[(\d+)/(\d+)\]\s", re.MULTILINE)
+# At most 9 digits: a 5,000-digit count is no ninja's, and int() of it raised in the monitor.
+_NINJA_STEP = re.compile(r"^(?:DEBUG )?\s*\[(\d{1,9})/(\d{1,9})\]\s", re.MULTILINE)
 
 
 def ninja_steps(log_text: str) -> tuple[int, int] | None:

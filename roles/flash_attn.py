@@ -36,6 +36,7 @@ from pyinfra_sglang.flash_attn_build_plan import (
 )
 from pyinfra_sglang.inventory import host_config
 from pyinfra_sglang.nvidia import cuda_paths
+from pyinfra_sglang.terminal import shown
 from roles.common import systemd_run
 from roles.python_env import index_options, uv_path, venv_packages
 
@@ -232,7 +233,7 @@ def _wait_for_build(state, host, version):
     why = f"exit status {status.strip()}" if status.strip() else "the build unit ended unfinished"
     logger.error(
         f"{host.print_prefix}flash-attn {version} build failed after {took} ({why}); "
-        f"log: {log}; its last lines:\n{tail}"
+        f"log: {log}; its last lines:\n{shown(tail)}"
     )
     return False
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from pyinfra_sglang.audit.findings import LEVELS, Finding, worst_level
 from pyinfra_sglang.run_summary import with_inventory
 from pyinfra_sglang.safe_write import write_file
+from pyinfra_sglang.terminal import shown
 
 
 def safe_name(host_name: str) -> str:
@@ -32,7 +33,9 @@ def format_table(host: str, findings: list[Finding], what: str = "audit") -> str
     for f in ordered:
         gpu = "-" if f.gpu is None else str(f.gpu)
         lines.append(f"  {f.level:5}  {f.code:{width}}  {gpu:>3}  {f.message}")
-    return "\n".join(lines)
+    # Messages carry what hosts reported (GPU names, paths): no escape sequence reaches the
+    # terminal (issue 35 N10).
+    return shown("\n".join(lines))
 
 
 def report(host: str, findings: list[Finding], facts: dict) -> dict:

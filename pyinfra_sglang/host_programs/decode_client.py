@@ -430,6 +430,11 @@ def _masker(secrets: Iterable[str]) -> Callable[[bytes], bytes]:
         forms.add(secret.encode("utf-8"))
         forms.add(json.dumps(secret)[1:-1].encode("utf-8"))
         forms.add(json.dumps(secret, ensure_ascii=False)[1:-1].encode("utf-8"))
+        # Every character \u-escaped, as a JSON encoder may write it (lower and upper hex).
+        escaped = "".join("\\u%04x" % ord(char) for char in secret if ord(char) < 0x10000)
+        if len(escaped) == 6 * len(secret):
+            forms.add(escaped.encode())
+            forms.add(escaped.upper().replace("\\U", "\\u").encode())
     ordered = sorted((form for form in forms if form), key=len, reverse=True)
 
     def mask(data: bytes) -> bytes:

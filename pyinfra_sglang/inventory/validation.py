@@ -56,12 +56,23 @@ def _masked(problems: list[Problem], values: dict[str, Any]) -> list[Problem]:
     return [
         replace(
             problem,
-            value=mask_secrets(redact(problem.value), secrets),
+            value=_env_names_only(problem, values) or mask_secrets(redact(problem.value), secrets),
             message=mask_secrets(problem.message, secrets),
             allowed=mask_secrets(problem.allowed, secrets),
         )
         for problem in problems
     ]
+
+
+def _env_names_only(problem: Problem, values: dict[str, Any]) -> str | None:
+    """sglang_env shown by its names alone: users keep tokens there under any name (issue 35
+    N10), so its values are never echoed."""
+    env = values.get("sglang_env")
+    if problem.field != "sglang_env" or not isinstance(env, dict):
+        return None
+    from pyinfra_sglang.redact import mask_text
+
+    return repr({str(name): mask_text() for name in env})
 
 
 def validate_host_data(

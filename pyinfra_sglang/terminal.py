@@ -1,0 +1,15 @@
+"""Text from elsewhere (a build log, nvidia-smi output, a server's reply) made safe to print:
+every control character a terminal may act on (ESC, C1, DEL, carriage return...) shown as
+repr() escapes it, so that it cannot move the cursor, recolour, retitle or clear the screen.
+Newlines (and tabs) stay, for multi-line text."""
+
+from __future__ import annotations
+
+import re
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def shown(text: str) -> str:
+    """``text`` with its control characters but newline and tab escaped (ESC as ``\\x1b``)."""
+    return _CONTROL.sub(lambda m: repr(m.group(0))[1:-1], text)
