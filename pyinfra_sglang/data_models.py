@@ -108,6 +108,7 @@ class DiagnosisLimits(_Data):
     max_readings: int
     max_steps: int
     max_bench_rows: int
+    max_concurrency: int
     max_journal_bytes: int
     max_journal_rounds: int
     max_number: Number

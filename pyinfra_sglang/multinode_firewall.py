@@ -4,7 +4,7 @@ NCCL ports; nobody else. Pure: the role renders this plan (templates/sglang-fire
 from __future__ import annotations
 
 from dataclasses import dataclass
-from ipaddress import IPv4Address, ip_address
+from ipaddress import IPv4Address, IPv6Address, ip_address
 
 from pyinfra_sglang import data
 
@@ -47,10 +47,18 @@ def filtered_ports(dist_init_port: int) -> tuple[tuple[int, int], ...]:
     return _merged([(dist_init_port, min(dist_init_port + span - 1, 65535)), (low, high)])
 
 
+def _plain(address: str) -> IPv4Address | IPv6Address:
+    """An IP literal as packets carry it: an IPv4-mapped IPv6 address (``::ffff:10.0.0.2``)
+    is that IPv4 address, which the IPv4 set must hold (issue 35 N11)."""
+    parsed = ip_address(address.strip("[]"))
+    mapped = getattr(parsed, "ipv4_mapped", None)
+    return mapped if mapped is not None else parsed
+
+
 def firewall_plan(group: str, member_addresses: list[str], dist_init_port: int) -> FirewallPlan:
     """The plan for one member of ``group``; ``member_addresses`` are IP literals (the
     inventory refuses names when the firewall is on), IPv6 possibly in brackets."""
-    addresses = sorted({ip_address(address.strip("[]")) for address in member_addresses}, key=str)
+    addresses = sorted({_plain(address) for address in member_addresses}, key=str)
     conf = data.multinode_firewall()
     low, high = conf.ephemeral_ports
     return FirewallPlan(

@@ -250,10 +250,15 @@ def _checked_samples(path: Path) -> list[dict]:
             raise ResultsError(f"{where}: t is {_shown(sample.get('t'))}, not a number")
         gpus = _list(f"{where}: gpus", sample.get("gpus"))
         readings = _check_gpu_count(where, len(gpus), readings)
+        seen: set[int] = set()
         for position, gpu in enumerate(gpus):
             at = f"{where}: gpus[{position}]"
             _object(at, gpu)
             _index(at, gpu.get("index"))
+            # A GPU listed twice would count its readings twice (6 samples read as 12).
+            if gpu["index"] in seen:
+                raise ResultsError(f"{at}: GPU {gpu['index']} is listed twice in one sample")
+            seen.add(gpu["index"])
             _numbers(at, gpu, SAMPLE_GPU_NUMBERS)
             if gpu.get("name") is not None and not isinstance(gpu["name"], str):
                 raise ResultsError(f"{at}: name is {_shown(gpu['name'])}, not text")
@@ -298,8 +303,20 @@ def _checked_bench(path: Path) -> list[dict]:
     if not path.is_file():
         return []
     rows = _json_lines(path, "max_bench_rows")
+    top = limits()["max_concurrency"]
     for number, row in enumerate(rows, 1):
-        _numbers(f"{path}: line {number}", _object(f"{path}: line {number}", row), BENCH_NUMBERS)
+        where = f"{path}: line {number}"
+        _numbers(where, _object(where, row), BENCH_NUMBERS)
+        concurrency = row.get("max_concurrency")
+        if concurrency is not None and not (
+            isinstance(concurrency, int)
+            and not isinstance(concurrency, bool)
+            and 1 <= concurrency <= top
+        ):
+            raise ResultsError(
+                f"{where}: max_concurrency is {_shown(concurrency)}, not a whole number from "
+                f"1 to {top} (max_concurrency in {WHERE})"
+            )
     return rows
 
 

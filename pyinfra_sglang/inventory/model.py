@@ -527,7 +527,7 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("a list of http(s) URLs of SGLang servers"),
     )
-    sglang_rolling_batch: int = Field(
+    sglang_rolling_batch: Annotated[int, BeforeValidator(_no_bool)] = Field(
         1,
         ge=1,
         description=(
@@ -610,6 +610,7 @@ class HostConfig(BaseModel):
     )
     tune_settings: list[str] | None = Field(
         None,
+        min_length=1,  # [] would search nothing: unset means every setting
         description=(
             "Settings deploy/tune.py searches, in data/tuning.toml's order (unset: every one "
             "that applies to the host's SGLang release and GPUs)."
@@ -870,6 +871,30 @@ class HostConfig(BaseModel):
                 f"{why} (cuda_version {self.cuda_version}; {TOOLKIT_SOURCE}). Choose a newer "
                 "driver, or an older cuda_version",
             )
+        return self
+
+    @model_validator(mode="after")
+    def _router_not_its_own_worker(self) -> HostConfig:
+        # A worker URL that is the router's own address: every request proxied to itself.
+        if not self.sglang_router_worker_urls:
+            return self
+        bind = self.router_bind()
+        own = {(str(bind), self.sglang_router_port)}
+        if bind.is_loopback or bind.is_unspecified:
+            own |= {(name, self.sglang_router_port) for name in ("127.0.0.1", "::1", "localhost")}
+        for url in self.sglang_router_worker_urls:
+            host = (url.host or "").strip("[]")
+            try:
+                host = str(ip_address(host))
+            except ValueError:
+                pass
+            if (host, url.port) in own:
+                raise _field_error(
+                    "sglang_router_worker_urls",
+                    f"{url} is the router's own address (sglang_router_host "
+                    f"{bind}, sglang_router_port {self.sglang_router_port}): it would proxy "
+                    "every request to itself; name the SGLang servers' URLs",
+                )
         return self
 
     @model_validator(mode="after")

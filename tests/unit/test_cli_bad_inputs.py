@@ -467,6 +467,32 @@ def hostile_inputs(tmp: Path) -> list[tuple[list[str], str]]:
             ],
             "bench.jsonl: JSON nested at least 100000 levels deep",
         ),
+        # Issue 35 N11: a GPU listed twice counted twice; concurrency 10^18 was judged.
+        (
+            [
+                "diagnose",
+                _folder(
+                    tmp,
+                    "gpu-twice",
+                    {"samples.jsonl": [{"t": 0, "gpus": [{"index": 0}, {"index": 0}]}]},
+                ),
+            ],
+            "gpus[1]: GPU 0 is listed twice in one sample",
+        ),
+        (
+            [
+                "diagnose",
+                _folder(
+                    tmp,
+                    "bench-concurrency",
+                    {
+                        "samples.jsonl": [GOOD_SAMPLE],
+                        "bench.jsonl": [{"max_concurrency": 10**18, "output_throughput": 1.0}],
+                    },
+                ),
+            ],
+            "bench.jsonl: line 1: max_concurrency is 1000000000000000000, not a whole number",
+        ),
         (
             [
                 "report",

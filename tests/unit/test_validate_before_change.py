@@ -546,3 +546,32 @@ def test_a_serving_port_the_firewall_would_close_is_refused(tmp_path):
     problem = only_problem(tmp_path, hosts, group="pair")
     assert (problem.host, problem.field) == ("gpu-a", "sglang_port")
     assert "40000" in problem.message and "32768-60999" in problem.message
+
+
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:30080", "http://localhost:30080/", "http://[::1]:30080"]
+)
+def test_a_worker_url_that_is_the_router_itself_is_refused(url):
+    """Issue 35 N11: a proxy loop was accepted."""
+    from pyinfra_sglang.inventory import validate_host_data
+
+    _, [problem] = validate_host_data("r", {"sglang_router_worker_urls": [url]})
+    assert problem.field == "sglang_router_worker_urls"
+    assert "the router's own address" in problem.message
+    _, problems = validate_host_data("r", {"sglang_router_worker_urls": ["http://127.0.0.1:30000"]})
+    assert problems == []
+
+
+@pytest.mark.parametrize(
+    ("values", "field"),
+    [
+        ({"tune_settings": []}, "tune_settings"),
+        ({"sglang_rolling_batch": True}, "sglang_rolling_batch"),
+    ],
+)
+def test_values_the_tuner_or_deploy_would_trip_on_are_refused_by_validate(values, field):
+    """Issue 35 N11: an empty search and true as a batch size passed validate."""
+    from pyinfra_sglang.inventory import validate_host_data
+
+    _, [problem] = validate_host_data("h", values)
+    assert problem.field == field
