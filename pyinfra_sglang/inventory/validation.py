@@ -15,6 +15,7 @@ weaker ones. Secrets never reach a problem's text (masking.py).
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable
 from functools import cache
 from ipaddress import IPv4Address, IPv6Address
@@ -97,12 +98,35 @@ def _validate_host_data(
         and key not in pyinfra_data_keys()
         and not key.startswith(USER_KEY_PREFIX)
     ]
+    problems += _address_problems(host, values, source_of)
     try:
         config = HostConfig(**ours)
     except ValidationError as error:
         problems += [_validation_problem(host, item, ours, source_of) for item in error.errors()]
         return None, problems
     return (None if problems else config), problems
+
+
+def _address_problems(
+    host: str, values: dict[str, Any], source_of: dict[str, str]
+) -> list[Problem]:
+    """pyinfra's ssh_hostname, which multi-node groups also render as an address: one word
+    without control characters or spaces. Named here, not as the profile it would fail in."""
+    address = values.get("ssh_hostname")
+    if address is None or (
+        isinstance(address, str) and re.fullmatch(r"[^\s\x00-\x1f\x7f]+", address)
+    ):
+        return []
+    return [
+        Problem(
+            host=host,
+            field="ssh_hostname",
+            value=repr(address),
+            source=source_of.get("ssh_hostname", "host data"),
+            message="not a host name or address",
+            allowed="a host name or IP address: one word, no spaces or control characters",
+        )
+    ]
 
 
 def _unknown_key_problem(host: str, key: str, source: str) -> Problem:

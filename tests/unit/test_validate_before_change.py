@@ -575,3 +575,11 @@ def test_values_the_tuner_or_deploy_would_trip_on_are_refused_by_validate(values
 
     _, [problem] = validate_host_data("h", values)
     assert problem.field == field
+
+
+def test_an_ssh_hostname_with_a_newline_is_named_as_itself():
+    """Issue 35 N11: it was reported under sglang_model_profile, where it failed to render."""
+    from pyinfra_sglang.inventory import validate_host_data
+
+    _, [problem] = validate_host_data("h", {"ssh_hostname": "10.0.0.1\nExecStart=/bin/sh"})
+    assert (problem.field, problem.message) == ("ssh_hostname", "not a host name or address")
