@@ -152,6 +152,15 @@ def _host_port(text: str) -> str:
     return text
 
 
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
 def _number(text: str) -> float:
     try:
         value = float(text)
@@ -632,6 +641,13 @@ def _render_from_flags(args: argparse.Namespace) -> dict:
     local = is_local_model(profile.model)
     gpu_set, spec = _given_gpus(args)
     node = render.NodePosition(args.nnodes, args.node_rank, args.dist_init_addr)
+    if args.host and not _loopback(args.host):
+        # The preview renders an API key (masked); a deploy to that bind requires one.
+        print(
+            f"render: --host {args.host} is not a loopback address: a deploy serves it only "
+            "with an API key (sglang_api_key_file), which this preview renders masked",
+            file=sys.stderr,
+        )
     service = render.ServiceSpec(
         profile=profile,
         sglang_version=args.sglang_version,

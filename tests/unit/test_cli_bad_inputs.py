@@ -592,3 +592,11 @@ def test_samples_without_a_gpu_reading_are_refused_as_nothing_to_diagnose(
     assert _run([command, folder]) == 2
     err = capsys.readouterr().err
     assert f"{name}: no GPU samples ({held}" in err and "nothing to diagnose" in err
+
+
+def test_render_says_a_public_bind_needs_a_key(capsys):
+    """Issue 35 N8: a public --host rendered without a word."""
+    assert _run([*RENDER, "--host", "0.0.0.0"]) == 0
+    assert "--host 0.0.0.0 is not a loopback address" in capsys.readouterr().err
+    assert _run([*RENDER, "--host", "127.0.0.1"]) == 0
+    assert "loopback" not in capsys.readouterr().err
