@@ -32,7 +32,6 @@ from pyinfra_sglang.versions import parse_version
 class InstallStep:
     """One ``uv pip install`` from one index."""
 
-    what: str  # for the operation's name and noop, e.g. "torch's CUDA 13.0 build"
     index_url: str
     requirements: dict[str, str]  # project -> pinned version
     no_deps: bool
@@ -142,7 +141,6 @@ def install_plan(
     tag = cuda_tag(cuda_version)
     steps = [
         InstallStep(
-            f"torch {stack.torch} ({tag})",
             torch_index_url(cuda_version, torch_index),
             {
                 "torch": stack.torch,
@@ -158,11 +156,10 @@ def install_plan(
     else:
         steps.append(
             InstallStep(
-                f"{stack.kernel} {stack.kernel_version} ({tag})",
                 kernel_index_url(cuda_version, kernel_index),
                 {stack.kernel: f"{stack.kernel_version}+{tag}"},
                 no_deps=True,
             )
         )
-    steps.append(InstallStep(f"SGLang {sglang_version}", pypi_index_url, sglang, no_deps=False))
+    steps.append(InstallStep(pypi_index_url, sglang, no_deps=False))
     return InstallPlan(stack, tuple(steps))
