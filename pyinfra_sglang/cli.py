@@ -641,6 +641,12 @@ def _render_from_flags(args: argparse.Namespace) -> dict:
     local = is_local_model(profile.model)
     gpu_set, spec = _given_gpus(args)
     node = render.NodePosition(args.nnodes, args.node_rank, args.dist_init_addr)
+    from pyinfra_sglang.sglang_flags import unread_release
+
+    unread = unread_release(args.sglang_version, routed=False)
+    if unread is not None:
+        # A preview is not refused as a deploy would be: it says what it rendered with.
+        print(f"render: warning: {unread.why}; {unread.accepted}", file=sys.stderr)
     if args.host and not _loopback(args.host):
         # The preview renders an API key (masked); a deploy to that bind requires one.
         print(

@@ -189,3 +189,16 @@ def test_the_router_pins_were_read_as_far_as_the_flags():
     assert newest_pin <= parse_version(versions.router_pins_read)
     why = unread_release("0.5.24", routed=True)
     assert why is not None and "flags were read" in why.why
+
+
+def test_render_from_flags_warns_about_an_unread_release(capsys):
+    """A preview is not refused as a deploy is, but it says which spellings it used."""
+    from pyinfra_sglang.cli import main
+
+    argv = ["render", "--profile", "dense-bf16", "--gpus", "1", "--arch", "sm_90"]
+    assert main([*argv, "--sglang-version", "0.5.99"]) == 0
+    err = capsys.readouterr().err
+    assert "render: warning: SGLang 0.5.99 is newer than the newest release" in err
+    assert "it renders with the spellings of 0.5.23" in err
+    assert main([*argv, "--sglang-version", "0.5.23"]) == 0
+    assert "warning" not in capsys.readouterr().err
