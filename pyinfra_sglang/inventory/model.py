@@ -37,6 +37,7 @@ from pydantic import (
     ConfigDict,
     Field,
     HttpUrl,
+    StrictBool,
     ValidationInfo,
     model_validator,
 )
@@ -194,7 +195,7 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("a release of nvidia_driver_branch such as 590.48.01, or unset"),
     )
-    nvidia_driver_update_within_branch: bool = Field(
+    nvidia_driver_update_within_branch: StrictBool = Field(
         False,
         description=(
             "Move the driver to the newest release of its branch that apt offers (security "
@@ -270,7 +271,7 @@ class HostConfig(BaseModel):
             "another only with sglang_allow_unread_release"
         ),
     )
-    sglang_allow_unread_release: bool = Field(
+    sglang_allow_unread_release: StrictBool = Field(
         False,
         description=(
             "Accept an `sglang_version` outside the releases read (data/sglang_flags.toml "
@@ -416,7 +417,7 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("an http(s) URL of a PEP 503 simple index, or unset"),
     )
-    flash_attn_build: bool = Field(
+    flash_attn_build: StrictBool = Field(
         True,
         description=(
             "Build flash-attn (the `flash_attn` package of flash-attn 2, ~30 min from source) "
@@ -497,7 +498,7 @@ class HostConfig(BaseModel):
         description="Port of the multi-node rendezvous on the group's first host.",
         json_schema_extra=_allowed("1..65535"),
     )
-    sglang_multinode_trusted_network: bool = Field(
+    sglang_multinode_trusted_network: StrictBool = Field(
         False,
         description=(
             "Do the multi-node group's hosts talk over a private, trusted network? SGLang's "
@@ -507,7 +508,7 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("true, false"),
     )
-    sglang_multinode_firewall: bool = Field(
+    sglang_multinode_firewall: StrictBool = Field(
         True,
         description=(
             "Write an nftables table on each member of the multi-node group that admits only "
@@ -561,7 +562,7 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("a path on the controller, or unset"),
     )
-    sglang_metrics_public: bool = Field(
+    sglang_metrics_public: StrictBool = Field(
         False,
         description=(
             "May the server's unauthenticated /metrics and /health_generate be reached on a "
@@ -649,7 +650,7 @@ class HostConfig(BaseModel):
         description="Latency limit of the tuner: settings whose median TTFT exceeds it lose.",
         json_schema_extra=_allowed("milliseconds, > 0"),
     )
-    tune_keep: bool = Field(
+    tune_keep: StrictBool = Field(
         True,
         description=(
             "Leave the host on the tuner's winner (false: back on its starting settings, the "
@@ -664,7 +665,7 @@ class HostConfig(BaseModel):
         description="Folder on the controller where deploy/audit.py writes `<host>.json`.",
         json_schema_extra=_allowed("a path, relative to where pyinfra runs or absolute"),
     )
-    audit_link_probe: bool = Field(
+    audit_link_probe: StrictBool = Field(
         False,
         description=(
             "Should deploy/audit.py measure link bandwidth (host<->GPU, GPU<->GPU, "
@@ -735,7 +736,7 @@ class HostConfig(BaseModel):
     )
     # --- reboots (roles/reboot.py) ---
 
-    allow_reboot: bool = Field(
+    allow_reboot: StrictBool = Field(
         False,
         description="May a deploy reboot the host (after a driver change)?",
         json_schema_extra=_allowed("true, false"),

@@ -583,3 +583,13 @@ def test_an_ssh_hostname_with_a_newline_is_named_as_itself():
 
     _, [problem] = validate_host_data("h", {"ssh_hostname": "10.0.0.1\nExecStart=/bin/sh"})
     assert (problem.field, problem.message) == ("ssh_hostname", "not a host name or address")
+
+
+@pytest.mark.parametrize("value", ["yes", "no", 1, 0])
+def test_a_switch_takes_true_or_false_only(value):
+    """Issue 35 N11: tune_keep = "yes" passed as true (pyinfra's --data turns the words
+    true and false into booleans already)."""
+    from pyinfra_sglang.inventory import validate_host_data
+
+    _, [problem] = validate_host_data("h", {"tune_keep": value})
+    assert problem.field == "tune_keep" and problem.allowed == "true, false"
