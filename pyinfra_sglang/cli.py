@@ -988,6 +988,20 @@ def build_parser(argv: list[str] | None = None, every: bool = False) -> argparse
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except Exception as error:
+        # A broken data file of the checkout (a syntax error in data/gpus.toml): one line
+        # naming the file, not a traceback.
+        from pyinfra_sglang.data import DataError
+
+        if not isinstance(error, DataError):
+            raise
+        print(f"pyinfra-sglang: {error}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(argv)
     if not _json_wanted(argv):

@@ -150,6 +150,13 @@ def _unknown_key_problem(host: str, key: str, source: str) -> Problem:
 def _validation_problem(
     host: str, item: dict[str, Any], values: dict[str, Any], source_of: dict[str, str]
 ) -> Problem:
+    from pyinfra_sglang.data import DataError
+
+    # A data file of the checkout that a rule read is broken: no field of the host's is to
+    # blame (it was reported under sglang_host); the file is named instead.
+    cause = (item.get("ctx") or {}).get("error")
+    if isinstance(cause, DataError):
+        raise cause
     # Model-level rules (loc == ()) name their field in the error's context (_field_error).
     name = str((item.get("ctx") or {}).get("field") or (item["loc"][0] if item["loc"] else ""))
     if name not in HostConfig.model_fields:

@@ -600,3 +600,33 @@ def test_render_says_a_public_bind_needs_a_key(capsys):
     assert "--host 0.0.0.0 is not a loopback address" in capsys.readouterr().err
     assert _run([*RENDER, "--host", "127.0.0.1"]) == 0
     assert "loopback" not in capsys.readouterr().err
+
+
+def test_a_broken_data_file_is_one_line_naming_it_not_a_traceback(tmp_path, capsys):
+    """Issue 35 N11: a syntax error in data/gpus.toml ended in a traceback; a bad
+    data/tuning.toml was reported as a problem of sglang_host."""
+    from unittest.mock import patch
+
+    from pyinfra_sglang import data
+
+    real = data._read
+
+    def broken(name):
+        if name in ("gpus", "tuning"):
+            raise data.DataError(f"pyinfra_sglang/data/{name}.toml: Expected '=' (at line 3)")
+        return real(name)
+
+    inventory = tmp_path / "inv.py"
+    inventory.write_text("gpus = [('gpu-1', {'ssh_strict_host_key_checking': 'yes'})]\n")
+    caches = (data._model, data.load)
+    try:
+        for cache in caches:
+            cache.cache_clear()
+        with patch.object(data, "_read", broken):
+            assert _run(["validate", str(inventory)]) == 2
+    finally:
+        for cache in caches:
+            cache.cache_clear()
+    err = capsys.readouterr().err
+    assert "pyinfra_sglang/data/" in err and "Expected '='" in err
+    assert "Traceback" not in err and "sglang_host" not in err
