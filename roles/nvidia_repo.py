@@ -19,6 +19,7 @@ from pyinfra.operations.util import any_changed
 from checks.facts import AptSourceEntries, RepositoryEntries, read_once
 from pyinfra_sglang import data
 from pyinfra_sglang.inventory import HostConfig, host_config
+from pyinfra_sglang.mirror_login import login_problem, split_login
 from pyinfra_sglang.parsers.system import same_repository
 from pyinfra_sglang.paths import template
 from pyinfra_sglang.platform import Platform
@@ -27,18 +28,6 @@ from roles.common import apt_get, apt_lists_updated, host_platform, put_private_
 
 class MirrorLoginRefused(PyinfraError):
     """The mirror's user or password cannot be written where apt and curl read it."""
-
-
-def split_login(url: str) -> tuple[str, tuple[str, str] | None]:
-    """``url`` without its user and password, and those (percent-decoded, as apt and curl
-    use them), or None when it has none."""
-    parts = urllib.parse.urlsplit(url)
-    userinfo, at, hostport = parts.netloc.rpartition("@")
-    if not at:
-        return url, None
-    user, _, password = userinfo.partition(":")
-    plain = urllib.parse.urlunsplit(parts._replace(netloc=hostport))
-    return plain, (urllib.parse.unquote(user), urllib.parse.unquote(password))
 
 
 def mirror_login(config: HostConfig, host_name: str) -> tuple[str, tuple[str, str]] | None:
@@ -50,14 +39,10 @@ def mirror_login(config: HostConfig, host_name: str) -> tuple[str, tuple[str, st
     plain, login = split_login(str(config.nvidia_apt_mirror))
     if login is None:
         return None
-    if any(
-        not word or any(c.isspace() or not c.isprintable() or c == '"' for c in word)
-        for word in login
-    ):
+    problem = login_problem(login)
+    if problem:
         raise MirrorLoginRefused(
-            f"host {host_name}: nvidia_apt_mirror: the user or password is empty or holds a "
-            "space, a quote or a control character, which apt's auth.conf cannot hold; "
-            'allowed: printable characters other than space and ". Nothing was changed.'
+            f"host {host_name}: nvidia_apt_mirror: {problem}. Nothing was changed."
         )
     parts = urllib.parse.urlsplit(plain)
     return f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}", login

@@ -121,6 +121,17 @@ def _visible_to_the_service(path: str) -> str:
     return path
 
 
+def _mirror_login_fits(url: HttpUrl) -> HttpUrl:
+    # Refused here as the NVIDIA repository role would refuse it (pyinfra_sglang/mirror_login.py).
+    from pyinfra_sglang.mirror_login import login_problem, split_login
+
+    _, login = split_login(str(url))
+    problem = login_problem(login) if login else None
+    if problem:
+        raise ValueError(problem)
+    return url
+
+
 def _not_a_system_tree(path: str) -> str:
     # The service user comes to own the cache: never a system tree (pyinfra_sglang/cache_dir.py).
     from pyinfra_sglang.cache_dir import path_problem
@@ -236,7 +247,7 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("compute, full"),
     )
-    nvidia_apt_mirror: HttpUrl | None = Field(
+    nvidia_apt_mirror: Annotated[HttpUrl, AfterValidator(_mirror_login_fits)] | None = Field(
         None,
         description=(
             "Base URL that replaces https://developer.download.nvidia.com/compute/cuda/repos "

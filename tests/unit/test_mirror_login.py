@@ -7,6 +7,7 @@ from __future__ import annotations
 from unittest.mock import patch
 
 import pytest
+from pydantic import HttpUrl
 from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import File, Sha256File
 
@@ -57,9 +58,21 @@ def test_apts_machine_names_scheme_port_and_path():
     )
 
 
-def test_a_login_a_netrc_file_cannot_hold_is_refused_without_showing_it():
+@pytest.mark.parametrize(
+    "url", ["https://deploy:two%20words@mirror.example/", "https://deploy@mirror.example/"]
+)
+def test_a_login_a_netrc_file_cannot_hold_is_refused_without_showing_it(url):
+    # Validation refuses it first (issue 35 N11: a user-only login passed validate, and only
+    # the deploy refused it) ...
+    from pyinfra_sglang.inventory import validate_host_data
+
+    _, [problem] = validate_host_data("gpu-1", {"nvidia_apt_mirror": url})
+    assert problem.field == "nvidia_apt_mirror" and "apt's auth.conf cannot hold" in str(problem)
+    assert "two" not in str(problem) and "deploy" not in str(problem)
+    # ... and the role still would, were it given one.
+    unchecked = config().model_copy(update={"nvidia_apt_mirror": HttpUrl(url)})
     with pytest.raises(MirrorLoginRefused) as refused:
-        mirror_login(config("https://deploy:two%20words@mirror.example/"), "gpu-1")
+        mirror_login(unchecked, "gpu-1")
     message = str(refused.value)
     assert "host gpu-1: nvidia_apt_mirror" in message and "two" not in message
 
