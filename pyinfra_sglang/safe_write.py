@@ -46,10 +46,10 @@ class OutputFolder:
     """A folder (made if missing; refused when it is a symbolic link), held open so that
     every file is written in that folder and nowhere else."""
 
-    def __init__(self, folder: str | Path):
+    def __init__(self, folder: str | Path, mode: int = 0o777):
         self.path = Path(folder)
         refuse_link(self.path)
-        self.path.mkdir(parents=True, exist_ok=True)
+        self.path.mkdir(mode=mode, parents=True, exist_ok=True)
         self.fd = None
         if _DIR_FD:
             flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW
@@ -91,27 +91,47 @@ class OutputFolder:
             raise UnsafeOutputError(f"{path}: not a plain file: refusing to replace it")
         return found
 
-    def read(self, name: str) -> bytes | None:
+    def check_private(self) -> None:
+        """Refuse a folder someone else owns or any user may write: what it holds could have
+        been put there by another user (a planted results folder)."""
+        found = os.fstat(self.fd) if self.fd is not None else os.lstat(self.path)
+        if found.st_uid != os.geteuid() or found.st_mode & stat.S_IWOTH:
+            raise UnsafeOutputError(
+                f"{self.path}: owned by another user or writable by every user: refusing to "
+                "trust what it holds"
+            )
+
+    def read(self, name: str, private: bool = False) -> bytes | None:
         """The plain file ``name`` in the folder (None when there is none), opened without
-        following a link and refused when it is anything but a plain file."""
+        following a link and refused when it is anything but a plain file. ``private``: also
+        refused when another user owns it or others than its owner may write it."""
         if self._existing(name) is None:
             return None
         flags = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0)
         fd = os.open(self._name(name), flags, dir_fd=self.fd)
         with os.fdopen(fd, "rb") as file:
-            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            found = os.fstat(file.fileno())
+            if not stat.S_ISREG(found.st_mode):
                 raise UnsafeOutputError(f"{self.path / name}: not a plain file: refusing it")
+            if private and (
+                found.st_uid != os.geteuid() or found.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+            ):
+                raise UnsafeOutputError(
+                    f"{self.path / name}: owned by another user or writable by others: "
+                    "refusing to trust it"
+                )
             return file.read()
 
-    def write(self, name: str, data: bytes | str) -> Path:
-        """Write ``data`` as the file ``name`` in the folder; its path."""
+    def write(self, name: str, data: bytes | str, mode: int = 0o666) -> Path:
+        """Write ``data`` as the file ``name`` in the folder (``mode`` before the umask); its
+        path."""
         if isinstance(data, str):
             data = data.encode()
         path = self.path / name
         self._existing(name)
         temp = self._name(f".{name}.{secrets.token_hex(8)}.tmp")
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_BINARY", 0)
-        fd = os.open(temp, flags, 0o666, dir_fd=self.fd)
+        fd = os.open(temp, flags, mode, dir_fd=self.fd)
         try:
             with os.fdopen(fd, "wb") as file:
                 file.write(data)
@@ -125,17 +145,20 @@ class OutputFolder:
             raise
         return path
 
-    def append(self, name: str, data: bytes | str, limit: int | None = None) -> Path:
+    def append(
+        self, name: str, data: bytes | str, limit: int | None = None, private: bool = False
+    ) -> Path:
         """``name`` with ``data`` added at its end, written anew by rename (a journal: small,
-        and never appended to through a link). ``limit``: the most bytes the file may hold."""
+        and never appended to through a link). ``limit``: the most bytes the file may hold;
+        ``private``: the file the user's alone (read as such, written 0600)."""
         if isinstance(data, str):
             data = data.encode()
-        before = self.read(name) or b""
+        before = self.read(name, private) or b""
         if limit is not None and len(before) + len(data) > limit:
             raise UnsafeOutputError(
                 f"{self.path / name}: would grow past {limit} bytes: refusing to append"
             )
-        return self.write(name, before + data)
+        return self.write(name, before + data, 0o600 if private else 0o666)
 
 
 def write_file(path: str | Path, data: bytes | str) -> Path:

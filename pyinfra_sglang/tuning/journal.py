@@ -18,7 +18,7 @@ from pyinfra_sglang.diagnosis.limits import (
     loads,
     over_cap,
 )
-from pyinfra_sglang.safe_write import OutputFolder, read_file, write_file
+from pyinfra_sglang.safe_write import OutputFolder
 from pyinfra_sglang.tuning.judge import Objective
 from pyinfra_sglang.tuning.search import Round
 from pyinfra_sglang.tuning.space import Space
@@ -118,8 +118,15 @@ def _read(folder: Path) -> list | None:
     """The journal's JSON lines (None when there is none): read without following a link,
     within the byte, nesting and round caps (data/diagnosis.toml [limits])."""
     path = folder / JOURNAL_FILE
+    if not folder.is_dir():
+        return None
     try:
-        raw = read_file(path)
+        with OutputFolder(folder) as out:
+            # The search is resumed from these numbers: only the user's own journal, in a
+            # folder no one else may write, is trusted (a planted one is refused).
+            raw = out.read(JOURNAL_FILE, private=True)
+            if raw is not None:
+                out.check_private()
     except OSError as error:
         raise JournalError(f"{path}: cannot be read: {error}") from None
     if raw is None:
@@ -145,7 +152,8 @@ def open_journal(folder: Path, space: Space, start: dict, objective: Objective) 
     lines = _read(folder)
     if lines is None:
         try:
-            write_file(path, json.dumps(expected, sort_keys=True) + "\n")
+            with OutputFolder(folder, mode=0o700) as out:
+                out.write(JOURNAL_FILE, json.dumps(expected, sort_keys=True) + "\n", 0o600)
         except OSError as error:
             raise JournalError(f"{path}: cannot be written: {error}") from None
         return []
@@ -169,7 +177,7 @@ def append_round(folder: Path, r: Round) -> None:
     line = json.dumps(round_line(r), sort_keys=True, allow_nan=False) + "\n"
     try:
         with OutputFolder(folder) as out:
-            out.append(JOURNAL_FILE, line, limit=limits()["max_journal_bytes"])
+            out.append(JOURNAL_FILE, line, limit=limits()["max_journal_bytes"], private=True)
     except OSError as error:
         raise JournalError(f"{folder / JOURNAL_FILE}: cannot be written: {error}") from None
 

@@ -227,3 +227,29 @@ def test_a_journal_over_its_caps_or_malformed_is_refused_not_a_traceback(tmp_pat
     other = journal(tmp_path / "other")
     with pytest.raises(JournalError, match="records another search"):
         open_journal(other, SPACE, {"cuda_graph": True}, OBJECTIVE)
+
+
+def test_only_the_users_own_journal_in_a_folder_only_it_may_write_is_resumed(tmp_path):
+    """Issue 35 N3: forged numbers chose the winner the host was left on. A journal another
+    user could have written (writable by others, or its folder by anyone) is refused."""
+    assert open_journal(tmp_path / "mine", SPACE, START, OBJECTIVE) == []
+    assert stat.S_IMODE((tmp_path / "mine" / JOURNAL_FILE).stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "mine").stat().st_mode) == 0o700
+    append_round(tmp_path / "mine", Round(0, 1, {}, "ok", []))
+    assert len(open_journal(tmp_path / "mine", SPACE, START, OBJECTIVE)) == 1
+    shared = journal(tmp_path / "shared", a_round())
+    (shared / JOURNAL_FILE).chmod(0o666)
+    with pytest.raises(JournalError, match="writable by others: refusing to trust it"):
+        open_journal(shared, SPACE, START, OBJECTIVE)
+    (shared / JOURNAL_FILE).chmod(0o644)
+    shared.chmod(0o777)
+    with pytest.raises(JournalError, match="writable by every user: refusing to trust"):
+        open_journal(shared, SPACE, START, OBJECTIVE)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a file to another user")
+def test_a_journal_another_user_owns_is_refused(tmp_path):
+    theirs = journal(tmp_path / "theirs", a_round())
+    os.chown(theirs / JOURNAL_FILE, 65534, 65534)  # nobody
+    with pytest.raises(JournalError, match="owned by another user"):
+        open_journal(theirs, SPACE, START, OBJECTIVE)
