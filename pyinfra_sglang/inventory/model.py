@@ -943,6 +943,16 @@ class HostConfig(BaseModel):
                 f"{self.tune_concurrency} is not measured; allowed: one of bench_concurrencies "
                 f"{list(self.bench_concurrencies)}",
             )
+        tuning = self.tune_settings is not None or self.tune_concurrency is not None
+        if tuning and self.bench_repeat < 2:
+            # What deploy/tune.py refuses (roles/tuner.py), said by validate for a host whose
+            # inventory asks for a search.
+            raise _field_error(
+                "bench_repeat",
+                f"{self.bench_repeat} with tune_settings or tune_concurrency set: one run a "
+                "trial shows no spread, so deploy/tune.py cannot tell a gain from noise; "
+                "allowed: 2..100 for a host that is tuned",
+            )
         return self
 
     @model_validator(mode="after")

@@ -593,3 +593,14 @@ def test_a_switch_takes_true_or_false_only(value):
 
     _, [problem] = validate_host_data("h", {"tune_keep": value})
     assert problem.field == "tune_keep" and problem.allowed == "true, false"
+
+
+def test_a_host_asked_to_be_tuned_needs_repeats_as_the_tuner_does():
+    """Issue 35 N11: bench_repeat = 1 passed validate and was refused only by deploy/tune.py."""
+    from pyinfra_sglang.inventory import validate_host_data
+
+    _, [problem] = validate_host_data("h", {"tune_settings": ["cuda_graph"], "bench_repeat": 1})
+    assert problem.field == "bench_repeat" and "deploy/tune.py cannot tell" in problem.message
+    _, problems = validate_host_data("h", {"tune_settings": ["cuda_graph"], "bench_repeat": 2})
+    assert problems == []
+    assert validate_host_data("h", {"bench_repeat": 1})[1] == []  # no search asked for
