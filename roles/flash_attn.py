@@ -254,17 +254,18 @@ def flash_attn() -> None:
     so."""
     config = host_config(host)
     settings = data.load("python")["flash_attn"]
+    # The one operation, with the build off too: it then says why it changes nothing.
+    build = {
+        "name": f"Build flash-attn {config.flash_attn_version}",
+        "venv": config.venv_path,
+        "version": config.flash_attn_version,
+        "archs_override": config.flash_attn_cuda_archs,
+        "memory_fraction": config.flash_attn_memory_fraction,
+        "cuda_home": cuda_paths(config.cuda_version)["home"],
+        "index_url": str(config.pypi_index_url),
+    }
     if not config.flash_attn_build:
-        flash_attn_built(
-            name=f"Build flash-attn {config.flash_attn_version}",
-            venv=config.venv_path,
-            version=config.flash_attn_version,
-            archs_override=config.flash_attn_cuda_archs,
-            memory_fraction=config.flash_attn_memory_fraction,
-            cuda_home=cuda_paths(config.cuda_version)["home"],
-            index_url=str(config.pypi_index_url),
-            build=False,
-        )
+        flash_attn_built(**build, build=False)
         return
     if build_due(config.venv_path, config.flash_attn_version, config.flash_attn_cuda_archs)[0]:
         # A build is due: refuse now, before any host changes, if not even one job fits.
@@ -275,12 +276,4 @@ def flash_attn() -> None:
         requirements=dict.fromkeys(settings["build_requirements"]),
         index_url=str(config.pypi_index_url),
     )
-    flash_attn_built(
-        name=f"Build flash-attn {config.flash_attn_version}",
-        venv=config.venv_path,
-        version=config.flash_attn_version,
-        archs_override=config.flash_attn_cuda_archs,
-        memory_fraction=config.flash_attn_memory_fraction,
-        cuda_home=cuda_paths(config.cuda_version)["home"],
-        index_url=str(config.pypi_index_url),
-    )
+    flash_attn_built(**build)
