@@ -2,10 +2,10 @@
 
 A user's clone has only the repository, so no tracked file may cite a file outside it (a
 shared notes file, a sibling folder) as the source of a fact. Outside tests/fixtures/ nothing
-names ``../shared``, ``shared/docs`` or the old shared notes file; docs/testing.md alone may
-name the device kit (``../shared/sglang-device-kit``), as a tool its real-engine run uses,
-not as a source. The fixtures' provenance READMEs may say a capture was copied from a shared
-folder, but cite docs/sources.md for facts, never the shared notes file.
+names the sibling folder, its docs or the old shared notes file (OUTSIDE below); docs/testing.md
+alone may name the device kit (DEVICE_KIT), as a tool its real-engine run uses, not as a
+source. The fixtures' provenance READMEs cite docs/sources.md for facts, never the shared
+notes file.
 
 Every reference to docs/sources.md names a section it has: a link's anchor
 (``sources.md#gpu-pcie-nvlink-and-nccl-measurements``) or the written form
