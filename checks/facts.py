@@ -477,6 +477,27 @@ class CacheDirState(FactBase[CacheDirStateValue]):
         return parse_state(output)
 
 
+class CacheDirStates(FactBase[list[CacheDirStateValue]]):
+    """CacheDirState of each of ``paths`` in one round trip, in their order; a path below
+    another given one is left out of that one's ownership scan (it is judged on its own)."""
+
+    def command(self, paths: tuple[str, ...], user: str) -> str:
+        single = CacheDirState()
+        return "; ".join(
+            single.command(path, user, next((p for p in paths if p.startswith(path + "/")), None))
+            for path in paths
+        )
+
+    def process(self, output) -> list[CacheDirStateValue]:
+        blocks: list[list[str]] = []
+        for line in output:
+            if line.startswith("path="):
+                blocks.append([])
+            if blocks:
+                blocks[-1].append(line)
+        return [parse_state(block) for block in blocks]
+
+
 class HttpStatus(FactBase[int | None]):
     """The HTTP status a GET of ``url`` gets from the host itself within 10 s; None when
     nothing answers. (python3: on every host the roles provision.)"""

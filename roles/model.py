@@ -18,7 +18,7 @@ from pyinfra.api.exceptions import OperationError, PyinfraError
 from pyinfra.facts.files import File
 
 from checks.facts import (
-    CacheDirState,
+    CacheDirStates,
     FirstLine,
     FreeBytes,
     NvidiaGpus,
@@ -300,10 +300,9 @@ def cache_dirs_checked(cache: str) -> None:
     symlinked component, no package's folder, and the service user's or empty (the role
     never re-owns a tree: pyinfra_sglang/cache_dir.py)."""
     user = download_user()
-    for folder in sorted({cache, cache_dirs()["HF_HOME"]}):
-        # HF_HOME holds the default cache, which may be a mount point: judged on its own.
-        below = cache if cache.startswith(folder + "/") else None
-        found = read_once(host, CacheDirState, path=folder, user=user, prune=below)
+    # HF_HOME holds the default cache, which may be a mount point: judged on its own.
+    folders = tuple(sorted({cache, cache_dirs()["HF_HOME"]}))
+    for found in read_once(host, CacheDirStates, paths=folders, user=user):
         problem = host_problem(found, user)
         if problem:
             raise ModelRefused(

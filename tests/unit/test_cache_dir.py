@@ -141,3 +141,18 @@ def test_a_folder_judged_on_its_own_is_left_out_of_its_parents_check(tmp_path):
     )
     done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True)
     assert CacheDirState().process(done.stdout.splitlines()).foreign is None
+
+
+def test_both_folders_are_read_in_one_round_trip_the_inner_one_judged_alone(tmp_path):
+    """The cache and HF_HOME (which holds the default cache) in one command."""
+    from checks.facts import CacheDirStates
+
+    home, cache = tmp_path / "home", tmp_path / "home" / "hub"
+    cache.mkdir(parents=True)
+    (cache / "x").write_text("x")
+    command = CacheDirStates().command((str(home), str(cache)), "nobody")
+    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True)
+    outer, inner = CacheDirStates().process(done.stdout.splitlines())
+    assert (outer.path, inner.path) == (str(home), str(cache))
+    assert outer.foreign == str(home)  # the folder itself, the cache left out
+    assert inner.foreign == str(cache)
