@@ -158,11 +158,6 @@ def read_run(folder: str | Path) -> Run:
 
 # --- the output folder ------------------------------------------------------------------------
 
-# One safe writer for every file the controller writes (pyinfra_sglang/safe_write.py): a
-# results folder from elsewhere cannot point the report at another file the user can write.
-_Output = OutputFolder
-
-
 # --- HTML ------------------------------------------------------------------------------------
 
 
@@ -256,7 +251,7 @@ def _settings(run: Run) -> str:
     return f'<p class="note">{"; ".join(facts)}</p>' if facts else ""
 
 
-def _timelines(run: Run, out: _Output, prefix: str, side: str) -> str:
+def _timelines(run: Run, out: OutputFolder, prefix: str, side: str) -> str:
     parts = []
     capacity = {g["index"]: g.get("pcie_capacity_gbs") for g in run.report["gpus"]}
     for index in gpu_indexes(run.results["samples"]):
@@ -280,7 +275,7 @@ def _document(title: str, body: str) -> str:
     )
 
 
-def _throughput(out: _Output, sides: dict[str, list[dict]], alt: str) -> str:
+def _throughput(out: OutputFolder, sides: dict[str, list[dict]], alt: str) -> str:
     data = throughput_png(sides)
     out.write("throughput.png", data)
     return _image("throughput.png", data, alt)
@@ -289,7 +284,7 @@ def _throughput(out: _Output, sides: dict[str, list[dict]], alt: str) -> str:
 def write_page(out: str | Path, name: str, title: str, body: str) -> Path:
     """Write one HTML page of this report's style (``body``: HTML, its text escaped by the
     caller) as ``name`` into ``out``; refuses symbolic links as write_report does."""
-    with _Output(out) as folder:
+    with OutputFolder(out) as folder:
         return folder.write(name, _document(title, body).encode())
 
 
@@ -301,11 +296,11 @@ def escape(value: object) -> str:
 def write_report(run: Run, out: str | Path) -> Path:
     """Write ``report.html`` and its PNGs into ``out`` (made if missing); its path.
     UnsafeOutputError (an OSError) for an output folder or file that is a symbolic link."""
-    with _Output(out) as folder:
+    with OutputFolder(out) as folder:
         return _write_report(run, folder)
 
 
-def _write_report(run: Run, out: _Output) -> Path:
+def _write_report(run: Run, out: OutputFolder) -> Path:
     if run.results["bench"]:
         chart = _throughput(
             out, {"A": run.results["bench"]}, f"output throughput and TPOT of {run.name}"
@@ -344,11 +339,11 @@ def _comparison_table(comparisons: list[Comparison]) -> str:
 def write_ab_report(run_a: Run, run_b: Run, out: str | Path) -> Path:
     """Write an A/B ``report.html`` of two runs and its PNGs into ``out``; its path.
     UnsafeOutputError (an OSError) for an output folder or file that is a symbolic link."""
-    with _Output(out) as folder:
+    with OutputFolder(out) as folder:
         return _write_ab_report(run_a, run_b, folder)
 
 
-def _write_ab_report(run_a: Run, run_b: Run, out: _Output) -> Path:
+def _write_ab_report(run_a: Run, run_b: Run, out: OutputFolder) -> Path:
     bench_a, bench_b = run_a.results["bench"], run_b.results["bench"]
     comparisons = (
         compare(runs_by_concurrency([run_a.folder]), runs_by_concurrency([run_b.folder]))
