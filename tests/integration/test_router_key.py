@@ -76,3 +76,33 @@ def test_router_key_stays_off_the_command_line(host_pool, hosts, inventory, site
         assert removed.returncode == 0 and not removed.errors(), removed.describe()
     assert host_pool.run(head, f"test -e {ENV_FILE}", check=False).returncode == 1
     assert apply(inventory).changed() == []
+
+
+def test_worker_logins_stay_off_the_command_line_and_the_unit(host_pool, hosts, inventory):
+    """Issue 35 N4: a worker URL's password reached the router's argv and its 0644 unit. With
+    a login, the URLs go through the 0600 environment file and the launcher; a second apply
+    changes nothing."""
+    head = hosts[0]
+    password = "w0rker-Pa55word"
+    workers = json.dumps([f"http://router:{password}@{h.address}:30000" for h in hosts])
+    options = ("--limit", head.address, "--data", f"sglang_router_worker_urls={workers}")
+    run = lambda command: host_pool.run(head, command).stdout  # noqa: E731
+    try:
+        result = apply(inventory, options=options)
+        assert result.returncode == 0 and not result.errors(), result.describe()
+        assert password not in result.stdout + result.stderr
+        assert run("systemctl is-active sglang-router.service").strip() == "active"
+        assert run(f"stat -c '%a %U' {ENV_FILE}").split() == ["600", "root"]
+        assert password in run(f"cat {ENV_FILE}")
+        pid = run("systemctl show -p MainPID --value sglang-router.service").strip()
+        assert password not in run(f"tr '\\0' ' ' < /proc/{pid}/cmdline")
+        assert password not in run("cat /etc/systemd/system/sglang-router.service")
+        # The gateway got the URLs in-process, from the launcher.
+        standin = json.loads(run("cat /run/sglang-standin/router-30080.json"))
+        assert standin["worker_urls"] == json.loads(workers), standin
+        again = apply(inventory, options=options)
+        assert again.changed() == [], again.describe()
+    finally:
+        removed = apply(inventory)
+        assert removed.returncode == 0 and not removed.errors(), removed.describe()
+    assert host_pool.run(head, f"test -e {ENV_FILE}", check=False).returncode == 1
