@@ -190,6 +190,19 @@ class HostConfig(BaseModel):
     # --- NVIDIA driver and CUDA (roles/nvidia_repo.py, nvidia_driver.py, secure_boot.py,
     # cuda_toolkit.py) ---
 
+    nvidia_driver_source: Literal["managed", "host"] = Field(
+        "managed",
+        description=(
+            "`managed`: the deploy installs NVIDIA's repository, the pinned driver (and "
+            "Fabric Manager on NVSwitch boards) and the CUDA Toolkit. `host`: the driver, "
+            "Fabric Manager and toolkits the host already runs (a provider's image, a VM's "
+            "host, a runfile) are used as they are; the repository, driver and toolkit roles "
+            "change nothing, and planning refuses a driver too old for the GPUs or for "
+            "`cuda_version`'s builds, and a missing toolkit where flash-attn is built "
+            "([hosts.md](hosts.md))."
+        ),
+        json_schema_extra=_allowed("managed, host"),
+    )
     nvidia_driver_branch: DriverBranch = Field(  # type: ignore[valid-type]
         _nvidia.default_driver_branch,
         description="NVIDIA driver branch, locked with `nvidia-driver-pinning-<branch>`.",
