@@ -23,6 +23,12 @@ from pyinfra.context import ContextObject
 from pyinfra_sglang import data
 from pyinfra_sglang.cache_dir import CacheDirState as CacheDirStateValue
 from pyinfra_sglang.cache_dir import parse_state
+from pyinfra_sglang.fabric import CUDA_INIT_PROBE, FabricDict, parse_cuda_init, parse_fabric
+from pyinfra_sglang.host_driver import (
+    HostDriverStateDict,
+    host_driver_state_command,
+    parse_host_driver_state,
+)
 from pyinfra_sglang.parsers.files import (
     count_gpu_classes,
     parse_counts,
@@ -103,6 +109,47 @@ class NvidiaPciDevices(FactBase[int]):
 
     def process(self, output) -> int:
         return count_gpu_classes(output)
+
+
+class NvidiaFabric(FactBase[FabricDict]):
+    """NVSwitch PCI functions in sysfs (vendor 0x10de, class 0x0680xx, there with or without
+    a driver) and each GPU's Fabric state from ``nvidia-smi -q`` (see parse_fabric)."""
+
+    def command(self) -> str:
+        return (
+            "for d in /sys/bus/pci/devices/*; do "
+            '[ -r "$d/vendor" ] && [ "$(cat "$d/vendor")" = 0x10de ] '
+            '&& echo "pci $(cat "$d/class")"; '
+            "done; "
+            "if command -v nvidia-smi >/dev/null 2>&1; then nvidia-smi -q 2>/dev/null | "
+            "awk '/^GPU /{print; f=0; next} /^    [^ ]/{f=($1==\"Fabric\")} f'; fi; true"
+        )
+
+    @staticmethod
+    def default() -> FabricDict:
+        return {"nvswitches": 0, "gpus": []}
+
+    def process(self, output) -> FabricDict:
+        return parse_fabric(output)
+
+
+class CudaInit(FactBase[dict]):
+    """Does CUDA initialize? cuInit(0) through ctypes on libcuda.so.1, run with the venv's
+    python (else python3): {"probed": True, "result": CUresult} or {"probed": False,
+    "reason": ...} (see parse_cuda_init)."""
+
+    def command(self, venv: str) -> str:
+        python = shlex.quote(f"{venv}/bin/python")
+        probe = shlex.quote(CUDA_INIT_PROBE)
+        return (
+            f"if [ -x {python} ]; then py={python}; "
+            "elif command -v python3 >/dev/null 2>&1; then py=python3; "
+            "else echo no-python; exit 0; fi; "
+            f'"$py" -c {probe} 2>&1 | tail -n 5; true'
+        )
+
+    def process(self, output) -> dict:
+        return parse_cuda_init(output)
 
 
 class PcieAcs(FactBase[PcieAcsDict]):
@@ -211,6 +258,21 @@ class NvidiaSmiPackage(FactBase[str | None]):
 
     def process(self, output) -> str | None:
         return parse_first_nonempty(output)
+
+
+class HostDriverState(FactBase[HostDriverStateDict]):
+    """What other installers left beside the driver: NVIDIA's runfile markers, and every
+    CUDA toolkit's nvcc with its release (see parse_host_driver_state)."""
+
+    @staticmethod
+    def default() -> HostDriverStateDict:
+        return {"runfile": [], "toolkits": {}}
+
+    def command(self) -> str:
+        return host_driver_state_command()
+
+    def process(self, output) -> HostDriverStateDict:
+        return parse_host_driver_state(output)
 
 
 class MokEnrolled(FactBase[bool | None]):

@@ -103,6 +103,10 @@ def multinode_firewall() -> m.MultinodeFirewall:
     return _typed("multinode_firewall", m.MultinodeFirewall)
 
 
+def host_driver() -> m.HostDriver:
+    return _typed("host_driver", m.HostDriver)
+
+
 def nvidia() -> m.Nvidia:
     return _typed("nvidia", m.Nvidia)
 

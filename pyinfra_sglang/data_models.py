@@ -294,6 +294,24 @@ class CudaToolkit(_Data):
     ld_conf: str
 
 
+class SubnetManager(_Data):
+    from_arch: int
+    packages: tuple[str, ...]
+    kernel_modules: tuple[str, ...]
+    modules_load_path: str
+
+
+class FabricManager(_Data):
+    service: str
+    nvswitch_pci_class: str
+    attached_states: tuple[str, ...]
+    ready_state: str
+    ready_status: str
+    # Platform family (platforms.toml driver_family) -> candidate names, {branch} filled in.
+    packages: dict[str, tuple[str, ...]]
+    subnet_manager: tuple[SubnetManager, ...]
+
+
 class Nvidia(_Data):
     driver_branches: tuple[int, ...]
     default_driver_branch: int
@@ -307,6 +325,26 @@ class Nvidia(_Data):
     secure_boot: SecureBoot
     nouveau: Nouveau
     cuda: CudaToolkit
+    fabric_manager: FabricManager
+
+
+# --- host_driver.toml --------------------------------------------------------------------
+
+
+class DriverOrigin(_Data):
+    archive_prefixes: tuple[str, ...]
+    archive_name_patterns: tuple[str, ...]
+    archive_revision_patterns: tuple[str, ...]
+    runfile_markers: tuple[str, ...]
+
+
+class HostToolkits(_Data):
+    nvcc_glob: str
+
+
+class HostDriver(_Data):
+    origin: DriverOrigin
+    toolkits: HostToolkits
 
 
 # --- nvidia_smi.toml ---------------------------------------------------------------------
@@ -736,6 +774,7 @@ MODELS: dict[str, type[BaseModel]] = {
     "attention_backends": AttentionBackends,
     "diagnosis": Diagnosis,
     "gpus": Gpus,
+    "host_driver": HostDriver,
     "memory_fit": MemoryFit,
     "model": Model,
     "multinode_firewall": MultinodeFirewall,

@@ -10,11 +10,12 @@ from pyinfra.api import StringCommand, deploy, operation
 from pyinfra.api.exceptions import OperationError
 from pyinfra.operations import files, server
 
-from checks.facts import NvccRelease, read_once
+from checks.facts import HostDriverState, NvccRelease, read_once
 from pyinfra_sglang.inventory import host_config
 from pyinfra_sglang.nvidia import cuda_paths
 from pyinfra_sglang.paths import template
 from roles.common import ensure_packages
+from roles.host_driver import host_keeps
 
 
 @operation()
@@ -43,8 +44,20 @@ def nvcc_reports_release(nvcc: str, release: str):
 def cuda_toolkit() -> None:
     """`cuda-toolkit-<major>-<minor>` only (no driver pulled), `/etc/profile.d/cuda.sh`
     (PATH, `lib64`), `/etc/ld.so.conf.d/cuda.conf` (`ldconfig` only when it changed), and a
-    check that `nvcc --version` reports the release asked for."""
-    version = host_config(host).cuda_version
+    check that `nvcc --version` reports the release asked for. With
+    `nvidia_driver_source = "host"` it changes nothing: the toolkits the host has are used
+    (the driver role checked them at planning)."""
+    config = host_config(host)
+    version = config.cuda_version
+    if config.nvidia_driver_source == "host":
+        toolkits = read_once(host, HostDriverState)["toolkits"]
+        found = ", ".join(f"CUDA {r} at {n}" for r, n in sorted(toolkits.items())) or "none"
+        host_keeps(
+            name="Use the CUDA toolkits the host has",
+            what=f"CUDA toolkits found: {found}",
+            reason='nvidia_driver_source = "host" installs none',
+        )
+        return
     paths = cuda_paths(version)
     ensure_packages(f"Install CUDA Toolkit {version}", [paths["package"]])
     files.template(

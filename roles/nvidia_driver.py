@@ -35,6 +35,7 @@ from pyinfra_sglang.nvidia import (
 )
 from pyinfra_sglang.paths import template
 from roles.common import apt_get, apt_install, host_platform
+from roles.host_driver import host_keeps, refuse_foreign_driver, refuse_host_driver
 from roles.reboot import reboot_and_wait
 from roles.secure_boot import mok_key_pair_installed, secure_boot_preflight
 
@@ -78,10 +79,15 @@ def resolve_on_host(
 
 
 def install_on_branch_command(
-    entries: list[tuple[str, ...]], moving: list[str], branch: int, version: str | None = None
+    entries: list[tuple[str, ...]],
+    moving: list[str],
+    branch: int,
+    version: str | None = None,
+    removing: tuple[str, ...] = (),
 ) -> StringCommand:
-    """One apt transaction: every entry resolved on the host, and the installed packages of
-    another branch moved along (the pin picks the version; older is a downgrade)."""
+    """One apt transaction: every entry resolved on the host, the installed packages of
+    another branch moved along (the pin picks the version; older is a downgrade), and the
+    distribution's driver packages in ``removing`` removed ("name-")."""
     variables = [f"pkg{index}" for index in range(len(entries))]
     resolve = "; ".join(
         resolve_on_host(entry, branch, variable, version)
@@ -95,6 +101,7 @@ def install_on_branch_command(
             "--allow-downgrades",
             *(f'"${variable}"' for variable in variables),
             *(QuoteString(name) for name in moving),
+            *(QuoteString(f"{name}-") for name in removing),
         ),
     )
 
@@ -174,9 +181,10 @@ class DriverChange:
     stale: list[tuple[str, ...]]
     moving: list[str]
     updates: list[str]
+    removing: tuple[str, ...] = ()  # the distribution's packages (nvidia_driver_remove_foreign)
 
     def __bool__(self) -> bool:
-        return bool(self.stale or self.moving or self.updates)
+        return bool(self.stale or self.moving or self.updates or self.removing)
 
 
 def driver_change(
@@ -184,6 +192,7 @@ def driver_change(
     branch: int,
     update_within_branch: bool,
     version: str | None = None,
+    removing: tuple[str, ...] = (),
 ) -> DriverChange:
     """Read from the current host's facts: the operation installs it, the deploy decides the
     reboot from it (the facts are read once per host). With ``version``, every driver package
@@ -191,13 +200,18 @@ def driver_change(
     installed = read_once(host, DebPackages)
     stale = stale_driver_packages(installed, entries, branch, version)
     named = {name for entry in entries for name in entry}
-    moving = [name for name in packages_off_branch(installed, branch, version) if name not in named]
+    removing = tuple(name for name in removing if name not in named)
+    moving = [
+        name
+        for name in packages_off_branch(installed, branch, version)
+        if name not in named and name not in removing
+    ]
     updates: list[str] = []
     if update_within_branch and not stale and not moving:
         names = installed_driver_names(installed, entries, branch)
         policy = read_once(host, AptPolicy, packages=names)
         updates = updates_within_branch(installed, policy, branch)
-    return DriverChange(stale, moving, updates)
+    return DriverChange(stale, moving, updates, removing)
 
 
 @operation()
@@ -206,18 +220,25 @@ def driver_packages_on_branch(
     branch: int,
     update_within_branch: bool = False,
     version: str | None = None,
+    removing: tuple[str, ...] = (),
+    removing_dkms: tuple[str, ...] = (),
 ):
     """Install the driver packages, or move them to ``branch`` together with every other
     installed driver package still on another branch (NVIDIA's metapackages depend with
     >=, so apt would leave those where they are); with ``update_within_branch``, also to
-    the newest release of the branch apt offers."""
-    change = driver_change(entries, branch, update_within_branch, version)
-    if not change:
+    the newest release of the branch apt offers. ``removing``: the distribution's driver
+    packages, removed in the same transaction; ``removing_dkms``: NVIDIA modules DKMS holds
+    for no package (``nvidia/<version>``), removed first."""
+    change = driver_change(entries, branch, update_within_branch, version, removing)
+    if not change and not removing_dkms:
         newest = " (the newest apt offers)" if update_within_branch else ""
         where = f"at {version}" if version else f"on branch {branch}"
         host.noop(f"{', '.join(' or '.join(e) for e in entries)} {where}{newest}")
         return
-    yield install_on_branch_command(entries, change.moving, branch, version)
+    for module in removing_dkms:
+        yield StringCommand("dkms", "remove", QuoteString(module), "--all")
+    if change:
+        yield install_on_branch_command(entries, change.moving, branch, version, change.removing)
 
 
 @operation()
@@ -337,6 +358,18 @@ def refuse_driver_for_gpus(config) -> None:
     raise DriverRefusedForGpus("\n".join(lines) + "\nNothing was changed.")
 
 
+def host_driver_in_use(config) -> None:
+    """Host mode: the running driver, checked at planning, is used as it is."""
+    running = refuse_host_driver(config)
+    host_keeps(
+        name="Use the host's NVIDIA driver",
+        what=(
+            f"driver {running.version} ({running.flavor or 'flavor unknown'}) from {running.origin}"
+        ),
+        reason='nvidia_driver_source = "host" leaves it as it is',
+    )
+
+
 @deploy("NVIDIA driver")
 def nvidia_driver() -> None:
     """At planning, before any change: a driver branch or module flavor that cannot run a
@@ -365,21 +398,41 @@ def nvidia_driver() -> None:
     loaded module (`/proc/driver/nvidia/version`) is not the installed one, or the driver
     changed on this run: reboots and waits up to `reboot_timeout_s` when `allow_reboot` is
     true, otherwise prints `REBOOT REQUIRED` and marks `/run/reboot-required`. In a
-    container all module steps are no-ops with the reason."""
+    container all module steps are no-ops with the reason. Before any change it also
+    refuses NVIDIA software another installer left: driver packages of the distribution's
+    archive (Ubuntu's `-server` and `linux-modules-nvidia-*` names, `-0ubuntu`/`~deb`
+    revisions), NVIDIA modules DKMS holds for no installed package, a runfile install
+    (`/usr/bin/nvidia-uninstall`), naming each and both ways out; with
+    `nvidia_driver_remove_foreign: true` the packages and modules are removed in the
+    driver's own transaction instead (a runfile install stays refused). With
+    `nvidia_driver_source = "host"` nothing is changed: planning reads the running driver
+    (and where it came from) and refuses one no GPU's architecture runs on, one below the
+    minor-version floor of `cuda_version`'s major, and a missing
+    `/usr/local/cuda-<cuda_version>/bin/nvcc` where flash-attn is built
+    ([hosts.md](hosts.md))."""
     config = host_config(host)
+    if config.nvidia_driver_source == "host":
+        host_driver_in_use(config)
+        return
     family = host_platform().driver_family
     # Refused here, at planning (before any change): GPUs the branch or flavor cannot run,
-    # GPUs other than expected_gpu_model, Secure Boot on without an enrolled key to sign
+    # GPUs other than expected_gpu_model, NVIDIA software another installer left (unless
+    # the inventory asks for the switch), Secure Boot on without an enrolled key to sign
     # the module with.
     refuse_driver_for_gpus(config)
     refuse_other_gpu_model(host.name, config.expected_gpu_model, read_once(host, NvidiaGpus))
+    foreign = refuse_foreign_driver(config)
+    removing = tuple(package.name for package in foreign.packages)
     signing = secure_boot_preflight(config)
     packages = driver_packages(family, config)
     branch = config.nvidia_driver_branch
     version = config.nvidia_driver_version
     # Within-branch updates change the driver too: the reboot handling follows them.
     changing = bool(
-        driver_change(packages, branch, config.nvidia_driver_update_within_branch, version)
+        driver_change(
+            packages, branch, config.nvidia_driver_update_within_branch, version, removing
+        )
+        or foreign.dkms
     )
 
     if signing is not None:
@@ -394,15 +447,19 @@ def nvidia_driver() -> None:
         branch=branch,
         version=version,
     )
+    removed = ", ".join([*removing, *foreign.dkms])
     driver_packages_on_branch(
         name=(
             f"Install the {config.nvidia_driver_install} driver "
             f"({config.nvidia_kernel_modules} modules)"
+            + (f", removing {removed}" if removed else "")
         ),
         entries=packages,
         branch=branch,
         update_within_branch=config.nvidia_driver_update_within_branch,
         version=version,
+        removing=removing,
+        removing_dkms=foreign.dkms,
     )
     nvidia_smi_installed(name="Check that nvidia-smi is installed", packages=packages)
     blacklist = files.template(

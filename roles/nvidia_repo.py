@@ -24,6 +24,7 @@ from pyinfra_sglang.parsers.system import same_repository
 from pyinfra_sglang.paths import template
 from pyinfra_sglang.platform import Platform
 from roles.common import apt_get, apt_lists_updated, host_platform, put_private_file
+from roles.host_driver import host_keeps
 
 
 class MirrorLoginRefused(PyinfraError):
@@ -336,8 +337,17 @@ def nvidia_repo() -> None:
     `nvidia_apt_mirror` with `user:password@` goes into the list file without them: apt
     reads them from `/etc/apt/auth.conf.d/pyinfra-sglang-nvidia.conf` (0600 root, written
     without ever being readable by others), curl from a 0600 netrc file removed after the
-    download. `apt-get update` only when one of these changed."""
+    download. `apt-get update` only when one of these changed. With
+    `nvidia_driver_source = "host"` it changes nothing: the host's apt sources are its
+    owner's."""
     config = host_config(host)
+    if config.nvidia_driver_source == "host":
+        host_keeps(
+            name="Leave the host's apt sources as they are",
+            what="NVIDIA's repository",
+            reason='nvidia_driver_source = "host" uses the driver and toolkits the host has',
+        )
+        return
     platform = host_platform()
     repo = data.nvidia().repo
     # The list file, readable by all, and curl's command line get the URL without the

@@ -203,6 +203,18 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("managed, host"),
     )
+    nvidia_driver_remove_foreign: StrictBool = Field(
+        False,
+        description=(
+            "Managed mode on a host holding NVIDIA driver packages of the distribution's "
+            "archive (Ubuntu's `nvidia-driver-570-server`, `linux-modules-nvidia-*`...) or "
+            "NVIDIA modules DKMS holds for no installed package: remove them in the driver's "
+            "own apt transaction (`--dry` lists them; a reboot follows). Off: such a host is "
+            "refused before any change, naming what was found. A runfile driver is always "
+            "refused: only its own `nvidia-uninstall` removes it."
+        ),
+        json_schema_extra=_allowed("true, false"),
+    )
     nvidia_driver_branch: DriverBranch = Field(  # type: ignore[valid-type]
         _nvidia.default_driver_branch,
         description="NVIDIA driver branch, locked with `nvidia-driver-pinning-<branch>`.",
@@ -880,21 +892,40 @@ class HostConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _driver_runs_the_toolkit(self) -> HostConfig:
-        # A branch older than the toolkit's minimum runs its programs only through
-        # minor-version compatibility (limited: no JIT of newer PTX): not planned on.
-        from pyinfra_sglang.nvidia import TOOLKIT_SOURCE, driver_below_toolkit
+    def _host_driver_is_not_installed(self) -> HostConfig:
+        # The host's own driver is used as it is: settings of the driver the deploy would
+        # install contradict it.
+        if self.nvidia_driver_source != "host":
+            return self
+        for name in (
+            "nvidia_driver_version",
+            "nvidia_driver_update_within_branch",
+            "nvidia_driver_remove_foreign",
+        ):
+            if getattr(self, name):
+                raise _field_error(
+                    name,
+                    f'nvidia_driver_source = "host" uses the driver the host runs; {name} '
+                    "sets up the one the deploy installs. Unset one of them",
+                )
+        return self
 
-        why = driver_below_toolkit(
-            self.cuda_version, self.nvidia_driver_branch, self.nvidia_driver_version
-        )
-        if why:
-            # The branch itself, or the release within a branch that would do.
-            field = "nvidia_driver_branch" if why.startswith("branch") else "nvidia_driver_version"
+    @model_validator(mode="after")
+    def _driver_runs_the_toolkit(self) -> HostConfig:
+        # Below the release's own minimum, a branch on its major's floor still runs it
+        # through minor-version compatibility (no JIT of newer PTX): validation warns
+        # (semantic_checks). Below the floor nothing starts: refused. The host's own driver
+        # is judged at planning, from what it runs.
+        from pyinfra_sglang.nvidia import minor_version_compat_floor
+
+        floor = minor_version_compat_floor(self.cuda_version)
+        if self.nvidia_driver_source == "managed" and floor and self.nvidia_driver_branch < floor:
             raise _field_error(
-                field,
-                f"{why} (cuda_version {self.cuda_version}; {TOOLKIT_SOURCE}). Choose a newer "
-                "driver, or an older cuda_version",
+                "nvidia_driver_branch",
+                f"branch {self.nvidia_driver_branch} does not run CUDA {self.cuda_version} "
+                f"programs at all (CUDA minor-version compatibility: "
+                f"{self.cuda_version.split('.')[0]}.x needs branch {floor} or later). Choose "
+                "a newer driver, or an older cuda_version",
             )
         return self
 

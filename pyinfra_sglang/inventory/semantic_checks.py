@@ -126,6 +126,7 @@ def service_problems(
         except SecretFileError as error:
             problems.append(problem(field, error.reason))
     _warn_unread_release(host, config, source_of, warn)
+    _warn_minor_version_compat(host, config, warn)
     problems += _mok_problems(host, config, problem, warn)
     problems += _driver_problems(config, problem)
     problems += _exposure_problems(host, config, problem)
@@ -142,6 +143,25 @@ def service_problems(
     # A router with no release pinned for the SGLang release is refused by the render above
     # (service_files reads the pin to spell the gateway's command line).
     return problems
+
+
+def _warn_minor_version_compat(host: Host, config: HostConfig, warn: Callable[[str], None]) -> None:
+    """A driver branch (or locked release) older than the toolkit's newest update needs:
+    planned on, through minor-version compatibility and its limits, and said so."""
+    from pyinfra_sglang.nvidia import TOOLKIT_SOURCE, driver_below_toolkit
+
+    if config.nvidia_driver_source != "managed":
+        return
+    why = driver_below_toolkit(
+        config.cuda_version, config.nvidia_driver_branch, config.nvidia_driver_version
+    )
+    if why:
+        warn(
+            f"warning: host {host.name}: cuda_version {config.cuda_version}: {why} "
+            f"({TOOLKIT_SOURCE}); it runs CUDA {config.cuda_version} programs through "
+            "minor-version compatibility, without JIT compilation of newer PTX (which "
+            "Triton and FlashInfer kernels use). A newer nvidia_driver_branch runs it fully"
+        )
 
 
 def _warn_unread_release(

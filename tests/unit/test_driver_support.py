@@ -11,7 +11,12 @@ import pytest
 from pyinfra_sglang import data
 from pyinfra_sglang.audit.drift import findings_for_driver_support, findings_for_driver_toolkit
 from pyinfra_sglang.audit.judge import judge
-from pyinfra_sglang.inventory import HostConfig, validate_host_data
+from pyinfra_sglang.inventory import (
+    HostConfig,
+    load_inventory_file,
+    validate_host_data,
+    validate_inventory,
+)
 from pyinfra_sglang.nvidia import (
     branch_support,
     driver_below_toolkit,
@@ -20,6 +25,8 @@ from pyinfra_sglang.nvidia import (
     toolkit_driver_minimums,
 )
 from tests.unit.test_audit_judge import expectations, h200_facts
+
+NVIDIA_MODEL = data.nvidia()
 
 NVIDIA = data.load("nvidia")
 # The date these facts were checked (docs/sources.md, NVIDIA driver packages and branches).
@@ -119,26 +126,53 @@ def test_a_driver_older_than_the_toolkits_minimum_is_refused(release, branch, ve
     assert (why if why is None else why.split(":")[0]) == refused
 
 
-def test_validation_names_host_field_numbers_and_source():
-    config, [problem] = validate_host_data("gpu1", {"nvidia_driver_branch": 580})
-    assert config is None
+def test_a_branch_below_the_toolkits_minimum_is_planned_on_and_warned_about(tmp_path, monkeypatch):
+    # Branch 580 with CUDA 13.1 (Update 1 wants 590.48.01) runs through minor-version
+    # compatibility (13.x on >= 580): the real H200 machine runs 580.159.04 with CUDA 13.0.
+    for values in (
+        {"nvidia_driver_branch": 580},
+        {"nvidia_driver_version": "590.44.01"},
+        {"nvidia_driver_branch": 580, "nvidia_driver_version": "580.95.05"},
+        {"nvidia_driver_branch": 580, "cuda_version": "13.0"},
+    ):
+        config, problems = validate_host_data("gpu1", values)
+        assert problems == [] and config is not None, values
+    inventory = tmp_path / "inventory.py"
+    inventory.write_text('hosts = [("gpu1", {"nvidia_driver_branch": 580})]\n')
+    warnings: list[str] = []
+    validate_inventory(load_inventory_file(str(inventory)), warn=warnings.append)
+    [warning] = [w for w in warnings if "minor-version compatibility" in w]
+    assert warning.startswith(
+        "warning: host gpu1: cuda_version 13.1: branch 580 is older than 590.48.01: CUDA "
+        "13.1 Update 1 needs driver >= 590.48.01"
+    )
+    assert "without JIT compilation of newer PTX" in warning
+
+
+def test_a_branch_below_the_minor_version_floor_is_refused(monkeypatch):
+    # The floor comes from data: raise CUDA 12's to above every branch this project installs.
+    compat = {**data.nvidia().cuda_minor_version_compat, "12": 999}
+    monkeypatch.setattr(
+        data,
+        "nvidia",
+        lambda: data._typed("nvidia", type(NVIDIA_MODEL)).model_copy(
+            update={"cuda_minor_version_compat": compat}
+        ),
+    )
+    config, [problem] = validate_host_data(
+        "gpu1", {"nvidia_driver_branch": 580, "cuda_version": "12.8"}
+    )
     assert (problem.host, problem.field, problem.value) == ("gpu1", "nvidia_driver_branch", "580")
     assert problem.message.startswith(
-        "branch 580 is older than 590.48.01: CUDA 13.1 Update 1 needs driver >= 590.48.01 "
-        "(cuda_version 13.1; NVIDIA CUDA Toolkit release notes, Table 3"
+        "branch 580 does not run CUDA 12.8 programs at all (CUDA minor-version "
+        "compatibility: 12.x needs branch 999 or later)"
     )
-    config, [problem] = validate_host_data("gpu1", {"nvidia_driver_version": "590.44.01"})
-    assert (problem.field, problem.value) == ("nvidia_driver_version", "'590.44.01'")
-    assert "590.44.01 is older than 590.48.01" in problem.message
-    # An exact release of a branch that is too old: the branch is what to change.
-    _, [problem] = validate_host_data(
-        "gpu1", {"nvidia_driver_branch": 580, "nvidia_driver_version": "580.95.05"}
+    # The host's own driver is judged at planning instead.
+    _, problems = validate_host_data(
+        "gpu1",
+        {"nvidia_driver_source": "host", "cuda_version": "12.8", "sglang_version": "0.5.9"},
     )
-    assert problem.field == "nvidia_driver_branch"
-    config, problems = validate_host_data(
-        "gpu1", {"nvidia_driver_branch": 580, "cuda_version": "13.0"}
-    )
-    assert problems == [] and config.nvidia_driver_branch == 580
+    assert problems == []
 
 
 def test_the_exact_version_must_be_a_release_of_the_branch_and_locks_updates_out():

@@ -1,0 +1,177 @@
+"""The host's own driver: where it came from, what managed mode refuses, what host mode
+checks (pyinfra_sglang/host_driver.py), on real package names and versions
+(tests/fixtures/ubuntu-archive/, tests/fixtures/nvidia-repo/) and the real 2x H200 VM."""
+
+from __future__ import annotations
+
+import pytest
+
+from pyinfra_sglang.host_driver import (
+    archive_driver_packages,
+    archive_package_reason,
+    driver_origin,
+    foreign_driver,
+    host_driver_problems,
+    minor_version_note,
+    parse_host_driver_state,
+    running_driver,
+)
+from tests.unit.captures import captured_lines
+
+H200_NVCC = "/usr/local/cuda-13.0/bin/nvcc"
+H200_VM = {"container": None, "vm": "kvm"}
+
+
+def h200_gpus() -> list[dict]:
+    return [
+        {
+            "index": str(i),
+            "name": "NVIDIA H200",
+            "driver_version": "580.159.04",
+            "compute_cap": "9.0",
+        }
+        for i in range(2)
+    ]
+
+
+def test_the_state_lists_runfile_markers_and_each_toolkits_release():
+    # nvcc's release line as the real CUDA 13.0 nvcc of the H200 VM prints it.
+    [banner] = [
+        line
+        for line in captured_lines("h200x2-nvlink-vm", "nvcc --version")
+        if line.startswith("Cuda compilation tools")
+    ]
+    state = parse_host_driver_state(
+        [
+            "runfile /usr/bin/nvidia-uninstall",
+            f"nvcc /usr/local/cuda-13/bin/nvcc {banner}",
+            f"nvcc {H200_NVCC} {banner}",
+            "nvcc /usr/local/cuda-broken/bin/nvcc ",
+        ]
+    )
+    assert state == {"runfile": ["/usr/bin/nvidia-uninstall"], "toolkits": {"13.0": H200_NVCC}}
+
+
+@pytest.mark.parametrize(
+    ("name", "version", "archive"),
+    [
+        # Ubuntu's archive (tests/fixtures/ubuntu-archive/README.md)
+        ("nvidia-driver-570-server", "570.172.08-0ubuntu0.24.04.1", True),
+        ("nvidia-dkms-570-server-open", "570.172.08-0ubuntu0.24.04.1", True),
+        ("linux-modules-nvidia-570-server-open-6.8.0-45-generic", "6.8.0-45.45+1", True),
+        ("libnvidia-compute-580", "580.126.20-0ubuntu3", True),
+        ("nvidia-fabricmanager-580", "580.159.03-0ubuntu0.24.04.1", True),
+        # Debian's own non-free build
+        ("nvidia-driver", "535.247.01-1~deb12u1", True),
+        # NVIDIA's repository (tests/fixtures/nvidia-repo/README.md)
+        ("libnvidia-compute-580", "580.159.04-1", False),
+        ("nvidia-open", "610.43.02-1ubuntu1", False),
+        ("nvidia-driver-cuda", "590.48.01-1", False),
+    ],
+)
+def test_the_distributions_builds_are_told_from_nvidias(name, version, archive):
+    assert (archive_package_reason(name, version) is not None) == archive
+
+
+def test_managed_mode_finds_archive_packages_orphan_modules_and_a_runfile():
+    installed = {
+        "nvidia-driver-570-server": ["570.172.08-0ubuntu0.24.04.1"],
+        "nvidia-utils-570-server": ["570.172.08-0ubuntu0.24.04.1"],
+        "nvidia-driver-pinning-590": ["590.48.01-1"],
+        "nvidia-driver-cuda": ["590.48.01-1"],
+        "openssh-server": ["1:9.2p1-2+deb12u3"],  # a ~deb revision, not a driver package
+    }
+    assert [p.name for p in archive_driver_packages(installed)] == [
+        "nvidia-driver-570-server",
+        "nvidia-utils-570-server",
+    ]
+    dkms = {"kernels": ["6.8.0-45-generic"], "built": {"6.8.0-45-generic": ["590.48.01", "575.64"]}}
+    found = foreign_driver(installed, dkms, ["/usr/bin/nvidia-uninstall"])
+    assert found.dkms == ("nvidia/575.64",)
+    assert not found.removable()
+    assert found.found()[-1] == "/usr/bin/nvidia-uninstall (NVIDIA's runfile installer)"
+    assert "nvidia-uninstall" in found.ways_out()[1]
+    assert not foreign_driver({"nvidia-driver-cuda": ["590.48.01-1"]}, {"built": {}}, [])
+
+
+def test_where_the_driver_came_from():
+    ubuntu = {"nvidia-utils-570-server": ["570.172.08-0ubuntu0.24.04.1"]}
+    assert driver_origin("nvidia-utils-570-server", ubuntu, [], H200_VM) == (
+        "the distribution's archive (nvidia-utils-570-server 570.172.08-0ubuntu0.24.04.1)"
+    )
+    nvidia = {"nvidia-driver-cuda": ["590.48.01-1"]}
+    assert driver_origin("nvidia-driver-cuda", nvidia, [], {}) == (
+        "NVIDIA's packages (nvidia-driver-cuda 590.48.01-1)"
+    )
+    runfile = ["/usr/bin/nvidia-uninstall"]
+    assert driver_origin(None, {}, runfile, {}).startswith("NVIDIA's runfile installer")
+    assert driver_origin(None, {}, [], {"container": "docker", "vm": None}) == (
+        "the outer host of this container (docker)"
+    )
+    # The real H200 VM: its nvidia-smi is no package's (tests/fixtures/facts/README.md).
+    assert driver_origin(None, {}, [], H200_VM) == (
+        "outside the package manager (no package owns nvidia-smi; a kvm VM)"
+    )
+
+
+def h200(cuda: str = "13.0", flash_attn: bool = True, toolkits=None):
+    running = running_driver(
+        {"version": "580.159.04", "flavor": "open"}, h200_gpus(), None, {}, [], H200_VM
+    )
+    toolkits = {"13.0": H200_NVCC} if toolkits is None else toolkits
+    return host_driver_problems(running, h200_gpus(), cuda, flash_attn, toolkits)
+
+
+def test_the_real_h200_vm_serves_cuda_13_0_as_it_is():
+    assert h200() == []
+    assert minor_version_note("13.0", "580.159.04") is None
+
+
+def test_cuda_13_1_on_it_runs_through_minor_version_compatibility_but_needs_its_nvcc():
+    [problem] = h200(cuda="13.1")
+    assert problem.field == "flash_attn_build"
+    assert problem.message.startswith(
+        "flash-attn is built with /usr/local/cuda-13.1/bin/nvcc, and this host has the "
+        "toolkits 13.0 (/usr/local/cuda-13.0/bin/nvcc)"
+    )
+    assert h200(cuda="13.1", flash_attn=False) == []
+    note = minor_version_note("13.1", "580.159.04")
+    assert note.startswith("driver 580.159.04 is older than CUDA 13.1 needs (CUDA 13.1 Update 1")
+    assert "without JIT compilation of newer PTX" in note
+
+
+def test_no_toolkit_at_all_is_named():
+    [problem] = h200(toolkits={})
+    assert "this host has no CUDA toolkit" in problem.message
+
+
+def test_a_driver_below_the_cuda_majors_floor_is_refused_with_what_it_runs():
+    running = running_driver({"version": "575.64", "flavor": "open"}, [], None, {}, [], H200_VM)
+    [problem] = host_driver_problems(running, [], "13.0", False, {})
+    assert problem.field == "cuda_version"
+    assert "need driver branch 580 or later" in problem.message
+    assert "the host runs 575.64" in problem.message
+    assert "allowed: 12.8, 12.9" in problem.message
+
+
+def test_a_driver_the_gpus_architecture_cannot_run_is_refused():
+    blackwell = [{"index": "0", "name": "NVIDIA B200", "compute_cap": "10.0"}]
+    proprietary = running_driver(
+        {"version": "580.95.05", "flavor": "proprietary"}, blackwell, None, {}, [], {}
+    )
+    [problem] = host_driver_problems(proprietary, blackwell, "13.0", False, {})
+    assert problem.field == "nvidia_driver_source"
+    assert "the host's driver 580.95.05 (proprietary" in problem.message
+    assert "cannot run GPU 0: kernel modules:" in problem.message
+    # Flavor unknown (only nvidia-smi told the version): judged on the branch alone.
+    unknown = running_driver(
+        None, [{**blackwell[0], "driver_version": "580.95.05"}], None, {}, [], {}
+    )
+    assert host_driver_problems(unknown, blackwell, "13.0", False, {}) == []
+
+
+def test_no_running_driver_is_refused():
+    none = running_driver(None, [], None, {}, [], {})
+    [problem] = host_driver_problems(none, [], "13.0", False, {})
+    assert problem.field == "nvidia_driver_source"
+    assert "needs a running NVIDIA driver; this host has none" in problem.message
