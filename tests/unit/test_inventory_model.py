@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 
+from pyinfra_sglang.cli import main
 from pyinfra_sglang.inventory import (
     HostConfig,
     InventoryError,
@@ -68,6 +70,46 @@ def test_example_multinode_inventory_validates_with_group_data(site):
     assert {c.sglang_multinode_group for c in configs.values()} == {"glm5_pair"}
     assert all(c.sglang_multinode_firewall for c in configs.values())
     assert warnings == []
+
+
+# The host shapes of docs/hosts.md: a rented HGX host on its provider's driver, a Blackwell
+# HGX host on the deploy's own.
+HOST_SHAPE_EXAMPLES = {
+    "h100-sxm-rented.py": (
+        "h100-sxm-01.example.internal",
+        {
+            "nvidia_driver_source": "host",
+            "cuda_version": "13.0",
+            "sglang_model_profile": "dense-bf16",
+        },
+    ),
+    "b200-hgx.py": (
+        "b200-hgx-01.example.internal",
+        {
+            "nvidia_driver_source": "managed",
+            "nvidia_driver_branch": 595,
+            "nvidia_kernel_modules": "open",
+            "sglang_model_profile": "glm-5-nvfp4",
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("file_name", sorted(HOST_SHAPE_EXAMPLES))
+def test_host_shape_examples_validate_and_render(site, capsys, file_name):
+    path = str(REPO / "inventories" / file_name)
+    host_name, expected = HOST_SHAPE_EXAMPLES[file_name]
+    warnings = []
+    configs = validate_inventory(load_inventory_file(path), warn=warnings.append)
+    [(name, config)] = configs.items()
+    assert name == host_name and config.expected_gpu_count == 8
+    assert {field: getattr(config, field) for field in expected} == expected
+    assert warnings == []
+    # What the host would get, as `pyinfra-sglang render --inventory` prints it.
+    assert main(["render", "--inventory", path, "--inventory-host", host_name, "--json"]) == 0
+    rendered = json.loads(capsys.readouterr().out)
+    [unit] = [f for f in rendered["files"] if f["path"] == "/etc/systemd/system/sglang.service"]
+    assert "--tp-size 8" in unit["content"]
 
 
 def test_example_inventories_need_their_secret_files(tmp_path, monkeypatch):
