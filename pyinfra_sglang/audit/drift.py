@@ -15,6 +15,60 @@ from pyinfra_sglang.gpus import other_gpu_models
 from pyinfra_sglang.parsers.system import iommu_passthrough
 
 RUN_SITE = "Run `pyinfra INVENTORY deploy/site.py` to converge it"
+HOST_SOURCE = 'nvidia_driver_source = "host"'
+
+
+def findings_for_host_driver(
+    loaded: dict | None, userspace: str | None, gpus_found: int
+) -> list[Finding]:
+    """The host's own driver (nvidia_driver_source = "host") is the expected one: judged
+    for running at all and for its libraries matching the kernel module, never against a
+    branch the inventory would install."""
+    if loaded is None and gpus_found == 0:
+        return [
+            Finding(
+                "fail",
+                "driver-missing",
+                f"No NVIDIA kernel module is loaded and nvidia-smi finds no GPU; {HOST_SOURCE} "
+                "expects the driver the host's owner installed. Ask them, or let the deploy "
+                'install one (nvidia_driver_source = "managed").',
+            )
+        ]
+    if loaded is None:
+        return [
+            Finding(
+                "fail",
+                "driver-drift",
+                f"nvidia-smi sees {gpus_found} GPUs but /proc/driver/nvidia/version is missing; "
+                "check `lsmod | grep nvidia` and `dmesg`.",
+            )
+        ]
+    evidence = {"loaded": loaded["version"], "flavor": loaded["flavor"], "source": "host"}
+    if gpus_found == 0 or (userspace and userspace != loaded["version"]):
+        return [
+            Finding(
+                "fail",
+                "driver-drift",
+                f"Kernel module {loaded['version']} is loaded but nvidia-smi "
+                + (
+                    "finds no GPU"
+                    if gpus_found == 0
+                    else f'reports {userspace} ("driver/library version mismatch")'
+                )
+                + ": the host's libraries moved without its kernel module. Reboot, or ask "
+                "the host's owner.",
+                evidence={**evidence, "userspace": userspace},
+            )
+        ]
+    return [
+        Finding(
+            "ok",
+            "driver",
+            f"driver {loaded['version']} ({loaded['flavor'] or 'flavor unknown'}) loaded: the "
+            f"host's own ({HOST_SOURCE}; the deploy leaves it as it is).",
+            evidence=evidence,
+        )
+    ]
 
 
 def findings_for_driver(
@@ -128,7 +182,29 @@ def findings_for_driver(
     return findings
 
 
-def findings_for_cuda(release: str, nvcc: dict | None, nvcc_path: str) -> list[Finding]:
+def findings_for_cuda(
+    release: str,
+    nvcc: dict | None,
+    nvcc_path: str,
+    host_source: bool = False,
+    flash_attn_build: bool = True,
+) -> list[Finding]:
+    """``host_source``: the toolkits are the host's own (nvidia_driver_source = "host"):
+    a missing one fails only where flash-attn is built with it, and the deploy is never
+    the way to it."""
+    if host_source and (nvcc is None or nvcc["release"] != release):
+        found = "none" if nvcc is None else f"CUDA {nvcc['release']} ({nvcc['version']})"
+        return [
+            Finding(
+                "fail" if flash_attn_build else "warn",
+                "cuda-drift",
+                f"No CUDA Toolkit {release} at {nvcc_path} (found: {found}); {HOST_SOURCE} "
+                "installs none. flash-attn is built with it"
+                + ("" if flash_attn_build else " (flash_attn_build is off)")
+                + ": set cuda_version to a toolkit the host has, or ask its owner.",
+                evidence=dict(nvcc or {}),
+            )
+        ]
     if nvcc is None:
         return [
             Finding(
@@ -496,7 +572,7 @@ def _flash_attn_off(flash_attn: dict | None, gpus: list[dict]) -> list[Finding]:
 
 
 def findings_for_driver_support(
-    branch: int, loaded: dict | None, today: str | None
+    branch: int | None, loaded: dict | None, today: str | None, host_source: bool = False
 ) -> list[Finding]:
     """Is the pinned branch (and the loaded one, when another) one NVIDIA supports on the
     audit's date ``today`` ("YYYY-MM-DD"; None in records made before it was recorded: not
@@ -511,8 +587,12 @@ def findings_for_driver_support(
 
     if today is None:
         return []
-    branches = [branch]
     running = driver_branch_of(loaded["version"]) if loaded else None
+    if host_source:  # the running branch is the expected one
+        branch = running
+    if branch is None:
+        return []
+    branches = [branch]
     if running is not None and running != branch:
         branches.append(running)
     supported = supported_branches(today)
@@ -546,14 +626,22 @@ def findings_for_driver_support(
                 "warn",
                 "driver-support",
                 f"The {role} driver branch {each} {why} (on {today}). NVIDIA supports {names}: "
-                "set nvidia_driver_branch to one of them and run deploy/site.py, then reboot.",
+                + (
+                    "ask the host's owner for one of them, or let the deploy install one "
+                    '(nvidia_driver_source = "managed").'
+                    if host_source
+                    else "set nvidia_driver_branch to one of them and run deploy/site.py, "
+                    "then reboot."
+                ),
                 evidence=evidence,
             )
         )
     return findings
 
 
-def findings_for_driver_toolkit(loaded: dict | None, nvcc: dict | None) -> list[Finding]:
+def findings_for_driver_toolkit(
+    loaded: dict | None, nvcc: dict | None, host_source: bool = False
+) -> list[Finding]:
     """Does the loaded driver run the installed CUDA toolkit (CUDA release notes, Table 3)?
     Below the release's GA minimum but on its major's floor it runs through minor-version
     compatibility only (no JIT of newer PTX): a warning; below the floor: a failure. nvcc
@@ -595,8 +683,13 @@ def findings_for_driver_toolkit(loaded: dict | None, nvcc: dict | None) -> list[
             "warn" if limited else "fail",
             "driver-toolkit",
             f"The loaded driver {driver} is older than the CUDA {nvcc['release']} toolkit "
-            f"installed needs: {ga.text()} ({TOOLKIT_SOURCE}); {consequence}. Move "
-            "nvidia_driver_branch up (or cuda_version down) and run deploy/site.py.",
+            f"installed needs: {ga.text()} ({TOOLKIT_SOURCE}); {consequence}. "
+            + (
+                "Set cuda_version to a release the host's driver runs fully, or ask the "
+                "host's owner for a newer driver."
+                if host_source
+                else "Move nvidia_driver_branch up (or cuda_version down) and run deploy/site.py."
+            ),
             evidence={**evidence, "minor_version_floor": floor},
         )
     ]

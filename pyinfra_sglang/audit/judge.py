@@ -14,12 +14,14 @@ from pyinfra_sglang.audit.drift import (
     findings_for_flash_attn,
     findings_for_gpu_count,
     findings_for_gpu_model,
+    findings_for_host_driver,
     findings_for_iommu,
     findings_for_model,
     findings_for_persistence,
     findings_for_secure_boot,
     findings_for_sglang_version,
 )
+from pyinfra_sglang.audit.fabric import findings_for_cuda_init, findings_for_fabric
 from pyinfra_sglang.audit.findings import Finding
 from pyinfra_sglang.audit.links import findings_for_links, pcie_links
 from pyinfra_sglang.audit.p2p_path import findings_for_acs, findings_for_probe_hang, service_p2p
@@ -52,6 +54,12 @@ def serves_here(expectations: AuditExpectations, facts: AuditFacts) -> bool:
 
 def _driver_findings(expected: AuditExpectations, facts: AuditFacts) -> list[Finding]:
     userspace = facts.gpus[0]["driver_version"] if facts.gpus else None
+    if host_source(expected):
+        findings = findings_for_host_driver(facts.loaded_module, userspace, len(facts.gpus))
+        findings += findings_for_driver_support(
+            None, facts.loaded_module, facts.audited_on, host_source=True
+        )
+        return findings
     findings = findings_for_driver(
         expected.driver_branch,
         expected.kernel_modules,
@@ -69,6 +77,11 @@ def _driver_findings(expected: AuditExpectations, facts: AuditFacts) -> list[Fin
         message = f"{REBOOT_REQUIRED} exists: a package update waits for a reboot."
         findings.append(Finding("warn", "driver-reboot-required", message))
     return findings
+
+
+def host_source(expected: AuditExpectations) -> bool:
+    """The host's own driver and toolkits are the expected ones (nvidia_driver_source)."""
+    return expected.driver_source == "host"
 
 
 def _service_findings(expected: AuditExpectations, facts: AuditFacts) -> list[Finding]:
@@ -125,6 +138,8 @@ CHECKS = (
     "Secure Boot signing",
     "driver updates",
     "CUDA Toolkit",
+    "NVSwitch fabric and Fabric Manager",
+    "CUDA initialization",
     "driver against the CUDA Toolkit",
     "model weights",
     "GPU count",
@@ -166,16 +181,36 @@ def judge(expected: AuditExpectations, facts: AuditFacts) -> list[Finding]:
     findings = _driver_findings(expected, facts)
     findings += findings_for_dkms(facts.dkms, facts.installed_module)
     findings += findings_for_secure_boot(facts.secure_boot, facts.installed_module)
-    if not expected.driver_version:  # a locked release takes no update within its branch
+    # A locked release takes no update within its branch; the host's own driver none at all.
+    if not expected.driver_version and not host_source(expected):
         findings += findings_for_driver_update(
             expected.driver_branch,
             facts.installed_module,
             facts.module_candidate,
             expected.update_within_branch,
         )
-    findings += findings_for_cuda(expected.cuda_version, facts.nvcc, expected.nvcc_path)
+    findings += findings_for_cuda(
+        expected.cuda_version,
+        facts.nvcc,
+        expected.nvcc_path,
+        host_source(expected),
+        expected.flash_attn_build,
+    )
+    # Fabric Manager goes with the driver package (a reboot-pending one is the reboot
+    # finding's); without one, with the loaded module.
+    loaded = facts.loaded_module["version"] if facts.loaded_module else None
+    findings += findings_for_fabric(
+        facts.fabric,
+        facts.virtualization,
+        facts.fabric_manager_service,
+        facts.fabric_manager_package,
+        facts.installed_module or loaded,
+    )
+    findings += findings_for_cuda_init(facts.cuda_init)
     if facts.audited_on:  # records made before were judged without it: they stay as made
-        findings += findings_for_driver_toolkit(facts.loaded_module, facts.nvcc)
+        findings += findings_for_driver_toolkit(
+            facts.loaded_module, facts.nvcc, host_source(expected)
+        )
     findings += findings_for_model(facts.model)
     findings += findings_for_gpu_count(expected.expected_gpu_count, gpu_count)
     findings += findings_for_gpu_model(expected.expected_gpu_model, facts.gpus)

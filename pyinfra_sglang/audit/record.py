@@ -43,6 +43,9 @@ class AuditExpectations:
     nccl_p2p_env: dict[str, str] = field(default_factory=dict)
     # The exact driver release the inventory locks (nvidia_driver_version); None: the branch.
     driver_version: str | None = None
+    # nvidia_driver_source: "host" judges the host's own driver and toolkits as expected.
+    # Records made before: "managed".
+    driver_source: str = "managed"
 
     @classmethod
     def from_config(cls, config: HostConfig, unit_name: str, node_rank: int) -> AuditExpectations:
@@ -51,6 +54,7 @@ class AuditExpectations:
             driver_branch=config.nvidia_driver_branch,
             kernel_modules=config.nvidia_kernel_modules,
             driver_version=config.nvidia_driver_version,
+            driver_source=config.nvidia_driver_source,
             cuda_version=config.cuda_version,
             nvcc_path=cuda_paths(config.cuda_version)["nvcc"],
             expected_gpu_count=config.expected_gpu_count,
@@ -126,6 +130,12 @@ class AuditFacts:
     # ACS control of the bridges above each GPU (PcieAcs); None: not read (one GPU, or a
     # record made before).
     pcie_acs: dict | None = None
+    # NVSwitch fabric (NvidiaFabric: nvswitches, per-GPU Fabric state), Fabric Manager's unit
+    # state and installed package [name, version]; cuInit's result (CudaInit). None: not read.
+    fabric: dict | None = None
+    fabric_manager_service: dict | None = None
+    fabric_manager_package: list | None = None
+    cuda_init: dict | None = None
     # The audit's date, "YYYY-MM-DD" (the controller's clock when it read the host): driver
     # support is judged against it. None in records made before: not judged.
     audited_on: str | None = None

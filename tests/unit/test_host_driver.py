@@ -55,11 +55,13 @@ def test_the_state_lists_runfile_markers_and_each_toolkits_release():
 @pytest.mark.parametrize(
     ("name", "version", "archive"),
     [
-        # Ubuntu's archive (tests/fixtures/ubuntu-archive/README.md)
-        ("nvidia-driver-570-server", "570.172.08-0ubuntu0.24.04.1", True),
-        ("nvidia-dkms-570-server-open", "570.172.08-0ubuntu0.24.04.1", True),
-        ("linux-modules-nvidia-570-server-open-6.8.0-45-generic", "6.8.0-45.45+1", True),
-        ("libnvidia-compute-580", "580.126.20-0ubuntu3", True),
+        # Ubuntu's archive (tests/fixtures/ubuntu-archive/, as packages.ubuntu.com lists them)
+        ("nvidia-driver-580-server", "580.159.03-0ubuntu0.25.10.1", True),
+        ("nvidia-dkms-550-server-open", "550.144.03-0ubuntu0.24.04.1", True),
+        ("nvidia-dkms-580-open", "580.178.04-0ubuntu1", True),
+        ("linux-modules-nvidia-580-server-generic", "6.8.0-149.149", True),
+        ("linux-modules-nvidia-575-6.8.0-64-generic", "6.8.0-64.67+1", True),
+        ("libnvidia-extra-570-server", "570.172.08-0ubuntu2", True),
         ("nvidia-fabricmanager-580", "580.159.03-0ubuntu0.24.04.1", True),
         # Debian's own non-free build
         ("nvidia-driver", "535.247.01-1~deb12u1", True),
@@ -75,15 +77,15 @@ def test_the_distributions_builds_are_told_from_nvidias(name, version, archive):
 
 def test_managed_mode_finds_archive_packages_orphan_modules_and_a_runfile():
     installed = {
-        "nvidia-driver-570-server": ["570.172.08-0ubuntu0.24.04.1"],
-        "nvidia-utils-570-server": ["570.172.08-0ubuntu0.24.04.1"],
+        "nvidia-driver-580-server": ["580.159.03-0ubuntu0.25.10.1"],
+        "nvidia-utils-580-server": ["580.159.03-0ubuntu0.25.10.1"],
         "nvidia-driver-pinning-590": ["590.48.01-1"],
         "nvidia-driver-cuda": ["590.48.01-1"],
         "openssh-server": ["1:9.2p1-2+deb12u3"],  # a ~deb revision, not a driver package
     }
     assert [p.name for p in archive_driver_packages(installed)] == [
-        "nvidia-driver-570-server",
-        "nvidia-utils-570-server",
+        "nvidia-driver-580-server",
+        "nvidia-utils-580-server",
     ]
     dkms = {"kernels": ["6.8.0-45-generic"], "built": {"6.8.0-45-generic": ["590.48.01", "575.64"]}}
     found = foreign_driver(installed, dkms, ["/usr/bin/nvidia-uninstall"])
@@ -95,9 +97,9 @@ def test_managed_mode_finds_archive_packages_orphan_modules_and_a_runfile():
 
 
 def test_where_the_driver_came_from():
-    ubuntu = {"nvidia-utils-570-server": ["570.172.08-0ubuntu0.24.04.1"]}
-    assert driver_origin("nvidia-utils-570-server", ubuntu, [], H200_VM) == (
-        "the distribution's archive (nvidia-utils-570-server 570.172.08-0ubuntu0.24.04.1)"
+    ubuntu = {"nvidia-utils-580-server": ["580.178.04-0ubuntu1"]}
+    assert driver_origin("nvidia-utils-580-server", ubuntu, [], H200_VM) == (
+        "the distribution's archive (nvidia-utils-580-server 580.178.04-0ubuntu1)"
     )
     nvidia = {"nvidia-driver-cuda": ["590.48.01-1"]}
     assert driver_origin("nvidia-driver-cuda", nvidia, [], {}) == (
@@ -175,3 +177,37 @@ def test_no_running_driver_is_refused():
     [problem] = host_driver_problems(none, [], "13.0", False, {})
     assert problem.field == "nvidia_driver_source"
     assert "needs a running NVIDIA driver; this host has none" in problem.message
+
+
+def test_the_audit_judges_the_h200_vms_own_driver_as_expected():
+    from pyinfra_sglang.audit.judge import judge
+    from tests.unit.test_audit_judge import codes, expectations, h200_facts
+
+    nvcc = {"release": "13.0", "version": "13.0.88"}
+    host = expectations(nvidia_driver_source="host", cuda_version="13.0")
+    findings = judge(host, h200_facts(nvcc=nvcc, audited_on="2026-12-03"))
+    assert "driver-drift" not in codes(findings) and "cuda-drift" not in codes(findings)
+    [driver] = [f for f in findings if f.code == "driver"]
+    assert driver.level == "ok"
+    assert driver.message.startswith("driver 580.159.04 (open) loaded: the host's own")
+    # 580 is NVIDIA's long-term branch: supported, and never "set nvidia_driver_branch".
+    assert all("deploy/site.py" not in f.message for f in findings if f.code.startswith("driver"))
+    # The managed inventory calls the same host drift and says to converge it.
+    managed = judge(expectations(cuda_version="13.0"), h200_facts(nvcc=nvcc))
+    assert "driver-drift" in codes(managed, "fail")
+
+
+def test_the_audit_names_a_missing_host_toolkit_without_advising_the_deploy():
+    from pyinfra_sglang.audit.judge import judge
+    from tests.unit.test_audit_judge import expectations, h200_facts
+
+    nvcc = {"release": "13.0", "version": "13.0.88"}
+    for build, level in ((True, "fail"), (False, "warn")):
+        host = expectations(nvidia_driver_source="host", flash_attn_build=build)
+        [cuda] = [f for f in judge(host, h200_facts(nvcc=nvcc)) if f.code == "cuda-drift"]
+        assert cuda.level == level
+        assert cuda.message.startswith(
+            "No CUDA Toolkit 13.1 at /usr/local/cuda-13.1/bin/nvcc (found: CUDA 13.0 (13.0.88)); "
+            'nvidia_driver_source = "host" installs none.'
+        )
+        assert "deploy/site.py" not in cuda.message
