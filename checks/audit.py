@@ -24,6 +24,7 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import File
 from pyinfra.facts.server import Which
 
+from checks.fabric_reading import read_fabric
 from checks.facts import (
     AptPolicy,
     DkmsState,
@@ -273,6 +274,7 @@ def read_facts(config: HostConfig, expected: AuditExpectations) -> AuditFacts:
         flash_attn=read_flash_attn(packages),
         nvidia_pci_devices=host.get_fact(NvidiaPciDevices),
         pcie_acs=host.get_fact(PcieAcs) if len(gpus) > 1 else None,
+        **read_fabric(host, installed, config.venv_path),
         audited_on=date.today().isoformat(),
     )
     if not gpus:

@@ -9,6 +9,7 @@ from typing import Protocol
 
 from pyinfra_sglang import data
 from pyinfra_sglang.arch import Arch, ArchError
+from pyinfra_sglang.fabric import is_fabric_manager_package
 
 
 class DriverChoice(Protocol):
@@ -85,13 +86,15 @@ def packages_off_branch(
 ) -> list[str]:
     """Installed NVIDIA driver packages (data/nvidia.toml branch_move_prefixes) with a
     version on another branch (or, with an exact ``version``, any other release): what a
-    move to ``branch`` must take along."""
+    move to ``branch`` must take along. Fabric Manager is left to its role, which moves it
+    to exactly the driver's release (apt's candidate for it is no release of the branch)."""
     prefixes = data.nvidia().driver.branch_move_prefixes
     return sorted(
         name
         for name, versions in installed.items()
         if name.startswith(prefixes)
         and not name.startswith(pinning_prefix())
+        and not is_fabric_manager_package(name)
         and any(
             driver_branch_of(v) is not None and not on_driver_track(v, branch, version)
             for v in versions

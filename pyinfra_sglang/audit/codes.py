@@ -74,6 +74,20 @@ CODES: dict[str, Code] = {
         "the newest installed kernel (the one that boots next) has no NVIDIA module built by "
         "DKMS: usually its headers are missing",
     ),
+    "fabric-manager": Code(
+        ("ok", "fail"),
+        "NVSwitch boards: NVIDIA Fabric Manager's service and its package's release against the "
+        "loaded driver's, and every GPU's fabric state (`nvidia-smi -q` Fabric: Completed, "
+        "Success); fails when Fabric Manager is needed here and down or at another release, "
+        "or the fabric is not registered; a VM whose hypervisor manages the fabric passes when "
+        "it is registered; ok on a board with no NVSwitch fabric (State N/A)",
+    ),
+    "cuda-init": Code(
+        ("ok", "fail"),
+        "CUDA initializes: cuInit(0) through libcuda.so.1 with the venv's python (802: the "
+        'NVLink fabric is not ready); ok with "not probed: ..." where there is no python or '
+        "no loadable libcuda.so.1",
+    ),
     # --- audit: the model's weights ----------------------------------------------------------
     "model": Code(("ok",), "the model's snapshot (or local path) is on the host, whole"),
     "model-missing": Code(

@@ -208,6 +208,9 @@ def test_recorded_real_reports_judge_again_to_the_same_report(path):
     stored["record"]["expectations"].setdefault("driver_version", None)
     # Recorded before nvidia_driver_source: the deploy managed the driver.
     stored["record"]["expectations"].setdefault("driver_source", "managed")
+    # Recorded before the audit read the NVSwitch fabric, Fabric Manager and cuInit.
+    for key in ("fabric", "fabric_manager_service", "fabric_manager_package", "cuda_init"):
+        stored["record"]["facts"].setdefault(key, None)
     assert json.loads(json.dumps(again)) == stored
 
 

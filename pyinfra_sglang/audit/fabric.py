@@ -1,0 +1,139 @@
+"""NVSwitch fabric and CUDA initialization: Fabric Manager's service and version against the
+driver's, the GPUs' fabric state, and whether cuInit succeeds (pyinfra_sglang/fabric.py
+reads and decides; this judges)."""
+
+from __future__ import annotations
+
+from pyinfra_sglang import data
+from pyinfra_sglang.audit.findings import Finding
+from pyinfra_sglang.fabric import (
+    CUDA_RESULTS,
+    fabric_manager_problems,
+    fabric_need,
+    fabric_ready,
+)
+from pyinfra_sglang.parsers.system import detected_vm
+
+
+def _not_ready(gpus: list[dict]) -> list[str]:
+    return [
+        f"GPU {g['index']}: State {g.get('state') or '?'}, Status {g.get('status') or '?'}"
+        for g in gpus
+        if not fabric_ready(g)  # type: ignore[arg-type]
+    ]
+
+
+def findings_for_fabric(
+    fabric: dict | None,
+    virtualization: dict | None,
+    service: dict[str, str] | None,
+    package: list | tuple | None,
+    driver_version: str | None,
+) -> list[Finding]:
+    """``fabric``: the NvidiaFabric fact (None: not read, a record made before); ``service``:
+    Fabric Manager's unit state; ``package``: (name, Debian version) of the installed FM
+    package; ``driver_version``: the loaded driver's release."""
+    if fabric is None:
+        return []
+    fm = data.nvidia().fabric_manager
+    need = fabric_need(fabric, virtualization)  # type: ignore[arg-type]
+    gpus = fabric["gpus"]
+    evidence = {
+        "where": need.where,
+        "nvswitches": fabric["nvswitches"],
+        "fabric": [{k: g.get(k) for k in ("index", "state", "status")} for g in gpus],
+    }
+    if need.where == "none":
+        return [
+            Finding(
+                "ok",
+                "fabric-manager",
+                f"no NVSwitch fabric: {need.reason}; Fabric Manager is not needed.",
+                evidence=evidence,
+            )
+        ]
+    not_ready = _not_ready(gpus)
+    if need.where == "hypervisor":
+        vm = detected_vm(virtualization)
+        if not not_ready:
+            return [
+                Finding(
+                    "ok",
+                    "fabric-manager",
+                    f"the NVLink fabric is registered ({fm.ready_state}/{fm.ready_status} on "
+                    f"every GPU), managed by the hypervisor of this VM ({vm}).",
+                    evidence=evidence,
+                )
+            ]
+        return [
+            Finding(
+                "fail",
+                "fabric-manager",
+                f"the GPUs' NVLink fabric is not registered ({'; '.join(not_ready)}) and this "
+                f"VM ({vm}) sees no NVSwitch: Fabric Manager runs on the hypervisor. CUDA will "
+                "not initialize (error 802) until it does: ask the VM's provider to check "
+                "Fabric Manager on the hypervisor.",
+                evidence=evidence,
+            )
+        ]
+    package = tuple(package) if package else None
+    problems = fabric_manager_problems(service or {}, package, driver_version)  # type: ignore[arg-type]
+    evidence.update(
+        {
+            "service": (service or {}).get("ActiveState"),
+            "package": list(package) if package else None,
+            "driver": driver_version,
+        }
+    )
+    if not_ready:
+        problems.append(f"the fabric is not registered ({'; '.join(not_ready)})")
+    if problems:
+        return [
+            Finding(
+                "fail",
+                "fabric-manager",
+                f"this host needs NVIDIA Fabric Manager ({need.reason}), but "
+                f"{'; '.join(problems)}. CUDA will not initialize (error 802) until Fabric "
+                f"Manager runs at the driver's release: apply deploy/site.py (it installs it "
+                f"at the driver's release and starts {fm.service}), or check "
+                f"`journalctl -u {fm.service}`.",
+                evidence=evidence,
+            )
+        ]
+    version = f" {package[1]}" if package else ""
+    return [
+        Finding(
+            "ok",
+            "fabric-manager",
+            f"Fabric Manager{version} runs at the driver's release ({driver_version}); the "
+            f"fabric is registered on every GPU ({need.reason}).",
+            evidence=evidence,
+        )
+    ]
+
+
+def findings_for_cuda_init(probe: dict | None) -> list[Finding]:
+    """The CudaInit fact: cuInit(0)'s CUresult, or why it was not probed."""
+    if probe is None:
+        return []
+    if not probe.get("probed"):
+        reason = probe.get("reason") or "unknown"
+        return [Finding("ok", "cuda-init", f"not probed: {reason}.", evidence=dict(probe))]
+    result = probe.get("result")
+    name = CUDA_RESULTS.get(result, "an error") if isinstance(result, int) else "no result"
+    if result == 0:
+        return [Finding("ok", "cuda-init", "CUDA initializes (cuInit: CUDA_SUCCESS).")]
+    hint = (
+        " The GPUs wait for their NVLink fabric: Fabric Manager is not running at the "
+        "driver's release (see the fabric-manager finding)."
+        if result == 802
+        else ""
+    )
+    return [
+        Finding(
+            "fail",
+            "cuda-init",
+            f"CUDA does not initialize: cuInit returned {result} ({name}).{hint}",
+            evidence=dict(probe),
+        )
+    ]
