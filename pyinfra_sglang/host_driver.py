@@ -111,7 +111,7 @@ def archive_driver_packages(installed: dict[str, list[str]]) -> list[ForeignPack
     return found
 
 
-def orphan_dkms_modules(dkms: dict, installed: dict[str, list[str]]) -> list[str]:
+def orphan_dkms_modules(dkms: dict | None, installed: dict[str, list[str]]) -> list[str]:
     """NVIDIA modules DKMS holds that no installed driver package carries (a runfile's, or
     a removed package's): ``nvidia/<version>``."""
     carried = {
@@ -120,7 +120,7 @@ def orphan_dkms_modules(dkms: dict, installed: dict[str, list[str]]) -> list[str
         if _driver_package(name)
         for version in versions
     }
-    built = {version for versions in dkms.get("built", {}).values() for version in versions}
+    built = {v for versions in (dkms or {}).get("built", {}).values() for v in versions}
     return [f"nvidia/{version}" for version in sorted(built - carried)]
 
 
@@ -156,13 +156,13 @@ class ForeignDriver:
         else:
             ways.append(
                 "switch to NVIDIA's packages: nvidia_driver_remove_foreign = true (the "
-                "driver's apt transaction removes them; a reboot follows)"
+                "driver role purges them before installing NVIDIA's; a reboot follows)"
             )
         return ways
 
 
 def foreign_driver(
-    installed: dict[str, list[str]], dkms: dict, runfile: list[str]
+    installed: dict[str, list[str]], dkms: dict | None, runfile: list[str]
 ) -> ForeignDriver:
     return ForeignDriver(
         packages=tuple(archive_driver_packages(installed)),

@@ -83,11 +83,9 @@ def install_on_branch_command(
     moving: list[str],
     branch: int,
     version: str | None = None,
-    removing: tuple[str, ...] = (),
 ) -> StringCommand:
-    """One apt transaction: every entry resolved on the host, the installed packages of
-    another branch moved along (the pin picks the version; older is a downgrade), and the
-    distribution's driver packages in ``removing`` removed ("name-")."""
+    """One apt transaction: every entry resolved on the host, and the installed packages of
+    another branch moved along (the pin picks the version; older is a downgrade)."""
     variables = [f"pkg{index}" for index in range(len(entries))]
     resolve = "; ".join(
         resolve_on_host(entry, branch, variable, version)
@@ -101,7 +99,6 @@ def install_on_branch_command(
             "--allow-downgrades",
             *(f'"${variable}"' for variable in variables),
             *(QuoteString(name) for name in moving),
-            *(QuoteString(f"{name}-") for name in removing),
         ),
     )
 
@@ -227,18 +224,22 @@ def driver_packages_on_branch(
     installed driver package still on another branch (NVIDIA's metapackages depend with
     >=, so apt would leave those where they are); with ``update_within_branch``, also to
     the newest release of the branch apt offers. ``removing``: the distribution's driver
-    packages, removed in the same transaction; ``removing_dkms``: NVIDIA modules DKMS holds
-    for no package (``nvidia/<version>``), removed first."""
+    packages, purged first; ``removing_dkms``: NVIDIA modules DKMS holds for no package
+    (``nvidia/<version>``), removed before the install."""
     change = driver_change(entries, branch, update_within_branch, version, removing)
     if not change and not removing_dkms:
         newest = " (the newest apt offers)" if update_within_branch else ""
         where = f"at {version}" if version else f"on branch {branch}"
         host.noop(f"{', '.join(' or '.join(e) for e in entries)} {where}{newest}")
         return
+    # Purged first, in their own transaction: the distribution's packages ship the same
+    # files as NVIDIA's (nvidia-smi, libcuda) without a Conflicts apt could order by.
+    if change.removing:
+        yield apt_get("purge", *(QuoteString(name) for name in change.removing))
     for module in removing_dkms:
         yield StringCommand("dkms", "remove", QuoteString(module), "--all")
     if change:
-        yield install_on_branch_command(entries, change.moving, branch, version, change.removing)
+        yield install_on_branch_command(entries, change.moving, branch, version)
 
 
 @operation()
@@ -403,8 +404,8 @@ def nvidia_driver() -> None:
     archive (Ubuntu's `-server` and `linux-modules-nvidia-*` names, `-0ubuntu`/`~deb`
     revisions), NVIDIA modules DKMS holds for no installed package, a runfile install
     (`/usr/bin/nvidia-uninstall`), naming each and both ways out; with
-    `nvidia_driver_remove_foreign: true` the packages and modules are removed in the
-    driver's own transaction instead (a runfile install stays refused). With
+    `nvidia_driver_remove_foreign: true` the packages are purged and the modules removed
+    right before the driver's transaction instead (a runfile install stays refused). With
     `nvidia_driver_source = "host"` nothing is changed: planning reads the running driver
     (and where it came from) and refuses one no GPU's architecture runs on, one below the
     minor-version floor of `cuda_version`'s major, and a missing

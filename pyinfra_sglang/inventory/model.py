@@ -208,8 +208,8 @@ class HostConfig(BaseModel):
         description=(
             "Managed mode on a host holding NVIDIA driver packages of the distribution's "
             "archive (Ubuntu's `nvidia-driver-580-server`, `linux-modules-nvidia-*`...) or "
-            "NVIDIA modules DKMS holds for no installed package: remove them in the driver's "
-            "own apt transaction (`--dry` lists them; a reboot follows). Off: such a host is "
+            "NVIDIA modules DKMS holds for no installed package: purge them right before the "
+            "driver's apt transaction (`--dry` lists them; a reboot follows). Off: such a host is "
             "refused before any change, naming what was found. A runfile driver is always "
             "refused: only its own `nvidia-uninstall` removes it."
         ),

@@ -211,3 +211,24 @@ def test_the_audit_names_a_missing_host_toolkit_without_advising_the_deploy():
             'nvidia_driver_source = "host" installs none.'
         )
         assert "deploy/site.py" not in cuda.message
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("nvidia_driver_version", "590.48.01"),
+        ("nvidia_driver_update_within_branch", True),
+        ("nvidia_driver_remove_foreign", True),
+    ],
+)
+def test_settings_of_an_installed_driver_contradict_the_hosts_own(field, value):
+    from pyinfra_sglang.inventory import validate_host_data
+
+    _, [problem] = validate_host_data("gpu1", {"nvidia_driver_source": "host", field: value})
+    assert problem.field == field
+    assert problem.message.startswith(
+        'nvidia_driver_source = "host" uses the driver the host runs; '
+        f"{field} sets up the one the deploy installs"
+    )
+    config, problems = validate_host_data("gpu1", {"nvidia_driver_source": "managed", field: value})
+    assert problems == [] and config is not None

@@ -197,6 +197,34 @@ CASES = [
     ),
     op_case(
         driver_packages_on_branch,
+        "the-distributions-driver-purged-first-then-nvidias",
+        {
+            DebPackages: {
+                "nvidia-driver-580-server": ["580.159.03-0ubuntu0.24.04.1"],
+                "nvidia-utils-580-server": ["580.159.03-0ubuntu0.24.04.1"],
+            }
+        },
+        {
+            "entries": COMPUTE_OPEN,
+            "branch": 590,
+            "removing": ("nvidia-driver-580-server", "nvidia-utils-580-server"),
+            "removing_dkms": ("nvidia/575.64",),
+        },
+        commands=[
+            f"{APT_GET} purge nvidia-driver-580-server nvidia-utils-580-server",
+            "dkms remove nvidia/575.64 --all",
+            INSTALL_COMPUTE_OPEN,
+        ],
+    ),
+    op_case(
+        driver_packages_on_branch,
+        "only-orphaned-dkms-modules-to-remove",
+        {DebPackages: ON_590},
+        {"entries": COMPUTE_OPEN, "branch": 590, "removing_dkms": ("nvidia/575.64",)},
+        commands=["dkms remove nvidia/575.64 --all"],
+    ),
+    op_case(
+        driver_packages_on_branch,
         "in-place",
         {DebPackages: ON_590},
         {"entries": COMPUTE_OPEN, "branch": 590},
