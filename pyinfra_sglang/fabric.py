@@ -112,24 +112,27 @@ class FabricNeed:
 
 def fabric_need(fabric: FabricDict, virtualization: dict | None) -> FabricNeed:
     """Does FM have to run on this host? Yes when NVSwitch PCI functions are visible here,
-    or when the GPUs are fabric-attached and the host is no VM (bare metal, or a container:
-    NVIDIA's driver container runs FM inside it). A VM with fabric-attached GPUs and no
-    NVSwitch has its fabric managed by the hypervisor."""
+    or when the GPUs are fabric-attached and the host is no VM (bare metal, or a container,
+    even one inside a VM: NVIDIA's driver container runs FM inside it). A VM with
+    fabric-attached GPUs and no NVSwitch has its fabric managed by the hypervisor."""
     switches = fabric["nvswitches"]
     gpus = fabric["gpus"]
     attached = fabric_attached(gpus)
     states = ", ".join(sorted({str(g.get("state")) for g in gpus})) or "no GPU read"
     if switches:
         return FabricNeed("here", f"{switches} NVSwitch PCI functions are visible on this host")
+    container = (virtualization or {}).get("container")
+    container = None if container in (None, "none", "unknown") else container
     vm = detected_vm(virtualization)
-    if attached and vm:
+    # A container is judged as one, whatever machine it runs on: NVIDIA's driver container
+    # runs FM inside it.
+    if attached and vm and not container:
         return FabricNeed(
             "hypervisor",
             f"the GPUs are fabric-attached (State {states}) in a VM ({vm}) that sees no "
             "NVSwitch: the hypervisor runs Fabric Manager",
         )
     if attached:
-        container = (virtualization or {}).get("container")
         where = f"in a container ({container})" if container else "on bare metal"
         return FabricNeed(
             "here", f"the GPUs are fabric-attached (State {states}) {where}: FM runs here"

@@ -120,6 +120,9 @@ def test_the_facts_awk_filter_keeps_the_fabric_sections_of_the_real_capture():
         (H200_VM, 0, VM, "hypervisor"),  # the real capture: FM runs outside the VM
         (H200_VM, 0, NSPAWN, "here"),  # the same GPUs in a container: NVIDIA's driver container
         (H200_VM, 0, BARE, "here"),
+        # A container inside a VM (the test hosts: nspawn on a KVM machine) is a container.
+        (H200_VM, 0, {"container": "systemd-nspawn", "vm": "kvm"}, "here"),
+        (H200_VM, 0, {"container": "unknown", "vm": "hypervisor"}, "hypervisor"),
         (HGX_IN_PROGRESS, 0, BARE, "here"),
         (HGX_IN_PROGRESS, 6, VM, "here"),  # NVSwitches passed through to the VM
         (PCIE, 0, BARE, "none"),
