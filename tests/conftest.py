@@ -49,7 +49,12 @@ def nvidia_mirror(tmp_path_factory):
     # nvidia-smi replays the 2x H200 capture; tests switch a host to the 8-GPU one.
     built = aptrepo.build_repo(
         tmp_path_factory.mktemp("nvidia-mirror"),
-        captures=("h200x2-nvlink-vm", "rtxpro6000x8-pcie-from-smiq", "rtxpro6000x8-pcie-x8-of-x16"),
+        captures=(
+            "h200x2-nvlink-vm",
+            "rtxpro6000x8-pcie-from-smiq",
+            "rtxpro6000x8-pcie-x8-of-x16",
+            "h200x8-hgx-fabric-in-progress",
+        ),
     )
     with aptrepo.serve(built.root) as url:
         yield aptrepo.Mirror(url=url, root=built.root, public_key=built.public_key)
@@ -110,13 +115,11 @@ def model_hub():
 
 
 @pytest.fixture(scope="session")
-def site_inventory(
-    tmp_path_factory, host_pool, site_hosts, nvidia_mirror, python_index, site_secrets, model_hub
-):
-    """An inventory of the site hosts, NVIDIA's repository and the package indexes replaced
-    by local stand-ins; Python 3.11 is Debian 12's own, so uv downloads no interpreter. The
-    hosts share this machine's network: each serves SGLang on its own 127.0.0.x address."""
-    data = {
+def site_data(host_pool, nvidia_mirror, python_index, site_secrets, model_hub) -> dict:
+    """The inventory data of a site host: NVIDIA's repository and the package indexes
+    replaced by local stand-ins; Python 3.11 is Debian 12's own, so uv downloads no
+    interpreter."""
+    return {
         **host_pool.inventory_data(),
         "nvidia_apt_mirror": nvidia_mirror.url,
         # The stand-in mirror is plain http on loopback: its keyring's sha256 is pinned.
@@ -133,9 +136,15 @@ def site_inventory(
         "hf_endpoint": model_hub[0],
         "sglang_model_revision": SITE_MODEL_COMMIT,
     }
+
+
+@pytest.fixture(scope="session")
+def site_inventory(tmp_path_factory, site_hosts, site_data):
+    """An inventory of the site hosts. The hosts share this machine's network: each serves
+    SGLang on its own 127.0.0.x address."""
     return write_inventory(
         tmp_path_factory.mktemp("inventory") / "gpu_hosts.py",
-        {"gpu_hosts": [(h.address, {**data, "sglang_host": h.address}) for h in site_hosts]},
+        {"gpu_hosts": [(h.address, {**site_data, "sglang_host": h.address}) for h in site_hosts]},
     )
 
 

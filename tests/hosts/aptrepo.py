@@ -277,6 +277,52 @@ WantedBy=multi-user.target
 """
 
 
+# Fabric Manager's unit, as NVIDIA's package names it (nvidia-fabricmanager.service); the
+# stand-in daemon stays running, as nv-fabricmanager does once the fabric is up.
+FABRICMANAGER_SERVICE = b"""\
+[Unit]
+Description=NVIDIA fabric manager service (test double)
+
+[Service]
+Type=simple
+ExecStart=/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def fabric_manager_packages(arch: str) -> list[PackageSpec]:
+    """nvidia-fabricmanager at every driver release (the unsuffixed name NVIDIA's Ubuntu
+    24.04 repository has from R580: nvlink5-580 Depends nvidia-fabricmanager (>= 580) in
+    tests/fixtures/nvidia-repo/ubuntu2404-apt-cache-2026-05.txt), shipping a stand-in
+    nv-fabricmanager that stays running and the unit."""
+    deb_arch = ARCHES[arch][0]
+    specs = []
+    for releases in DRIVER_RELEASES.values():
+        for version in releases:
+            upstream = version.rsplit("-", 1)[0]
+            daemon = script(
+                f'echo "nv-fabricmanager (test double) {upstream}"\nexec sleep infinity\n'
+            )
+            specs.append(
+                PackageSpec(
+                    "nvidia-fabricmanager",
+                    version,
+                    deb_arch,
+                    f"Fabric Manager for NVSwitch based systems (test double, {upstream})",
+                    files=(
+                        DebFile("/usr/bin/nv-fabricmanager", daemon, 0o755),
+                        DebFile(
+                            "/usr/lib/systemd/system/nvidia-fabricmanager.service",
+                            FABRICMANAGER_SERVICE,
+                        ),
+                    ),
+                )
+            )
+    return specs
+
+
 def replay_files(captures: Iterable[str]) -> list[DebFile]:
     files = [DebFile("/usr/bin/nvidia-smi", NVIDIA_SMI_REPLAY.read_bytes(), 0o755)]
     for capture in captures:
@@ -406,6 +452,7 @@ def package_specs(
     for branch, releases in DRIVER_RELEASES.items():
         for version in releases:
             specs += driver_packages(family, branch, arch, captures, version)
+    specs += fabric_manager_packages(arch)
     for cuda in CUDA_RELEASES:
         specs += cuda_packages(cuda, arch)
     return specs

@@ -43,16 +43,21 @@ def site_hosts(site_hosts, host_pool, nvidia_mirror):
         (test_host.root / LEGACY_KEYRING.lstrip("/")).write_bytes(key)
         (test_host.root / path.lstrip("/")).write_text(text.format(repo=nvidia_mirror.repo_url()))
     for test_host in site_hosts:
-        host_pool.run(
-            test_host,
-            "set -e\nmkdir -p /etc/systemd/system/sglang.service.d\n"
-            "cat > /etc/systemd/system/sglang.service.d/50-test-standin-record.conf <<'EOF'\n"
-            f"{STANDIN_DROP_IN}EOF\n"
-            "cat > /etc/tmpfiles.d/sglang-standin.conf <<'EOF'\n"
-            f"{STANDIN_TMPFILES}EOF\n"
-            "systemd-tmpfiles --create /etc/tmpfiles.d/sglang-standin.conf",
-        )
+        open_standin_record(host_pool, test_host)
     return site_hosts
+
+
+def open_standin_record(host_pool, test_host) -> None:
+    """The stand-in server's record folder, writable from the sandboxed service."""
+    host_pool.run(
+        test_host,
+        "set -e\nmkdir -p /etc/systemd/system/sglang.service.d\n"
+        "cat > /etc/systemd/system/sglang.service.d/50-test-standin-record.conf <<'EOF'\n"
+        f"{STANDIN_DROP_IN}EOF\n"
+        "cat > /etc/tmpfiles.d/sglang-standin.conf <<'EOF'\n"
+        f"{STANDIN_TMPFILES}EOF\n"
+        "systemd-tmpfiles --create /etc/tmpfiles.d/sglang-standin.conf",
+    )
 
 
 @pytest.fixture
