@@ -13,10 +13,12 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from pyinfra_sglang.audit.drift import findings_for_persistence
+from pyinfra_sglang.audit.fabric import findings_for_fabric_state
 from pyinfra_sglang.audit.findings import Finding, worst_level
 from pyinfra_sglang.audit.links import findings_for_links, pcie_links
 from pyinfra_sglang.audit.report import format_table
 from pyinfra_sglang.audit.topology import findings_for_p2p, findings_for_topology, p2p_all_ok
+from pyinfra_sglang.fabric import parse_fabric_sections
 from pyinfra_sglang.parsers.nvidia_smi import GpuQueryError, parse_smi_q, read_gpu_query_csv
 from pyinfra_sglang.parsers.topo import TopoError, read_topo, topology_has_nvlink
 
@@ -187,6 +189,12 @@ def _matrix(option: str, lines: Iterable[str] | None) -> dict:
     return matrix
 
 
+def _keeping(lines: Iterable[str], kept: list[str]) -> Iterator[str]:
+    for line in lines:
+        kept.append(line)
+        yield line
+
+
 def analyze(
     topo: Iterable[str] | None = None,
     p2p: Iterable[str] | None = None,
@@ -198,7 +206,8 @@ def analyze(
     its last one (the last row per GPU); files carry no load, so link generations are judged
     as possibly idle. An input holding no GPU row raises AnalyzeError: nothing that was not
     read is reported as passing."""
-    rows = _rows(query_csv, smi_q)
+    kept: list[str] = []  # the -q text, read once more for its Fabric sections (capped)
+    rows = _rows(query_csv, _keeping(smi_q, kept) if smi_q is not None else None)
     matrix = _matrix("--topo", topo)
     peers = _matrix("--p2p", p2p)
     gpu_count = len(rows) or len(matrix) or len(peers)
@@ -207,6 +216,8 @@ def analyze(
         findings += findings_for_topology(matrix, gpu_count)
     if p2p is not None:
         findings += findings_for_p2p(peers, gpu_count, vm=None)
+    if smi_q is not None and query_csv is None:
+        findings += findings_for_fabric_state(parse_fabric_sections(kept))
     return {
         "gpus": pcie_links(rows),
         "topology": {"matrix": matrix, "nvlink": topology_has_nvlink(matrix)},

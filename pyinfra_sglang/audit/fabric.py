@@ -8,6 +8,7 @@ from pyinfra_sglang import data
 from pyinfra_sglang.audit.findings import Finding
 from pyinfra_sglang.fabric import (
     CUDA_RESULTS,
+    fabric_attached,
     fabric_manager_problems,
     fabric_need,
     fabric_ready,
@@ -107,6 +108,35 @@ def findings_for_fabric(
             "fabric-manager",
             f"Fabric Manager{version} runs at the driver's release ({driver_version}); the "
             f"fabric is registered on every GPU ({need.reason}).",
+            evidence=evidence,
+        )
+    ]
+
+
+def findings_for_fabric_state(gpus: list) -> list[Finding]:
+    """``pyinfra-sglang analyze --smi-q``: the GPUs' fabric state alone (a pasted `nvidia-smi
+    -q` says nothing of Fabric Manager's service or where the host runs)."""
+    if not gpus:
+        return []
+    fm = data.nvidia().fabric_manager
+    evidence = {"fabric": [{k: g.get(k) for k in ("index", "state", "status")} for g in gpus]}
+    if not fabric_attached(gpus):
+        states = ", ".join(sorted({str(g.get("state")) for g in gpus}))
+        message = f"no NVSwitch fabric (Fabric State {states}): Fabric Manager is not needed."
+        return [Finding("ok", "fabric-manager", message, evidence=evidence)]
+    not_ready = _not_ready(gpus)
+    if not not_ready:
+        message = (
+            f"the NVLink fabric is registered ({fm.ready_state}/{fm.ready_status} on every GPU)."
+        )
+        return [Finding("ok", "fabric-manager", message, evidence=evidence)]
+    return [
+        Finding(
+            "fail",
+            "fabric-manager",
+            f"the GPUs' NVLink fabric is not registered ({'; '.join(not_ready)}): CUDA will not "
+            "initialize (error 802) until Fabric Manager runs at the driver's release (on this "
+            "host, or on the hypervisor of a VM that sees no NVSwitch).",
             evidence=evidence,
         )
     ]

@@ -479,3 +479,20 @@ def test_a_branch_move_leaves_fabric_manager_to_its_role():
         "nvidia-fabricmanager-580": ["580.126.20-1"],
     }
     assert packages_off_branch(installed, 595) == ["nvidia-driver-cuda"]
+
+
+@pytest.mark.parametrize(
+    "capture, level, says",
+    [
+        (H200_VM, "ok", "the NVLink fabric is registered (Completed/Success on every GPU)"),
+        (PCIE, "ok", "no NVSwitch fabric (Fabric State N/A)"),
+        (HGX_IN_PROGRESS, "fail", "GPU 7: State In Progress, Status N/A"),
+    ],
+)
+def test_analyze_reads_the_fabric_of_a_pasted_smi_q(capture, level, says):
+    from pyinfra_sglang.audit.analyze import analyze
+
+    result = analyze(smi_q=lines(capture))
+    [finding] = [f for f in result["findings"] if f["code"] == "fabric-manager"]
+    assert finding["level"] == level and says in finding["message"]
+    assert len(result["gpus"]) == len(parse_fabric_sections(lines(capture)))
