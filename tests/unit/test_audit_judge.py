@@ -167,10 +167,11 @@ RECORDED = sorted(AUDIT_FIXTURES.glob("*/report-*.json"))
 
 
 def test_the_recorded_reports_are_there():
-    assert [p.name for p in RECORDED] == [
-        "report-copy-load.json",
-        "report-default.json",
-        "report-link-probe.json",
+    assert [f"{p.parent.name}/{p.name}" for p in RECORDED] == [
+        "h200-host-mode/report-host-mode.json",
+        "h200x2-nvlink-vm/report-copy-load.json",
+        "h200x2-nvlink-vm/report-default.json",
+        "h200x2-nvlink-vm/report-link-probe.json",
     ]
 
 
@@ -208,6 +209,10 @@ def test_recorded_real_reports_judge_again_to_the_same_report(path):
     stored["record"]["expectations"].setdefault("driver_version", None)
     # Recorded before nvidia_driver_source: the deploy managed the driver.
     stored["record"]["expectations"].setdefault("driver_source", "managed")
+    # Recorded since remediations name the inventory the audit ran with; the judge's own
+    # words say INVENTORY (run_summary.with_inventory puts the name in).
+    for finding in stored["findings"]:
+        finding["message"] = finding["message"].replace("pyinfra @local ", "pyinfra INVENTORY ")
     # Recorded before the audit read the NVSwitch fabric, Fabric Manager and cuInit.
     for key in ("fabric", "fabric_manager_service", "fabric_manager_package", "cuda_init"):
         stored["record"]["facts"].setdefault(key, None)
