@@ -32,9 +32,12 @@ from checks.facts import (
     FirstLine,
     IommuState,
     JsonRecord,
+    KernelXids,
     NvccRelease,
     NvidiaGpus,
     NvidiaLoadedModule,
+    NvidiaMemoryHealth,
+    NvidiaNvlinkErrors,
     NvidiaP2P,
     NvidiaPciDevices,
     NvidiaSmiPackage,
@@ -280,8 +283,14 @@ def read_facts(config: HostConfig, expected: AuditExpectations) -> AuditFacts:
     if not gpus:
         return facts
     unit_files = read_unit_files(config, gpus) if unit_installed(facts) else None
+    # GPU health (audit/health.py): read before the load, so its own Xids would show.
+    health = {
+        "kernel_xids": host.get_fact(KernelXids),
+        "memory_health": smi_fact(NvidiaMemoryHealth),
+        "nvlink_errors": smi_fact(NvidiaNvlinkErrors),
+    }
     load = read_gpu_load(config, serves_here(expected, facts), torch="torch" in packages)
-    return dataclasses.replace(facts, unit_files=unit_files, load=load)
+    return dataclasses.replace(facts, unit_files=unit_files, load=load, **health)
 
 
 def report_file_name(host_name: str) -> str:

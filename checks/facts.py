@@ -38,6 +38,11 @@ from pyinfra_sglang.parsers.files import (
     parse_sized_files,
     parse_venvs_by_age,
 )
+from pyinfra_sglang.parsers.gpu_health import (
+    parse_health_q,
+    parse_nvlink_errors,
+    parse_xid_lines,
+)
 from pyinfra_sglang.parsers.nvidia_smi import (
     GPU_QUERY_FIELDS,
     NvccReleaseDict,
@@ -738,3 +743,58 @@ class UnitLeftovers(FactBase[list[str]]):
 
     def process(self, output) -> list[str]:
         return [line.strip() for line in output if line.strip()]
+
+
+# --- GPU health (pyinfra_sglang/parsers/gpu_health.py; judged by audit/health.py) ----------
+
+_UNREAD = "### unread"
+
+
+def _read_or_none(output) -> list[str] | None:
+    lines = list(output)
+    return None if _UNREAD in (line.strip() for line in lines) else lines
+
+
+class KernelXids(FactBase[list | None]):
+    """The kernel log's Xid lines since boot (dmesg, else journalctl -k -b), parsed; None
+    when neither could be read."""
+
+    def command(self) -> str:
+        return (
+            "{ dmesg 2>/dev/null || journalctl -k -b --no-pager -q 2>/dev/null "
+            f"|| echo '{_UNREAD}'; }} | grep -E 'NVRM: Xid|^{_UNREAD}' | tail -n 2000; true"
+        )
+
+    def process(self, output) -> list | None:
+        lines = _read_or_none(output)
+        return None if lines is None else list(parse_xid_lines(lines))
+
+
+class NvidiaMemoryHealth(FactBase[list | None]):
+    """`nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT` per GPU (parse_health_q); None
+    when nvidia-smi could not print it."""
+
+    def requires_command(self) -> str:
+        return "nvidia-smi"
+
+    def command(self) -> str:
+        return f"nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT 2>/dev/null || echo '{_UNREAD}'"
+
+    def process(self, output) -> list | None:
+        lines = _read_or_none(output)
+        return None if lines is None else parse_health_q(lines)
+
+
+class NvidiaNvlinkErrors(FactBase[dict | None]):
+    """`nvidia-smi nvlink -e` error counters (parse_nvlink_errors); {} without links, None
+    when nvidia-smi could not print it."""
+
+    def requires_command(self) -> str:
+        return "nvidia-smi"
+
+    def command(self) -> str:
+        return f"nvidia-smi nvlink -e 2>/dev/null || echo '{_UNREAD}'"
+
+    def process(self, output) -> dict | None:
+        lines = _read_or_none(output)
+        return None if lines is None else parse_nvlink_errors(lines)

@@ -86,6 +86,10 @@ def diagnosis() -> m.Diagnosis:
     return _typed("diagnosis", m.Diagnosis)
 
 
+def gpu_health() -> m.GpuHealth:
+    return _typed("gpu_health", m.GpuHealth)
+
+
 def gpus() -> dict[str, m.Gpu]:
     """GPU name as nvidia-smi prints it -> its numbers."""
     return _typed("gpus", m.Gpus).root

@@ -371,6 +371,45 @@ class NvidiaSmi(_Data):
     topo: Topo
 
 
+# --- gpu_health.toml ---------------------------------------------------------------------
+
+HealthAction = Literal["none", "restart-app", "reset", "drain-reset", "reboot", "replace"]
+
+
+class XidEntry(_Data):
+    code: int
+    mnemonic: str
+    meaning: str
+    nvidia: str  # the catalogue's immediate resolution bucket
+    action: HealthAction
+    level: Literal["warn", "fail"]
+
+
+class NvlinkHealth(_Data):
+    error_counters: tuple[str, ...]
+
+
+class ClockHealth(_Data):
+    query: tuple[str, ...]
+    min_share: float
+
+
+class GpuHealth(_Data):
+    actions: dict[HealthAction, str]
+    xid: tuple[XidEntry, ...]
+    xid_154: dict[str, HealthAction]
+    smi_q: dict[str, tuple[tuple[str, ...], ...]]
+    nvlink: NvlinkHealth
+    clocks: ClockHealth
+
+    @model_validator(mode="after")
+    def _one_entry_per_xid(self) -> GpuHealth:
+        codes = [entry.code for entry in self.xid]
+        if len(codes) != len(set(codes)):
+            raise ValueError("an Xid listed twice")
+        return self
+
+
 # --- parallelism.toml --------------------------------------------------------------------
 
 
@@ -773,6 +812,7 @@ MODELS: dict[str, type[BaseModel]] = {
     "apt": Apt,
     "attention_backends": AttentionBackends,
     "diagnosis": Diagnosis,
+    "gpu_health": GpuHealth,
     "gpus": Gpus,
     "host_driver": HostDriver,
     "memory_fit": MemoryFit,

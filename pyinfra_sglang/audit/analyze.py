@@ -15,10 +15,12 @@ from pathlib import Path
 from pyinfra_sglang.audit.drift import findings_for_persistence
 from pyinfra_sglang.audit.fabric import findings_for_fabric_state
 from pyinfra_sglang.audit.findings import Finding, worst_level
+from pyinfra_sglang.audit.health import findings_for_gpu_health
 from pyinfra_sglang.audit.links import findings_for_links, pcie_links
 from pyinfra_sglang.audit.report import format_table
 from pyinfra_sglang.audit.topology import findings_for_p2p, findings_for_topology, p2p_all_ok
 from pyinfra_sglang.fabric import parse_fabric_sections
+from pyinfra_sglang.parsers.gpu_health import parse_health_q, parse_xid_lines
 from pyinfra_sglang.parsers.nvidia_smi import GpuQueryError, parse_smi_q, read_gpu_query_csv
 from pyinfra_sglang.parsers.topo import TopoError, read_topo, topology_has_nvlink
 
@@ -45,6 +47,7 @@ EXPECTED = {
     "--query-csv": "`nvidia-smi --query-gpu=... --format=csv` output (a header line naming "
     "the fields, then a row per GPU)",
     "--smi-q": "`nvidia-smi -q` output (a `GPU 00000000:...` section per GPU)",
+    "--kernel-log": "a kernel log (`dmesg` or `journalctl -k` output)",
 }
 
 
@@ -200,6 +203,7 @@ def analyze(
     p2p: Iterable[str] | None = None,
     query_csv: Iterable[str] | None = None,
     smi_q: Iterable[str] | None = None,
+    kernel_log: Iterable[str] | None = None,
 ) -> dict:
     """``{"gpus", "topology": {"matrix", "nvlink"}, "p2p", "findings"}`` from whichever
     outputs are given, each read as it streams. A query CSV with several samples is judged on
@@ -218,10 +222,16 @@ def analyze(
         findings += findings_for_p2p(peers, gpu_count, vm=None)
     if smi_q is not None and query_csv is None:
         findings += findings_for_fabric_state(parse_fabric_sections(kept))
+    # GPU health: the kernel log's Xids (named with the GPU of their PCI address where the
+    # other inputs list it) and the -q ECC, row remapping and retired pages sections.
+    xids = list(parse_xid_lines(kernel_log)) if kernel_log is not None else None
+    memory = parse_health_q(kept) if smi_q is not None and query_csv is None else None
+    findings += findings_for_gpu_health(rows, xids, memory, None, [], "none")
     return {
         "gpus": pcie_links(rows),
         "topology": {"matrix": matrix, "nvlink": topology_has_nvlink(matrix)},
         "p2p": {"matrix": peers, "ok": p2p_all_ok(peers)},
+        "xids": xids,
         "findings": [f.as_dict() for f in findings],
         "result": worst_level(findings),
     }
@@ -230,11 +240,15 @@ def analyze(
 def run(args: argparse.Namespace) -> int:
     options = {"--topo": args.topo, "--p2p": args.p2p, "--query-csv": args.query_csv}
     options["--smi-q"] = args.smi_q
+    options["--kernel-log"] = args.kernel_log
     given = {option: path for option, path in options.items() if path}
     if not given:
-        print("analyze: give at least one of --topo, --p2p, --query-csv, --smi-q", file=sys.stderr)
+        print(
+            "analyze: give at least one of --topo, --p2p, --query-csv, --smi-q, --kernel-log",
+            file=sys.stderr,
+        )
         return 2
-    caps = {"--query-csv": MAX_CSV_BYTES}
+    caps = {"--query-csv": MAX_CSV_BYTES, "--kernel-log": MAX_CSV_BYTES}
     texts = [
         file_lines(path, caps.get(option, MAX_TEXT_BYTES), option) if path else None
         for option, path in options.items()
@@ -273,5 +287,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help="`nvidia-smi --query-gpu=... --format=csv` output: any fields, with its header",
     )
-    parser.add_argument("--smi-q", type=Path, help="`nvidia-smi -q` output")
+    parser.add_argument(
+        "--smi-q",
+        type=Path,
+        help="`nvidia-smi -q` output (its ECC, Remapped Rows and Retired Pages sections are "
+        "judged too)",
+    )
+    parser.add_argument(
+        "--kernel-log",
+        type=Path,
+        help="`dmesg` or `journalctl -k` output: each Xid named with its GPU's PCI address, "
+        "meaning and action",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")

@@ -88,6 +88,47 @@ CODES: dict[str, Code] = {
         'NVLink fabric is not ready); ok with "not probed: ..." where there is no python or '
         "no loadable libcuda.so.1",
     ),
+    # --- audit: GPU health (audit/health.py; data/gpu_health.toml) ---------------------------
+    "gpu-health": Code(
+        ("ok",),
+        "what was read of the GPUs' health, all clean: no Xid in the kernel log since boot, no "
+        "uncorrectable ECC error, pending or failed row remapping or retired page, NVLink "
+        "error counters 0, clocks not held down by the hardware under load",
+    ),
+    "gpu-xid": Code(
+        ("warn", "fail"),
+        "an Xid in the kernel log since boot, per GPU (its PCI address) and Xid, with the "
+        "meaning and action of NVIDIA's Xid catalogue (data/gpu_health.toml): fail for the "
+        "fatal ones (48, 62, 64, 74, 79, 95, 109, 119, 120, 140, 143, 149, 154, 155), warn for "
+        "the others and for an Xid not in the catalogue subset",
+    ),
+    "ecc-uncorrectable": Code(
+        ("warn", "fail"),
+        "uncorrectable ECC errors (`nvidia-smi -q` DRAM/SRAM Uncorrectable): fail since the "
+        "driver loaded (drain and reset), warn for lifetime counts only",
+    ),
+    "row-remap-pending": Code(
+        ("warn",),
+        "a row remapping waits for a GPU reset (Remapped Rows Pending: Yes): drain and reset",
+    ),
+    "row-remap-failed": Code(
+        ("fail",), "row remapping failed (Remapping Failure Occurred: Yes): replace the GPU"
+    ),
+    "retired-pages": Code(
+        ("warn",),
+        "memory pages retired for ECC errors, or pages waiting to be retired (Pending Page "
+        "Blacklist: Yes: drain and reset)",
+    ),
+    "clock-throttled": Code(
+        ("warn",),
+        "clocks held down by the hardware (HW slowdown, HW thermal, HW power brake, SW "
+        "thermal) in at least 20% of the samples taken under the audit's load; idle, the "
+        "applications clocks and the software power cap are not a finding",
+    ),
+    "nvlink-errors": Code(
+        ("warn",),
+        "NVLink CRC, replay or recovery error counters not 0 (`nvidia-smi nvlink -e`)",
+    ),
     # --- audit: the model's weights ----------------------------------------------------------
     "model": Code(("ok",), "the model's snapshot (or local path) is on the host, whole"),
     "model-missing": Code(

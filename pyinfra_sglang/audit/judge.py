@@ -23,6 +23,7 @@ from pyinfra_sglang.audit.drift import (
 )
 from pyinfra_sglang.audit.fabric import findings_for_cuda_init, findings_for_fabric
 from pyinfra_sglang.audit.findings import Finding
+from pyinfra_sglang.audit.health import findings_for_gpu_health
 from pyinfra_sglang.audit.links import findings_for_links, pcie_links
 from pyinfra_sglang.audit.p2p_path import findings_for_acs, findings_for_probe_hang, service_p2p
 from pyinfra_sglang.audit.record import (
@@ -235,6 +236,14 @@ def judge(expected: AuditExpectations, facts: AuditFacts) -> list[Finding]:
     findings += _service_findings(expected, facts)
     if facts.gpus:
         findings += _load_findings(expected, facts)
+        findings += findings_for_gpu_health(
+            facts.gpus,
+            facts.kernel_xids,
+            facts.memory_health,
+            facts.nvlink_errors,
+            facts.load.clock_reasons,
+            facts.load.kind,
+        )
     return findings
 
 

@@ -47,7 +47,12 @@ def after_decode(run: dict) -> GpuLoadReading:
         "message": f"the decode check printed no result ({output_tail(run)})",
     }
     if decode.get("ok"):
-        return GpuLoadReading(kind="decode", samples=run["samples"], decode=decode)
+        return GpuLoadReading(
+            kind="decode",
+            samples=run["samples"],
+            decode=decode,
+            clock_reasons=run.get("clock_reasons", []),
+        )
     return GpuLoadReading(decode=decode)
 
 
@@ -68,6 +73,7 @@ def after_load(before: GpuLoadReading, load_kind: str, run: dict) -> GpuLoadRead
             before,
             kind=load_kind,
             samples=before.samples + run["samples"],
+            clock_reasons=before.clock_reasons + run.get("clock_reasons", []),
             probe=json_output(run["load_output"]),
         )
     failure = output_tail(run) if load_kind == "probe" else None

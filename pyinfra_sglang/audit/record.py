@@ -81,6 +81,9 @@ class GpuLoadReading:
     decode: dict | None = None  # decode_client.py's result, when the prompt ran
     probe: dict | None = None  # the probe's JSON (link_probe.py or copy_load.py)
     probe_failure: str | None = None  # why the link probe failed, when it did
+    # The clock event reasons sampled while the load ran (--query-gpu rows per sample, the
+    # reasons of data/gpu_health.toml [clocks]); []: not read (records made before).
+    clock_reasons: list[list[dict]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,12 @@ class AuditFacts:
     fabric_manager_service: dict | None = None
     fabric_manager_package: list | None = None
     cuda_init: dict | None = None
+    # GPU health: the kernel log's Xid lines since boot (KernelXids), the `nvidia-smi -q -d
+    # ECC,ROW_REMAPPER,PAGE_RETIREMENT` rows (NvidiaMemoryHealth) and the NVLink error
+    # counters (NvidiaNvlinkErrors). None: not read (records made before).
+    kernel_xids: list | None = None
+    memory_health: list | None = None
+    nvlink_errors: dict | None = None
     # The audit's date, "YYYY-MM-DD" (the controller's clock when it read the host): driver
     # support is judged against it. None in records made before: not judged.
     audited_on: str | None = None

@@ -298,6 +298,9 @@ def parse_gpu_query_samples(lines: Iterable[str]) -> list[list[dict[str, str | N
     return read_gpu_query_csv(lines).samples
 
 
+CLOCK_REASONS_MARK = "### clock reasons"
+
+
 def parse_gpu_query_under_load(output: Iterable[str]) -> dict:
     """What the sampled load (pyinfra_sglang/gpu_load.py) prints: ``### load rc=<rc>``, the load's
     output, ``### samples``, then the ``--query-gpu`` samples taken while the load ran.
@@ -307,15 +310,22 @@ def parse_gpu_query_under_load(output: Iterable[str]) -> dict:
     (no temporary folder, say) and nothing ran: ``load_rc`` None, every line in ``load_output``.
     """
     lines = list(output)
+    # Outputs recorded before the clock event reasons end with the samples.
+    reasons: list[list[dict[str, str | None]]] = []
+    if CLOCK_REASONS_MARK in (line.rstrip("\r\n") for line in lines):
+        at = max(i for i, line in enumerate(lines) if line.rstrip("\r\n") == CLOCK_REASONS_MARK)
+        reasons = [s for s in parse_gpu_query_samples(lines[at + 1 :]) if s]
+        lines = lines[:at]
     marks = [i for i, line in enumerate(lines) if line.startswith("### ")]
     if len(marks) < 2 or not lines[marks[0]].startswith("### load rc="):
         # The wrapper itself failed (no temporary folder, say): nothing ran.
-        return {"load_rc": None, "load_output": lines, "samples": []}
+        return {"load_rc": None, "load_output": lines, "samples": [], "clock_reasons": []}
     load_at, samples_at = marks[0], marks[-1]
     return {
         "load_rc": int(lines[load_at].rsplit("=", 1)[1]),
         "load_output": lines[load_at + 1 : samples_at],
         "samples": [s for s in parse_gpu_query_samples(lines[samples_at + 1 :]) if s],
+        "clock_reasons": reasons,
     }
 
 

@@ -131,11 +131,13 @@ def test_a_run_under_load_splits_load_output_and_samples():
         "load_rc": 0,
         "load_output": ['{"gpus": [{"index": 0, "h2d_gbs": 55.3}]}'],
         "samples": [H200, H200],
+        "clock_reasons": [],  # a run recorded before the clock reasons were sampled
     }
     assert parse_gpu_query_under_load(["mktemp: failed"]) == {
         "load_rc": None,
         "load_output": ["mktemp: failed"],
         "samples": [],
+        "clock_reasons": [],
     }
 
 

@@ -216,6 +216,11 @@ def test_recorded_real_reports_judge_again_to_the_same_report(path):
     # Recorded before the audit read the NVSwitch fabric, Fabric Manager and cuInit.
     for key in ("fabric", "fabric_manager_service", "fabric_manager_package", "cuda_init"):
         stored["record"]["facts"].setdefault(key, None)
+    # Recorded before the audit read the GPUs' health (Xids, ECC, row remapping, NVLink
+    # counters, clock event reasons under load).
+    for key in ("kernel_xids", "memory_health", "nvlink_errors"):
+        stored["record"]["facts"].setdefault(key, None)
+    stored["record"]["facts"]["load"].setdefault("clock_reasons", [])
     assert json.loads(json.dumps(again)) == stored
 
 

@@ -1,0 +1,180 @@
+"""GPU health: parsers and judges on the real H200 capture and public outputs
+(tests/fixtures/gpu/h200-health/, tests/fixtures/gpu/public/, each README names the source)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pyinfra_sglang.audit.analyze import analyze
+from pyinfra_sglang.audit.health import findings_for_clocks, findings_for_gpu_health
+from pyinfra_sglang.parsers.gpu_health import (
+    parse_health_q,
+    parse_nvlink_errors,
+    parse_xid_lines,
+    pci_key,
+)
+from pyinfra_sglang.parsers.nvidia_smi import parse_gpu_query_samples, parse_gpu_query_under_load
+
+GPU = Path(__file__).parents[1] / "fixtures" / "gpu"
+PUBLIC = GPU / "public"
+
+
+def public(name: str) -> list[str]:
+    lines = (PUBLIC / name).read_text().splitlines()
+    assert lines[0].startswith("# source: ")
+    return lines[1:]
+
+
+def block(path: Path, command: str) -> list[str]:
+    """One command's output of a capture_health.sh file ("### <command>" ... "### rc=N")."""
+    lines = path.read_text().splitlines()
+    start = lines.index(f"### {command}") + 1
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("### rc="))
+    return lines[start:end]
+
+
+H200 = GPU / "h200-health" / "health.txt"
+H200_Q = "nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT,PERFORMANCE,CLOCK"
+
+
+def codes(findings) -> dict[str, str]:
+    return {f.code: f.level for f in findings}
+
+
+def test_the_real_h200_reads_clean_and_says_what_it_read():
+    memory = parse_health_q(block(H200, H200_Q))
+    assert memory[0]["pci"] == "00000000:00:06.0"
+    assert memory[0]["dram_uncorrectable_volatile"] == 0 and memory[0]["remap_pending"] is False
+    assert memory[0]["retired_single_bit"] is None  # N/A on an H200: not read, not 0
+    dmesg = block(H200, "sh -c dmesg 2>&1 | grep -i -E 'NVRM|xid' | tail -n 50")
+    xids = parse_xid_lines(dmesg)
+    assert dmesg and xids == []  # NVRM lines, none of them an Xid
+    nvlink = parse_nvlink_errors(block(H200, "nvidia-smi nvlink -e"))
+    assert nvlink == {}  # one GPU: no links
+    gpus = [{"index": "0", "pci.bus_id": "00000000:00:06.0"}]
+    findings = findings_for_gpu_health(gpus, xids, memory, nvlink, [], "none")
+    assert [f.code for f in findings] == ["gpu-health"]
+    assert "no NVLink" in findings[0].message and "1 GPU(s)" in findings[0].message
+
+
+def test_nothing_read_is_no_finding_and_never_a_pass():
+    assert findings_for_gpu_health([{"index": "0"}], None, None, None, [], "decode") == []
+
+
+def test_xid_lines_in_every_log_shape_name_their_gpu():
+    assert parse_xid_lines(public("xid_79_pid0_journalctl.txt")) == [
+        {"pci": "0000:10:00", "xid": 79, "detail": "pid=0, GPU has fallen off the bus."}
+    ]
+    mig = parse_xid_lines(public("xid_94_contained_mig_nvidia_doc.txt"))
+    assert [(e["pci"], e["xid"]) for e in mig] == [("0000:01:00", 94)]
+    gsp = parse_xid_lines(public("xid_119_gsp_timeout_dmesg_T.log"))  # dmesg -T
+    assert {(e["pci"], e["xid"]) for e in gsp} == {("0000:9b:00", 119)} and len(gsp) == 5
+    assert pci_key("00000000:9B:00.0") == pci_key("0000:9b:00") == "0000:9b:00"
+
+
+def test_fatal_xids_fail_with_the_catalogue_meaning_and_action():
+    gpus = [{"index": "3", "pci.bus_id": "00000000:10:00.0"}]
+    (finding,) = findings_for_gpu_health(
+        gpus, parse_xid_lines(public("xid_79_pid0_journalctl.txt")), None, None, [], "none"
+    )
+    assert (finding.level, finding.code, finding.gpu) == ("fail", "gpu-xid", 3)
+    assert "fallen off the bus" in finding.message and "reboot the host" in finding.message
+    assert finding.evidence["action"] == "reboot"
+
+
+def test_xid_154_takes_the_action_its_line_names():
+    events = parse_xid_lines(public("xid_154_149_gb200_kmsg.txt"))
+    findings = findings_for_gpu_health([], events, None, None, [], "none")
+    actions = {(f.evidence["pci"], f.evidence["xid"]): f.evidence["action"] for f in findings}
+    assert actions == {
+        ("0009:01:00", 154): "drain-reset",
+        ("0019:01:00", 154): "reset",
+        ("0008:01:00", 149): "drain-reset",
+    }
+    assert {f.level for f in findings} == {"fail"}
+
+
+def test_xid_45_warns_and_follows_the_xid_behind_it():
+    findings = findings_for_gpu_health(
+        [], parse_xid_lines(public("xid_45_after_149_145_journalctl.txt")), None, None, [], "none"
+    )
+    assert [f.level for f in findings] == ["warn"] * 4
+    assert all("caused by previous Xid" in f.evidence["last"] for f in findings)
+
+
+def test_pending_row_remap_warns_drain_and_reset():
+    memory = parse_health_q(public("remapped_rows_pending_gpud_pr80.txt"))
+    assert memory[0]["remapped_uncorrectable"] == 4 and memory[0]["remap_pending"] is True
+    findings = findings_for_gpu_health([], None, memory, None, [], "none")
+    assert codes(findings) == {"row-remap-pending": "warn"}
+    assert "drain and reset" in findings[0].message
+
+
+def test_failed_remap_and_uncorrectable_ecc_fail():
+    lines = block(H200, H200_Q)
+    broken = [
+        line.replace(
+            "DRAM Uncorrectable                         : 0", "DRAM Uncorrectable : 2"
+        ).replace(
+            "Remapping Failure Occurred                     : No",
+            "Remapping Failure Occurred : Yes",
+        )
+        for line in lines
+    ]
+    findings = findings_for_gpu_health([], None, parse_health_q(broken), None, [], "none")
+    assert codes(findings) == {"ecc-uncorrectable": "fail", "row-remap-failed": "fail"}
+    assert any("replace the GPU" in f.message for f in findings)
+
+
+def test_nvlink_counters_not_zero_warn_per_gpu():
+    counters = parse_nvlink_errors(public("nvlink_e_v100_crc_replay.txt"))
+    assert counters == {
+        "0": {"3": {"replay errors": 2353}},
+        "2": {"0": {"replay errors": 148, "crc errors": 65535}},
+    }
+    findings = findings_for_gpu_health([], None, None, counters, [], "none")
+    assert [(f.code, f.gpu) for f in findings] == [("nvlink-errors", 0), ("nvlink-errors", 2)]
+    zero = parse_nvlink_errors(public("nvlink_e_h100_zero.txt"))
+    assert len(zero["0"]) == 3
+    (ok,) = findings_for_gpu_health([], None, None, zero, [], "none")
+    assert ok.code == "gpu-health" and "3 link(s)" in ok.message
+
+
+def test_clock_reasons_are_judged_only_under_load():
+    csv = block(
+        H200,
+        "nvidia-smi --query-gpu=index,pci.bus_id,clocks_event_reasons.active,"
+        "clocks_event_reasons.gpu_idle,clocks_event_reasons.applications_clocks_setting,"
+        "clocks_event_reasons.sw_power_cap,clocks_event_reasons.hw_slowdown,"
+        "clocks_event_reasons.hw_thermal_slowdown,clocks_event_reasons.hw_power_brake_slowdown,"
+        "clocks_event_reasons.sw_thermal_slowdown,clocks_event_reasons.sync_boost,clocks.sm,"
+        "temperature.gpu,power.draw --format=csv",
+    )
+    samples = parse_gpu_query_samples(csv)
+    assert samples[0][0]["clocks_event_reasons.gpu_idle"] == "Active"  # idle: no finding
+    assert findings_for_clocks(samples, "none") == ([], 0)
+    assert findings_for_clocks(samples, "copy") == ([], 1)
+    held = [[{**samples[0][0], "clocks_event_reasons.hw_slowdown": "Active"}]]
+    (finding,), read = findings_for_clocks(held, "decode")
+    assert (finding.code, finding.level, finding.gpu, read) == ("clock-throttled", "warn", 0, 1)
+
+
+def test_the_sampled_load_reads_clock_reasons_and_old_runs_still_parse():
+    old = ["### load rc=0", "{}", "### samples", "index, name", "0, H200"]
+    assert parse_gpu_query_under_load(old)["clock_reasons"] == []
+    new = old + ["### clock reasons", "index, clocks_event_reasons.hw_slowdown", "0, Not Active"]
+    run = parse_gpu_query_under_load(new)
+    assert run["samples"] == [[{"index": "0", "name": "H200"}]]
+    assert run["clock_reasons"] == [
+        [{"index": "0", "clocks_event_reasons.hw_slowdown": "Not Active"}]
+    ]
+
+
+def test_analyze_names_each_xid_with_its_gpu_from_the_smi_q():
+    smi_q = (GPU / "h200x2-nvlink-vm" / "smi_q.txt").read_text().splitlines()
+    kernel = ["[ 5.1] NVRM: Xid (PCI:0000:00:07): 48, pid=1, DBE (0x1) detected"]
+    result = json.loads(json.dumps(analyze(smi_q=smi_q, kernel_log=kernel)))
+    (xid,) = [f for f in result["findings"] if f["code"] == "gpu-xid"]
+    assert xid["gpu"] == 1 and xid["level"] == "fail" and result["result"] == "fail"
+    assert "Double Bit ECC Error" in xid["message"]
