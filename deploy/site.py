@@ -11,6 +11,7 @@ from checks.run_summary import note_plan, run_summary
 from pyinfra_sglang.inventory import host_config
 from roles.base import base
 from roles.cuda_toolkit import cuda_toolkit
+from roles.fabric_manager import fabric_manager
 from roles.flash_attn import flash_attn
 from roles.model import model_weights
 from roles.multinode_firewall import multinode_firewall
@@ -25,6 +26,7 @@ host_config(host)
 base()
 nvidia_repo()
 nvidia_driver()
+fabric_manager()
 cuda_toolkit()
 python_env()
 flash_attn()

@@ -18,6 +18,10 @@ pytestmark = pytest.mark.hosts
 LIST_FILE = "/etc/apt/sources.list.d/cuda-debian12-x86_64.list"
 # Debian 12's compute install with open modules, by Debian's names (data/nvidia.toml).
 DRIVER = ["nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-persistenced"]
+# Fabric Manager goes with the driver's release (roles/fabric_manager.py: the replayed H200s
+# are fabric-attached, the test hosts containers): a test that moves the driver by hand moves
+# it too, as an operator would.
+FM = "nvidia-fabricmanager"
 BRANCH_VERSIONS = {580: "580.126.20-1", 590: "590.48.01-1", 595: "595.58.03-1"}
 # CUDA 13.1 Update 1 needs driver >= 590.48.01 (data/nvidia.toml): an older driver goes
 # with CUDA 13.0, keeping the site's venv (its path would follow the CUDA release).
@@ -196,7 +200,7 @@ def test_an_exact_release_is_locked_with_nvidias_version_pin(host_pool, hosts, i
             host_pool.run(
                 h,
                 "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-downgrades "
-                "nvidia-driver-pinning-590 " + " ".join(f"{p}={new}" for p in DRIVER),
+                "nvidia-driver-pinning-590 " + " ".join(f"{p}={new}" for p in [*DRIVER, FM]),
             )
 
 
@@ -209,7 +213,7 @@ def test_a_newer_release_of_the_branch_is_reported_then_taken_when_asked(
         host_pool.run(
             h,
             "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-downgrades "
-            + " ".join(f"{p}={old}" for p in DRIVER),
+            + " ".join(f"{p}={old}" for p in [*DRIVER, FM]),
         )
     try:
         # Left where it is by default (no change), reported by the audit.
@@ -241,7 +245,7 @@ def test_a_newer_release_of_the_branch_is_reported_then_taken_when_asked(
             host_pool.run(
                 h,
                 "DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
-                + " ".join(f"{p}={new}" for p in DRIVER),
+                + " ".join(f"{p}={new}" for p in [*DRIVER, FM]),
             )
 
 

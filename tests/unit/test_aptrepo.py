@@ -223,8 +223,8 @@ def test_packages_index_lists_every_deb_with_its_hashes(repo):
         f"./{deb.name}" for deb in repo.glob("*.deb")
     )
     # keyring, a pin per branch and per release, 6 driver packages per release (Debian's
-    # names: 580, two of 590, 595), CUDA x2
-    assert len(entries) == 1 + 3 + 4 + 6 * 4 + 3 * 2
+    # names: 580, two of 590, 595), nvidia-fabricmanager per release, CUDA x2
+    assert len(entries) == 1 + 3 + 4 + 6 * 4 + 4 + 3 * 2
     for entry in entries:
         data = (repo / entry["Filename"]).read_bytes()
         assert entry["SHA256"] == hashlib.sha256(data).hexdigest()
@@ -392,3 +392,9 @@ def test_exact_version_pins_pin_one_release_and_swap_with_every_other_pin(repo, 
     assert f"{PIN}-590" in conflicts and f"{PIN}-590.48.01" in conflicts
     assert f"{PIN}-590.44.01" not in conflicts
     assert "driver version 590.44.01" in control_field(deb, "Description")
+
+
+def test_fabric_manager_stands_in_at_every_driver_release(repo):
+    entries = stanzas((repo / "Packages").read_text())
+    releases = sorted(e["Version"] for e in entries if e["Package"] == "nvidia-fabricmanager")
+    assert releases == sorted(v for vs in aptrepo.DRIVER_RELEASES.values() for v in vs)
