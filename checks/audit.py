@@ -91,6 +91,8 @@ from pyinfra_sglang.service_files import (
     service_file_path,
     service_files,
 )
+from pyinfra_sglang.watchdog import state_path as watchdog_state_path
+from pyinfra_sglang.watchdog import timer_unit as watchdog_timer_unit
 
 EXPECTED_ANSWER = "Paris"  # the decode check's default question is the capital of France
 COPY_LOAD_SECONDS = 2
@@ -222,6 +224,16 @@ def read_flash_attn(packages: dict[str, str]) -> dict | None:
     return {"installed": installed, "built_archs": list(archs) if archs else None}
 
 
+def read_watchdog() -> dict:
+    """The watchdog's timer and its state file (root's: the audit runs as root)."""
+    timer = watchdog_timer_unit()
+    return {
+        "timer_unit": timer,
+        "timer": host.get_fact(SystemdUnitState, unit=timer),
+        "state": host.get_fact(JsonRecord, path=watchdog_state_path()),
+    }
+
+
 def read_facts(config: HostConfig, expected: AuditExpectations) -> AuditFacts:
     """Read the current pyinfra host: every fact the judge needs, loads included."""
     # The nvidia-smi facts require it (their requires_command); read while the run executes,
@@ -279,6 +291,7 @@ def read_facts(config: HostConfig, expected: AuditExpectations) -> AuditFacts:
         pcie_acs=host.get_fact(PcieAcs) if len(gpus) > 1 else None,
         **read_fabric(host, installed, config.venv_path),
         audited_on=date.today().isoformat(),
+        watchdog=read_watchdog() if expected.watchdog else None,
     )
     if not gpus:
         return facts

@@ -153,3 +153,7 @@ def sglang_service() -> m.SglangService:
 
 def tuning() -> m.Tuning:
     return _typed("tuning", m.Tuning)
+
+
+def watchdog() -> m.Watchdog:
+    return _typed("watchdog", m.Watchdog)

@@ -785,6 +785,38 @@ class SglangService(_Data):
     router: ServiceRouter
 
 
+# --- watchdog.toml -----------------------------------------------------------------------
+
+
+class WatchdogUnits(_Data):
+    service: str
+    timer: str
+
+
+class WatchdogProgram(_Data):
+    dir: str
+    main: str
+    beside: tuple[str, ...]
+
+
+class WatchdogState(_Data):
+    directory: str
+    file: str
+    history: int
+
+
+class WatchdogCheck(_Data):
+    expect: str
+    accuracy_s: int
+
+
+class Watchdog(_Data):
+    units: WatchdogUnits
+    program: WatchdogProgram
+    state: WatchdogState
+    check: WatchdogCheck
+
+
 # --- tuning.toml -------------------------------------------------------------------------
 
 
@@ -829,4 +861,5 @@ MODELS: dict[str, type[BaseModel]] = {
     "sglang_flags": SglangFlags,
     "sglang_service": SglangService,
     "tuning": Tuning,
+    "watchdog": Watchdog,
 }

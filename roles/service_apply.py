@@ -39,6 +39,9 @@ from pyinfra.api.exceptions import OperationError, PyinfraError
 
 from checks.host_context import run_on_host
 from checks.run_summary import real
+from pyinfra_sglang.host_programs.watchdog import SETUP_FAILURES_TOLERATED
+from pyinfra_sglang.host_programs.watchdog import setup_failure as _setup_failure
+from pyinfra_sglang.host_programs.watchdog import unit_failure as _unit_failure
 from pyinfra_sglang.inventory import host_config
 from pyinfra_sglang.redact import redact
 from pyinfra_sglang.render import RenderedFile
@@ -60,12 +63,10 @@ DECIDE_TIMEOUT_S = 180
 HEALTH_POLL_S = 2
 RESTART_POLL_S = 1
 
-# systemd's own exit statuses (systemd.exec(5), "Process Exit Codes": 200 EXIT_CHDIR ..
-# 243 EXIT_CREDENTIALS, e.g. 219/CGROUP) mean the server never ran: systemd failed to set the
-# process up. Seen on container hosts as a passing cgroup hiccup right after a restart; the
-# unit's Restart= tries again after RestartSec, so the wait gives it that many tries.
-SYSTEMD_SETUP_STATUSES = range(200, 244)
-SETUP_FAILURES_TOLERATED = 2
+# systemd's own exit statuses (200-243, e.g. 219/CGROUP) mean the server never ran: seen on
+# container hosts as a passing cgroup hiccup right after a restart; the unit's Restart= tries
+# again. These rules live with the watchdog's host program, which restarts the server on the
+# host by them too (one definition: pyinfra_sglang/host_programs/watchdog.py).
 
 
 # --- the plan ---------------------------------------------------------------------------
@@ -340,25 +341,6 @@ def _unit_status(host_, unit: str) -> dict[str, str]:
         + shlex.quote(unit),
     )
     return dict(line.split("=", 1) for line in show.splitlines() if "=" in line)
-
-
-def _unit_failure(status: dict[str, str]) -> str | None:
-    """Why the unit is down (None while it runs or starts): Restart=on-failure turns a
-    crash into "activating (auto-restart)", never "failed"."""
-    down = status.get("ActiveState") in ("failed", "inactive")
-    if down or status.get("SubState") == "auto-restart":
-        return f"{status.get('ActiveState')}/{status.get('SubState')}"
-    return None
-
-
-def _setup_failure(status: dict[str, str]) -> bool:
-    """The unit waits to be restarted after systemd failed to set its process up."""
-    exit_status = status.get("ExecMainStatus", "")
-    return (
-        status.get("SubState") == "auto-restart"
-        and exit_status.isdigit()
-        and int(exit_status) in SYSTEMD_SETUP_STATUSES
-    )
 
 
 def _wait_for_restart(host_, unit: str, restarts: str | None, deadline: float) -> None:

@@ -46,8 +46,10 @@ from pyinfra_sglang.service_files import (
     service_file_path,
     service_files,
 )
+from pyinfra_sglang.watchdog import watchdog_files
 from roles.python_env import venv_packages
 from roles.service_apply import ApplyPlan, apply_with_rollback, coordinator, plan_apply
+from roles.sglang_watchdog import sglang_watchdog, sglang_watchdog_removed
 
 
 def service_user() -> str:
@@ -278,8 +280,14 @@ def sglang_service_role() -> None:
     a 0600 env file; its `/health` is waited for too, and the unit is removed when the
     worker URLs are. Only the units whose files changed (or that are down, or unhealthy)
     restart; servers behind one router take turns (below); a multi-node group comes up or
-    rolls back as one. Afterwards the venvs beyond the newest two are removed (never the one
-    the server runs from)."""
+    rolls back as one. With `sglang_watchdog` on, a systemd timer (`sglang-watchdog.timer`)
+    runs the decode check on loopback every `sglang_watchdog_interval_s` (the API key read on
+    the host from the service's 0600 config file) and, after `sglang_watchdog_failures`
+    failures in a row, restarts the server as a deploy does (its stop drains, then the health
+    wait's rules), at most `sglang_watchdog_max_restarts_per_hour` times an hour, its state in
+    the root-only `/var/lib/sglang-watchdog/state.json`; off, whatever an earlier run left of
+    it is removed. Afterwards the venvs beyond the newest two are removed (never the one the
+    server runs from)."""
     config = host_config(host)
     if config.sglang_router_worker_urls:
         # The Model Gateway numbers its releases on its own: pinned per SGLang release in
@@ -302,6 +310,13 @@ def sglang_service_role() -> None:
         name=f"Serve {config.sglang_model_profile} with SGLang {config.sglang_version}",
         config=config,
     )
+    if config.sglang_watchdog:
+        sglang_watchdog(
+            name=f"Run the watchdog: a decode check every {config.sglang_watchdog_interval_s} s",
+            files=watchdog_files(config),
+        )
+    else:
+        sglang_watchdog_removed(name="No watchdog")
     venvs = data.load("python")["venv"]
     root = venvs["root"].rstrip("/")
     if config.venv_path.startswith(root + "/"):

@@ -242,6 +242,19 @@ CODES: dict[str, Code] = {
         "installed but not running); fail when it failed (refused, loading, timeout, wrong, "
         "empty or degenerate answer)",
     ),
+    # --- audit: the watchdog (sglang_watchdog: true; audit/watchdog.py) ----------------------
+    "watchdog": Code(
+        ("ok", "warn"),
+        "the watchdog's timer runs, with its last decode check and the failures in a row from "
+        "its state file; warn when the timer is not active or enabled, or the last check failed",
+    ),
+    "watchdog-restarts": Code(
+        ("ok", "warn", "fail"),
+        "the watchdog's last restarts of the server (times, why, how each ended): warn when "
+        "one was within the hour before its last check; fail when it reached "
+        "`sglang_watchdog_max_restarts_per_hour` and holds off while the server still fails, "
+        "or the server did not come back after its last restart",
+    ),
     # --- audit: measured bandwidth (audit_link_probe: true) ---------------------------------
     "pcie-bandwidth": Code(
         ("ok",), "host<->GPU copies at or above {low_fraction} of the link's rate"

@@ -38,6 +38,7 @@ from pyinfra_sglang.audit.service import (
     findings_for_unit_drift,
 )
 from pyinfra_sglang.audit.topology import findings_for_p2p, findings_for_topology, p2p_all_ok
+from pyinfra_sglang.audit.watchdog import findings_for_watchdog
 from pyinfra_sglang.nvidia import REBOOT_REQUIRED
 from pyinfra_sglang.p2p import PeerPath
 from pyinfra_sglang.parsers.system import detected_vm
@@ -95,6 +96,7 @@ def _service_findings(expected: AuditExpectations, facts: AuditFacts) -> list[Fi
             findings.append(Finding("warn", "unit-drift", message))
         else:
             findings += findings_for_unit_drift(facts.unit_files.expected, facts.unit_files.current)
+    findings += findings_for_watchdog(expected.watchdog, facts.watchdog)
     return findings
 
 

@@ -46,6 +46,8 @@ class AuditExpectations:
     # nvidia_driver_source: "host" judges the host's own driver and toolkits as expected.
     # Records made before: "managed".
     driver_source: str = "managed"
+    # sglang_watchdog: is the watchdog expected here? Records made before: no.
+    watchdog: bool = False
 
     @classmethod
     def from_config(cls, config: HostConfig, unit_name: str, node_rank: int) -> AuditExpectations:
@@ -68,6 +70,7 @@ class AuditExpectations:
             expected_gpu_model=config.expected_gpu_model,
             nccl_p2p_env={k: v for k, v in config.sglang_env.items() if k in P2P_KEYS},
             node_rank=node_rank,
+            watchdog=config.sglang_watchdog,
             router_unit=ROUTER_UNIT_PATH.rsplit("/", 1)[1] if routed else None,
         )
 
@@ -148,6 +151,9 @@ class AuditFacts:
     # The audit's date, "YYYY-MM-DD" (the controller's clock when it read the host): driver
     # support is judged against it. None in records made before: not judged.
     audited_on: str | None = None
+    # The watchdog: {"timer_unit", "timer": its SystemdUnitState, "state": its state file's
+    # JSON or None}; None: not read (sglang_watchdog off, or a record made before).
+    watchdog: dict | None = None
 
     @classmethod
     def from_dict(cls, values: dict) -> AuditFacts:

@@ -96,6 +96,8 @@ RELEASE_PATTERN = r"^\d+\.\d+\.\d+(\.post\d+)?$"
 # NVIDIA driver releases: 590.48.01, 570.26 (three-digit branch, then one or two numbers).
 DRIVER_VERSION_PATTERN = r"^\d{3}\.\d+(\.\d+)?$"
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# The watchdog's shortest interval: a decode check takes seconds, a restart minutes.
+WATCHDOG_MIN_INTERVAL_S = 30
 
 _nvidia = data.nvidia()
 _python = data.python()
@@ -615,6 +617,53 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("1..65535"),
     )
+    # --- the watchdog (roles/sglang_watchdog.py) ---
+
+    sglang_watchdog: StrictBool = Field(
+        False,
+        description=(
+            "Run a watchdog on the host: a systemd timer asks the server the decode check's "
+            "question on loopback every `sglang_watchdog_interval_s`, and restarts it (drain, "
+            "health wait) after `sglang_watchdog_failures` failed checks in a row, at most "
+            "`sglang_watchdog_max_restarts_per_hour` times an hour. For a server whose "
+            "/health answers while generation hangs."
+        ),
+        json_schema_extra=_allowed("true, false; not on a member of sglang_multinode_group"),
+    )
+    sglang_watchdog_interval_s: Annotated[int, BeforeValidator(_no_bool)] = Field(
+        300,
+        ge=WATCHDOG_MIN_INTERVAL_S,
+        le=86400,
+        description="Seconds between two decode checks of the watchdog.",
+        json_schema_extra=_allowed(f"{WATCHDOG_MIN_INTERVAL_S}..86400"),
+    )
+    sglang_watchdog_timeout_s: Annotated[int, BeforeValidator(_no_bool)] = Field(
+        120,
+        ge=5,
+        le=3600,
+        description=(
+            "Seconds one decode check of the watchdog may take, all its requests together; "
+            "longer counts as a failure (reason timeout)."
+        ),
+        json_schema_extra=_allowed("5..3600"),
+    )
+    sglang_watchdog_failures: Annotated[int, BeforeValidator(_no_bool)] = Field(
+        3,
+        ge=1,
+        le=100,
+        description="Failed decode checks in a row after which the watchdog restarts the server.",
+        json_schema_extra=_allowed("1..100"),
+    )
+    sglang_watchdog_max_restarts_per_hour: Annotated[int, BeforeValidator(_no_bool)] = Field(
+        2,
+        ge=1,
+        le=60,
+        description=(
+            "Restarts the watchdog makes within any hour; beyond them it restarts nothing, "
+            "says so in the journal, and the audit fails `watchdog-restarts`."
+        ),
+        json_schema_extra=_allowed("1..60"),
+    )
     # --- the GPUs the host should have (validation, roles/nvidia_driver.py, the audit) ---
 
     expected_gpu_count: Annotated[int | None, BeforeValidator(_no_bool)] = Field(
@@ -996,6 +1045,19 @@ class HostConfig(BaseModel):
                 f"{self.bench_repeat} with tune_settings or tune_concurrency set: one run a "
                 "trial shows no spread, so deploy/tune.py cannot tell a gain from noise; "
                 "allowed: 2..100 for a host that is tuned",
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _watchdog_restarts_one_server(self) -> HostConfig:
+        # A multi-node group starts, stops and rolls back as one (the deploy coordinates its
+        # members from the controller); a watchdog on one member would restart it alone.
+        if self.sglang_watchdog and self.sglang_multinode_group:
+            raise _field_error(
+                "sglang_watchdog",
+                f"a member of multi-node group {self.sglang_multinode_group} restarts only "
+                "with its group (the deploy's rank-0-first order); a watchdog restarts one "
+                "host alone. Allowed: false for multi-node members",
             )
         return self
 

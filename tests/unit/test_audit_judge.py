@@ -221,6 +221,9 @@ def test_recorded_real_reports_judge_again_to_the_same_report(path):
     for key in ("kernel_xids", "memory_health", "nvlink_errors"):
         stored["record"]["facts"].setdefault(key, None)
     stored["record"]["facts"]["load"].setdefault("clock_reasons", [])
+    # Recorded before the watchdog (sglang_watchdog): off, and not read.
+    stored["record"]["expectations"].setdefault("watchdog", False)
+    stored["record"]["facts"].setdefault("watchdog", None)
     assert json.loads(json.dumps(again)) == stored
 
 

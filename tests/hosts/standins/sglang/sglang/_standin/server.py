@@ -28,6 +28,10 @@ memory),
 SGLANG_STANDIN_READY_FILE (warm-up also lasts until this file exists: tests hold the warm-up
 as long as they need, instead of racing a timer); HF_TOKEN is only noted as set or not.
 
+A server that hangs while alive (sgl-project/sglang #6624, #4191): while the file
+``<record folder>/<port>.hang-generation`` holds the server's pid, /health still answers 200
+and chat completions never answer (until the server stops); a restart, a new pid, clears it.
+
 Logs, as SGLang does, its arguments at start (``server_args=ServerArgs(...)``), the API key
 unmasked; its record file masks it.
 """
@@ -198,6 +202,8 @@ class State:
             "num_queue_reqs": 0,
             "used_tokens": 0,
         }
+        # Generation hangs while this file names this process (generation_hung).
+        self.hang_file: Path | None = None
         self.peers: set[int] = set()
         self.peer_conns: dict[int, socket.socket] = {}  # rank -> its open rendezvous connection
         self.joined = False  # a non-zero rank, once rank 0 accepted it
@@ -214,6 +220,18 @@ class State:
         with self.lock:
             for name, delta in deltas.items():
                 self.counters[name] += delta
+
+
+def generation_hung(state: State) -> bool:
+    """Does generation hang in this process? While ``<run dir>/<port>.hang-generation`` holds
+    its pid: a test hangs the running server, and a restart (a new process) clears it, as a
+    restart clears a real hang."""
+    try:
+        return state.hang_file is not None and state.hang_file.read_text().strip() == str(
+            os.getpid()
+        )
+    except OSError:
+        return False
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -343,6 +361,12 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(404, {"detail": "Not Found"})
         if not self.state.ready.is_set():
             return self.send_error_json(503, "The server is not ready yet (warming up)")
+        if generation_hung(self.state):
+            # Alive but hung (sgl-project/sglang #6624, #4191): /health keeps answering 200,
+            # the request never gets a byte back. It ends only when the server stops.
+            self.state.stop.wait()
+            self.close_connection = True
+            return None
         try:
             request = json.loads(body or b"null")
             if not isinstance(request, dict):
@@ -639,6 +663,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
 
     run_dir = Path(os.environ.get("SGLANG_STANDIN_RUN_DIR") or DEFAULT_RUN_DIR)
+    state.hang_file = run_dir / f"{args.port}.hang-generation"
     record = Record(
         run_dir / f"{args.port}.json",
         {

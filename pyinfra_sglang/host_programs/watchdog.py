@@ -1,0 +1,343 @@
+"""The SGLang server's watchdog, run on the host by a systemd timer (roles/sglang_watchdog.py).
+
+A server can hang while it looks alive: ``/health`` answers 200 while generation never
+returns (sgl-project/sglang #6624, #4191). Each run asks the server the decode check's
+question on loopback (decode_client.py, beside this file), with the API key read from the
+service's own root-only config file (api_key.py): never on a command line, in the
+environment or in the journal. A pass clears the count; after ``--failures`` failed checks in
+a row it restarts the server as a deploy does (roles/service_apply.py): ``systemctl restart``
+(the unit's stop drains the requests in flight, KillMode=mixed, TimeoutStopSec), then waits
+for ``GET /health`` = 200 up to the profile's start timeout by the same rules (a crash fails
+at once; a start systemd itself could not set up, exit statuses 200-243, is left to the
+unit's Restart= twice). The deploy's rollback puts back the files of a change that did not
+come up; a watchdog restart changes no file, so there is nothing to roll back: a server that
+does not come back is left to an operator, and said so. The deploy runs from the controller,
+so this program carries its host-side rules (``unit_failure``, ``setup_failure``: the deploy
+imports them from here). While a deploy is changing the service (its ``.new``,
+``.last-good`` or ``.absent`` files beside the service's) the watchdog checks nothing.
+
+At most ``--max-restarts-per-hour`` restarts in any hour: beyond them it restarts nothing
+and leaves a journal line that says so, every run, until the oldest restart is an hour old.
+
+Its state (failures in a row, the last check, the last restarts with their times and
+outcomes) is a JSON file, root's 0600, in a 0700 folder under /var/lib (the unit's
+StateDirectory=); the audit reads it. Lines go to stdout with sd-daemon(3) priority prefixes
+(``<3>`` error, ``<4>`` warning, ``<5>`` notice, ``<6>`` info), which journald reads.
+
+Standard library only, Python 3.9+, no imports from pyinfra-sglang but its siblings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+try:  # imported as part of pyinfra_sglang (the deploy, the tests)
+    from .api_key import read_api_key
+    from .decode_client import DEFAULT_EXPECT, MASK, decode_check, safe_text
+except ImportError:  # run as a script on a host, beside them
+    from api_key import read_api_key  # type: ignore[no-redef]
+    from decode_client import (  # type: ignore[no-redef]
+        DEFAULT_EXPECT,
+        MASK,
+        decode_check,
+        safe_text,
+    )
+
+HOUR_S = 3600.0
+HEALTH_POLL_S = 2.0
+RESTART_POLL_S = 1.0
+MESSAGE_CHARS = 300
+# systemd's own exit statuses (systemd.exec(5), "Process Exit Codes": 200 EXIT_CHDIR ..
+# 243 EXIT_CREDENTIALS, e.g. 219/CGROUP) mean the server never ran: systemd failed to set the
+# process up. The unit's Restart= tries again after RestartSec, so a wait gives it that many
+# tries. The deploy's health wait (roles/service_apply.py) uses these same rules.
+SYSTEMD_SETUP_STATUSES = range(200, 244)
+SETUP_FAILURES_TOLERATED = 2
+# The markers a deploy leaves beside a service file while it changes it.
+DEPLOY_MARKERS = (".new", ".last-good", ".absent")
+
+
+# --- the deploy's rules for a unit that is starting -------------------------------------
+
+
+def unit_failure(status: dict) -> str | None:
+    """Why the unit is down (None while it runs or starts): Restart=on-failure turns a
+    crash into "activating (auto-restart)", never "failed"."""
+    down = status.get("ActiveState") in ("failed", "inactive")
+    if down or status.get("SubState") == "auto-restart":
+        return f"{status.get('ActiveState')}/{status.get('SubState')}"
+    return None
+
+
+def setup_failure(status: dict) -> bool:
+    """The unit waits to be restarted after systemd failed to set its process up."""
+    exit_status = str(status.get("ExecMainStatus", ""))
+    return (
+        status.get("SubState") == "auto-restart"
+        and exit_status.isdigit()
+        and int(exit_status) in SYSTEMD_SETUP_STATUSES
+    )
+
+
+# --- the state file ---------------------------------------------------------------------
+
+
+def new_state() -> dict:
+    return {"failures": 0, "last_check": None, "restarts": [], "held": None}
+
+
+def load_state(path: str) -> dict:
+    """The state in ``path``; a fresh one when there is none or it is unreadable."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            value = json.load(file)
+    except (OSError, ValueError):
+        return new_state()
+    state = new_state()
+    if isinstance(value, dict):
+        state.update({key: value[key] for key in state if key in value})
+    if not isinstance(state["restarts"], list):
+        state["restarts"] = []
+    if not isinstance(state["failures"], int):
+        state["failures"] = 0
+    return state
+
+
+def save_state(path: str, state: dict) -> None:
+    """Written whole through a 0600 file beside it, then moved over it."""
+    staging = path + ".new"
+    fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as file:
+        json.dump(state, file, indent=1, sort_keys=True)
+        file.write("\n")
+    os.replace(staging, path)
+
+
+def recent_restarts(state: dict, now: float) -> list[dict]:
+    """The restarts of the last hour, oldest first."""
+    return [
+        entry
+        for entry in state["restarts"]
+        if isinstance(entry, dict) and now - float(entry.get("at", 0)) < HOUR_S
+    ]
+
+
+# --- the host ---------------------------------------------------------------------------
+
+
+def say(priority: int, message: str) -> None:
+    print(f"<{priority}>{safe_text(message)}", flush=True)
+
+
+def _when(epoch: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(epoch))
+
+
+def systemctl(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["systemctl", *args], capture_output=True, text=True, check=False, timeout=None
+    )
+
+
+def unit_status(unit: str) -> dict:
+    shown = systemctl(
+        "show",
+        "-p",
+        "ActiveState",
+        "-p",
+        "SubState",
+        "-p",
+        "ExecMainStatus",
+        "-p",
+        "NRestarts",
+        unit,
+    ).stdout
+    return dict(line.split("=", 1) for line in shown.splitlines() if "=" in line)
+
+
+def deploy_in_progress(guarded: list[str]) -> str | None:
+    """A marker file a deploy leaves while it changes the service, when one exists."""
+    for path in guarded:
+        for suffix in DEPLOY_MARKERS:
+            if os.path.exists(path + suffix):
+                return path + suffix
+    return None
+
+
+def health_status(url: str) -> int | None:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except (OSError, ValueError):
+        return None
+
+
+def monotonic() -> float:
+    return time.monotonic()
+
+
+def wait_healthy(unit: str, health_url: str, timeout_s: float) -> str | None:
+    """None once ``health_url`` answers 200; else why not: the unit failed (a setup failure
+    is waited out twice), or ``timeout_s`` passed. The deploy's wait, on the host."""
+    deadline = monotonic() + timeout_s
+    tolerated = SETUP_FAILURES_TOLERATED
+    while monotonic() < deadline:
+        status = unit_status(unit)
+        failure = unit_failure(status)
+        if failure and tolerated and setup_failure(status):
+            tolerated -= 1
+            say(
+                4,
+                f"{unit}: systemd could not set its process up (exit status "
+                f"{status.get('ExecMainStatus')}); its Restart= tries again",
+            )
+            restarts = status.get("NRestarts")
+            while monotonic() < deadline and unit_status(unit).get("NRestarts") == restarts:
+                time.sleep(RESTART_POLL_S)
+            continue
+        if failure:
+            return f"{unit} exited ({failure})"
+        if health_status(health_url) == 200:
+            return None
+        time.sleep(HEALTH_POLL_S)
+    return f"{health_url} not healthy after {timeout_s:.0f} s"
+
+
+# --- one run ----------------------------------------------------------------------------
+
+
+def restart(args: argparse.Namespace, state: dict, why: str, now: float) -> None:
+    """Restart the server as a deploy does and wait for its health; the restart is in the
+    state file before it begins, so a watchdog killed during it still counts it."""
+    entry = {"at": now, "reason": why, "outcome": None, "took_s": None}
+    state["restarts"] = (state["restarts"] + [entry])[-args.history :]
+    state["failures"] = 0
+    state["held"] = None
+    save_state(args.state, state)
+    say(
+        5,
+        f"restarting {args.unit}: {args.failures} decode checks failed in a row ({why}); its "
+        f"stop drains the requests in flight, then up to {args.start_timeout:.0f} s for "
+        f"{args.health_url}",
+    )
+    started = monotonic()
+    done = systemctl("restart", args.unit)
+    problem = (
+        f"systemctl restart {args.unit} failed: {done.stderr.strip()[:MESSAGE_CHARS]}"
+        if done.returncode != 0
+        else wait_healthy(args.unit, args.health_url, args.start_timeout)
+    )
+    entry["took_s"] = round(monotonic() - started, 1)
+    entry["outcome"] = "healthy" if problem is None else problem
+    save_state(args.state, state)
+    if problem is None:
+        say(5, f"{args.unit} is healthy again after the restart ({entry['took_s']:.0f} s)")
+    else:
+        say(
+            3,
+            f"{args.unit} did not come back after the watchdog's restart: {problem}. Nothing "
+            f"changed in its files, so there is no earlier version to roll back to: look at "
+            f"journalctl -u {args.unit}",
+        )
+
+
+def run_once(args: argparse.Namespace, now: float | None = None) -> int:
+    now = time.time() if now is None else now
+    state = load_state(args.state)
+    busy = deploy_in_progress(args.guard)
+    if busy:
+        say(6, f"not checked: a deploy is changing {args.unit} ({busy} exists)")
+        return 0
+    active = systemctl("is-active", args.unit).stdout.strip() or "unknown"
+    if active != "active":
+        state["last_check"] = {"at": now, "ok": None, "reason": f"not-{active}"}
+        save_state(args.state, state)
+        say(6, f"not checked: {args.unit} is {active} (systemd and the deploy start it)")
+        return 0
+    key = None
+    if args.api_key_file:
+        try:
+            key = read_api_key(args.api_key_file)
+        except (OSError, ValueError) as error:
+            say(3, f"cannot read the API key from {args.api_key_file}: {error}")
+            return 1
+    result = decode_check(args.url, expect=args.expect, api_key=key, timeout=args.timeout)
+    reason = result["reason"]
+    # decode_check masks the key in what it returns; masked here again all the same.
+    message = str(result["message"] or "")
+    if key:
+        message = message.replace(key, MASK)
+    message = message[:MESSAGE_CHARS]
+    state["last_check"] = {"at": now, "ok": result["ok"], "reason": reason}
+    if result["ok"]:
+        if state["failures"]:
+            say(5, f"decode check passed again after {state['failures']} failed in a row")
+        else:
+            say(6, f"decode check passed (ttft {result['ttft_s'] or 0:.3f} s)")
+        state["failures"] = 0
+        state["held"] = None
+        save_state(args.state, state)
+        return 0
+    state["failures"] = int(state["failures"]) + 1
+    say(
+        4,
+        f"decode check failed ({reason}), {state['failures']} of {args.failures} in a row: "
+        f"{message}",
+    )
+    if state["failures"] < args.failures:
+        save_state(args.state, state)
+        return 0
+    recent = recent_restarts(state, now)
+    if len(recent) >= args.max_restarts_per_hour:
+        allowed = float(recent[0]["at"]) + HOUR_S
+        state["held"] = {"since": (state["held"] or {}).get("since", now), "until": allowed}
+        save_state(args.state, state)
+        say(
+            3,
+            f"NOT restarting {args.unit}: the watchdog restarted it {len(recent)} times in the "
+            f"last hour, its limit (sglang_watchdog_max_restarts_per_hour "
+            f"{args.max_restarts_per_hour}); it restarts nothing before {_when(allowed)}. "
+            f"The server fails its decode check ({reason}): look at journalctl -u {args.unit}",
+        )
+        return 0
+    restart(args, state, reason, now)
+    return 0
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="watchdog.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--unit", required=True, help="the server's unit, e.g. sglang.service")
+    parser.add_argument("--url", required=True, help="the server's base URL on loopback")
+    parser.add_argument("--health-url", required=True, help="its /health URL")
+    parser.add_argument("--api-key-file", default=None, help="the service's config file")
+    parser.add_argument("--expect", default=DEFAULT_EXPECT)
+    parser.add_argument("--timeout", type=float, required=True, help="one check, seconds")
+    parser.add_argument("--failures", type=int, required=True, help="failures in a row")
+    parser.add_argument("--max-restarts-per-hour", type=int, required=True)
+    parser.add_argument("--start-timeout", type=float, required=True, help="health wait, s")
+    parser.add_argument("--state", required=True, help="the state file")
+    parser.add_argument("--history", type=int, default=10, help="restarts kept in the state")
+    parser.add_argument(
+        "--guard",
+        action="append",
+        default=[],
+        help="a service file whose deploy markers (.new, .last-good, .absent) pause the check",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_once(parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
