@@ -15,8 +15,17 @@ module's ``run_benchmark(args)`` with its concurrency and prompt count:
 
 ``--step REPEAT,CONCURRENCY,PROMPTS`` in order; ``--warmup CONCURRENCY,PROMPTS`` first (its
 result goes to ``warmup.jsonl``, not to ``--output-file``): the first measured step then meets
-a server whose kernels and caches are warm. Each step appends ``{"repeat", "concurrency",
-"start", "end"}`` (Unix seconds) to ``--steps`` (the warm-up ``{"label": "warm-up",
+a server whose kernels are warm. Every call gets its own seed (the benchmark's ``--seed`` plus
+the call's number; ``run_benchmark`` seeds its prompts with it), so no call sends a prompt an
+earlier one sent: a repeated prompt is served from SGLang's prefix (radix) cache, and TTFT and
+input throughput would measure cache hits, not prefill; for the same reason the measured calls
+send no warm-up request of their own (the module's sends its first prompt twice). Before the
+first request, one prompt
+is made as the benchmark makes them and counted through the tokenizer's chat template (what
+the server counts); with the output length it must fit the server's context length
+(``/v1/models`` ``max_model_len``), else the run stops naming both numbers (exit 2). Each
+step appends ``{"repeat", "concurrency", "seed", "start", "end"}`` (Unix seconds) to
+``--steps`` (the warm-up ``{"label": "warm-up",
 "warmup": true, ...}``). The benchmark's own output goes to ``--log``; this program prints one
 line per step; where the module's requests start in a ``benchmark`` coroutine (SGLang's
 do), the line's ``load_start`` says when. A failing step (the benchmark exits, raises, or runs
@@ -40,10 +49,12 @@ import signal
 import sys
 import time
 import traceback
+import urllib.request
 
 WARMUP_FILE = "warmup.jsonl"
 LOG_TAIL_LINES = 25
 TIMED_OUT = 124
+TOO_LONG = 2
 
 
 class _Parsed(Exception):
@@ -103,6 +114,74 @@ def benchmark_function(module: str, marks: dict):
 
         names["benchmark"] = timed
     return run
+
+
+def served_model(namespace: argparse.Namespace) -> dict:
+    """The served model's card from ``/v1/models`` (``id``, ``max_model_len``); {} when the
+    server does not answer."""
+    base = getattr(namespace, "base_url", None) or (
+        f"http://{getattr(namespace, 'host', '127.0.0.1')}:{getattr(namespace, 'port', 30000)}"
+    )
+    request = urllib.request.Request(base.rstrip("/") + "/v1/models")
+    key = os.environ.get("OPENAI_API_KEY")
+    if key:
+        request.add_header("Authorization", f"Bearer {key}")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            cards = json.load(answer).get("data") or []
+    except (OSError, ValueError):
+        return {}
+    return next((card for card in cards if isinstance(card, dict)), {})
+
+
+def prompt_tokens(run, namespace: argparse.Namespace, served_id: str | None) -> int | None:
+    """One prompt made as the benchmark makes them, counted as the server will: through the
+    tokenizer's chat template for the chat backends. None where the module does not offer
+    what this needs (the check is then skipped, said on the progress line)."""
+    names = getattr(run, "__globals__", {})
+    get_dataset, get_tokenizer = names.get("get_dataset"), names.get("get_tokenizer")
+    # As run_benchmark does: without --model, the served model's id names the tokenizer.
+    model = getattr(namespace, "model", None) or served_id
+    tokenizer_id = getattr(namespace, "tokenizer", None) or model
+    if not (callable(get_dataset) and callable(get_tokenizer) and tokenizer_id):
+        return None
+    tokenizer = get_tokenizer(tokenizer_id)
+    probe = copy.copy(namespace)
+    probe.num_prompts = 1
+    [row, *_] = get_dataset(probe, tokenizer, model)
+    text = getattr(row, "prompt", None)
+    if not isinstance(text, str):
+        return None
+    if "chat" in str(getattr(namespace, "backend", "")):
+        messages = [{"role": "user", "content": text}]
+        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        return len(ids["input_ids"] if isinstance(ids, dict) else ids)
+    return len(tokenizer.encode(text))
+
+
+def context_problem(run, namespace: argparse.Namespace) -> str:
+    """Why the benchmark's requests cannot fit the server's context, '' when they do; or
+    why that could not be checked, starting 'not checked'."""
+    card = served_model(namespace)
+    limit = card.get("max_model_len")
+    if not (isinstance(limit, int) and limit > 0):
+        return "not checked: the server's /v1/models names no max_model_len"
+    try:
+        prompt = prompt_tokens(run, namespace, card.get("id"))
+    except Exception as error:  # the module's dataset or tokenizer API: skip, do not guess
+        return f"not checked: {type(error).__name__}: {error}"
+    if prompt is None:
+        return "not checked: this benchmark module makes no prompt to count"
+    output = int(getattr(namespace, "random_output_len", 0) or 0)
+    if prompt + output <= limit:
+        return ""
+    asked = getattr(namespace, "random_input_len", None)
+    return (
+        f"a prompt of {prompt} tokens as the server counts them ({asked} asked; the chat "
+        f"template and re-tokenizing add {prompt - int(asked or 0)}) plus {output} output "
+        f"tokens is {prompt + output}, over the server's context length of {limit}: lower "
+        "bench_input_len or bench_output_len"
+    )
 
 
 def _pair(text: str, size: int) -> tuple:
@@ -189,13 +268,25 @@ def main(argv: list | None = None) -> int:
         sys.stderr.flush()
         return fail(f"starting {args.module}", 1)
     progress.write(f"benchmark: {args.module} ready in {time.time() - started:.1f} s\n")
+    problem = context_problem(run, namespace)
+    if problem and not problem.startswith("not checked"):
+        errors.write(f"benchmark refused before any request: {problem}\n")
+        return TOO_LONG
+    progress.write(f"benchmark: context length {problem or 'fits'}\n")
 
     plan = [("warm-up", None, *args.warmup)] if args.warmup else []
     plan += [(f"repeat {r}/{repeats}, concurrency {c}", r, c, n) for r, c, n in args.step]
-    for what, repeat, concurrency, prompts in plan:
+    base_seed = int(getattr(namespace, "seed", 0) or 0)
+    for number, (what, repeat, concurrency, prompts) in enumerate(plan):
         progress.write(f"benchmark: {what}, {prompts} prompts\n")
         step = copy.copy(namespace)
         step.max_concurrency, step.num_prompts = concurrency, prompts
+        step.seed = base_seed + number
+        # Each call of the module first sends its first prompt alone (its warm-up request,
+        # input_requests[0]) and then again in the run: served from the prefix cache the
+        # second time. This driver's own warm-up call keeps it; the measured ones do not.
+        if repeat is not None and hasattr(step, "warmup_requests"):
+            step.warmup_requests = 0
         if repeat is None:
             step.output_file = WARMUP_FILE
         marks.clear()
@@ -203,7 +294,7 @@ def main(argv: list | None = None) -> int:
         code = _call(run, step, args.timeout)
         if code:
             return fail(what, code)
-        span = {"concurrency": concurrency, "start": start, "end": time.time()}
+        span = {"concurrency": concurrency, "seed": step.seed, "start": start, "end": time.time()}
         if "load_start" in marks:
             span["load_start"] = marks["load_start"]
         if repeat is None:

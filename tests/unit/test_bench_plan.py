@@ -252,12 +252,16 @@ def test_script_runs_every_benchmark_with_the_key_from_the_config_file(tmp_path)
     ]
     assert all(time.time() - 60 < s["start"] <= s["end"] <= time.time() for s in steps)
     assert all(a["end"] <= b["start"] for a, b in zip(steps, steps[1:]))
+    # Every call its own seed: no call repeats an earlier call's prompts (prefix cache).
+    assert [s["seed"] for s in steps] == [0, 1, 2]
     # Three calls, one process: the key in the benchmark's environment each time.
     assert (folder / "key.seen").read_text() == f"{API_KEY}\n" * 3
     assert API_KEY not in result.stdout + result.stderr
     lines = result.stdout.splitlines()
     assert re.fullmatch(r"benchmark: sglang.benchmark.serving ready in [\d.]+ s", lines[0])
     assert lines[1:] == [
+        # The fake server has no /v1/models: the check says it could not run.
+        "benchmark: context length not checked: the server's /v1/models names no max_model_len",
         "benchmark: warm-up, 8 prompts",
         "benchmark: repeat 1/1, concurrency 1, 8 prompts",
         "benchmark: repeat 1/1, concurrency 2, 8 prompts",
