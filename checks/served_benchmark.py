@@ -221,7 +221,7 @@ def bench_host(config: HostConfig, results_dir: str, compare_previous: bool = Tr
         return
     write_json(run_dir / "links.json", links_document(gpus, virtualization))
     polled = (
-        summarize_polls((run_dir / METRICS_FILE).read_text().splitlines())
+        summarize_polls((run_dir / METRICS_FILE).read_text().splitlines(), version)
         if (run_dir / METRICS_FILE).is_file()
         else None
     )

@@ -114,6 +114,12 @@ class DiagnosisLimits(_Data):
     max_number: Number
 
 
+class DiagnosisServer(_Data):
+    kv_full: Number
+    cached_share: Number
+    growth_min: Number
+
+
 class Diagnosis(_Data):
     busy: DiagnosisBusy
     compute: DiagnosisCompute
@@ -123,6 +129,7 @@ class Diagnosis(_Data):
     memory_capacity: DiagnosisMemoryCapacity
     bandwidth: DiagnosisBandwidth
     limits: DiagnosisLimits
+    server: DiagnosisServer
 
 
 # --- gpus.toml ---------------------------------------------------------------------------
@@ -135,6 +142,8 @@ class Gpu(_Data):
     pcie_gen: int
     nvlink: bool
     nvlink_bandwidth_gbs: Number
+    # Dense (no sparsity) bf16 tensor rate, TFLOP/s: the prefill (compute) roofline.
+    dense_bf16_tflops: Number | None = None
 
 
 class Gpus(RootModel[dict[str, Gpu]]):
@@ -631,9 +640,20 @@ class BenchRun(_Data):
     sample_interval_s: Number
 
 
+class ServerMetricNames(_Data):
+    """The /metrics series the poller records, per release range (names as the wheels
+    declare them)."""
+
+    since: Release | None = None
+    until: Release | None = None
+    gauges: dict[str, str]
+    counters: dict[str, str] = {}
+
+
 class SglangBench(_Data):
     module: tuple[BenchModule, ...]
     run: BenchRun
+    server_metrics: tuple[ServerMetricNames, ...]
 
 
 # --- sglang_flags.toml -------------------------------------------------------------------

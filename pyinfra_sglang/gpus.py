@@ -26,6 +26,7 @@ class GpuSpec:
     pcie_gen: int
     nvlink: bool
     nvlink_bandwidth_gbs: float
+    dense_bf16_tflops: float | None = None
 
 
 @cache

@@ -305,7 +305,29 @@ CODES: dict[str, Code] = {
         "tells launch-bound from waiting",
     ),
     "memory-capacity-bound": Code(
-        ("warn",), "diagnosis: the KV cache near full with requests queued"
+        ("warn",),
+        "diagnosis: the KV cache near full with requests queued (judged on the whole run "
+        "where the server's numbers carry no times)",
+    ),
+    "admission-capped": Code(
+        ("warn",),
+        "diagnosis: in a step, requests queued while the running ones sat at the server's "
+        "max_running_requests with room in the KV cache (below {kv_full} full)",
+    ),
+    "kv-capacity-bound": Code(
+        ("warn",),
+        "diagnosis: in a step, the KV cache at {kv_full} or more with requests queued, or "
+        "requests retracted",
+    ),
+    "prefix-cached": Code(
+        ("warn",),
+        "diagnosis: more than {cached_share} of a step's prompt tokens came from the prefix "
+        "cache: TTFT and input throughput measured cache hits",
+    ),
+    "prefill-faster-than-compute": Code(
+        ("warn",),
+        "diagnosis: a step's median TTFT below the time the GPUs need to compute its prompt "
+        "at their dense bf16 rate (data/gpus.toml)",
     ),
     "idle": Code(
         ("warn",),
@@ -326,6 +348,8 @@ def _thresholds() -> dict[str, str]:
         "saturated_share": f"{t.link.share:.0%}",
         "hbm_mem_util_pct": f"{t.memory_bandwidth.mem_util_pct}%",
         "compute_power_fraction": f"{t.compute.min_power_fraction:.0%}",
+        "kv_full": f"{t.server.kv_full:.0%}",
+        "cached_share": f"{t.server.cached_share:.0%}",
     }
 
 

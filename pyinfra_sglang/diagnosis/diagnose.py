@@ -68,10 +68,12 @@ from pyinfra_sglang.diagnosis.samples import (
     samples_from_capture,
     summarize_gpu,
 )
+from pyinfra_sglang.diagnosis.server_side import scaling_text, server_report
 from pyinfra_sglang.diagnosis.steps import (
     diagnose_steps,
     is_number,
     is_reading,
+    rows_by_step,
     run_text,
     steps_on_sample_axis,
 )
@@ -474,14 +476,46 @@ def _layout_finding(results: dict) -> Finding | None:
 
 
 def _per_concurrency_findings(by_step: dict, server: dict | None) -> list[Finding]:
-    """Each concurrency's findings, named by it, then the server's memory-capacity finding."""
+    """Each concurrency's findings, named by it, then the server's memory-capacity finding
+    (judged on the whole run where the server's numbers have no timeline to cut steps from;
+    with one, the server's verdicts per step replace it)."""
     findings = [
         replace(f, message=f"{v.label}: {f.message}")
         for v in by_step["concurrencies"]
         for f in v.findings
         if f.code != "memory-capacity-bound"
     ]
+    if _server_timeline(server):
+        return findings
     return findings + [f for f in diagnose([], server=server) if f.code == "memory-capacity-bound"]
+
+
+def _server_timeline(server: dict | None) -> bool:
+    timeline = (server or {}).get("timeline")
+    return bool(timeline) and any(isinstance(r.get("t"), (int, float)) for r in timeline)
+
+
+def _server_side(results: dict, steps: list, by_step: dict) -> tuple[dict | None, list]:
+    """The server's verdicts per step and the scaling table, where its /metrics were polled
+    with times (diagnosis/server_side.py)."""
+    if not _server_timeline(results["server"]):
+        return None, []
+    timed = next(
+        (s for s in results["samples"] if is_number(s.get("time")) and is_number(s.get("t"))),
+        None,
+    )
+    if timed is None:
+        return None, []
+    gpu_verdicts = {v.concurrency: v.verdict for v in by_step["concurrencies"] if v.concurrency}
+    return server_report(
+        results["server"],
+        steps,
+        rows_by_step(steps, results["bench"]),
+        results["bench"],
+        results["profile"],
+        gpu_verdicts,
+        timed["time"] - timed["t"],
+    )
 
 
 def diagnose_results(results: dict) -> dict:
@@ -491,7 +525,7 @@ def diagnose_results(results: dict) -> dict:
     roof = roofline_from(results["profile"]) if results["profile"] else None
     served = served_settings(results["profile"])
     steps = [s for s in results.get("steps") or [] if not s.warmup]
-    by_step = None
+    by_step = server_side = None
     if steps:
         context = {
             "gpu_facts": results["gpu_facts"],
@@ -501,6 +535,8 @@ def diagnose_results(results: dict) -> dict:
         }
         by_step = diagnose_steps(results["samples"], results["steps"], results["bench"], context)
         findings = _per_concurrency_findings(by_step, results["server"])
+        server_side, server_findings = _server_side(results, steps, by_step)
+        findings += server_findings
     else:
         findings = diagnose(
             results["samples"],
@@ -529,6 +565,8 @@ def diagnose_results(results: dict) -> dict:
             del row[key]
         summaries.append({**row, "pcie_link": name, "pcie_capacity_gbs": capacity})
     report = {"findings": findings, "gpus": summaries, "roofline": None, "steps": None}
+    if by_step is not None and server_side is not None:
+        report["server"] = server_side
     if by_step is not None:
         report["steps"] = {
             "run": by_step["run"],
@@ -600,6 +638,8 @@ def format_report(report: dict) -> str:
                 f"    {v['label']}: {_step_text(v)}" for v in report["steps"]["concurrencies"]
             ]
         lines.append(f"  run: {report['steps']['run_text']}")
+    if report.get("server"):
+        lines += ["", *scaling_text(report["server"])]
     lines += ["", "Findings:"]
     lines += [f"  [{f.level}] {f.code}: {f.message}" for f in report["findings"]]
     roof = report["roofline"]

@@ -235,7 +235,7 @@ def _judge(
     )
 
 
-def _rows_by_step(steps: list[Step], bench: list[dict]) -> dict[int, dict]:
+def rows_by_step(steps: list[Step], bench: list[dict]) -> dict[int, dict]:
     """Each measured step's bench_serving row: the rows are in step order (the driver writes
     one per step); by order within each concurrency when the counts differ."""
     if len(steps) == len(bench):
@@ -257,7 +257,7 @@ def diagnose_steps(
     limits = thresholds()
     timeline = _Timeline(samples)
     measured = [s for s in steps if not s.warmup]
-    rows = _rows_by_step(measured, bench)
+    rows = rows_by_step(measured, bench)
     per_step = [
         _judge(step.label, step.concurrency, [step], timeline, context, [rows[i]], limits)
         if i in rows

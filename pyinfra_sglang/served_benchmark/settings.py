@@ -134,8 +134,9 @@ def bench_script(
         f"--interval {float(fixed['sample_interval_s'])} "
         f"--output {SAMPLES_FILE} 2>{SAMPLER_LOG_FILE} &",
         "sampler=$!",
-        # SGLang's KV-cache use and queue, from its /metrics, for the memory-capacity rule.
-        f"( {poll_loop(server_url(config) + '/metrics', METRICS_FILE)} ) &",
+        # SGLang's own state from its /metrics (running, queued, KV cache, prefix-cache hits,
+        # retractions, its limits): the server-side verdicts per step.
+        f"( {poll_loop(server_url(config) + '/metrics', METRICS_FILE, config.sglang_version)} ) &",
         "poller=$!",
         # However the script ends, the sampler and the poller stop with it (SIGTERM ends the
         # sampler cleanly).
