@@ -79,6 +79,27 @@ SCENARIOS = {
         "bench": {"concurrencies": [1, 64], "input_len": 512, "output_len": 128, "repeat": 3},
         "before": False,
     },
+    # The server's own limits (issue: a capped server and a full KV cache were read as GPU
+    # limits): two running requests at most, then a KV cache of ~100k tokens under 4096-token
+    # prompts; and long fresh prompts, whose TTFT must sit near the prefill roofline.
+    "capped": {
+        "profile": "real-8b",
+        "overrides": {"max_running_requests": 2},
+        "bench": {"concurrencies": [1, 8, 32], "input_len": 512, "output_len": 128, "repeat": 1},
+        "before": False,
+    },
+    "kv-starved": {
+        "profile": "real-8b",
+        "overrides": {"mem_fraction_static": 0.2},
+        "bench": {"concurrencies": [8, 64], "input_len": 4096, "output_len": 256, "repeat": 1},
+        "before": False,
+    },
+    "long-prompt": {
+        "profile": "real-8b",
+        "overrides": {},
+        "bench": {"concurrencies": [1, 8], "input_len": 6000, "output_len": 64, "repeat": 2},
+        "before": False,
+    },
 }
 # Passed through from the machine: NVLink multicast stays off (the device tool's rule).
 PASSED_THROUGH = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS")
@@ -601,15 +622,23 @@ def device(args: argparse.Namespace) -> int:
 def summary(args: argparse.Namespace) -> int:
     from pyinfra_sglang.diagnosis.diagnose import diagnose_results, load_results
     from pyinfra_sglang.diagnosis.samples import read_json_lines
+    from pyinfra_sglang.diagnosis.server_side import scaling_text
     from pyinfra_sglang.report.page import read_run, write_ab_report, write_report
     from pyinfra_sglang.served_benchmark.ab_compare import (
         compare,
         format_table,
         runs_by_concurrency,
     )
+    from pyinfra_sglang.served_benchmark.server_metrics import METRICS_FILE, summarize_polls
 
     folders = sorted(p for p in Path(args.folder).glob("*-*") if (p / "samples.jsonl").is_file())
     for folder in folders:
+        # As deploy/bench.py does after a run: the poller's file summed up for the diagnosis.
+        polls = folder / METRICS_FILE
+        if polls.is_file() and not (folder / "server_metrics.json").is_file():
+            summary = summarize_polls(polls.read_text().splitlines(), SGLANG_VERSION)
+            if summary:
+                (folder / "server_metrics.json").write_text(json.dumps(summary))
         results = load_results(folder)
         report = diagnose_results(results)
         wall = json.loads((folder / "wall.json").read_text())["wall_s"]
@@ -627,6 +656,8 @@ def summary(args: argparse.Namespace) -> int:
         print(
             f"  GPU-busy share of the steps' span: {busy:.0%}; run: {report['steps']['run_text']}"
         )
+        if report.get("server"):
+            print("\n".join(f"  {line}" for line in scaling_text(report["server"])))
         rows = read_json_lines(folder / "bench.jsonl")
         for row in rows:
             print(
