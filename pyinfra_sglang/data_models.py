@@ -843,6 +843,8 @@ class Watchdog(_Data):
 class TuningSearch(_Data):
     order: tuple[str, ...]
     max_rounds: int
+    # A server verdict -> the settings tried first when the baseline's diagnosis names it.
+    binds_first: dict[str, tuple[str, ...]] = {}
 
 
 class TuningSetting(_Data):

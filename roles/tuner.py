@@ -145,7 +145,10 @@ def _round(config: HostConfig, results_dir: str, version: str, step: Measure) ->
     if folder is None:
         return failed("the benchmark left no complete run folder")
     try:
-        diagnosis = diagnose_results(load_results(folder))["steps"]["run_text"]
+        report = diagnose_results(load_results(folder))
+        diagnosis = report["steps"]["run_text"]
+        if report.get("server"):  # what binds on the server's side (the search's order)
+            diagnosis += f"; server: {report['server']['headline']}"
     except ValueError as error:
         diagnosis = f"no diagnosis: {error}"
     return Round(

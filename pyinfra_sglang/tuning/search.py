@@ -121,10 +121,13 @@ def _by_trial(rounds: list[Round]) -> dict[int, list[Round]]:
     return grouped
 
 
-def _remaining(space: Space, after_index: int, incumbent: dict[str, Any]) -> int:
-    """Trials the settings after ``after_index`` hold (at most: a better value found on the
-    way can change which a requirement allows)."""
-    return sum(len(candidates(s, incumbent, space)) for s in space.settings[after_index + 1 :])
+def _remaining(
+    space: Space, after_index: int, incumbent: dict[str, Any], order: tuple | None = None
+) -> int:
+    """Trials the settings after ``after_index`` (of ``order``, the space's by default) hold
+    (at most: a better value found on the way can change which a requirement allows)."""
+    settings = space.settings if order is None else order
+    return sum(len(candidates(s, incumbent, space)) for s in settings[after_index + 1 :])
 
 
 def replay(space: Space, start: dict[str, Any], objective: Objective, rounds: list[Round]) -> State:
@@ -198,12 +201,14 @@ def replay(space: Space, start: dict[str, Any], objective: Objective, rounds: li
     if baseline.measurement is None:
         return State(None, trials, incumbent, 0, "the starting settings failed to start")
     best = baseline.measurement
-    for index, setting in enumerate(space.settings):
+    # A server limit the baseline's diagnosis names moves the settings that bind it first.
+    order = space.order_for(baseline.diagnosis)
+    for index, setting in enumerate(order):
         tried = candidates(setting, incumbent, space)
         for position, settings in enumerate(tried):
             change = {setting.name: settings[setting.name]}
             reason = f"{setting.name} = {settings[setting.name]!r}"
-            left = len(tried) - position - 1 + _remaining(space, index, incumbent)
+            left = len(tried) - position - 1 + _remaining(space, index, incumbent, order)
             trial, state = trial_state(settings, change, reason, best, left, incumbent)
             if state:
                 return state

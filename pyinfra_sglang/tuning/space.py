@@ -40,6 +40,19 @@ class Setting:
 class Space:
     settings: tuple[Setting, ...]  # in search order
     max_rounds: int
+    # A server verdict -> the settings to try first when the baseline's diagnosis names it.
+    binds_first: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def order_for(self, diagnosis: str | None) -> tuple[Setting, ...]:
+        """The search order after a baseline diagnosed ``diagnosis``: the settings that move
+        a server limit it names first (data/tuning.toml ``binds_first``), the rest as
+        ordered. A pure function of the journaled diagnosis: a resumed search agrees."""
+        first: list[str] = []
+        for verdict, names in self.binds_first:
+            if diagnosis and verdict in diagnosis:
+                first += [n for n in names if n not in first]
+        moved = [s for name in first for s in self.settings if s.name == name]
+        return (*moved, *(s for s in self.settings if s not in moved))
 
     def names(self) -> list[str]:
         return [s.name for s in self.settings]
@@ -75,7 +88,11 @@ def load_space(table: dict | None = None) -> Space:
                 divides_gpus=bool(spec.get("divides_gpus", False)),
             )
         )
-    return Space(tuple(settings), int(search["max_rounds"]))
+    binds = {verdict: tuple(names) for verdict, names in search.get("binds_first", {}).items()}
+    unknown = sorted({n for names in binds.values() for n in names} - set(order))
+    if unknown:
+        raise ValueError(f"tuning: [search] binds_first names no setting of [settings]: {unknown}")
+    return Space(tuple(settings), int(search["max_rounds"]), tuple(sorted(binds.items())))
 
 
 def applicable(
@@ -104,4 +121,4 @@ def applicable(
             s = replace(s, values=tuple(v for v in s.values if gpu_count % v == 0))
         if s.values:
             kept.append(s)
-    return Space(tuple(kept), space.max_rounds)
+    return Space(tuple(kept), space.max_rounds, space.binds_first)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -346,3 +347,62 @@ def test_moe_layouts_are_searched_only_for_moe_models_and_sizes_the_gpus_allow()
     assert "ep_size" not in one_gpu.names() and "dp_attention_size" not in one_gpu.names()
     dense_space = applicable(space, "0.5.23", "sm_90", profile=dense, gpu_count=8)
     assert "ep_size" not in dense_space.names() and "cuda_graph" in dense_space.names()
+
+
+class CappedEngine(Engine):
+    """A server whose baseline the diagnosis calls admission-capped, as the real H200 run
+    with max_running_requests = 2 (tests/fixtures/sglang-0.5.17-h200/capped) was."""
+
+    def __call__(self, step) -> Round:
+        measured = super().__call__(step)
+        headline = "admission-capped from c=8 (+98% over the one before)"
+        return replace(
+            measured, diagnosis=f"memory-bandwidth-bound at every concurrency; server: {headline}"
+        )
+
+
+def test_a_server_limit_the_baseline_names_moves_its_setting_first(tmp_path):
+    space = load_space(
+        {
+            "search": {
+                "order": ["cuda_graph", "mem_fraction_static", "max_running_requests"],
+                "max_rounds": 3,
+                "binds_first": {
+                    "admission-capped": ["max_running_requests"],
+                    "kv-capacity-bound": ["mem_fraction_static"],
+                },
+            },
+            "settings": {
+                "cuda_graph": {"values": [True, False]},
+                "mem_fraction_static": {"values": [0.85, 0.92]},
+                "max_running_requests": {"values": [2, 64]},
+            },
+        }
+    )
+    assert [s.name for s in space.order_for("memory-bandwidth-bound at every concurrency")] == [
+        "cuda_graph",
+        "mem_fraction_static",
+        "max_running_requests",
+    ]
+    assert [s.name for s in space.order_for("x; server: kv-capacity-bound from c=64")] == [
+        "mem_fraction_static",
+        "cuda_graph",
+        "max_running_requests",
+    ]
+    engine = CappedEngine()
+    outcome = search(tmp_path, engine, space=space)
+    # After the baseline, the cap first: the search's second and third servers change it.
+    assert [s["max_running_requests"] for s in engine.served[1:3]] == [2, 64]
+    # Resumed from its journal, the same order (the diagnosis is journaled).
+    again = search(tmp_path, CappedEngine(), space=space)
+    assert [t.change for t in again.state.trials] == [t.change for t in outcome.state.trials]
+
+
+def test_binds_first_must_name_settings_of_the_space():
+    with pytest.raises(ValueError, match=r"binds_first names no setting of \[settings\]: \['x'\]"):
+        load_space(
+            {
+                "search": {"order": ["cuda_graph"], "max_rounds": 1, "binds_first": {"a": ["x"]}},
+                "settings": {"cuda_graph": {"values": [True, False]}},
+            }
+        )
