@@ -229,3 +229,41 @@ def throughput_png(sides: dict[str, list[dict]]) -> bytes:
         throughput_axes(figure, sides)
         figure.tight_layout()
         return png(figure)
+
+
+# The server's timeline under the GPU charts: SGLang's own numbers (diagnosis/server_side.py).
+SERVER_PANELS = (
+    ("requests", "", (("running", "running"), ("queued", "queued"))),
+    ("KV cache", "share", (("token_usage", "token usage"),)),
+    ("generation", "tok/s", (("gen_throughput", "generation throughput"),)),
+)
+
+
+def server_timeline_png(
+    timeline: list[dict], steps: list[Step], title: str, offset: float, max_labels: int = 24
+) -> bytes:
+    """SGLang's running and queued requests, KV-cache use and generation throughput over the
+    run, on the samples' time axis (``offset``: Unix seconds minus that axis), the steps
+    marked as on the GPU charts."""
+    timed = [r for r in timeline if isinstance(r.get("t"), (int, float))]
+    with matplotlib.rc_context(STYLE):
+        figure = Figure(figsize=(10, 1.7 * len(SERVER_PANELS) + 0.8))
+        axes = figure.subplots(len(SERVER_PANELS), 1, sharex=True)
+        for ax, (name, unit, series) in zip(axes, SERVER_PANELS):
+            drawn = False
+            for key, label in series:
+                points = [(r["t"] - offset, r[key]) for r in timed if key in r]
+                if points:
+                    ax.plot(*zip(*points), lw=1.2, label=label)
+                    drawn = True
+            ax.set_ylim(bottom=0, top=1.05 if unit == "share" else None)
+            ax.set_ylabel(f"{name}\n{unit}" if unit else name)
+            if drawn:
+                ax.legend(loc="upper right", fontsize=7, framealpha=0.8)
+            else:
+                ax.text(0.5, 0.5, "not polled", transform=ax.transAxes, ha="center", color="0.4")
+        _mark_steps(axes, steps, axes[0], max_labels)
+        axes[-1].set_xlabel("seconds since the sampler started")
+        figure.suptitle(title, fontsize=10)
+        figure.tight_layout()
+        return png(figure)

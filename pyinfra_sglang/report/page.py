@@ -34,7 +34,7 @@ from pyinfra_sglang.diagnosis.diagnose import (
 from pyinfra_sglang.diagnosis.limits import load_json
 from pyinfra_sglang.diagnosis.samples import gpu_indexes
 from pyinfra_sglang.diagnosis.steps import Step, is_number
-from pyinfra_sglang.report.charts import throughput_png, timeline_png
+from pyinfra_sglang.report.charts import server_timeline_png, throughput_png, timeline_png
 from pyinfra_sglang.safe_write import OutputFolder, UnsafeOutputError
 from pyinfra_sglang.served_benchmark.ab_compare import (
     Comparison,
@@ -268,6 +268,41 @@ def _timelines(run: Run, out: OutputFolder, prefix: str, side: str) -> str:
     return "".join(parts)
 
 
+def _server(run: Run, out: OutputFolder) -> str:
+    """SGLang's own side: the scaling table and its timeline, where /metrics was polled with
+    times (diagnosis/server_side.py); nothing otherwise."""
+    server = run.report.get("server")
+    timeline = (run.results.get("server") or {}).get("timeline") or []
+    timed = next((s for s in run.results["samples"] if "time" in s and "t" in s), None)
+    if not server or timed is None:
+        return ""
+    head = (
+        "<tr><th>c</th><th>tok/s</th><th>growth</th><th>tok/s per stream</th>"
+        '<th class="text">GPUs</th><th class="text">server</th></tr>'
+    )
+    rows = [
+        f"<tr><td>{row['concurrency']}</td><td>{_cell(row['output_throughput'], 0)}</td><td>"
+        + ("" if row["growth"] is None else f"{row['growth']:+.0%}")
+        + f"</td><td>{_cell(row['stream_tokens_per_s'], 1)}</td>"
+        f'<td class="text"><code>{_e(row["gpu_verdict"] or "")}</code></td>'
+        f'<td class="text"><code>{_e(", ".join(row["server_verdicts"]))}</code></td></tr>'
+        for row in server["scaling"]
+    ]
+    limits = ", ".join(
+        f"{_e(key)} {value:,}" for key, value in server["limits"].items() if value is not None
+    )
+    file = "server-timeline.png"
+    data = server_timeline_png(
+        timeline, list(run.steps), f"{run.name}: SGLang", timed["time"] - timed["t"]
+    )
+    out.write(file, data)
+    return (
+        f'<h2>The server\'s side</h2><div class="table"><table>{head}{"".join(rows)}</table></div>'
+        f'<p class="note">Binds first: {_e(server["headline"])}. Limits: {limits}.</p>'
+        + _image(file, data, f"SGLang's running and queued requests and KV cache of {run.name}")
+    )
+
+
 def _document(title: str, body: str) -> str:
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -316,6 +351,7 @@ def _write_report(run: Run, out: OutputFolder) -> Path:
         "<h2>GPU timelines</h2>",
         '<p class="note">Shaded spans: the benchmark\'s steps (c = concurrency).</p>',
         _timelines(run, out, "", ""),
+        _server(run, out),
     ]
     page = _document(f"Benchmark report: {run.name}", "\n".join(body))
     return out.write(PAGE, page.encode())

@@ -86,3 +86,18 @@ def test_the_warm_up_request_of_each_call_was_a_cache_hit_before(tmp_path):
     assert server["steps"][0]["cached_share"] == pytest.approx(0.127, abs=0.005)
     log = (REAL / "capped/server.log").read_text()
     assert "#new-token: 1, #cached-token: 519" in log
+
+
+def test_the_report_page_shows_the_servers_side_under_the_gpu_charts(tmp_path):
+    from pyinfra_sglang.report.page import read_run, write_report
+
+    diagnosed("capped", tmp_path)  # leaves server_metrics.json beside the run
+    page = write_report(read_run(tmp_path / "capped"), tmp_path / "report").read_text()
+    side = page[page.index("<h2>The server's side</h2>") :]
+    assert page.index("<h2>GPU timelines</h2>") < page.index("<h2>The server's side</h2>")
+    assert "<td>32</td><td>383</td><td>+0%</td>" in side
+    assert "<code>admission-capped</code>" in side
+    assert "Binds first: admission-capped from c=8 (+98% over the one before)." in side
+    assert "max_running_requests 2" in side
+    png = (tmp_path / "report" / "server-timeline.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and '"server-timeline.png"' in side
