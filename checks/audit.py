@@ -27,6 +27,7 @@ from pyinfra.facts.server import Which
 from checks.fabric_reading import read_fabric
 from checks.facts import (
     AptPolicy,
+    DcgmDiag,
     DkmsState,
     FileDigests,
     FirstLine,
@@ -301,6 +302,10 @@ def read_facts(config: HostConfig, expected: AuditExpectations) -> AuditFacts:
         "kernel_xids": host.get_fact(KernelXids),
         "memory_health": smi_fact(NvidiaMemoryHealth),
         "nvlink_errors": smi_fact(NvidiaNvlinkErrors),
+        "dcgm_diag": {
+            **host.get_fact(DcgmDiag, level=config.audit_dcgm_level),
+            "level": config.audit_dcgm_level,
+        },
     }
     load = read_gpu_load(config, serves_here(expected, facts), torch="torch" in packages)
     return dataclasses.replace(facts, unit_files=unit_files, load=load, **health)

@@ -29,6 +29,7 @@ from pyinfra_sglang.host_driver import (
     host_driver_state_command,
     parse_host_driver_state,
 )
+from pyinfra_sglang.parsers.dcgm import parse_dcgm_diag
 from pyinfra_sglang.parsers.files import (
     count_gpu_classes,
     parse_counts,
@@ -748,6 +749,8 @@ class UnitLeftovers(FactBase[list[str]]):
 # --- GPU health (pyinfra_sglang/parsers/gpu_health.py; judged by audit/health.py) ----------
 
 _UNREAD = "### unread"
+_NO_DCGMI = "### no dcgmi"
+_RC = "### rc="
 
 
 def _read_or_none(output) -> list[str] | None:
@@ -783,6 +786,30 @@ class NvidiaMemoryHealth(FactBase[list | None]):
     def process(self, output) -> list | None:
         lines = _read_or_none(output)
         return None if lines is None else parse_health_q(lines)
+
+
+class DcgmDiag(FactBase[dict]):
+    """`dcgmi diag -r <level>` (parse_dcgm_diag) where dcgmi is on PATH: {"present": true,
+    "level", "rc", "metadata", "tests", "head" (its first lines outside the table)};
+    {"present": false, "level"} where it is not (no DCGM: not a problem)."""
+
+    def command(self, level: int) -> str:
+        timeout = data.dcgm().diag.timeout_s[str(level)]
+        return (
+            f"command -v dcgmi >/dev/null 2>&1 || {{ echo '{_NO_DCGMI}'; exit 0; }}; "
+            f'timeout {timeout} dcgmi diag -r {int(level)} 2>&1; echo "{_RC}$?"'
+        )
+
+    def process(self, output) -> dict:
+        lines = list(output)
+        if _NO_DCGMI in lines:
+            return {"present": False}
+        rc = None
+        if lines and lines[-1].startswith(_RC):
+            rc = int(lines.pop()[len(_RC) :] or 0)
+        parsed = parse_dcgm_diag(lines)
+        head = [line.strip() for line in lines if line.strip() and line.strip()[0] not in "|+"]
+        return {"present": True, "rc": rc, **parsed, "head": head[:5]}
 
 
 class NvidiaNvlinkErrors(FactBase[dict | None]):

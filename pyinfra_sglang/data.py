@@ -86,6 +86,10 @@ def diagnosis() -> m.Diagnosis:
     return _typed("diagnosis", m.Diagnosis)
 
 
+def dcgm() -> m.Dcgm:
+    return _typed("dcgm", m.Dcgm)
+
+
 def gpu_health() -> m.GpuHealth:
     return _typed("gpu_health", m.GpuHealth)
 

@@ -380,6 +380,33 @@ class NvidiaSmi(_Data):
     topo: Topo
 
 
+# --- dcgm.toml ---------------------------------------------------------------------------
+
+DiagResult = Literal["Fail", "Warn", "Pass", "Skip"]
+
+
+class DcgmDiag(_Data):
+    levels: tuple[int, ...]
+    default_level: int
+    timeout_s: dict[str, int]
+    results: tuple[DiagResult, ...]
+    detail_rows: tuple[str, ...]
+
+    @model_validator(mode="after")
+    def _levels_consistent(self) -> DcgmDiag:
+        if self.default_level not in self.levels:
+            raise ValueError(f"default_level {self.default_level} is not in levels")
+        if set(self.timeout_s) != {str(level) for level in self.levels}:
+            raise ValueError("timeout_s must give one timeout per level")
+        if sorted(self.results) != sorted(("Fail", "Warn", "Pass", "Skip")):
+            raise ValueError("results must list Fail, Warn, Pass and Skip once each")
+        return self
+
+
+class Dcgm(_Data):
+    diag: DcgmDiag
+
+
 # --- gpu_health.toml ---------------------------------------------------------------------
 
 HealthAction = Literal["none", "restart-app", "reset", "drain-reset", "reboot", "replace"]
@@ -866,6 +893,7 @@ MODELS: dict[str, type[BaseModel]] = {
     "apt": Apt,
     "attention_backends": AttentionBackends,
     "diagnosis": Diagnosis,
+    "dcgm": Dcgm,
     "gpu_health": GpuHealth,
     "gpus": Gpus,
     "host_driver": HostDriver,

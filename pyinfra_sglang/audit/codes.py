@@ -129,6 +129,12 @@ CODES: dict[str, Code] = {
         ("warn",),
         "NVLink CRC, replay or recovery error counters not 0 (`nvidia-smi nvlink -e`)",
     ),
+    "dcgm-diag": Code(
+        ("ok", "warn", "fail"),
+        "`dcgmi diag -r <audit_dcgm_level>` where dcgmi is on PATH: fail per test with a Fail "
+        "result, warn per Warn result (or no result read), ok when every test passed; ok "
+        'with "not run" where dcgmi is absent (no DCGM is not a problem)',
+    ),
     # --- audit: the model's weights ----------------------------------------------------------
     "model": Code(("ok",), "the model's snapshot (or local path) is on the host, whole"),
     "model-missing": Code(

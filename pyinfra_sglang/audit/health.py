@@ -24,6 +24,7 @@ HEALTH_CODES = (
     "retired-pages",
     "clock-throttled",
     "nvlink-errors",
+    "dcgm-diag",
 )
 _RECOVERY = re.compile(r"changed from .* to 0x[0-9A-Fa-f]+ \((?P<action>[^)]+)\)")
 
@@ -272,3 +273,57 @@ def findings_for_gpu_health(
         message = "GPU health: " + "; ".join(read) + "."
         findings.append(Finding("ok", "gpu-health", message))
     return findings
+
+
+def findings_for_dcgm(diag: dict | None) -> list[Finding]:
+    """``dcgm-diag`` from ``dcgmi diag -r <level>`` (checks/facts.DcgmDiag: parse_dcgm_diag's
+    tests, or ``present`` false where dcgmi is not on PATH). None: not read (no finding)."""
+    if diag is None:
+        return []
+    level = diag.get("level")
+    command = f"dcgmi diag -r {level}"
+    if not diag.get("present"):
+        return [Finding("ok", "dcgm-diag", f"{command} not run: dcgmi is not on PATH (no DCGM).")]
+    tests = diag.get("tests") or []
+    judged = [test for test in tests if test["result"] != "Skip"]
+    if not judged:
+        head = "; ".join(diag.get("head") or [])[:300] or "nothing"
+        message = (
+            f"{command} gave no test result (exit {diag.get('rc')}; it printed: {head}). Is "
+            "the nvidia-dcgm service (nv-hostengine) running? `systemctl status nvidia-dcgm`, "
+            "then run the command by hand."
+        )
+        return [Finding("warn", "dcgm-diag", message, evidence={"rc": diag.get("rc")})]
+    findings = []
+    for test in judged:
+        if test["result"] not in ("Fail", "Warn"):
+            continue
+        bad = sorted(gpu for gpu, result in test["gpus"].items() if result == test["result"])
+        where = f" on GPU {', '.join(bad)}" if bad else ""
+        detail = " ".join(test["details"])[:300]
+        what = (
+            f"{_action('drain-reset', None)}, then run `{command}` again; if it fails again, "
+            f"{_action('replace', None)}"
+            if test["result"] == "Fail"
+            else f"read the detail, fix what it names and run `{command}` again"
+        )
+        message = (
+            f'{command}: {test["category"]} test "{test["name"]}" {test["result"]}{where}'
+            + (f" ({detail})" if detail else "")
+            + f". What to do: {what}."
+        )
+        gpu = int(bad[0]) if len(bad) == 1 else None
+        level = "fail" if test["result"] == "Fail" else "warn"
+        evidence = {"test": test["name"], "result": test["result"], "gpus": test["gpus"]}
+        findings.append(Finding(level, "dcgm-diag", message, gpu, evidence))
+    if findings:
+        return findings
+    skipped = len(tests) - len(judged)
+    version = (diag.get("metadata") or {}).get("DCGM Version")
+    message = (
+        f"{command}: {len(judged)} test(s) passed"
+        + (f", {skipped} skipped" if skipped else "")
+        + (f" (DCGM {version})" if version else "")
+        + "."
+    )
+    return [Finding("ok", "dcgm-diag", message, evidence={"passed": len(judged)})]

@@ -23,7 +23,7 @@ from pyinfra_sglang.audit.drift import (
 )
 from pyinfra_sglang.audit.fabric import findings_for_cuda_init, findings_for_fabric
 from pyinfra_sglang.audit.findings import Finding
-from pyinfra_sglang.audit.health import findings_for_gpu_health
+from pyinfra_sglang.audit.health import findings_for_dcgm, findings_for_gpu_health
 from pyinfra_sglang.audit.links import findings_for_links, pcie_links
 from pyinfra_sglang.audit.p2p_path import findings_for_acs, findings_for_probe_hang, service_p2p
 from pyinfra_sglang.audit.record import (
@@ -246,6 +246,7 @@ def judge(expected: AuditExpectations, facts: AuditFacts) -> list[Finding]:
             facts.load.clock_reasons,
             facts.load.kind,
         )
+        findings += findings_for_dcgm(facts.dcgm_diag)
     return findings
 
 

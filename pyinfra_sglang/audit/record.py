@@ -148,6 +148,10 @@ class AuditFacts:
     kernel_xids: list | None = None
     memory_health: list | None = None
     nvlink_errors: dict | None = None
+    # `dcgmi diag -r <audit_dcgm_level>` (DcgmDiag): {"present", "level", "rc", "metadata",
+    # "tests", "head"}, present false where dcgmi is not on PATH. None: not read (records
+    # made before).
+    dcgm_diag: dict | None = None
     # The audit's date, "YYYY-MM-DD" (the controller's clock when it read the host): driver
     # support is judged against it. None in records made before: not judged.
     audited_on: str | None = None

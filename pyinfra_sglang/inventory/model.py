@@ -106,6 +106,10 @@ DriverBranch = Annotated[
     Literal[_nvidia.driver_branches],  # type: ignore[valid-type]
     BeforeValidator(_int_from_digits),
 ]
+DcgmLevel = Annotated[
+    Literal[data.dcgm().diag.levels],  # type: ignore[valid-type]
+    BeforeValidator(_no_bool),
+]
 CudaVersion = Annotated[
     Literal[_nvidia.cuda_versions],  # type: ignore[valid-type]
     VersionText,
@@ -758,6 +762,16 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("true, false"),
     )
+    audit_dcgm_level: DcgmLevel = Field(
+        data.dcgm().diag.default_level,
+        description=(
+            "Run level of `dcgmi diag -r` in deploy/audit.py where DCGM's dcgmi is on PATH "
+            "(finding `dcgm-diag`): 1 takes seconds, 2 minutes, 3 about half an hour and "
+            "needs the GPUs to itself. Where dcgmi is absent the audit notes it as not run."
+        ),
+        json_schema_extra=_allowed(", ".join(str(n) for n in data.dcgm().diag.levels)),
+    )
+
     # --- benchmarks (deploy/bench.py) ---
 
     bench_concurrencies: Annotated[

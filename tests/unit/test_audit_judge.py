@@ -218,7 +218,7 @@ def test_recorded_real_reports_judge_again_to_the_same_report(path):
         stored["record"]["facts"].setdefault(key, None)
     # Recorded before the audit read the GPUs' health (Xids, ECC, row remapping, NVLink
     # counters, clock event reasons under load).
-    for key in ("kernel_xids", "memory_health", "nvlink_errors"):
+    for key in ("kernel_xids", "memory_health", "nvlink_errors", "dcgm_diag"):
         stored["record"]["facts"].setdefault(key, None)
     stored["record"]["facts"]["load"].setdefault("clock_reasons", [])
     # Recorded before the watchdog (sglang_watchdog): off, and not read.

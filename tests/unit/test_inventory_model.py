@@ -160,6 +160,8 @@ def problems_for(values: dict, sources: dict | None = None):
         ),
         ({"nvidia_apt_mirror": "ftp:/x"}, "nvidia_apt_mirror", "'ftp:/x'", "URL", "http(s) URL"),
         ({"sglang_version": "latest"}, "sglang_version", "'latest'", "pattern", "0.5.23"),
+        ({"audit_dcgm_level": 4}, "audit_dcgm_level", "4", "1, 2 or 3", "1, 2, 3"),
+        ({"audit_dcgm_level": True}, "audit_dcgm_level", "True", "", "1, 2, 3"),
     ],
 )
 def test_bad_value_names_host_field_value_and_allowed(values, field, shown, message, allowed):
