@@ -11,6 +11,7 @@ from checks.run_summary import note_plan, run_summary
 from pyinfra_sglang.inventory import host_config
 from roles.base import base
 from roles.cuda_toolkit import cuda_toolkit
+from roles.dcgm import dcgm
 from roles.fabric_manager import fabric_manager
 from roles.flash_attn import flash_attn
 from roles.model import model_weights
@@ -28,6 +29,7 @@ nvidia_repo()
 nvidia_driver()
 fabric_manager()
 cuda_toolkit()
+dcgm()
 python_env()
 flash_attn()
 multinode_firewall()

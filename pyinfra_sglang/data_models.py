@@ -403,8 +403,15 @@ class DcgmDiag(_Data):
         return self
 
 
+class DcgmInstall(_Data):
+    packages: dict[str, str]  # CUDA major -> DCGM's package
+    install_recommends: bool
+    service: str
+
+
 class Dcgm(_Data):
     diag: DcgmDiag
+    install: DcgmInstall
 
 
 # --- gpu_health.toml ---------------------------------------------------------------------

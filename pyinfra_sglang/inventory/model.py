@@ -762,6 +762,16 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("true, false"),
     )
+    nvidia_dcgm_install: StrictBool = Field(
+        False,
+        description=(
+            "Install NVIDIA DCGM from NVIDIA's repository (roles/dcgm.py): DCGM 4's package "
+            "for cuda_version's major (data/dcgm.toml) and its `nvidia-dcgm` service, enabled "
+            "and running, so the audit can run `dcgmi diag`. With "
+            '`nvidia_driver_source = "host"` it installs nothing.'
+        ),
+        json_schema_extra=_allowed("true, false"),
+    )
     audit_dcgm_level: DcgmLevel = Field(
         data.dcgm().diag.default_level,
         description=(

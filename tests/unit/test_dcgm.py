@@ -7,10 +7,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pyinfra.facts.deb import DebPackages
+from pyinfra.facts.systemd import SystemdEnabled, SystemdStatus
 
 from checks.facts import DcgmDiag
+from pyinfra_sglang import data
 from pyinfra_sglang.audit.health import findings_for_dcgm
+from pyinfra_sglang.inventory.validation import validate_host_data
 from pyinfra_sglang.parsers.dcgm import parse_dcgm_diag
+from roles.common import apt_install, apt_update
+from roles.dcgm import dcgm_installed, dcgm_plan, dcgm_running
+from tests.unit.ophelper import OP_CASE_FIELDS, op_case, run_operation
 
 PUBLIC = Path(__file__).parents[1] / "fixtures" / "gpu" / "public"
 DEPLOYMENT_PASS = "dcgmi_diag_r3_deployment_pass_dcgm55_trimmed.txt"
@@ -117,3 +124,79 @@ def test_the_fact_runs_the_level_only_where_dcgmi_is_and_reads_its_exit(level):
     read = fact.process([*public(MEMORY_FAIL), "### rc=226"])
     assert read["present"] and read["rc"] == 226
     assert read["tests"][0]["result"] == "Fail"
+
+
+# --- nvidia_dcgm_install (roles/dcgm.py) --------------------------------------------------
+
+
+def test_every_cuda_major_the_inventory_allows_has_a_dcgm_package():
+    majors = {version.split(".", 1)[0] for version in data.nvidia().cuda_versions}
+    assert majors <= set(data.dcgm().install.packages)
+    assert data.dcgm().install.packages["12"] == "datacenter-gpu-manager-4-cuda12"
+    assert data.dcgm().install.packages["13"] == "datacenter-gpu-manager-4-cuda13"
+
+
+def test_dcgm_plan_off_host_and_per_cuda_major():
+    assert dcgm_plan(False, "managed", "13.0") == (None, "no DCGM (nvidia_dcgm_install is off)")
+    package, reason = dcgm_plan(True, "host", "13.0")
+    assert package is None and 'nvidia_driver_source = "host" installs nothing' in reason
+    assert dcgm_plan(True, "managed", "12.9")[0] == "datacenter-gpu-manager-4-cuda12"
+    assert dcgm_plan(True, "managed", "13.1")[0] == "datacenter-gpu-manager-4-cuda13"
+    with pytest.raises(ValueError, match=r"no DCGM package for CUDA 11.8 .*majors 12, 13"):
+        dcgm_plan(True, "managed", "11.8")
+
+
+def test_dcgm_switch_is_off_by_default_and_a_strict_bool():
+    config, problems = validate_host_data("gpu1", {})
+    assert problems == [] and config.nvidia_dcgm_install is False
+    assert config.audit_dcgm_level == 1
+    _, problems = validate_host_data("gpu1", {"nvidia_dcgm_install": "yes"})
+    [problem] = problems
+    assert problem.field == "nvidia_dcgm_install" and "true, false" in problem.allowed
+
+
+PACKAGE = "datacenter-gpu-manager-4-cuda13"
+UNIT = "nvidia-dcgm"
+
+
+@pytest.mark.parametrize(
+    OP_CASE_FIELDS,
+    [
+        op_case(
+            dcgm_installed,
+            "missing",
+            {DebPackages: {"nvidia-open": ["595.45.04-1"]}},
+            {"package": PACKAGE},
+            commands=[
+                str(apt_update()),
+                str(apt_install([PACKAGE], "--install-recommends")),
+            ],
+        ),
+        op_case(
+            dcgm_installed,
+            "installed",
+            {DebPackages: {PACKAGE: ["1:4.5.2-1"]}},
+            {"package": PACKAGE},
+            noops=[f"{PACKAGE} installed"],
+        ),
+        op_case(
+            dcgm_running,
+            "stopped",
+            {SystemdStatus: {f"{UNIT}.service": False}, SystemdEnabled: {}},
+            {"unit": UNIT},
+            commands=[f"systemctl start {UNIT}.service", f"systemctl enable {UNIT}.service"],
+        ),
+        op_case(
+            dcgm_running,
+            "running",
+            {
+                SystemdStatus: {f"{UNIT}.service": True},
+                SystemdEnabled: {f"{UNIT}.service": True},
+            },
+            {"unit": UNIT},
+            noops=[f"service {UNIT}.service is running"],
+        ),
+    ],
+)
+def test_dcgm_operations(op, facts, args, commands, noops, executing):
+    assert run_operation(op, facts, executing, **args) == (commands, noops)

@@ -1,0 +1,77 @@
+"""NVIDIA DCGM (inventory ``nvidia_dcgm_install``): DCGM 4 from NVIDIA's repository for the
+CUDA major of ``cuda_version`` (data/dcgm.toml), its ``nvidia-dcgm`` service enabled and
+running; the audit runs ``dcgmi diag`` where it is present (finding ``dcgm-diag``)."""
+
+from __future__ import annotations
+
+from pyinfra import host
+from pyinfra.api import deploy, operation
+from pyinfra.facts.deb import DebPackages
+from pyinfra.operations import systemd
+
+from checks.facts import read_once
+from pyinfra_sglang import data
+from pyinfra_sglang.inventory import host_config
+from roles.common import apt_install, apt_update
+
+
+def dcgm_plan(install: bool, driver_source: str, cuda_version: str) -> tuple[str | None, str]:
+    """DCGM's package for this host, or None and why nothing is installed."""
+    if not install:
+        return None, "no DCGM (nvidia_dcgm_install is off)"
+    if driver_source == "host":
+        return None, (
+            'nvidia_dcgm_install: nvidia_driver_source = "host" installs nothing from '
+            "NVIDIA's repository; DCGM stays as the host has it"
+        )
+    packages = data.dcgm().install.packages
+    major = cuda_version.split(".", 1)[0]
+    if major not in packages:
+        raise ValueError(
+            f"nvidia_dcgm_install: no DCGM package for CUDA {cuda_version} (major {major}); "
+            f"data/dcgm.toml lists CUDA majors {', '.join(sorted(packages))}"
+        )
+    return packages[major], f"DCGM for CUDA {major}"
+
+
+@operation()
+def dcgm_installed(package: str):
+    """DCGM's package with its recommends, after refreshing apt's lists; a host that has it
+    is not touched.
+
+    + package: the package of data/dcgm.toml [install] for the CUDA major
+    """
+    if package in read_once(host, DebPackages):
+        host.noop(f"{package} installed")
+        return
+    yield apt_update()
+    recommends = data.dcgm().install.install_recommends
+    yield apt_install(
+        [package], "--install-recommends" if recommends else "--no-install-recommends"
+    )
+
+
+@operation()
+def dcgm_running(unit: str):
+    """DCGM's host engine service enabled and running.
+
+    + unit: its systemd unit (data/dcgm.toml [install] service)
+    """
+    yield from systemd.service._inner(service=unit, running=True, enabled=True)
+
+
+@deploy("DCGM")
+def dcgm() -> None:
+    """With `nvidia_dcgm_install`: DCGM 4 for the CUDA major of `cuda_version`
+    (`datacenter-gpu-manager-4-cuda12` or `-cuda13`, with its recommends, from NVIDIA's
+    repository) and its `nvidia-dcgm` service enabled and running. Off, or with
+    `nvidia_driver_source = "host"`, it changes nothing."""
+    config = host_config(host)
+    package, reason = dcgm_plan(
+        config.nvidia_dcgm_install, config.nvidia_driver_source, config.cuda_version
+    )
+    if package is None:
+        host.noop(reason)
+        return
+    dcgm_installed(name=f"Install DCGM ({package})", package=package)
+    dcgm_running(name="DCGM's host engine enabled and running", unit=data.dcgm().install.service)
