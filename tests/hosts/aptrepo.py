@@ -323,6 +323,56 @@ def fabric_manager_packages(arch: str) -> list[PackageSpec]:
     return specs
 
 
+# DCGM 4's host engine unit as NVIDIA's package names it (nvidia-dcgm.service); the stand-in
+# engine stays running.
+DCGM_SERVICE = b"""\
+[Unit]
+Description=NVIDIA DCGM service (test double)
+
+[Service]
+Type=simple
+ExecStart=/usr/bin/nv-hostengine -n
+
+[Install]
+WantedBy=multi-user.target
+"""
+# What the stand-in dcgmi prints for `dcgmi diag`: a real DCGM 4 table (its first line, the
+# "# source:" URL, left out as dcgmi does not print it).
+DCGM_CAPTURE = GPU_FIXTURES / "public" / "dcgmi_diag_dcgm4_software_pass_dcgm253_trimmed.txt"
+DCGM_VERSION = "4.2.3-1"  # the DCGM release of that capture
+
+
+def dcgm_packages(arch: str) -> list[PackageSpec]:
+    """datacenter-gpu-manager-4-cuda12 and -cuda13 (data/dcgm.toml), each shipping a dcgmi
+    that replays the real `dcgmi diag` table for `diag`, nv-hostengine, and the unit."""
+    deb_arch = ARCHES[arch][0]
+    table = "".join(
+        line
+        for line in DCGM_CAPTURE.read_text().splitlines(keepends=True)
+        if not line.startswith("# source:")
+    )
+    dcgmi = script(
+        'if [ "$1" = "diag" ]; then\ncat <<\'EOF\'\n' + table + "EOF\nexit 0\nfi\n"
+        'echo "dcgmi (test double): only diag is recorded" >&2\nexit 2\n'
+    )
+    files = (
+        DebFile("/usr/bin/dcgmi", dcgmi, 0o755),
+        DebFile("/usr/bin/nv-hostengine", script("exec sleep infinity\n"), 0o755),
+        DebFile("/usr/lib/systemd/system/nvidia-dcgm.service", DCGM_SERVICE),
+    )
+    return [
+        PackageSpec(
+            f"datacenter-gpu-manager-4-cuda{major}",
+            DCGM_VERSION,
+            deb_arch,
+            f"NVIDIA Datacenter GPU Management Tools, CUDA {major}",
+            conflicts=tuple(f"datacenter-gpu-manager-4-cuda{m}" for m in (12, 13) if m != major),
+            files=files,
+        )
+        for major in (12, 13)
+    ]
+
+
 def replay_files(captures: Iterable[str]) -> list[DebFile]:
     files = [DebFile("/usr/bin/nvidia-smi", NVIDIA_SMI_REPLAY.read_bytes(), 0o755)]
     for capture in captures:
@@ -453,6 +503,7 @@ def package_specs(
         for version in releases:
             specs += driver_packages(family, branch, arch, captures, version)
     specs += fabric_manager_packages(arch)
+    specs += dcgm_packages(arch)
     for cuda in CUDA_RELEASES:
         specs += cuda_packages(cuda, arch)
     return specs

@@ -223,8 +223,9 @@ def test_packages_index_lists_every_deb_with_its_hashes(repo):
         f"./{deb.name}" for deb in repo.glob("*.deb")
     )
     # keyring, a pin per branch and per release, 6 driver packages per release (Debian's
-    # names: 580, two of 590, 595), nvidia-fabricmanager per release, CUDA x2
-    assert len(entries) == 1 + 3 + 4 + 6 * 4 + 4 + 3 * 2
+    # names: 580, two of 590, 595), nvidia-fabricmanager per release, DCGM 4 for CUDA 12 and
+    # 13, CUDA x2
+    assert len(entries) == 1 + 3 + 4 + 6 * 4 + 4 + 2 + 3 * 2
     for entry in entries:
         data = (repo / entry["Filename"]).read_bytes()
         assert entry["SHA256"] == hashlib.sha256(data).hexdigest()
