@@ -103,12 +103,15 @@ def test_bench_writes_a_results_folder_per_host_and_changes_nothing(
         # The report page names its run, holds the charts and the findings, loads nothing.
         page = (folder / "report" / "report.html").read_text()
         assert f"Benchmark report: {h.address} / {folder.name}</h1>" in page
-        assert page.count('src="data:image/png;base64,') == 3  # throughput, GPU 0, GPU 1
+        # Throughput, GPU 0, GPU 1, and the server's timeline (the poller stamps its polls).
+        assert page.count('src="data:image/png;base64,') == 4
+        assert "<h2>The server's side</h2>" in page
         assert "Findings" in page and "<script" not in page
         assert not re.search(r'(src|href)="(?!data:)[a-z]+:', page)  # nothing from elsewhere
         assert {p.name for p in (folder / "report").iterdir()} == {
             "report.html",
             "throughput.png",
+            "server-timeline.png",
             "gpu0-timeline.png",
             "gpu1-timeline.png",
         }
