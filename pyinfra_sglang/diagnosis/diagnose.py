@@ -75,6 +75,7 @@ from pyinfra_sglang.diagnosis.steps import (
     is_reading,
     rows_by_step,
     run_text,
+    sample_offset,
     steps_on_sample_axis,
 )
 
@@ -500,11 +501,8 @@ def _server_side(results: dict, steps: list, by_step: dict) -> tuple[dict | None
     with times (diagnosis/server_side.py)."""
     if not _server_timeline(results["server"]):
         return None, []
-    timed = next(
-        (s for s in results["samples"] if is_number(s.get("time")) and is_number(s.get("t"))),
-        None,
-    )
-    if timed is None:
+    offset = sample_offset(results["samples"])
+    if offset is None:
         return None, []
     gpu_verdicts = {v.concurrency: v.verdict for v in by_step["concurrencies"] if v.concurrency}
     return server_report(
@@ -514,7 +512,7 @@ def _server_side(results: dict, steps: list, by_step: dict) -> tuple[dict | None
         results["bench"],
         results["profile"],
         gpu_verdicts,
-        timed["time"] - timed["t"],
+        offset,
     )
 
 

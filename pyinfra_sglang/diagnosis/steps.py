@@ -90,15 +90,21 @@ def is_reading(value: object) -> bool:
     return is_number(value) and value >= 0
 
 
+def sample_offset(samples: list[dict]) -> float | None:
+    """Unix seconds minus the samples' time axis (the sampler's ``time`` minus its ``t``);
+    None when no sample carries both."""
+    timed = next((s for s in samples if is_number(s.get("time")) and is_number(s.get("t"))), None)
+    return None if timed is None else timed["time"] - timed["t"]
+
+
 def steps_on_sample_axis(lines: list[dict], samples: list[dict]) -> list[Step]:
     """``steps.jsonl`` lines on the samples' time axis (the sampler's ``time``, Unix, minus its
     ``t``, since start, gives the offset); [] when no sample carries a ``time``. Each line is
     checked (a ValueError names what is wrong): ``start`` and ``end`` Unix seconds, and a
     ``label`` or a ``concurrency`` (and ``repeat``) to name it by."""
-    timed = next((s for s in samples if is_number(s.get("time")) and is_number(s.get("t"))), None)
-    if timed is None:
+    offset = sample_offset(samples)
+    if offset is None:
         return []
-    offset = timed["time"] - timed["t"]
     repeats = {line.get("repeat") for line in lines if isinstance(line, dict)}
     steps = []
     for number, line in enumerate(lines, 1):

@@ -33,7 +33,7 @@ from pyinfra_sglang.diagnosis.diagnose import (
 )
 from pyinfra_sglang.diagnosis.limits import load_json
 from pyinfra_sglang.diagnosis.samples import gpu_indexes
-from pyinfra_sglang.diagnosis.steps import Step, is_number
+from pyinfra_sglang.diagnosis.steps import Step, is_number, sample_offset
 from pyinfra_sglang.report.charts import server_timeline_png, throughput_png, timeline_png
 from pyinfra_sglang.safe_write import OutputFolder, UnsafeOutputError
 from pyinfra_sglang.served_benchmark.ab_compare import (
@@ -273,8 +273,8 @@ def _server(run: Run, out: OutputFolder) -> str:
     times (diagnosis/server_side.py); nothing otherwise."""
     server = run.report.get("server")
     timeline = (run.results.get("server") or {}).get("timeline") or []
-    timed = next((s for s in run.results["samples"] if "time" in s and "t" in s), None)
-    if not server or timed is None:
+    offset = sample_offset(run.results["samples"])
+    if not server or offset is None:
         return ""
     head = (
         "<tr><th>c</th><th>tok/s</th><th>growth</th><th>tok/s per stream</th>"
@@ -292,9 +292,7 @@ def _server(run: Run, out: OutputFolder) -> str:
         f"{_e(key)} {value:,}" for key, value in server["limits"].items() if value is not None
     )
     file = "server-timeline.png"
-    data = server_timeline_png(
-        timeline, list(run.steps), f"{run.name}: SGLang", timed["time"] - timed["t"]
-    )
+    data = server_timeline_png(timeline, list(run.steps), f"{run.name}: SGLang", offset)
     out.write(file, data)
     return (
         f'<h2>The server\'s side</h2><div class="table"><table>{head}{"".join(rows)}</table></div>'
