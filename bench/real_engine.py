@@ -111,9 +111,9 @@ PASSED_THROUGH = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHM
 def prepare(args: argparse.Namespace) -> int:
     from pyinfra_sglang.host_programs import program_path
     from pyinfra_sglang.inventory import HostConfig
-    from pyinfra_sglang.profiles import load_profile, merge_overrides
     from pyinfra_sglang.served_benchmark.results import profile_document
     from pyinfra_sglang.served_benchmark.settings import bench_script, bench_settings
+    from pyinfra_sglang.serving.profiles import load_profile, merge_overrides
 
     if RUN.exists():
         shutil.rmtree(RUN)
@@ -208,7 +208,7 @@ def _one_process_per_step(script: str, settings, config) -> str:
     (start-up, tokenizer and prompts each time), each step's span timed around it."""
     from pyinfra_sglang.served_benchmark.bench_serving import bench_module
     from pyinfra_sglang.served_benchmark.settings import bench_args
-    from pyinfra_sglang.service_files import server_url
+    from pyinfra_sglang.serving.service_files import server_url
 
     lines = script.splitlines()
     [driver] = [i for i, line in enumerate(lines) if "bench_driver.py" in line]

@@ -74,9 +74,9 @@ def prepare(args: argparse.Namespace) -> int:
     from bench.real_engine import render_with_overrides
     from pyinfra_sglang.host_programs import program_path
     from pyinfra_sglang.inventory import HostConfig
-    from pyinfra_sglang.profiles import load_profile
     from pyinfra_sglang.served_benchmark.results import profile_document
     from pyinfra_sglang.served_benchmark.settings import bench_script, bench_settings
+    from pyinfra_sglang.serving.profiles import load_profile
 
     table = search_table()
     space = load_space(table)

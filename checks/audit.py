@@ -67,10 +67,8 @@ from pyinfra_sglang.audit.report import (
     unreachable_report,
     write_report,
 )
-from pyinfra_sglang.flash_attn_build_plan import build_log_paths, built_archs
-from pyinfra_sglang.host_programs.decode_client import API_KEY_ENV
-from pyinfra_sglang.inventory import HostConfig, host_config, host_profile
-from pyinfra_sglang.model_snapshot import (
+from pyinfra_sglang.host.flash_attn_build_plan import build_log_paths, built_archs
+from pyinfra_sglang.host.model_snapshot import (
     COMMIT,
     DEFAULT_ENDPOINT,
     cache_folder_name,
@@ -81,10 +79,12 @@ from pyinfra_sglang.model_snapshot import (
     ref_file,
     snapshot_folder,
 )
-from pyinfra_sglang.nvidia import REBOOT_REQUIRED, all_kernel_module_packages, upstream_version
-from pyinfra_sglang.pcie import peer_probe_timeout_s
-from pyinfra_sglang.run_summary import prefixed
-from pyinfra_sglang.service_files import (
+from pyinfra_sglang.host.nvidia import REBOOT_REQUIRED, all_kernel_module_packages, upstream_version
+from pyinfra_sglang.host.pcie import peer_probe_timeout_s
+from pyinfra_sglang.host_programs.decode_client import API_KEY_ENV
+from pyinfra_sglang.inventory import HostConfig, host_config, host_profile
+from pyinfra_sglang.report.run_summary import prefixed
+from pyinfra_sglang.serving.service_files import (
     UNIT_NAME,
     read_secret,
     read_secrets,
@@ -92,8 +92,8 @@ from pyinfra_sglang.service_files import (
     service_file_path,
     service_files,
 )
-from pyinfra_sglang.watchdog import state_path as watchdog_state_path
-from pyinfra_sglang.watchdog import timer_unit as watchdog_timer_unit
+from pyinfra_sglang.serving.watchdog import state_path as watchdog_state_path
+from pyinfra_sglang.serving.watchdog import timer_unit as watchdog_timer_unit
 
 EXPECTED_ANSWER = "Paris"  # the decode check's default question is the capital of France
 COPY_LOAD_SECONDS = 2

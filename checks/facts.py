@@ -21,14 +21,15 @@ from pyinfra.api import FactBase, Host, State
 from pyinfra.context import ContextObject
 
 from pyinfra_sglang import data
-from pyinfra_sglang.cache_dir import CacheDirState as CacheDirStateValue
-from pyinfra_sglang.cache_dir import parse_state
-from pyinfra_sglang.fabric import CUDA_INIT_PROBE, FabricDict, parse_cuda_init, parse_fabric
-from pyinfra_sglang.host_driver import (
+from pyinfra_sglang.host.cache_dir import CacheDirState as CacheDirStateValue
+from pyinfra_sglang.host.cache_dir import parse_state
+from pyinfra_sglang.host.fabric import CUDA_INIT_PROBE, FabricDict, parse_cuda_init, parse_fabric
+from pyinfra_sglang.host.host_driver import (
     HostDriverStateDict,
     host_driver_state_command,
     parse_host_driver_state,
 )
+from pyinfra_sglang.host.secure_boot import parse_mok_enrolled, parse_secure_boot_state
 from pyinfra_sglang.parsers.dcgm import parse_dcgm_diag
 from pyinfra_sglang.parsers.files import (
     count_gpu_classes,
@@ -75,7 +76,6 @@ from pyinfra_sglang.parsers.system import (
     parse_virtualization,
 )
 from pyinfra_sglang.parsers.topo import parse_topo_matrix, parse_topo_p2p
-from pyinfra_sglang.secure_boot import parse_mok_enrolled, parse_secure_boot_state
 
 T = TypeVar("T")
 
@@ -520,7 +520,7 @@ class FreeBytes(FactBase[int | None]):
 
 
 class CacheDirState(FactBase[CacheDirStateValue]):
-    """What is at the Hub cache's ``path`` (pyinfra_sglang/cache_dir.py judges it): its deepest
+    """What is at the Hub cache's ``path`` (pyinfra_sglang/host/cache_dir.py judges it): its deepest
     existing ancestor and where that resolves (a symlinked component shows as a difference),
     the folder's owner, kind and emptiness, the first path below it not owned by ``user``
     (find stops at the first; ``prune``, a folder below ``path`` judged on its own, is left

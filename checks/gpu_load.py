@@ -4,13 +4,13 @@ PCIe link generation drops when a GPU idles, so the audit judges links while som
 them. The load runs for up to minutes, so it is no fact (pyinfra reads facts to plan, may read
 them again and caches them): the audit runs it once while it executes, through the operation's
 connector arguments, and hands the output to the pure parse_gpu_query_under_load
-(pyinfra_sglang/gpu_load.py builds the shell).
+(pyinfra_sglang/audit/gpu_load.py builds the shell).
 """
 
 from __future__ import annotations
 
 from checks.host_context import connector_arguments
-from pyinfra_sglang.gpu_load import parse_gpu_query_under_load, sampled_load_command
+from pyinfra_sglang.audit.gpu_load import parse_gpu_query_under_load, sampled_load_command
 
 
 def run_under_load(host, load: str, timeout_s: int) -> dict:

@@ -26,9 +26,8 @@ from pyinfra_sglang.diagnosis.diagnose import diagnose_results, format_report, l
 from pyinfra_sglang.diagnosis.samples import read_json_lines
 from pyinfra_sglang.host_programs import program_path
 from pyinfra_sglang.inventory import HostConfig, host_profile
-from pyinfra_sglang.render import tp_size_for
 from pyinfra_sglang.report.page import default_output, read_run, write_ab_report, write_report
-from pyinfra_sglang.run_summary import prefixed
+from pyinfra_sglang.report.run_summary import prefixed
 from pyinfra_sglang.served_benchmark.ab_compare import (
     compare,
     comparison_json,
@@ -63,7 +62,8 @@ from pyinfra_sglang.served_benchmark.settings import (
     bench_script,
     bench_settings,
 )
-from pyinfra_sglang.service_files import UNIT_NAME, service_file_path
+from pyinfra_sglang.serving.render import tp_size_for
+from pyinfra_sglang.serving.service_files import UNIT_NAME, service_file_path
 
 SCRIPT = "run.sh"
 PROGRAMS = (SAMPLER_PROGRAM, KEY_READER_PROGRAM, DRIVER_PROGRAM)

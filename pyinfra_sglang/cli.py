@@ -143,7 +143,7 @@ def _bind_address(text: str) -> str:
 
 def _host_port(text: str) -> str:
     """--dist-init-addr: HOST:PORT as SGLang splits it (render's own check)."""
-    from pyinfra_sglang.render import RenderError, check_host_port
+    from pyinfra_sglang.serving.render import RenderError, check_host_port
 
     try:
         check_host_port(text)
@@ -392,7 +392,7 @@ def _build_plan_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _build_plan(args: argparse.Namespace) -> int:
-    from pyinfra_sglang.flash_attn_build_plan import BuildPlanError, plan_flash_attn_build
+    from pyinfra_sglang.host.flash_attn_build_plan import BuildPlanError, plan_flash_attn_build
 
     archs = args.archs or ["90"]
     try:
@@ -566,7 +566,7 @@ def _render_arguments(parser: argparse.ArgumentParser) -> None:
 def _read_topology(path: Path) -> dict[str, dict[str, str]]:
     """A topo -m matrix from a file; RenderError naming the file when it holds none."""
     from pyinfra_sglang.parsers.topo import parse_topo_matrix
-    from pyinfra_sglang.render import RenderError
+    from pyinfra_sglang.serving.render import RenderError
 
     try:
         lines = path.read_text(errors="replace").splitlines()
@@ -596,8 +596,9 @@ def _given(args: argparse.Namespace, option: str) -> bool:
 def _given_gpus(args: argparse.Namespace):
     """The GpuSet --gpus, --arch, --gpu-mem-gb, --pcie-only and --topo describe, and the
     spec-table GPU it assumed (None when the memory was given and the arch is not known)."""
-    from pyinfra_sglang import gpus, render
+    from pyinfra_sglang import gpus
     from pyinfra_sglang.parsers.topo import topology_has_nvlink, widest_pcie_path
+    from pyinfra_sglang.serving import render
 
     # The spec table's largest GPU of the arch gives the memory (unless given) and links.
     in_table = args.arch in gpus.known_archs()
@@ -622,7 +623,7 @@ def _gpus_text(gpu_set, how: str) -> str:
 def _interconnect_estimate(profile, gpu_set, node, spec, sglang_version: str) -> list[str]:
     """What the profile's layout (and the others) would move over the GPU links
     (parallelism.py), as `render` prints it on stderr."""
-    from pyinfra_sglang import parallelism, render
+    from pyinfra_sglang.serving import parallelism, render
 
     profile = render.profile_for_gpus(profile, gpu_set.arch, sglang_version)
     tp_size = render.tp_size_for(profile, gpu_set.count, node.nnodes, gpu_set.memory_gb)
@@ -633,15 +634,16 @@ def _interconnect_estimate(profile, gpu_set, node, spec, sglang_version: str) ->
 
 
 def _render_from_flags(args: argparse.Namespace) -> dict:
-    from pyinfra_sglang import inventory, profiles, render
-    from pyinfra_sglang.model_snapshot import is_local_model
+    from pyinfra_sglang import inventory
+    from pyinfra_sglang.host.model_snapshot import is_local_model
+    from pyinfra_sglang.serving import profiles, render
 
     defaults = inventory.HostConfig.model_fields
     profile = profiles.load_profile(args.profile, args.profile_dir)
     local = is_local_model(profile.model)
     gpu_set, spec = _given_gpus(args)
     node = render.NodePosition(args.nnodes, args.node_rank, args.dist_init_addr)
-    from pyinfra_sglang.sglang_flags import unread_release
+    from pyinfra_sglang.serving.sglang_flags import unread_release
 
     unread = unread_release(args.sglang_version, routed=False)
     if unread is not None:
@@ -695,7 +697,8 @@ def _render_from_inventory(args: argparse.Namespace) -> dict:
     """What --inventory-host of --inventory would get: validated as a deploy validates it,
     its place in its multi-node group from the inventory, rendered by service_files (the
     deploy's own function) with the GPUs planned (or given), secrets masked."""
-    from pyinfra_sglang import inventory, service_files
+    from pyinfra_sglang import inventory
+    from pyinfra_sglang.serving import service_files
 
     loaded = _load_inventory("render", args.inventory, args.data)
     names = [host.name for host in loaded]
@@ -842,7 +845,7 @@ def _decode_check(args: argparse.Namespace) -> int:
 
 def _packages_arguments(parser: argparse.ArgumentParser) -> None:
     from pyinfra_sglang import data
-    from pyinfra_sglang.driver_plan import platform_names
+    from pyinfra_sglang.host.driver_plan import platform_names
 
     nvidia = data.nvidia()
     parser.add_argument("--platform", choices=platform_names(), required=True)
@@ -864,7 +867,7 @@ def _packages_arguments(parser: argparse.ArgumentParser) -> None:
 def _packages(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from pyinfra_sglang.driver_plan import driver_apt_plan, format_plan
+    from pyinfra_sglang.host.driver_plan import driver_apt_plan, format_plan
 
     plan = driver_apt_plan(args.platform, args.install, args.modules, args.branch)
     if args.json:

@@ -16,7 +16,7 @@ from pyinfra.facts.server import Arch, LinuxDistribution
 from checks.facts import read_once
 from checks.host_context import connector_arguments, run_on_host
 from pyinfra_sglang import data
-from pyinfra_sglang.platform import Platform, resolve_platform
+from pyinfra_sglang.host.platform import Platform, resolve_platform
 
 
 def host_platform() -> Platform:

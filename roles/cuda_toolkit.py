@@ -11,8 +11,8 @@ from pyinfra.api.exceptions import OperationError
 from pyinfra.operations import files, server
 
 from checks.facts import HostDriverState, NvccRelease, read_once
+from pyinfra_sglang.host.nvidia import cuda_paths
 from pyinfra_sglang.inventory import host_config
-from pyinfra_sglang.nvidia import cuda_paths
 from pyinfra_sglang.paths import template
 from roles.common import ensure_packages
 from roles.host_driver import host_keeps

@@ -22,7 +22,7 @@ from checks.facts import (
     read_once,
 )
 from pyinfra_sglang import data
-from pyinfra_sglang.fabric import (
+from pyinfra_sglang.host.fabric import (
     FabricNeed,
     fabric_manager_candidates,
     fabric_manager_problems,
@@ -31,12 +31,12 @@ from pyinfra_sglang.fabric import (
     subnet_manager_for,
     upstream,
 )
-from pyinfra_sglang.inventory import host_config
-from pyinfra_sglang.nvidia import (
+from pyinfra_sglang.host.nvidia import (
     all_kernel_module_packages,
     compute_cap_arch,
     kernel_module_packages,
 )
+from pyinfra_sglang.inventory import host_config
 from roles.common import apt_get, apt_install, host_platform
 from roles.nvidia_driver import installed_module_versions
 

@@ -27,10 +27,8 @@ from checks.facts import (
 )
 from checks.host_context import run_on_host
 from pyinfra_sglang import data
-from pyinfra_sglang.cache_dir import host_problem
-from pyinfra_sglang.host_programs import program_path
-from pyinfra_sglang.inventory import host_config, host_profile
-from pyinfra_sglang.model_snapshot import (
+from pyinfra_sglang.host.cache_dir import host_problem
+from pyinfra_sglang.host.model_snapshot import (
     DEFAULT_ENDPOINT,
     GB,
     ModelPlanError,
@@ -42,10 +40,12 @@ from pyinfra_sglang.model_snapshot import (
     ref_file,
     snapshot_folder,
 )
+from pyinfra_sglang.host_programs import program_path
+from pyinfra_sglang.inventory import host_config, host_profile
 from pyinfra_sglang.redact import redact
-from pyinfra_sglang.render import _env_value as env_value
-from pyinfra_sglang.render import cache_dirs
-from pyinfra_sglang.service_files import read_secret
+from pyinfra_sglang.serving.render import _env_value as env_value
+from pyinfra_sglang.serving.render import cache_dirs
+from pyinfra_sglang.serving.service_files import read_secret
 from roles.common import put_private_file
 from roles.sglang_service import host_service_files, service_user, useradd_command
 from roles.waiting import wait_until
@@ -298,7 +298,7 @@ def local_model_checked(path: str) -> None:
 def cache_dirs_checked(cache: str) -> None:
     """The Hub cache and HF_HOME as the host has them, before anything changes: no
     symlinked component, no package's folder, and the service user's or empty (the role
-    never re-owns a tree: pyinfra_sglang/cache_dir.py)."""
+    never re-owns a tree: pyinfra_sglang/host/cache_dir.py)."""
     user = download_user()
     # HF_HOME holds the default cache, which may be a mount point: judged on its own.
     folders = tuple(sorted({cache, cache_dirs()["HF_HOME"]}))

@@ -14,10 +14,10 @@ from pyinfra.facts.systemd import SystemdStatus
 from pyinfra.operations import files, server, systemd
 
 from checks.facts import UnitLeftovers, read_once
+from pyinfra_sglang.host.multinode_firewall import firewall_plan, settings
 from pyinfra_sglang.inventory import HostConfig, host_config, multinode_member_addresses
-from pyinfra_sglang.multinode_firewall import firewall_plan, settings
 from pyinfra_sglang.paths import template
-from pyinfra_sglang.service_files import UNIT_NAME
+from pyinfra_sglang.serving.service_files import UNIT_NAME
 from roles.common import packages_installed
 
 

@@ -18,8 +18,7 @@ from pyinfra.operations import files, systemd
 from checks.facts import AptPolicy, NvidiaGpus, NvidiaLoadedModule, Virtualization, read_once
 from pyinfra_sglang import data
 from pyinfra_sglang.gpus import refuse_other_gpu_model
-from pyinfra_sglang.inventory import host_config
-from pyinfra_sglang.nvidia import (
+from pyinfra_sglang.host.nvidia import (
     REBOOT_REQUIRED,
     REBOOT_REQUIRED_PKGS,
     compute_cap_arch,
@@ -33,6 +32,7 @@ from pyinfra_sglang.nvidia import (
     pinning_prefix,
     upstream_version,
 )
+from pyinfra_sglang.inventory import host_config
 from pyinfra_sglang.paths import template
 from roles.common import apt_get, apt_install, host_platform
 from roles.host_driver import host_keeps, refuse_foreign_driver, refuse_host_driver

@@ -18,11 +18,11 @@ from pyinfra.operations.util import any_changed
 
 from checks.facts import AptSourceEntries, RepositoryEntries, read_once
 from pyinfra_sglang import data
+from pyinfra_sglang.host.mirror_login import login_problem, split_login
+from pyinfra_sglang.host.platform import Platform
 from pyinfra_sglang.inventory import HostConfig, host_config
-from pyinfra_sglang.mirror_login import login_problem, split_login
 from pyinfra_sglang.parsers.system import same_repository
 from pyinfra_sglang.paths import template
-from pyinfra_sglang.platform import Platform
 from roles.common import apt_get, apt_lists_updated, host_platform, put_private_file
 from roles.host_driver import host_keeps
 

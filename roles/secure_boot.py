@@ -12,13 +12,13 @@ from pyinfra.api import FunctionCommand, operation
 from pyinfra.api.exceptions import PyinfraError
 
 from checks.facts import FileDigests, MokEnrolled, SecureBootState, read_once
-from pyinfra_sglang.inventory import HostConfig
-from pyinfra_sglang.secure_boot import (
+from pyinfra_sglang.host.secure_boot import (
     MokPair,
     mok_paths,
     read_mok_pair,
     secure_boot_refusal,
 )
+from pyinfra_sglang.inventory import HostConfig
 from roles.common import put_private_file
 
 

@@ -44,8 +44,8 @@ from pyinfra_sglang.host_programs.watchdog import setup_failure as _setup_failur
 from pyinfra_sglang.host_programs.watchdog import unit_failure as _unit_failure
 from pyinfra_sglang.inventory import host_config
 from pyinfra_sglang.redact import redact
-from pyinfra_sglang.render import RenderedFile
-from pyinfra_sglang.service_files import ROUTER_UNIT_PATH, ServiceFiles, read_secrets
+from pyinfra_sglang.serving.render import RenderedFile
+from pyinfra_sglang.serving.service_files import ROUTER_UNIT_PATH, ServiceFiles, read_secrets
 from roles.common import upload_into
 from roles.waiting import wait_until
 

@@ -34,8 +34,8 @@ from checks.peer_path import read_peer_path
 from checks.run_summary import dry_run
 from pyinfra_sglang import data
 from pyinfra_sglang.inventory import HostConfig, host_config, rolling_group
-from pyinfra_sglang.render import RenderedFile, router_env_path
-from pyinfra_sglang.service_files import (
+from pyinfra_sglang.serving.render import RenderedFile, router_env_path
+from pyinfra_sglang.serving.service_files import (
     ROUTER_UNIT_PATH,
     ServiceFiles,
     cache_folders,
@@ -46,7 +46,7 @@ from pyinfra_sglang.service_files import (
     service_file_path,
     service_files,
 )
-from pyinfra_sglang.watchdog import watchdog_files
+from pyinfra_sglang.serving.watchdog import watchdog_files
 from roles.python_env import venv_packages
 from roles.service_apply import ApplyPlan, apply_with_rollback, coordinator, plan_apply
 from roles.sglang_watchdog import sglang_watchdog, sglang_watchdog_removed

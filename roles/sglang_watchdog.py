@@ -3,7 +3,7 @@ role: a systemd timer that runs the decode check on loopback every
 ``sglang_watchdog_interval_s`` and restarts the server after ``sglang_watchdog_failures``
 failures in a row, at most ``sglang_watchdog_max_restarts_per_hour`` times an hour
 (pyinfra_sglang/host_programs/watchdog.py does the checking and restarting on the host; its
-files are rendered by pyinfra_sglang/watchdog.py). Off: whatever an earlier run left is
+files are rendered by pyinfra_sglang/serving/watchdog.py). Off: whatever an earlier run left is
 removed.
 """
 
@@ -20,8 +20,8 @@ from pyinfra.facts.systemd import SystemdEnabled, SystemdStatus
 
 from checks.facts import FileDigests
 from pyinfra_sglang import data
-from pyinfra_sglang.render import RenderedFile
-from pyinfra_sglang.watchdog import all_paths, service_unit, state_dir, timer_unit
+from pyinfra_sglang.serving.render import RenderedFile
+from pyinfra_sglang.serving.watchdog import all_paths, service_unit, state_dir, timer_unit
 
 
 def _digest(text: str) -> str:
@@ -35,7 +35,7 @@ def sglang_watchdog(files: tuple[RenderedFile, ...]):
     are reloaded and the timer restarted (its interval counts from then); changed programs
     need nothing more (each run starts them afresh).
 
-    + files: the watchdog's files (pyinfra_sglang/watchdog.py ``watchdog_files``)
+    + files: the watchdog's files (pyinfra_sglang/serving/watchdog.py ``watchdog_files``)
     """
     timer = timer_unit()
     current = host.get_fact(FileDigests, paths=[f.path for f in files])

@@ -31,8 +31,8 @@ from pyinfra_sglang.diagnosis.samples import (
     summarize_gpu,
 )
 from pyinfra_sglang.gpus import find_gpu
+from pyinfra_sglang.host.pcie import pcie_bandwidth_gbs
 from pyinfra_sglang.parsers.system import detected_vm
-from pyinfra_sglang.pcie import pcie_bandwidth_gbs
 
 
 def thresholds() -> dict:

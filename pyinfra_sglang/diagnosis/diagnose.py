@@ -401,7 +401,7 @@ def roofline_from(spec: dict) -> DecodeRoofline:
         raise ResultsError(f"profile.json lacks {', '.join(missing)}")
     tp_size = _tp_size(spec["tp_size"])
     if by_name:
-        from pyinfra_sglang.profiles import load_profile
+        from pyinfra_sglang.serving.profiles import load_profile
 
         name, gpu, dirs = spec["profile"], spec["gpu"], spec.get("profile_dirs", [])
         if not is_plain_profile_name(name):
@@ -442,7 +442,7 @@ def _layout_finding(results: dict) -> Finding | None:
         return None
     from pyinfra_sglang.diagnosis.layouts import layout_finding
     from pyinfra_sglang.gpus import UnknownGpuError, gpu_by_name
-    from pyinfra_sglang.profiles import ProfileError, load_profile, merge_overrides
+    from pyinfra_sglang.serving.profiles import ProfileError, load_profile, merge_overrides
 
     if "profile" in spec:
         # roofline_from checked the name, the GPU and the folders.

@@ -1,5 +1,5 @@
 """The diagnosis's answer to "would another TP/EP/DP-attention layout move less?": the
-interconnect estimate (pyinfra_sglang/parallelism.py) for the profile a run served, set
+interconnect estimate (pyinfra_sglang/serving/parallelism.py) for the profile a run served, set
 against the run's measured throughput and the link's bandwidth.
 
 The best measured output rate times the layout's bytes per token is what each GPU's link
@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pyinfra_sglang import parallelism
 from pyinfra_sglang.audit.findings import Finding
 from pyinfra_sglang.gpus import GpuSpec
-from pyinfra_sglang.profiles import Profile
+from pyinfra_sglang.serving import parallelism
+from pyinfra_sglang.serving.profiles import Profile
 
 
 def _link(spec: GpuSpec | None, gpu_facts: Mapping[int, Mapping], tp_size: int):

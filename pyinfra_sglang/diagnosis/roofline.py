@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyinfra_sglang.gpus import gpu_by_name
-from pyinfra_sglang.profiles import Profile
+from pyinfra_sglang.serving.profiles import Profile
 
 
 @dataclass(frozen=True)

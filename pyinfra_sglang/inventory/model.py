@@ -17,7 +17,7 @@ How to add a field:
    hosts goes in semantic_checks.py.
 3. Its reference text: ``description=`` (what it sets) and ``json_schema_extra=_allowed(...)``
    (what is allowed; the same text every problem about it shows). docs/inventory.md's table
-   is generated from them: ``uv run python -m pyinfra_sglang.reference_docs`` rewrites it,
+   is generated from them: ``uv run python -m pyinfra_sglang.docgen.reference_docs`` rewrites it,
    tests/unit/test_reference_docs.py fails until it is.
 4. Tests: a good and a refused value in tests/unit/test_inventory_model.py (or
    test_validation_limits.py for limits), and a test of the role that reads it.
@@ -46,8 +46,8 @@ from pydantic_core import PydanticCustomError
 from pyinfra_sglang import data
 from pyinfra_sglang.arch import FlashAttnArch
 from pyinfra_sglang.gpus import UnknownGpuError, gpu_by_name, gpu_names
-from pyinfra_sglang.p2p import check_p2p_env
-from pyinfra_sglang.sglang_flags import unread_release
+from pyinfra_sglang.host.p2p import check_p2p_env
+from pyinfra_sglang.serving.sglang_flags import unread_release
 from pyinfra_sglang.tuning.space import load_space
 
 USER_KEY_PREFIX = "x_"
@@ -128,8 +128,9 @@ def _visible_to_the_service(path: str) -> str:
 
 
 def _mirror_login_fits(url: HttpUrl) -> HttpUrl:
-    # Refused here as the NVIDIA repository role would refuse it (pyinfra_sglang/mirror_login.py).
-    from pyinfra_sglang.mirror_login import login_problem, split_login
+    # Refused here as the NVIDIA repository role would refuse it
+    # (pyinfra_sglang/host/mirror_login.py).
+    from pyinfra_sglang.host.mirror_login import login_problem, split_login
 
     _, login = split_login(str(url))
     problem = login_problem(login) if login else None
@@ -139,8 +140,9 @@ def _mirror_login_fits(url: HttpUrl) -> HttpUrl:
 
 
 def _not_a_system_tree(path: str) -> str:
-    # The service user comes to own the cache: never a system tree (pyinfra_sglang/cache_dir.py).
-    from pyinfra_sglang.cache_dir import path_problem
+    # The service user comes to own the cache: never a system tree
+    # (pyinfra_sglang/host/cache_dir.py).
+    from pyinfra_sglang.host.cache_dir import path_problem
 
     problem = path_problem(path)
     if problem:
@@ -989,7 +991,7 @@ class HostConfig(BaseModel):
         # through minor-version compatibility (no JIT of newer PTX): validation warns
         # (semantic_checks). Below the floor nothing starts: refused. The host's own driver
         # is judged at planning, from what it runs.
-        from pyinfra_sglang.nvidia import minor_version_compat_floor
+        from pyinfra_sglang.host.nvidia import minor_version_compat_floor
 
         floor = minor_version_compat_floor(self.cuda_version)
         if self.nvidia_driver_source == "managed" and floor and self.nvidia_driver_branch < floor:
@@ -1029,7 +1031,7 @@ class HostConfig(BaseModel):
     @model_validator(mode="after")
     def _sglang_installs_for_the_cuda(self) -> HostConfig:
         # PyPI's SGLang kernel and PyTorch's builds exist for some CUDA majors only.
-        from pyinfra_sglang.python_stack import stack_problem
+        from pyinfra_sglang.host.python_stack import stack_problem
 
         problem = stack_problem(self.sglang_version, self.cuda_version)
         if problem:
@@ -1114,7 +1116,7 @@ def field_allowed(name: str) -> str:
 
 def host_profile(config: HostConfig):
     """The host's model profile with its inventory overrides applied (ProfileError if bad)."""
-    from pyinfra_sglang.profiles import load_profile, merge_overrides
+    from pyinfra_sglang.serving.profiles import load_profile, merge_overrides
 
     profile = load_profile(config.sglang_model_profile, config.sglang_profile_dirs)
     return merge_overrides(profile, config.sglang_profile_overrides)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyinfra_sglang.doc_markers import replace_block
+from pyinfra_sglang.docgen.doc_markers import replace_block
 from pyinfra_sglang.inventory.model import HostConfig, field_allowed
 
 

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 from pyinfra.api.exceptions import PyinfraError
 
 from pyinfra_sglang.gpus import gpu_by_name
+from pyinfra_sglang.host.multinode_firewall import filtered_ports, port_in_filtered_ranges
 from pyinfra_sglang.inventory.groups import member_address, node_position_in
 from pyinfra_sglang.inventory.model import HostConfig, ab_side_b, field_allowed, host_profile
 from pyinfra_sglang.inventory.problems import Problem
-from pyinfra_sglang.multinode_firewall import filtered_ports, port_in_filtered_ranges
 
 if TYPE_CHECKING:
     from pyinfra.api.host import Host
@@ -37,8 +37,8 @@ def _profile_field(config: HostConfig) -> str:
 
 def _render_problem(config: HostConfig, error: PyinfraError) -> tuple[str, str]:
     """The field a render refusal is about, and its message."""
-    from pyinfra_sglang.render import GpuFitError, RenderError, TensorParallelError
-    from pyinfra_sglang.sglang_flags import FlagVersionError
+    from pyinfra_sglang.serving.render import GpuFitError, RenderError, TensorParallelError
+    from pyinfra_sglang.serving.sglang_flags import FlagVersionError
 
     planned = f"(GPUs planned: {_planned_gpus_text(config)})"
     if isinstance(error, TensorParallelError) and error.from_profile:
@@ -68,7 +68,7 @@ def _expected_model_off_profile(config: HostConfig) -> bool:
 
 
 def _planned_gpus_text(config: HostConfig) -> str:
-    from pyinfra_sglang.service_files import planned_gpu
+    from pyinfra_sglang.serving.service_files import planned_gpu
 
     try:
         spec = planned_gpu(host_profile(config), config.expected_gpu_model)
@@ -89,7 +89,7 @@ def service_problems(
     group, the profile and its overrides, the secret files, and the service's files rendered
     whole (masked) for the GPUs the inventory plans for: the flags of the pinned release, the
     fit, anything that cannot go into a unit, env or config file. Side B of an A/B too."""
-    from pyinfra_sglang.service_files import (
+    from pyinfra_sglang.serving.service_files import (
         SECRET_FIELDS,
         SecretFileError,
         read_secret,
@@ -148,7 +148,7 @@ def service_problems(
 def _warn_minor_version_compat(host: Host, config: HostConfig, warn: Callable[[str], None]) -> None:
     """A driver branch (or locked release) older than the toolkit's newest update needs:
     planned on, through minor-version compatibility and its limits, and said so."""
-    from pyinfra_sglang.nvidia import TOOLKIT_SOURCE, driver_below_toolkit
+    from pyinfra_sglang.host.nvidia import TOOLKIT_SOURCE, driver_below_toolkit
 
     if config.nvidia_driver_source != "managed":
         return
@@ -169,7 +169,7 @@ def _warn_unread_release(
 ) -> None:
     """A release outside the ones read, accepted by sglang_allow_unread_release (the model
     refuses it otherwise): said once per host, since nothing checked its flags."""
-    from pyinfra_sglang.sglang_flags import unread_release
+    from pyinfra_sglang.serving.sglang_flags import unread_release
 
     unread = unread_release(config.sglang_version, config.routed())
     if unread:
@@ -187,8 +187,8 @@ def _planned_service_files(config: HostConfig, node, profile):
     count tensor parallelism cannot use, and no host is built with it."""
     from dataclasses import replace
 
-    from pyinfra_sglang.render import fewest_gpus_for
-    from pyinfra_sglang.service_files import (
+    from pyinfra_sglang.serving.render import fewest_gpus_for
+    from pyinfra_sglang.serving.service_files import (
         masked_secrets,
         planned_gpu,
         planned_gpus,
@@ -215,7 +215,7 @@ def _driver_problems(config: HostConfig, problem: Callable[..., Problem]) -> lis
     """A driver branch or kernel module flavor that can run none of the GPU architectures the
     profile runs on (proprietary modules for a Blackwell-only profile): the driver would
     install and find no GPU. GPUs a host reports are checked again by the driver role."""
-    from pyinfra_sglang.nvidia import driver_mismatches
+    from pyinfra_sglang.host.nvidia import driver_mismatches
 
     try:
         archs = host_profile(config).archs or []
@@ -247,7 +247,7 @@ def _mok_problems(
 ) -> list[Problem]:
     """The MOK key pair, read on the controller: both files, a PEM key and a DER
     certificate; a warning when others can read the private key."""
-    from pyinfra_sglang.secure_boot import MokFileError, key_readable_by_others, read_mok_pair
+    from pyinfra_sglang.host.secure_boot import MokFileError, key_readable_by_others, read_mok_pair
 
     try:
         pair = read_mok_pair(config.nvidia_mok_key_file, config.nvidia_mok_cert_file)

@@ -302,8 +302,8 @@ CLOCK_REASONS_MARK = "### clock reasons"
 
 
 def parse_gpu_query_under_load(output: Iterable[str]) -> dict:
-    """What the sampled load (pyinfra_sglang/gpu_load.py) prints: ``### load rc=<rc>``, the load's
-    output, ``### samples``, then the ``--query-gpu`` samples taken while the load ran.
+    """What the sampled load (pyinfra_sglang/audit/gpu_load.py) prints: ``### load rc=<rc>``,
+    the load's output, ``### samples``, then the ``--query-gpu`` samples taken while the load ran.
 
     ``{"load_rc": int, "load_output": [lines], "samples": [[gpu rows], ...]}``, empty samples
     dropped (none without nvidia-smi). When the markers are missing the wrapper itself failed

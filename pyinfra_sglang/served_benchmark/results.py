@@ -14,9 +14,9 @@ from pyinfra_sglang.audit.report import safe_name
 from pyinfra_sglang.diagnosis.limits import load_json
 from pyinfra_sglang.diagnosis.roofline import roofline_for
 from pyinfra_sglang.gpus import UnknownGpuError
-from pyinfra_sglang.profiles import Profile
 from pyinfra_sglang.redact import redact
 from pyinfra_sglang.safe_write import read_file, refuse_link, write_file
+from pyinfra_sglang.serving.profiles import Profile
 
 SETTINGS_FILE = "settings.json"
 TIMESTAMP = "%Y%m%dT%H%M%SZ"

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.served_benchmark.bench_serving import bench_module, run_settings
 from pyinfra_sglang.served_benchmark.server_metrics import METRICS_FILE, poll_loop
-from pyinfra_sglang.service_files import server_url
+from pyinfra_sglang.serving.service_files import server_url
 
 # The files the script leaves in its folder on the host, fetched by name.
 BENCH_FILE = "bench.jsonl"

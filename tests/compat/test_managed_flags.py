@@ -1,6 +1,6 @@
 """The flags ``extra_args`` may not set, checked against each release's own parser.
 
-pyinfra_sglang.profiles refuses, in a profile's ``extra_args``, every flag it renders itself
+pyinfra_sglang.serving.profiles refuses, in a profile's ``extra_args``, every flag it renders itself
 (data/sglang_flags.toml), the secret flags and the aliases SGLang gives them. Real parsers
 (cached venvs of tests/compat/sglang_env.py) check that list: every option string of a
 managed flag's action is managed (an alias not listed would slip through), and no option
@@ -16,7 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from pyinfra_sglang.profiles import SECRET_SERVER_FLAGS, managed_flag_in, managed_server_flags
+from pyinfra_sglang.serving.profiles import (
+    SECRET_SERVER_FLAGS,
+    managed_flag_in,
+    managed_server_flags,
+)
 from tests.compat.sglang_env import EnvUnavailable, sglang_env
 
 pytestmark = pytest.mark.compat

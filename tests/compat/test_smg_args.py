@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from pyinfra_sglang import data
-from pyinfra_sglang.render import RouterSpec, router_exec, router_launcher
+from pyinfra_sglang.serving.render import RouterSpec, router_exec, router_launcher
 from tests.compat.sglang_env import EnvUnavailable, _build_once, _pip, compat_dir
 
 pytestmark = pytest.mark.compat

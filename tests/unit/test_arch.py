@@ -8,7 +8,7 @@ from pydantic import BaseModel, ValidationError
 from pyinfra_sglang.arch import Arch, ArchError, FlashAttnArch, SmArch, as_sm, sorted_archs
 from pyinfra_sglang.gpus import all_gpus
 from pyinfra_sglang.inventory import HostConfig
-from pyinfra_sglang.profiles import load_profile, merge_overrides
+from pyinfra_sglang.serving.profiles import load_profile, merge_overrides
 
 
 @pytest.mark.parametrize(
@@ -128,7 +128,7 @@ def test_profile_archs_read_every_spelling():
 
 
 def test_profile_refuses_an_unreadable_arch_with_the_spellings():
-    from pyinfra_sglang.profiles import ProfileError
+    from pyinfra_sglang.serving.profiles import ProfileError
 
     with pytest.raises(ProfileError, match=r"not a GPU architecture: 'blackwell'.*sm_120, 120"):
         merge_overrides(load_profile("glm-5-nvfp4"), {"archs": ["blackwell"]})

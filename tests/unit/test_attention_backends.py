@@ -4,8 +4,8 @@ SGLang 0.5.22."""
 
 from __future__ import annotations
 
-from pyinfra_sglang.attention_backends import backend_problems, sparse_backends
-from pyinfra_sglang.profiles import load_profile, merge_overrides
+from pyinfra_sglang.serving.attention_backends import backend_problems, sparse_backends
+from pyinfra_sglang.serving.profiles import load_profile, merge_overrides
 
 
 def glm5_on(arch: str):

@@ -17,6 +17,7 @@ from pyinfra_sglang.audit.drift import (
     findings_for_sglang_version,
 )
 from pyinfra_sglang.audit.findings import Finding, worst_level
+from pyinfra_sglang.audit.gpu_load import sampled_load_command
 from pyinfra_sglang.audit.links import findings_for_links, links_under_load, pcie_links
 from pyinfra_sglang.audit.load import after_decode, after_load, needs_load
 from pyinfra_sglang.audit.record import GpuLoadReading
@@ -27,7 +28,6 @@ from pyinfra_sglang.audit.service import (
     findings_for_unit_drift,
 )
 from pyinfra_sglang.audit.topology import findings_for_p2p, findings_for_topology
-from pyinfra_sglang.gpu_load import sampled_load_command
 from pyinfra_sglang.parsers.nvidia_smi import (
     GPU_QUERY_FIELDS,
     parse_gpu_query_samples,

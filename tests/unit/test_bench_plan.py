@@ -17,7 +17,7 @@ from pyinfra_sglang.host_programs import program_path
 from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.served_benchmark.bench_serving import bench_module, run_settings
 from pyinfra_sglang.served_benchmark.settings import bench_args, bench_script, bench_settings
-from pyinfra_sglang.service_files import server_url
+from pyinfra_sglang.serving.service_files import server_url
 
 API_KEY = "sk-site-APIKEY-0123456789"
 # The stand-in runs on test hosts as the package ``sglang``; its files are read from here.

@@ -99,7 +99,7 @@ def test_links_and_profile_documents_are_what_diagnose_reads():
         "pcie": {"gen_current": 1, "gen_max": 5, "width_current": 16, "width_max": 16},
     }
     from pyinfra_sglang.diagnosis.diagnose import roofline_from
-    from pyinfra_sglang.profiles import load_profile, merge_overrides
+    from pyinfra_sglang.serving.profiles import load_profile, merge_overrides
 
     dense = load_profile("dense-bf16")
     document = profile_document(dense, gpus, 2)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from checks.facts import CacheDirState
-from pyinfra_sglang.cache_dir import host_problem, parse_state, path_problem
+from pyinfra_sglang.host.cache_dir import host_problem, parse_state, path_problem
 from pyinfra_sglang.inventory import HostConfig
 
 ME = getpass.getuser()

@@ -21,7 +21,7 @@ import pytest
 from pyinfra_sglang import cli
 from pyinfra_sglang.host_programs import api_key
 from pyinfra_sglang.host_programs import decode_client as decode
-from pyinfra_sglang.render import render_config_yaml
+from pyinfra_sglang.serving.render import render_config_yaml
 from tests.unit.test_sglang_standin import TIMEOUT, free_port, launch, tree  # noqa: F401
 
 API_KEY = 'sk-decode "quoted" \\ back:#slash'

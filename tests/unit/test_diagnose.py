@@ -402,7 +402,7 @@ def test_incomplete_profile_json_is_named(results_dir, capsys):
 
 def test_a_profile_named_by_a_path_is_refused_not_read(results_dir, tmp_path, capsys):
     # A profile file outside the profile folders, reachable by a relative path from them.
-    from pyinfra_sglang.profiles import builtin_profile_dir
+    from pyinfra_sglang.serving.profiles import builtin_profile_dir
 
     builtin = Path(str(builtin_profile_dir()))
     outside = tmp_path / "outside"

@@ -8,7 +8,7 @@ import pytest
 from pyinfra_sglang.diagnosis.diagnose import ResultsError, _layout_finding
 from pyinfra_sglang.diagnosis.layouts import layout_finding
 from pyinfra_sglang.gpus import all_gpus
-from pyinfra_sglang.profiles import load_profile, merge_overrides
+from pyinfra_sglang.serving.profiles import load_profile, merge_overrides
 
 RTX = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 GLM5 = load_profile("glm-5-nvfp4")

@@ -11,18 +11,18 @@ import pytest
 from pyinfra_sglang import data
 from pyinfra_sglang.audit.drift import findings_for_driver_support, findings_for_driver_toolkit
 from pyinfra_sglang.audit.judge import judge
-from pyinfra_sglang.inventory import (
-    HostConfig,
-    load_inventory_file,
-    validate_host_data,
-    validate_inventory,
-)
-from pyinfra_sglang.nvidia import (
+from pyinfra_sglang.host.nvidia import (
     branch_support,
     driver_below_toolkit,
     pinning_package,
     supported_branches,
     toolkit_driver_minimums,
+)
+from pyinfra_sglang.inventory import (
+    HostConfig,
+    load_inventory_file,
+    validate_host_data,
+    validate_inventory,
 )
 from tests.unit.test_audit_judge import expectations, h200_facts
 

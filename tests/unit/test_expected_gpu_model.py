@@ -20,8 +20,8 @@ from pyinfra_sglang.inventory import (
     validate_inventory,
 )
 from pyinfra_sglang.parsers.nvidia_smi import GPU_QUERY_FIELDS
-from pyinfra_sglang.profiles import load_profile
-from pyinfra_sglang.service_files import planned_gpus
+from pyinfra_sglang.serving.profiles import load_profile
+from pyinfra_sglang.serving.service_files import planned_gpus
 from tests.unit.captures import captured_lines
 
 REPO = Path(__file__).resolve().parents[2]

@@ -25,7 +25,7 @@ from checks.facts import (
     SnapshotDamage,
     Virtualization,
 )
-from pyinfra_sglang.gpu_load import sampled_load_command
+from pyinfra_sglang.audit.gpu_load import sampled_load_command
 from pyinfra_sglang.parsers.files import (
     count_gpu_classes,
     parse_counts,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pyinfra_sglang.memory_fit import (
+from pyinfra_sglang.serving.memory_fit import (
     GB,
     GIB,
     fewest_holding,
@@ -12,8 +12,13 @@ from pyinfra_sglang.memory_fit import (
     kv_bytes_per_token,
     per_gpu_need,
 )
-from pyinfra_sglang.profiles import ProfileError, load_profile, load_profile_file, merge_overrides
-from pyinfra_sglang.render import GpuFitError, check_fit, profile_for_gpus, server_args
+from pyinfra_sglang.serving.profiles import (
+    ProfileError,
+    load_profile,
+    load_profile_file,
+    merge_overrides,
+)
+from pyinfra_sglang.serving.render import GpuFitError, check_fit, profile_for_gpus, server_args
 from tests.unit.test_validate_before_change import SSH_YES, only_problem, validate
 
 RTX = "NVIDIA RTX PRO 6000 Blackwell Server Edition"

@@ -17,8 +17,7 @@ from checks.facts import (
     Virtualization,
 )
 from pyinfra_sglang import data
-from pyinfra_sglang.inventory import HostConfig
-from pyinfra_sglang.nvidia import (
+from pyinfra_sglang.host.nvidia import (
     all_kernel_module_packages,
     cuda_paths,
     driver_branch_of,
@@ -27,6 +26,7 @@ from pyinfra_sglang.nvidia import (
     packages_off_branch,
     upstream_version,
 )
+from pyinfra_sglang.inventory import HostConfig
 from roles.cuda_toolkit import nvcc_reports_release
 from roles.nvidia_driver import (
     decide_driver_reboot,

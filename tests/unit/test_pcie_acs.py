@@ -1,5 +1,5 @@
 """PCIe ACS above the GPUs: the PcieAcs fact on real lspci -vvv text (tests/fixtures/pcie),
-the P2P hint it leads to (pyinfra_sglang/p2p.py), the audit's judgement and the env file."""
+the P2P hint it leads to (pyinfra_sglang/host/p2p.py), the audit's judgement and the env file."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from pathlib import Path
 
 from checks.facts import NvidiaGpus, NvidiaP2P, NvidiaTopology, PcieAcs
 from pyinfra_sglang.audit.p2p_path import findings_for_acs, findings_for_probe_hang
+from pyinfra_sglang.host.p2p import PeerPath, acs_redirects, acs_unread, p2p_hint
 from pyinfra_sglang.inventory import HostConfig, validate_host_data
-from pyinfra_sglang.p2p import PeerPath, acs_redirects, acs_unread, p2p_hint
 from pyinfra_sglang.parsers.nvidia_smi import GPU_QUERY_FIELDS
 from pyinfra_sglang.parsers.pcie_acs import parse_lspci_blocks
-from pyinfra_sglang.render import NodePosition
-from pyinfra_sglang.service_files import read_secrets, service_files
+from pyinfra_sglang.serving.render import NodePosition
+from pyinfra_sglang.serving.service_files import read_secrets, service_files
 from tests.unit.captures import captured_lines
 
 PCIE = Path(__file__).resolve().parents[1] / "fixtures" / "pcie"

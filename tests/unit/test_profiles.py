@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pyinfra_sglang.memory_fit import holds
-from pyinfra_sglang.profiles import (
+from pyinfra_sglang.serving.memory_fit import holds
+from pyinfra_sglang.serving.profiles import (
     PROFILE_FIELDS,
     Profile,
     ProfileError,
@@ -80,7 +80,7 @@ def test_reference_profile():
 
 
 def test_a_profile_pins_its_own_models_commit_only(tmp_path):
-    from pyinfra_sglang.model_snapshot import model_revision
+    from pyinfra_sglang.host.model_snapshot import model_revision
 
     profile = load_profile("glm-5-nvfp4")
     pinned = profile.revision

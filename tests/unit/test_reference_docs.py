@@ -1,4 +1,4 @@
-"""Reference tables in docs/ are generated from code (pyinfra_sglang/reference_docs.py), and
+"""Reference tables in docs/ are generated from code (pyinfra_sglang/docgen/reference_docs.py), and
 the finding code registry (pyinfra_sglang/audit/codes.py) names exactly the codes the product
 emits.
 
@@ -16,12 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from pyinfra_sglang import inventory, reference_docs
+from pyinfra_sglang import inventory
 from pyinfra_sglang.audit.codes import CODES, codes_markdown
 from pyinfra_sglang.audit.findings import LEVELS
 from pyinfra_sglang.cli import COMMANDS
-from pyinfra_sglang.reference_docs import block, cli_markdown, replace_block
-from pyinfra_sglang.role_reference import (
+from pyinfra_sglang.docgen import reference_docs
+from pyinfra_sglang.docgen.reference_docs import block, cli_markdown, replace_block
+from pyinfra_sglang.docgen.role_reference import (
     first_sentence,
     operations_markdown,
     parse_docstring,
@@ -132,9 +133,8 @@ def test_registered_levels_are_the_emitted_levels(emitted):
 
 
 def _stale_message(path: Path) -> str:
-    return (
-        f"{path.relative_to(ROOT)} is stale: run `uv run python -m pyinfra_sglang.reference_docs`"
-    )
+    command = "uv run python -m pyinfra_sglang.docgen.reference_docs"
+    return f"{path.relative_to(ROOT)} is stale: run `{command}`"
 
 
 @pytest.mark.parametrize(

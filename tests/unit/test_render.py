@@ -14,8 +14,8 @@ import pytest
 
 from pyinfra_sglang import paths
 from pyinfra_sglang.cli import main
-from pyinfra_sglang.profiles import load_profile, merge_overrides
-from pyinfra_sglang.render import (
+from pyinfra_sglang.serving.profiles import load_profile, merge_overrides
+from pyinfra_sglang.serving.render import (
     EnvSpec,
     GpuFitError,
     GpuSet,
@@ -41,7 +41,7 @@ from pyinfra_sglang.render import (
     systemd_quote,
     tp_size_for,
 )
-from pyinfra_sglang.sglang_flags import FlagVersionError, flag_for, flag_table
+from pyinfra_sglang.serving.sglang_flags import FlagVersionError, flag_for, flag_table
 from pyinfra_sglang.versions import Version, parse_version
 
 VENV = "/opt/sglang/venv"
@@ -755,7 +755,7 @@ def test_worker_urls_without_logins_stay_on_the_command_line():
 
 
 def test_extra_args_cannot_set_managed_flags():
-    from pyinfra_sglang.profiles import managed_server_flags
+    from pyinfra_sglang.serving.profiles import managed_server_flags
 
     profile = load_profile("dense-bf16")
     managed = managed_server_flags()
@@ -1014,7 +1014,7 @@ def test_render_command_rejects_bad_arguments(capsys):
 
 
 def test_every_intent_rendered_has_a_row_in_the_flag_table():
-    from pyinfra_sglang.render import _intent_values
+    from pyinfra_sglang.serving.render import _intent_values
 
     values = _intent_values(load_profile("glm-5-nvfp4"), 8, "127.0.0.1", 30000, CONFIG, 1, 0, None)
     assert set(values) == set(flag_table())
@@ -1057,7 +1057,7 @@ def _deploy_files(inventory_file, host_name: str):
         node_position_in,
         validate_inventory,
     )
-    from pyinfra_sglang.service_files import planned_service_files
+    from pyinfra_sglang.serving.service_files import planned_service_files
 
     loaded = load_inventory_file(str(inventory_file))
     config = validate_inventory(loaded)[host_name]
@@ -1139,7 +1139,7 @@ def test_render_flags_for_a_multinode_member(capsys):
 def test_the_env_files_p2p_note_is_checked_like_every_value():
     """Issue 35 N5: the note (a comment line, from what the host reported) skipped the
     control-character check: a newline in it would start a variable of its own."""
-    from pyinfra_sglang.p2p import P2PHint
+    from pyinfra_sglang.host.p2p import P2PHint
 
     spec = EnvSpec(VENV, pcie_only=True, widest_path="PHB")
     fine = render_env(dataclasses.replace(spec, p2p=P2PHint("disable", "ACS redirects")))

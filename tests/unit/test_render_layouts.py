@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pyinfra_sglang.cli import main
-from pyinfra_sglang.profiles import load_profile, merge_overrides
-from pyinfra_sglang.render import (
+from pyinfra_sglang.serving.profiles import load_profile, merge_overrides
+from pyinfra_sglang.serving.render import (
     GpuSet,
     LayoutError,
     ServiceSpec,

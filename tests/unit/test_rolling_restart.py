@@ -19,8 +19,8 @@ import roles.service_apply as engine
 from checks.facts import Virtualenvs
 from pyinfra_sglang import data
 from pyinfra_sglang.inventory import HostConfig, rolling_group
-from pyinfra_sglang.render import GpuSet, NodePosition, Secrets
-from pyinfra_sglang.service_files import ServiceFiles, rank0_stops_first, service_files_for
+from pyinfra_sglang.serving.render import GpuSet, NodePosition, Secrets
+from pyinfra_sglang.serving.service_files import ServiceFiles, rank0_stops_first, service_files_for
 from roles.service_apply import (
     ApplyPlan,
     coordinator,

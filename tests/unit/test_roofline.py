@@ -7,7 +7,12 @@ import pytest
 
 from pyinfra_sglang.diagnosis.roofline import DecodeRoofline, roofline_for
 from pyinfra_sglang.gpus import UnknownGpuError
-from pyinfra_sglang.profiles import ProfileError, load_profile, load_profile_file, merge_overrides
+from pyinfra_sglang.serving.profiles import (
+    ProfileError,
+    load_profile,
+    load_profile_file,
+    merge_overrides,
+)
 
 REFERENCE_GPU = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 

@@ -22,8 +22,8 @@ from checks.facts import (
 )
 from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.parsers.nvidia_smi import GPU_QUERY_FIELDS
-from pyinfra_sglang.render import GpuFitError, NodePosition, RenderError
-from pyinfra_sglang.service_files import read_secrets, service_files
+from pyinfra_sglang.serving.render import GpuFitError, NodePosition, RenderError
+from pyinfra_sglang.serving.service_files import read_secrets, service_files
 from roles.sglang_service import service_plan, sglang_service
 from tests.unit.captures import captured_lines
 from tests.unit.ophelper import OP_CASE_FIELDS, op_case, run_operation

@@ -31,8 +31,8 @@ from checks.facts import (
 )
 from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.parsers.nvidia_smi import GPU_QUERY_FIELDS
-from pyinfra_sglang.render import RenderedFile
-from pyinfra_sglang.service_files import ServiceFiles
+from pyinfra_sglang.serving.render import RenderedFile
+from pyinfra_sglang.serving.service_files import ServiceFiles
 from tests.unit.captures import captured_lines
 from tests.unit.ophelper import run_operation
 

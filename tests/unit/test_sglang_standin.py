@@ -1006,7 +1006,7 @@ def standin_call(tree: Path, code: str, payload) -> object:
 
 
 def test_flag_table_matches_sglang_flags_toml(tree):
-    from pyinfra_sglang.sglang_flags import flag_table
+    from pyinfra_sglang.serving.sglang_flags import flag_table
 
     code = (
         "import json; from sglang._standin.args import FLAGS; "
@@ -1021,9 +1021,9 @@ def test_flag_table_matches_sglang_flags_toml(tree):
 
 
 def test_every_rendered_command_line_and_config_is_accepted(tree, tmp_path):
-    from pyinfra_sglang.profiles import available_profiles, load_profile
-    from pyinfra_sglang.render import render_config_yaml, server_args
-    from pyinfra_sglang.sglang_flags import FlagVersionError
+    from pyinfra_sglang.serving.profiles import available_profiles, load_profile
+    from pyinfra_sglang.serving.render import render_config_yaml, server_args
+    from pyinfra_sglang.serving.sglang_flags import FlagVersionError
 
     config = tmp_path / "sglang.yaml"
     config.write_text(render_config_yaml(API_KEY))
@@ -1105,7 +1105,7 @@ def rendered_router_env(text: str) -> dict[str, str]:
 def test_the_rendered_router_unit_runs_with_its_key_off_the_command_line(
     tree, tmp_path, launch, package, release
 ):
-    from pyinfra_sglang.render import RouterSpec, render_router_files
+    from pyinfra_sglang.serving.render import RouterSpec, render_router_files
     from tests.unit.test_render import unit_argv
 
     workers = workers_with_key(launch, tmp_path, API_KEY)

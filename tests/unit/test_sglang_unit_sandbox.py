@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
-from pyinfra_sglang.profiles import load_profile
-from pyinfra_sglang.render import (
+from pyinfra_sglang.serving.profiles import load_profile
+from pyinfra_sglang.serving.render import (
     EnvSpec,
     GpuSet,
     ServiceSpec,

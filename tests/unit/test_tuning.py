@@ -334,7 +334,7 @@ def test_turning_graphs_off_clears_the_graph_batch_size_it_required():
 
 
 def test_moe_layouts_are_searched_only_for_moe_models_and_sizes_the_gpus_allow():
-    from pyinfra_sglang.profiles import load_profile
+    from pyinfra_sglang.serving.profiles import load_profile
 
     space = load_space()
     glm5, dense = load_profile("glm-5-nvfp4"), load_profile("dense-bf16")

@@ -8,16 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from pyinfra_sglang import data, sglang_flags
+from pyinfra_sglang import data
 from pyinfra_sglang.inventory import (
     InventoryError,
     load_inventory_file,
     validate_host_data,
     validate_inventory,
 )
-from pyinfra_sglang.render import server_args
-from pyinfra_sglang.service_files import router_requirements
-from pyinfra_sglang.sglang_flags import read_releases, unread_release
+from pyinfra_sglang.serving import sglang_flags
+from pyinfra_sglang.serving.render import server_args
+from pyinfra_sglang.serving.service_files import router_requirements
+from pyinfra_sglang.serving.sglang_flags import read_releases, unread_release
 from pyinfra_sglang.versions import Version, parse_version
 
 ROUTED = {"sglang_router_worker_urls": ["http://10.0.0.1:30000", "http://10.0.0.2:30000"]}
@@ -125,7 +126,7 @@ def test_an_accepted_release_validates_warns_and_renders_with_the_newest_spellin
         "0.5.23, unchecked against its parser"
     )
     # Every flag as 0.5.23 spells it (the GLM-5 profile asks for the renamed ones).
-    from pyinfra_sglang.profiles import load_profile
+    from pyinfra_sglang.serving.profiles import load_profile
 
     profile = load_profile("glm-5-nvfp4")
     args = ("127.0.0.1", 30000, "/etc/sglang/config.yaml")

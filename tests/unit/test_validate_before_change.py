@@ -19,9 +19,9 @@ from pyinfra_sglang.inventory import (
     validate_host_data,
     validate_inventory,
 )
-from pyinfra_sglang.profiles import load_profile
-from pyinfra_sglang.render import NodePosition
-from pyinfra_sglang.service_files import (
+from pyinfra_sglang.serving.profiles import load_profile
+from pyinfra_sglang.serving.render import NodePosition
+from pyinfra_sglang.serving.service_files import (
     MAX_SECRET_BYTES,
     SecretFileError,
     node_position,

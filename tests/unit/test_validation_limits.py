@@ -15,14 +15,14 @@ from pyinfra_sglang.inventory import (
     validate_host_data,
     validate_inventory,
 )
-from pyinfra_sglang.profiles import (
+from pyinfra_sglang.serving.profiles import (
     ProfileError,
     allowed_tp_sizes,
     load_profile,
     merge_overrides,
     tp_size_allowed,
 )
-from pyinfra_sglang.render import (
+from pyinfra_sglang.serving.render import (
     GpuFitError,
     GpuSet,
     ServiceSpec,

@@ -16,7 +16,7 @@ from pyinfra_sglang.audit.watchdog import findings_for_watchdog
 from pyinfra_sglang.host_programs import watchdog as program
 from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.inventory.validation import validate_host_data
-from pyinfra_sglang.watchdog import watchdog_argv, watchdog_files
+from pyinfra_sglang.serving.watchdog import watchdog_argv, watchdog_files
 
 API_KEY = "sk-watchdog-SECRET-0123456789"
 

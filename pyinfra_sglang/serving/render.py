@@ -26,12 +26,18 @@ from urllib.parse import urlsplit
 import jinja2
 from pyinfra.api.exceptions import PyinfraError
 
-from pyinfra_sglang import data, memory_fit, parallelism, paths
+from pyinfra_sglang import data, paths
 from pyinfra_sglang.arch import Arch, as_sm
-from pyinfra_sglang.attention_backends import backend_problems, check_release_for_arch, refusal
 from pyinfra_sglang.data_models import Gateway
-from pyinfra_sglang.p2p import P2P_KEYS, P2PHint, PeerPath, disable_env, p2p_hint
-from pyinfra_sglang.profiles import (
+from pyinfra_sglang.host.p2p import P2P_KEYS, P2PHint, PeerPath, disable_env, p2p_hint
+from pyinfra_sglang.redact import redact
+from pyinfra_sglang.serving import memory_fit, parallelism
+from pyinfra_sglang.serving.attention_backends import (
+    backend_problems,
+    check_release_for_arch,
+    refusal,
+)
+from pyinfra_sglang.serving.profiles import (
     Profile,
     allowed_tp_sizes,
     control_characters_in,
@@ -39,8 +45,7 @@ from pyinfra_sglang.profiles import (
     heads_text,
     tp_size_allowed,
 )
-from pyinfra_sglang.redact import redact
-from pyinfra_sglang.sglang_flags import (
+from pyinfra_sglang.serving.sglang_flags import (
     FlagVersionError,
     dp_attention_intents,
     flag_table,
@@ -548,7 +553,7 @@ def nccl_p2p_env(
 ) -> tuple[dict[str, str], str | None]:
     """The P2P variables of a PCIe-only host and the env file's comment on why: the level
     where P2P works, NCCL_P2P_DISABLE=1 where ACS/IOMMU redirect it, neither where NVML
-    reports none (pyinfra_sglang/p2p.py); nothing when the host's sglang_env sets one of
+    reports none (pyinfra_sglang/host/p2p.py); nothing when the host's sglang_env sets one of
     them. ``hint`` None: not read from a host (the level, no comment)."""
     if hint is None:
         return {"NCCL_P2P_LEVEL": nccl_p2p_level(widest_path)}, None
@@ -813,6 +818,8 @@ def render_router_env(spec: RouterSpec) -> str:
         lines.append(
             f"{router.worker_urls_variable}={_env_value(router.worker_urls_variable, urls)}"
         )
+    # The header keeps the path render.py had before it moved to serving/ (as the unit
+    # templates do): a changed byte in a deployed file would restart every server.
     return (
         "# Managed by pyinfra-sglang (pyinfra_sglang/render.py); local edits are overwritten.\n"
         "# Environment of sglang-router.service (systemd EnvironmentFile); 0600: it holds the\n"

@@ -9,8 +9,8 @@ import posixpath
 from pyinfra_sglang import data
 from pyinfra_sglang.host_programs import program_path
 from pyinfra_sglang.inventory import HostConfig, host_profile
-from pyinfra_sglang.render import RenderedFile, _render, exec_start
-from pyinfra_sglang.service_files import UNIT_NAME, server_url, service_file_path
+from pyinfra_sglang.serving.render import RenderedFile, _render, exec_start
+from pyinfra_sglang.serving.service_files import UNIT_NAME, server_url, service_file_path
 
 PYTHON = "/usr/bin/python3"
 # Beyond the check, the drain and the start: systemd's own steps.

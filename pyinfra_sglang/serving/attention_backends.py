@@ -15,8 +15,8 @@ from functools import cache
 
 from pyinfra_sglang import data
 from pyinfra_sglang.arch import Arch, as_sm
-from pyinfra_sglang.profiles import Profile
-from pyinfra_sglang.sglang_flags import FlagVersionError
+from pyinfra_sglang.serving.profiles import Profile
+from pyinfra_sglang.serving.sglang_flags import FlagVersionError
 from pyinfra_sglang.versions import parse_version
 
 SPARSE_FIELDS = ("sparse_attention_prefill_backend", "sparse_attention_decode_backend")

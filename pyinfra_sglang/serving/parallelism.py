@@ -44,7 +44,7 @@ from pyinfra_sglang.versions import parse_version
 
 if TYPE_CHECKING:
     from pyinfra_sglang.gpus import GpuSpec
-    from pyinfra_sglang.profiles import Profile
+    from pyinfra_sglang.serving.profiles import Profile
 
 
 def _settings() -> dict:
@@ -327,7 +327,7 @@ def candidate_layouts(profile: Profile, tp_size: int) -> list[Layout]:
 def fit_note(profile: Profile, layout: Layout, gpu_memory_gb: float | None) -> str:
     """ ", does not fit (X GiB per GPU)" where ``layout`` does not hold the profile on GPUs of
     ``gpu_memory_gb`` (memory_fit.py); "" where it does or memory is not known."""
-    from pyinfra_sglang import memory_fit
+    from pyinfra_sglang.serving import memory_fit
 
     if gpu_memory_gb is None:
         return ""

@@ -7,7 +7,7 @@ platforms from data/platforms.toml (docs/roles.md).
 Each table sits between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->`` lines; the text
 around it is written by hand. tests/unit/test_reference_docs.py fails when a block differs
 from what the code generates. Regenerate them all from the checkout's root with
-``uv run python -m pyinfra_sglang.reference_docs`` (``--check``: write nothing, exit 1 on
+``uv run python -m pyinfra_sglang.docgen.reference_docs`` (``--check``: write nothing, exit 1 on
 drift).
 """
 
@@ -20,11 +20,11 @@ from pathlib import Path
 
 from pyinfra_sglang import cli, data, inventory
 from pyinfra_sglang.audit.codes import codes_markdown
-from pyinfra_sglang.doc_markers import block, replace_block  # noqa: F401 (block: read through here)
-from pyinfra_sglang.driver_plan import packages_markdown
-from pyinfra_sglang.role_reference import operations_markdown, roles_markdown
+from pyinfra_sglang.docgen.doc_markers import block, replace_block  # noqa: F401 (block: read through here)
+from pyinfra_sglang.docgen.role_reference import operations_markdown, roles_markdown
+from pyinfra_sglang.host.driver_plan import packages_markdown
 
-DOCS_DIR = Path(__file__).resolve().parents[1] / "docs"
+DOCS_DIR = Path(__file__).resolve().parents[2] / "docs"
 
 
 # --- the CLI subcommand table -------------------------------------------------------------
@@ -173,7 +173,7 @@ def write_reference_docs(docs_dir: Path = DOCS_DIR) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m pyinfra_sglang.reference_docs",
+        prog="python -m pyinfra_sglang.docgen.reference_docs",
         description="Regenerate the reference tables in docs/ from the code.",
     )
     parser.add_argument("--docs-dir", type=Path, default=DOCS_DIR, help=f"default: {DOCS_DIR}")
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         stale = stale_reference_docs(args.docs_dir)
         for path in stale:
-            print(f"stale: {path} (run `uv run python -m pyinfra_sglang.reference_docs`)")
+            print(f"stale: {path} (run `uv run python -m pyinfra_sglang.docgen.reference_docs`)")
         return 1 if stale else 0
     for path in write_reference_docs(args.docs_dir):
         print(f"updated {path}")

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyinfra_sglang import data
+from pyinfra_sglang.host.nvidia import driver_packages, kernel_module_packages, pinning_package
 from pyinfra_sglang.inventory import HostConfig
-from pyinfra_sglang.nvidia import driver_packages, kernel_module_packages, pinning_package
 
 HEADER_EXAMPLES = {
     "debian": "6.1.0-28-amd64 -> amd64, 6.1.0-28-cloud-amd64 -> cloud-amd64",

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pyinfra_sglang import data
+from pyinfra_sglang.host.pcie import acs_redirect_flags
 from pyinfra_sglang.parsers.system import iommu_passthrough
-from pyinfra_sglang.pcie import acs_redirect_flags
 
 P2P_KEYS = ("NCCL_P2P_LEVEL", "NCCL_P2P_DISABLE")
 

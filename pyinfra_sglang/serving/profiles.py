@@ -32,7 +32,7 @@ from pydantic import (
 from pyinfra.api.exceptions import PyinfraError
 
 from pyinfra_sglang.arch import Arch, SmArch, as_sm
-from pyinfra_sglang.sglang_flags import flag_table
+from pyinfra_sglang.serving.sglang_flags import flag_table
 from pyinfra_sglang.versions import parse_version
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9.-]*$"
@@ -498,7 +498,7 @@ class Profile(BaseModel):
 
     @model_validator(mode="after")
     def _revision_of_a_hub_model(self) -> Profile:
-        from pyinfra_sglang.model_snapshot import is_local_model
+        from pyinfra_sglang.host.model_snapshot import is_local_model
 
         if self.revision and is_local_model(self.model):
             raise ValueError(
@@ -555,7 +555,7 @@ class Profile(BaseModel):
 
     @model_validator(mode="after")
     def _moe_layout(self) -> Profile:
-        from pyinfra_sglang.parallelism import profile_layout_problems
+        from pyinfra_sglang.serving.parallelism import profile_layout_problems
 
         problems = profile_layout_problems(self)
         if problems:

@@ -33,7 +33,7 @@ from pyinfra_sglang import data
 if TYPE_CHECKING:
     # Annotations only: a profile's validation reaches this module (through
     # parallelism.py), so it cannot import profiles.py back.
-    from pyinfra_sglang.profiles import Profile
+    from pyinfra_sglang.serving.profiles import Profile
 
 GIB = 1024**3
 GB = 1000**3

@@ -18,7 +18,7 @@ from pathlib import Path
 from pyinfra import logger
 from pyinfra.api.exceptions import OperationError
 
-from pyinfra_sglang import data, memory_fit
+from pyinfra_sglang import data
 from pyinfra_sglang.arch import as_sm
 from pyinfra_sglang.gpus import (
     GpuSpec,
@@ -27,13 +27,14 @@ from pyinfra_sglang.gpus import (
     known_archs,
     largest_gpu_of_arch,
 )
+from pyinfra_sglang.host.model_snapshot import is_local_model
+from pyinfra_sglang.host.nvidia import cuda_paths
+from pyinfra_sglang.host.p2p import PeerPath
 from pyinfra_sglang.inventory.model import HostConfig, host_profile
-from pyinfra_sglang.model_snapshot import is_local_model
-from pyinfra_sglang.nvidia import cuda_paths
-from pyinfra_sglang.p2p import PeerPath
 from pyinfra_sglang.parsers.topo import topology_has_nvlink, widest_pcie_path
-from pyinfra_sglang.profiles import Profile
-from pyinfra_sglang.render import (
+from pyinfra_sglang.serving import memory_fit
+from pyinfra_sglang.serving.profiles import Profile
+from pyinfra_sglang.serving.render import (
     GpuSet,
     NodePosition,
     RenderedFile,
