@@ -4,9 +4,13 @@ pyinfra runs hosts in parallel, so sixteen hosts should cost at most twice one (
 ratio <= 2.0). Boots real test hosts (needs root), applies once to converge them (stand-in
 NVIDIA repository, PyPI and SGLang served locally), then times REPEAT no-change runs for
 each size, prints each median and its runs, the curve and the goal line, and traces one
-more run at the largest size: connect, prepare (facts), operations and disconnect seconds.
+more run at the largest size: connect, prepare (facts), operations and disconnect seconds,
+and the remote commands a host (pyinfra's --debug "Running command on" lines: every shell
+command sent, fact reads and operations alike). Ends with a summary line: commands a host
+and the largest/smallest ratio. --list-commands lists one host's commands.
 
     uv run python bench/noop_rerun.py [--repeat 5] [--sizes 1,4,16] [--no-trace]
+        [--trace-log FILE] [--list-commands]
 """
 
 from __future__ import annotations

@@ -71,6 +71,8 @@ class Trace:
     # read by fact name, each split by phase, from the --debug lines.
     host_commands: dict[str, Counter] = field(default_factory=dict)
     fact_names: dict[str, Counter] = field(default_factory=dict)
+    # Each host's commands in the order sent: (phase, the command as --debug logs it).
+    command_texts: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     machine_busy: float = 0.0  # share of all this machine's cores busy during the run
 
     def count(self, what: str) -> int:
@@ -102,6 +104,24 @@ class Trace:
         if missing:
             lines.append(f"  (no header seen for: {', '.join(missing)})")
         return "\n".join(lines)
+
+    def commands_per_host(self) -> float:
+        """The median over the hosts of the remote commands each was sent."""
+        per_host = Counter()
+        for counter in self.host_commands.values():
+            per_host.update(counter)
+        return statistics.median(per_host.values()) if per_host else 0.0
+
+    def list_commands(self, width: int = 200) -> list[str]:
+        """The commands one host (the first traced) was sent, numbered, with their phase."""
+        if not self.command_texts:
+            return ["  no commands logged"]
+        name = sorted(self.command_texts)[0]
+        lines = [f"  commands sent to {name}:"]
+        for n, (phase, text) in enumerate(self.command_texts[name], 1):
+            short = text if len(text) <= width else text[: width - 3] + "..."
+            lines.append(f"  {n:3}  {phase:<10}  {short}")
+        return lines
 
     def describe_commands(self, hosts: int, top: int = 12) -> list[str]:
         """Remote commands a host (min, median, max over the hosts; split by phase) and
@@ -138,6 +158,12 @@ def _logged_host(line: str, marker: str) -> str | None:
     """The host name in a "Running command on HOST: ..." --debug line."""
     rest = line.split(marker, 1)[1]
     return rest.split(":", 1)[0] if ":" in rest else None
+
+
+def _logged_command(line: str, marker: str) -> str:
+    """The command in a "Running command on HOST: (pty=False) COMMAND" --debug line."""
+    rest = line.split(marker, 1)[1].split(": ", 1)[-1].strip()
+    return rest.split(") ", 1)[1] if rest.startswith("(pty=") and ") " in rest else rest
 
 
 def _logged_fact(line: str) -> str:
@@ -189,6 +215,7 @@ def traced_apply(
     counts: dict[str, Counter] = {"start-up": Counter()}
     host_commands: dict[str, Counter] = {"start-up": Counter()}
     fact_names: dict[str, Counter] = {"start-up": Counter()}
+    command_texts: dict[str, list[tuple[str, str]]] = {}
     stderr = []
     try:
         for line in proc.stderr:
@@ -207,6 +234,9 @@ def traced_apply(
                     counts[current][what] += 1
                     if what == "commands" and (name := _logged_host(line, marker)):
                         host_commands[current][name] += 1
+                        command_texts.setdefault(name, []).append(
+                            (current, _logged_command(line, marker))
+                        )
                     elif what == "facts":
                         fact_names[current][_logged_fact(line)] += 1
         proc.wait()
@@ -236,6 +266,7 @@ def traced_apply(
         machine_busy=busy_ticks / max(1, busy_ticks + idle_ticks),
         host_commands=host_commands,
         fact_names=fact_names,
+        command_texts=command_texts,
     )
 
 
@@ -398,6 +429,11 @@ def main(description: str, run: Run, argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--trace-log", type=Path, help="write the traced run's --debug output to this file"
     )
+    parser.add_argument(
+        "--list-commands",
+        action="store_true",
+        help="list the commands the traced run sent one host",
+    )
     args = parser.parse_args(argv)
     sizes: tuple[int, ...] = args.sizes
     reason = why_unavailable()
@@ -407,8 +443,19 @@ def main(description: str, run: Run, argv: Sequence[str] | None = None) -> int:
     largest = max(sizes)
     with converged_site(largest) as site:
         inventories = {size: site.inventory(f"hosts{size}", site.hosts[:size]) for size in sizes}
-        print_scale(inventories, run, args.repeat)
+        medians = print_scale(inventories, run, args.repeat)
         if not args.no_trace:
             trace = trace_run(run, largest, inventories[largest], args.trace_log)
             print(trace.describe(largest))
+            if args.list_commands:
+                print("\n".join(trace.list_commands()))
+            # The count: pyinfra's --debug "Running command on HOST" lines, one per shell
+            # command its connector sends (fact reads and operations' commands alike).
+            base = min(medians)
+            print(
+                f"summary: {trace.commands_per_host():g} remote commands a host "
+                f"(traced run at {largest} hosts); {largest} hosts / {base} host = "
+                f"{medians[largest] / medians[base]:.2f}",
+                flush=True,
+            )
     return 0
