@@ -16,6 +16,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from pyinfra_sglang import data
+from pyinfra_sglang.data_models import Panel
 from pyinfra_sglang.diagnosis.samples import NVLINK_COUNTER_BYTES
 from pyinfra_sglang.diagnosis.steps import Step
 
@@ -97,13 +98,13 @@ def _mark_steps(axes, steps: list[Step], label_axes, max_labels: int) -> None:
         )
 
 
-def _top(panel: dict, highest: float, capacities: dict[str, float | None]) -> float | None:
+def _top(panel: Panel, highest: float, capacities: dict[str, float | None]) -> float | None:
     """The y axis's top for ``panel`` (data/report.toml): its fixed ``top``; else at least its
     ``min_top`` and the capacity it names (the link's rate), and room above the highest
     reading. None: matplotlib's own."""
-    if "top" in panel:
-        return float(panel["top"])
-    floor = max(panel.get("min_top", 0), capacities.get(panel.get("capacity", "")) or 0)
+    if panel.top is not None:
+        return float(panel.top)
+    floor = max(panel.min_top or 0, capacities.get(panel.capacity or "") or 0)
     if not floor:
         return None
     return max(floor, highest * HEADROOM)
@@ -120,32 +121,32 @@ def timeline_axes(
     """Draw GPU ``index``'s readings into ``figure``, one panel per data/report.toml entry;
     its axes. ``capacities``: ``{"pcie": GB/s per direction}`` where known (a panel with
     ``capacity = "pcie"`` reaches at least it, so that an idle link looks idle)."""
-    report = data.load("report")
-    panels = report["panel"]
+    report = data.report()
+    panels = report.panel
     axes = figure.subplots(len(panels), 1, sharex=True)
     for ax, panel in zip(axes, panels):
         drawn, highest = False, 0.0
-        for series in panel["series"]:
-            if "counter" in series:
-                times, values = _counter_rates(samples, index, series["counter"], series["scale"])
+        for series in panel.series:
+            if series.counter is not None:
+                times, values = _counter_rates(samples, index, series.counter, series.scale)
             else:
-                times, values = _series(samples, index, series["field"], series["scale"])
+                times, values = _series(samples, index, series.field, series.scale)
             if values:
-                ax.plot(times, values, lw=1.2, label=series["label"])
+                ax.plot(times, values, lw=1.2, label=series.label)
                 drawn, highest = True, max(highest, max(values))
-        limit = panel.get("limit")
+        limit = panel.limit
         if limit:
-            _, ceiling = _series(samples, index, limit["field"], 1)
+            _, ceiling = _series(samples, index, limit.field, 1)
             if ceiling:
-                ax.axhline(max(ceiling), ls="--", lw=1, color="0.4", label=limit["label"])
+                ax.axhline(max(ceiling), ls="--", lw=1, color="0.4", label=limit.label)
         # Rates, shares, clocks, watts: never below 0.
         ax.set_ylim(bottom=0, top=_top(panel, highest, capacities or {}))
-        ax.set_ylabel(f"{panel['title']}\n{panel['unit']}")
+        ax.set_ylabel(f"{panel.title}\n{panel.unit}")
         if drawn:
             ax.legend(loc="upper right", fontsize=7, framealpha=0.8)
         else:
             ax.text(0.5, 0.5, "not sampled", transform=ax.transAxes, ha="center", color="0.4")
-    _mark_steps(axes, steps, axes[0], report["steps"]["max_labels"])
+    _mark_steps(axes, steps, axes[0], report.steps.max_labels)
     axes[-1].set_xlabel("seconds since the sampler started")
     figure.suptitle(title, fontsize=10)
     return list(axes)
@@ -159,7 +160,7 @@ def timeline_png(
     capacities: dict[str, float | None] | None = None,
 ) -> bytes:
     """GPU ``index``'s readings over the run (:func:`timeline_axes`) as PNG bytes."""
-    panels = data.load("report")["panel"]
+    panels = data.report().panel
     with matplotlib.rc_context(STYLE):
         figure = Figure(figsize=(10, 1.7 * len(panels) + 0.8))
         timeline_axes(figure, samples, index, steps, title, capacities)
