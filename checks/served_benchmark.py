@@ -123,7 +123,7 @@ def _run_on_host(config: HostConfig, settings: BenchSettings, run_dir: Path) -> 
         passed, output = run_on_host(
             host,
             f"bash {shlex.quote(f'{folder}/{SCRIPT}')}",
-            _timeout=calls * run_settings()["timeout_s"] + 300,
+            _timeout=calls * run_settings().timeout_s + 300,
         )
         _, listing = run_on_host(host, f"ls {shlex.quote(folder)}")
         for name in FETCHED:

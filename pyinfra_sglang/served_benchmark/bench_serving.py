@@ -3,9 +3,8 @@ with which fixed settings."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from pyinfra_sglang import data
+from pyinfra_sglang.data_models import BenchRun
 from pyinfra_sglang.versions import parse_version
 
 
@@ -26,6 +25,6 @@ def bench_module(sglang_version: str) -> str:
     return found[0]
 
 
-def run_settings() -> dict[str, Any]:
+def run_settings() -> BenchRun:
     """The benchmark's fixed settings (backend, dataset, range ratio, bounds)."""
-    return data.load("sglang_bench")["run"]
+    return data.sglang_bench().run

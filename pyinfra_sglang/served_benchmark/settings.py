@@ -48,7 +48,7 @@ class BenchSettings:
     profile_overrides: dict
 
     def num_prompts(self, concurrency: int) -> int:
-        return max(run_settings()["min_prompts"], self.prompts_per_concurrency * concurrency)
+        return max(run_settings().min_prompts, self.prompts_per_concurrency * concurrency)
 
     def as_dict(self) -> dict:
         return {**asdict(self), "concurrencies": list(self.concurrencies)}
@@ -68,9 +68,9 @@ def bench_settings(config: HostConfig, sglang_version: str) -> BenchSettings:
         output_len=config.bench_output_len,
         prompts_per_concurrency=config.bench_prompts_per_concurrency,
         repeat=config.bench_repeat,
-        backend=fixed["backend"],
-        dataset=fixed["dataset"],
-        range_ratio=float(fixed["range_ratio"]),
+        backend=fixed.backend,
+        dataset=fixed.dataset,
+        range_ratio=float(fixed.range_ratio),
         sglang_version=sglang_version,
         profile=config.sglang_model_profile,
         # A/B runs change the served configuration through overrides: a different one is a
@@ -124,14 +124,14 @@ def bench_script(
     calls = [(r, c) for r in range(1, settings.repeat + 1) for c in settings.concurrencies]
     top = max(settings.concurrencies)
     # Bounded even if nobody stops it: every call's timeout (the warm-up's too), and a minute.
-    driver_s = (len(calls) + 1) * fixed["timeout_s"] + 30
+    driver_s = (len(calls) + 1) * fixed.timeout_s + 30
     sampler_s = driver_s + 60
     lines = ["set -u", f"cd {shlex.quote(folder)}"]
     if api_key_file:
         lines.append(_key_export(api_key_file))
     lines += [
         f"{python} {SAMPLER_PROGRAM} --duration {int(sampler_s)} "
-        f"--interval {float(fixed['sample_interval_s'])} "
+        f"--interval {float(fixed.sample_interval_s)} "
         f"--output {SAMPLES_FILE} 2>{SAMPLER_LOG_FILE} &",
         "sampler=$!",
         # SGLang's own state from its /metrics (running, queued, KV cache, prefix-cache hits,
@@ -153,7 +153,7 @@ def bench_script(
         "--steps",
         STEPS_FILE,
         "--timeout",
-        str(int(fixed["timeout_s"])),
+        str(int(fixed.timeout_s)),
         "--warmup",
         f"{top},{settings.num_prompts(top)}",
         *(f"--step {r},{c},{settings.num_prompts(c)}" for r, c in calls),

@@ -52,7 +52,7 @@ def test_the_stand_in_moves_its_benchmark_where_the_data_says():
 
 def test_fixed_settings_measure_fixed_lengths_without_downloads():
     fixed = run_settings()
-    assert (fixed["backend"], fixed["dataset"], fixed["range_ratio"]) == (
+    assert (fixed.backend, fixed.dataset, fixed.range_ratio) == (
         "sglang-oai-chat",
         "random-ids",
         1.0,
@@ -156,7 +156,7 @@ def test_script_reads_the_key_on_the_host_and_runs_every_step_in_one_process():
     assert "--warmup 4,16 " in driver
     assert re.findall(r"--step (\S+)", driver) == ["1,1,8", "1,4,16", "2,1,8", "2,4,16"]
     # Each call bounded by the driver; the whole (5 calls, the warm-up's too) by timeout.
-    bound = run_settings()["timeout_s"]
+    bound = run_settings().timeout_s
     assert f"--timeout {bound} " in driver and driver.startswith(f"timeout {5 * bound + 30} ")
     assert "--max-concurrency" not in driver and "--num-prompts" not in driver
     sampler = script.index("gpu_sampler.py --duration")
