@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pyinfra_sglang.audit.findings import Finding
 from pyinfra_sglang.gpus import GpuSpec
 from pyinfra_sglang.serving import parallelism
+from pyinfra_sglang.serving.layout import layout_of, tp_layout_problems
 from pyinfra_sglang.serving.profiles import Profile
 
 
@@ -47,7 +48,7 @@ def layout_finding(
         return None
     best = max(rows, key=lambda r: r["output_throughput"])
     rate = float(best["output_throughput"])
-    served = parallelism.layout_of(profile, tp_size)
+    served = layout_of(profile, tp_size)
     now = parallelism.traffic(profile, served)
     carried_gbs = rate * now.total_bytes / 1e9
     share = carried_gbs / link.busbw_gbs
@@ -56,7 +57,7 @@ def layout_finding(
         layout
         for layout in parallelism.candidate_layouts(profile, tp_size)
         if not parallelism.fit_note(profile, layout, memory)
-        and not parallelism.tp_layout_problems(layout, profile)
+        and not tp_layout_problems(layout, profile)
     ]
     least = min(fitting, key=lambda x: parallelism.traffic(profile, x).total_bytes, default=served)
     less = parallelism.traffic(profile, least)

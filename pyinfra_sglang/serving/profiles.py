@@ -32,6 +32,7 @@ from pydantic import (
 from pyinfra.api.exceptions import PyinfraError
 
 from pyinfra_sglang.arch import Arch, SmArch, as_sm
+from pyinfra_sglang.serving.layout import profile_layout_problems
 from pyinfra_sglang.serving.sglang_flags import flag_table
 from pyinfra_sglang.versions import parse_version
 
@@ -555,8 +556,6 @@ class Profile(BaseModel):
 
     @model_validator(mode="after")
     def _moe_layout(self) -> Profile:
-        from pyinfra_sglang.serving.parallelism import profile_layout_problems
-
         problems = profile_layout_problems(self)
         if problems:
             raise ValueError("; ".join(problems))

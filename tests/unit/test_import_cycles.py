@@ -4,8 +4,9 @@ can be read, tested and imported on its own.
 The graph is read from the source with ast, so an import inside a function counts as much as
 one at the top of a module (a lazy import only hides a cycle, it does not remove it).
 Relative imports are resolved, and ``from pkg import module`` is an edge to the module.
-Imports under ``if TYPE_CHECKING:`` are left out: they never run, and a type named only in
-annotations is no dependency at import or call time.
+Imports under ``if TYPE_CHECKING:`` count too: a type one module names in its annotations
+ties it to the other as much as a call does (to read, to move, to test), and an annotation
+cycle is one ``from __future__`` away from an import-time one.
 
 The graph cannot see one runtime edge: importing ``pkg.module`` runs ``pkg/__init__.py``
 first. The second test imports every module in a fresh interpreter on its own, which fails
@@ -34,27 +35,9 @@ def core_modules() -> dict[str, Path]:
     return modules
 
 
-def _type_checking_block(node: ast.AST) -> bool:
-    test = getattr(node, "test", None)
-    return isinstance(node, ast.If) and (
-        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
-        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-    )
-
-
 def _import_nodes(tree: ast.AST):
-    """Every import statement, at any depth, except those under ``if TYPE_CHECKING:``."""
-    for node in ast.iter_child_nodes(tree):
-        if _type_checking_block(node):
-            yield from (n for child in node.orelse for n in _import_nodes_of(child))
-            continue
-        yield from _import_nodes_of(node)
-
-
-def _import_nodes_of(node: ast.AST):
-    if isinstance(node, (ast.Import, ast.ImportFrom)):
-        yield node
-    yield from _import_nodes(node)
+    """Every import statement, at any depth (in functions, classes and ``if`` blocks)."""
+    return (node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)))
 
 
 def imported(source: str, module: str, is_package: bool, known: set[str]) -> set[str]:
@@ -129,7 +112,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_the_graph_sees_lazy_relative_and_module_imports():
+def test_the_graph_sees_lazy_relative_type_only_and_module_imports():
     known = {"p", "p.a", "p.b", "p.c", "p.d", "p.e", "p.f"}
     source = (
         "from typing import TYPE_CHECKING\n"
@@ -144,7 +127,7 @@ def test_the_graph_sees_lazy_relative_and_module_imports():
         "    def method(self):\n"
         "        from p import e\n"
     )
-    assert imported(source, "p.x", False, known) == {"p", "p.a", "p.b", "p.c", "p.d", "p.e"}
+    assert imported(source, "p.x", False, known) == {"p", "p.a", "p.b", "p.c", "p.d", "p.e", "p.f"}
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
 

@@ -7,7 +7,8 @@ import pytest
 
 from pyinfra_sglang.gpus import all_gpus
 from pyinfra_sglang.serving import parallelism
-from pyinfra_sglang.serving.parallelism import Layout, layout_problems, traffic
+from pyinfra_sglang.serving.layout import Layout
+from pyinfra_sglang.serving.parallelism import layout_problems, traffic
 from pyinfra_sglang.serving.profiles import ProfileError, load_profile, merge_overrides
 from pyinfra_sglang.versions import parse_version
 
@@ -246,7 +247,7 @@ def test_one_gpu_crosses_no_link_whatever_the_shape():
 
 def test_divisors_are_found_in_square_root_time():
     """Issue 35 N8: counted one by one, 10^12 took hours."""
-    from pyinfra_sglang.serving.parallelism import _divisors
+    from pyinfra_sglang.serving.layout import divisors as _divisors
 
     assert _divisors(12) == [1, 2, 3, 4, 6, 12]
     assert _divisors(1) == [1]
