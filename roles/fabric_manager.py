@@ -207,23 +207,16 @@ def refuse_host_fabric_manager(need: FabricNeed, config) -> None:
 
 @deploy("NVIDIA Fabric Manager")
 def fabric_manager() -> None:
-    """On NVSwitch boards (HGX/DGX), where CUDA does not initialize (error 802) until NVIDIA
-    Fabric Manager runs at exactly the driver's release while nvidia-smi looks healthy.
-    Fabric Manager is needed on the host when NVSwitch PCI functions are visible in sysfs
-    (vendor 0x10de, class 0x0680), or when `nvidia-smi -q` shows the GPUs fabric-attached
-    (Fabric State Not Started, In Progress or Completed) and the host is no VM (bare metal,
-    or a container: NVIDIA's driver container runs it inside). A PCIe board (State N/A), or a
-    VM given fabric-attached GPUs without NVSwitches (the hypervisor runs Fabric Manager),
-    gets no-ops with the reason. Where needed: installs the first of the family's names
-    (`[fabric_manager.packages]` in `data/nvidia.toml`: `nvidia-fabricmanager`,
-    `nvidia-fabricmanager-<branch>`) that apt has at exactly the installed kernel module
-    package's release (read on the host at execution, so a driver installed or moved earlier
-    in the run moves it too; stops naming the names when apt has none), restarts it when it
-    changed, enables and starts `nvidia-fabricmanager.service`; on NVLink 5 (sm_100 and later)
-    also installs `nvlsm` and loads `ib_umad` at boot (`/etc/modules-load.d/
-    nvidia-fabricmanager.conf`; not in containers). With `nvidia_driver_source: host` nothing
-    is changed, and planning refuses a host that needs Fabric Manager whose service is not
-    active or whose package is not at the loaded driver's release, naming what was found."""
+    """Run NVIDIA Fabric Manager at the driver's release on NVSwitch boards.
+
+    CUDA does not initialize there (error 802) until it runs, while nvidia-smi looks healthy.
+    Where NVSwitches are found: its package at exactly the installed driver's release, its
+    service enabled and running, and on NVLink 5 the subnet manager. Elsewhere: no-ops, with
+    the reason.
+
+    + nvidia_driver_branch: the driver's branch, whose release it follows
+    + nvidia_driver_source: `host` checks the host's Fabric Manager instead
+    """
     config = host_config(host)
     if config.nvidia_driver_source == "host":
         refuse_host_fabric_manager(current_need(), config)
