@@ -62,10 +62,15 @@ def dcgm_running(unit: str):
 
 @deploy("DCGM")
 def dcgm() -> None:
-    """With `nvidia_dcgm_install`: DCGM 4 for the CUDA major of `cuda_version`
-    (`datacenter-gpu-manager-4-cuda12` or `-cuda13`, with its recommends, from NVIDIA's
-    repository) and its `nvidia-dcgm` service enabled and running. Off, or with
-    `nvidia_driver_source = "host"`, it changes nothing."""
+    """Install NVIDIA DCGM and run its host engine, where the inventory asks for it.
+
+    DCGM 4 for the CUDA major of `cuda_version`, from NVIDIA's repository, with its
+    `nvidia-dcgm` service enabled and running.
+
+    + nvidia_dcgm_install: on to install it; off changes nothing
+    + cuda_version: its major picks the package (`-cuda12`, `-cuda13`)
+    + nvidia_driver_source: `host` changes nothing
+    """
     config = host_config(host)
     package, reason = dcgm_plan(
         config.nvidia_dcgm_install, config.nvidia_driver_source, config.cuda_version
