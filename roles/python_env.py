@@ -236,19 +236,20 @@ def sglang_installed(venv: str, plan: InstallPlan):
 
 @deploy("Python environment")
 def python_env() -> None:
-    """uv at `uv_version`, installed with pip from `pypi_index_url` into its own venv
-    (`/opt/sglang/uv`; no curl-pipe-shell); the virtualenv with Python `python_version`
-    (recreated when it runs another), one per SGLang / Python / CUDA combination
-    (`/opt/sglang/venvs/<sglang>-py<python>-cu<cuda>`, or `venv_path`): a new release is
-    built beside the one the server runs from, which stays untouched until the service step
-    switches the unit (see below); torch, torchvision and torchaudio at the pins of
-    `sglang_version`, from PyTorch's index for `cuda_version` (or `torch_index_url`) alone,
-    then, where PyPI's SGLang kernel is built for another CUDA major, that kernel's build from
-    SGLang's index (or `sglang_kernel_index_url`), then SGLang from `pypi_index_url` alone,
-    keeping those: no command sees two indexes, so an `sglang` on PyTorch's index is never
-    taken. A changed pin reinstalls from its step on. An index URL with credentials never
-    goes on a command line: it is uploaded 0600 into `/run/pyinfra-sglang` (0700), read into
-    `PIP_INDEX_URL`/`UV_INDEX_URL` inside the shell and removed."""
+    """Install uv and a virtualenv with torch and SGLang at the release's pins.
+
+    One venv per SGLang, Python and CUDA release, built beside the one the server runs from.
+    torch comes from PyTorch's index alone, SGLang from `pypi_index_url` alone: no command sees
+    two indexes. A changed pin reinstalls from its step on.
+
+    + sglang_version: the SGLang release, and the torch it pins
+    + python_version: the venv's Python
+    + cuda_version: the CUDA build of torch
+    + uv_version: the uv release
+    + venv_path: the venv (default: one per release)
+    + pypi_index_url: index of uv and SGLang
+    + torch_index_url: index of torch
+    """
     config = host_config(host)
     index = str(config.pypi_index_url)
     ensure_packages("Install python3-venv (to bootstrap uv with pip)", ["python3-venv"])
