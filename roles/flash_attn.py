@@ -240,18 +240,17 @@ def _wait_for_build(state, host, version):
 
 @deploy("flash-attn")
 def flash_attn() -> None:
-    """Builds flash-attn `flash_attn_version` from source into the venv only when the
-    installed version differs, or when its build record's CUDA architectures do not cover
-    the GPUs found (after a GPU upgrade), or differ from `flash_attn_cuda_archs` when that
-    is set (the same version is then built again, with `--reinstall-package` and
-    `--no-cache`, so uv reuses no wheel built for other GPUs;
-    [gpu-upgrade.md](gpu-upgrade.md)): `MAX_JOBS`/`NVCC_THREADS` planned from the host's
-    cores and available memory (below), `FLASH_ATTN_CUDA_ARCHS` from the GPUs' compute
-    capabilities (or `flash_attn_cuda_archs`), `FLASH_ATTENTION_FORCE_BUILD=TRUE`,
-    `--no-build-isolation`. Refuses before any change when not even one job fits. Log and a
-    record (seconds, CUDA architectures, variables) in `/var/log/pyinfra-sglang/`; a failed
-    build shows the log's tail. With `flash_attn_build: false` it makes no change and says
-    so."""
+    """Build flash-attn from source into the venv, sized to the host's memory.
+
+    Builds only when the installed version or its CUDA architectures differ from what is asked
+    for; `MAX_JOBS` and `NVCC_THREADS` are planned from the host's cores and available memory,
+    and a host where not even one job fits is refused before any change.
+
+    + flash_attn_build: off makes no change
+    + flash_attn_version: the release built
+    + flash_attn_cuda_archs: the architectures (default: the GPUs')
+    + flash_attn_memory_fraction: the share of memory the build may plan for
+    """
     config = host_config(host)
     settings = data.load("python")["flash_attn"]
     # The one operation, with the build off too: it then says why it changes nothing.
