@@ -114,14 +114,16 @@ def _remove(conf: dict) -> None:
 
 @deploy("Multi-node firewall")
 def multinode_firewall() -> None:
-    """On each member of a multi-node group (`sglang_multinode_group`, unless
-    `sglang_multinode_firewall: false`): `nftables` installed, the kernel's ephemeral port
-    range pinned (`/etc/sysctl.d/60-sglang-multinode.conf`, applied only when it changed),
-    an nftables table that drops new connections from outside the group to the rendezvous
-    port range and the ephemeral range (`/etc/sglang-firewall/multinode.nft`, 0600), and
-    `sglang-firewall.service` that loads it at boot before the network; a changed member
-    list reloads the table atomically. A host outside a group gets all of it removed
-    ([security.md](security.md))."""
+    """Admit only a multi-node group's members to its ports, with nftables.
+
+    On each member: the kernel's ephemeral port range pinned, and an nftables table, loaded at
+    boot, that drops new connections from outside the group to the rendezvous port range and
+    the ephemeral range. A host outside a group gets all of it removed.
+
+    + sglang_multinode_group: the group; unset removes the firewall
+    + sglang_multinode_firewall: off removes it
+    + sglang_dist_init_port: the rendezvous port its range starts from
+    """
     config = host_config(host)
     conf = settings()
     if config.sglang_multinode_group and config.sglang_multinode_firewall:
