@@ -312,31 +312,18 @@ def cache_dirs_checked(cache: str) -> None:
 
 @deploy("Model weights")
 def model_weights() -> None:
-    """The profile's model, before the service. A Hub model: at planning, before any host
-    changes, the Hub's API (`hf_endpoint`, the token of `hf_token_file`) gives the commit
-    `sglang_model_revision` stands for (unset: the commit the profile pins, its `revision`,
-    else `main`; a branch or tag is reported with its commit, to pin) and each file's size;
-    a gated or missing repository, a bad token, an unknown revision, an unreachable Hub, or
-    a host whose free space at the cache is below what it still lacks plus 5% and 10 GB, and
-    a cache folder the service user must not own (a symlinked component, a package's folder,
-    another owner's tree: the role makes the folder or takes an empty one, never re-owns a
-    tree; [security.md](security.md#what-validation-refuses)) stop the run with the reason.
-    Then what the host's Hub cache (`sglang_model_cache_dir`, default
-    `/var/lib/sglang/huggingface/hub`; the service reads it through `HF_HUB_CACHE`) lacks
-    is downloaded by the venv's huggingface_hub in a transient unit
-    (`pyinfra-sglang-model-download.service`, stopped after
-    `sglang_model_download_timeout_s`; an interrupted run leaves it going and the next
-    attaches to it) as the service user (`sglang`, made here when the service role has not
-    yet), sandboxed as the service is (`NoNewPrivileges`, `ProtectSystem=strict` with only
-    the Hub cache, `HF_HOME` and the log's folder writable, `ProtectHome`, `PrivateTmp`...),
-    so the cache holds only that user's files; its environment (`HF_ENDPOINT`, which may
-    carry a mirror's login, and the token as `HF_TOKEN`) in a 0600 root file systemd reads
-    (`EnvironmentFile=`), removed after, never on a command line; progress in
-    `/var/log/pyinfra-sglang/model-download.log` and a line in pyinfra's output every
-    minute; a cut-off file resumes. A complete snapshot (every file at its size) is a no-op,
-    read by sizes only; a branch or tag is recorded in the cache's `refs/` so the service
-    resolves it offline. The service then gets `--revision` and `HF_HUB_OFFLINE=1`. A local
-    path as `model` is only checked to hold a `config.json`."""
+    """Download the profile's model at a pinned commit, before the service.
+
+    At planning the Hub names the commit and each file's size; a host without room for what it
+    lacks is refused. The service user then downloads what the host's Hub cache lacks, in a
+    sandboxed transient unit that a later run resumes.
+
+    + sglang_model_revision: the commit, branch or tag (default: the profile's)
+    + sglang_model_cache_dir: the host's Hub cache
+    + sglang_model_download_timeout_s: seconds before the download is stopped
+    + hf_endpoint: the Hub or a mirror
+    + hf_token_file: the token, for gated models
+    """
     config = host_config(host)
     profile = host_profile(config)
     model = profile.model
