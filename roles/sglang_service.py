@@ -250,44 +250,18 @@ def old_venvs_removed(root: str, current: str, keep: int):
 
 @deploy("SGLang service")
 def sglang_service_role() -> None:
-    """Renders the unit, EnvironmentFile and config file (below) from the host's model
-    profile and inventory overrides, with `--tp-size` from the GPUs nvidia-smi reports (or
-    the profile's `tp_size`), a fit check against the profile's GPU memory, NCCL hints when
-    several GPUs have no NVLink, and multi-node flags from `sglang_multinode_group`. The
-    server runs as the `sglang` system user (created by the role) with systemd sandboxing
-    (NoNewPrivileges, ProtectSystem=strict with the cache folders writable, PrivateTmp,
-    ProtectHome, kernel and cgroup protection, RestrictSUIDSGID). The API key goes into the
-    config file (`--config`; `sglang:sglang` 0600, read by the server), never onto the
-    command line; the HF token into the env file (`root:root` 0600, read by systemd);
-    `/etc/sglang` is `root:sglang` 0750; files are staged 0600 before any content is
-    written. A no-op when the host has exactly these files (compared by sha256), the service
-    runs and its `/health` answers 200 (an active but unhealthy unit is restarted under the
-    health wait). Otherwise: keep the running version's files, install the new ones,
-    daemon-reload, restart, wait for `GET /health` = 200 for the profile's `start_timeout_s`
-    (a start that systemd itself could not set up, its exit statuses 200-243 such as
-    219/CGROUP, is left to the unit's `Restart=` up to twice; a crash of the server fails at
-    once); on a crash or timeout print the journal's tail (redacted: real SGLang logs its
-    API key at start), put the kept files back, restart them, and fail the run for that
-    host; a first start with no previous version to go back to is stopped and disabled
-    instead of left to crash-loop. On hosts with `sglang_router_worker_urls`, SGLang's
-    router (pinned per SGLang release, `data/python.toml` `[router]`) is installed into the
-    venv and its unit (sglang-router up to SGLang 0.5.8: `python -m
-    sglang_router.launch_router ARGS`; smg, the gateway's continuation, from 0.5.9: `smg
-    launch ARGS`; both with `--worker-urls ... --policy cache_aware
-    --shutdown-grace-period-secs 180`, and `TimeoutStopSec` that grace plus 30 s) runs on
-    `sglang_router_host` (loopback by default) and `sglang_router_port`, its metrics on
-    loopback; a public bind needs `sglang_router_api_key_file`, whose key reaches it through
-    a 0600 env file; its `/health` is waited for too, and the unit is removed when the
-    worker URLs are. Only the units whose files changed (or that are down, or unhealthy)
-    restart; servers behind one router take turns (below); a multi-node group comes up or
-    rolls back as one. With `sglang_watchdog` on, a systemd timer (`sglang-watchdog.timer`)
-    runs the decode check on loopback every `sglang_watchdog_interval_s` (the API key read on
-    the host from the service's 0600 config file) and, after `sglang_watchdog_failures`
-    failures in a row, restarts the server as a deploy does (its stop drains, then the health
-    wait's rules), at most `sglang_watchdog_max_restarts_per_hour` times an hour, its state in
-    the root-only `/var/lib/sglang-watchdog/state.json`; off, whatever an earlier run left of
-    it is removed. Afterwards the venvs beyond the newest two are removed (never the one the
-    server runs from)."""
+    """Serve the model profile with SGLang: render, apply, wait for health, roll back.
+
+    Renders the unit, env and config files for the GPUs found, then restarts only what changed
+    and waits for `/health`; a failed start puts the previous files back.
+
+    + sglang_model_profile: the profile served
+    + sglang_version: the SGLang release
+    + sglang_multinode_group: the multi-node group, if any
+    + sglang_router_worker_urls: run a router over these servers
+    + sglang_rolling_batch: servers restarted at a time behind a router
+    + sglang_watchdog: a timer that restarts a server whose decode check fails
+    """
     config = host_config(host)
     if config.sglang_router_worker_urls:
         # The Model Gateway numbers its releases on its own: pinned per SGLang release in
