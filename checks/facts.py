@@ -34,6 +34,7 @@ from pyinfra_sglang.parsers.dcgm import parse_dcgm_diag
 from pyinfra_sglang.parsers.files import (
     count_gpu_classes,
     parse_counts,
+    parse_file_states,
     parse_first_line,
     parse_first_nonempty,
     parse_last_int,
@@ -605,6 +606,30 @@ class FileDigests(FactBase[dict[str, str | None]]):
 
     def process(self, output) -> dict[str, str | None]:
         return parse_file_digests(output)
+
+
+class FileStates(FactBase[dict[str, dict | None]]):
+    """Owner, group, octal mode and sha1 of each of ``paths`` that is a regular file (None for
+    one that is not: missing, a folder, a link), in one command: what pyinfra's files.put
+    reads with three facts a file (File, Sha1File, the parent's Directory) to find a file
+    already uploaded (see parse_file_states)."""
+
+    @staticmethod
+    def default() -> dict[str, dict | None]:
+        return {}
+
+    def command(self, paths: tuple[str, ...]) -> str:
+        quoted = " ".join(shlex.quote(p) for p in paths)
+        return (
+            f"for p in {quoted}; do "
+            'if [ -f "$p" ] && [ ! -L "$p" ]; then '
+            's=$(sha1sum < "$p") && '
+            'printf \'%s\\t%s\\t%s\\n\' "$p" "$(stat -c \'%U %G %a\' -- "$p")" "${s%% *}"; '
+            "else printf '%s\\t-\\n' \"$p\"; fi; done; true"
+        )
+
+    def process(self, output) -> dict[str, dict | None]:
+        return parse_file_states(output)
 
 
 class NvidiaTopology(FactBase[dict[str, dict[str, str]]]):

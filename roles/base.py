@@ -7,12 +7,11 @@ import shlex
 
 from pyinfra import host
 from pyinfra.api import StringCommand, deploy, operation
-from pyinfra.operations import files
 
 from checks.facts import KernelHeaders, Virtualization, read_once
 from pyinfra_sglang import data
 from pyinfra_sglang.paths import template
-from roles.common import apt_install, apt_update, ensure_packages, host_platform
+from roles.common import apt_install, apt_update, ensure_packages, host_platform, template_file
 
 UNATTENDED_UPGRADES_BLACKLIST = "/etc/apt/apt.conf.d/51pyinfra-sglang-nvidia"
 
@@ -78,7 +77,7 @@ def base() -> None:
         name="Install the headers metapackage of the kernel's flavor",
         package_template=base_data.kernel_headers_metapackage,
     )
-    files.template(
+    template_file(
         name="Keep unattended-upgrades off the NVIDIA driver and CUDA",
         src=template("apt-nvidia-no-unattended-upgrades.conf.j2"),
         dest=UNATTENDED_UPGRADES_BLACKLIST,

@@ -3,17 +3,21 @@ unattended-upgrades on a fresh image) is waited for rather than failed on."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import shlex
 
-from pyinfra import host
+from pyinfra import host, state
 from pyinfra.api import QuoteString, StringCommand, operation
 from pyinfra.api.exceptions import OperationError
+from pyinfra.api.util import get_template
 from pyinfra.facts.apt import noninteractive_apt
 from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.server import Arch, LinuxDistribution
+from pyinfra.operations import files
+from pyinfra.operations.util.files import ensure_mode_int
 
-from checks.facts import read_once
+from checks.facts import FileStates, read_once
 from checks.host_context import connector_arguments, run_on_host
 from pyinfra_sglang import data
 from pyinfra_sglang.host.platform import Platform, resolve_platform
@@ -80,6 +84,39 @@ def ensure_packages(name: str, packages: list[str]) -> None:
     """Install missing packages without recommends; refresh apt's lists only when installing,
     so a host that has everything is not touched."""
     packages_installed(name=name, packages=packages)
+
+
+@operation()
+def template_file(
+    src: str,
+    dest: str,
+    user: str | None = None,
+    group: str | None = None,
+    mode: str | None = None,
+    compared: tuple[str, ...] = (),
+    **data,
+):
+    """pyinfra's files.template, which reads three facts a file (File, Sha1File, the
+    parent's Directory) even when nothing changed: here one FileStates read of ``dest`` and
+    ``compared`` (the role's other files, read in the same command) finds the rendered file
+    already there, with its owner and mode; otherwise files.template does the work."""
+    template_data = {"host": host, "state": state, "inventory": state.inventory, **data}
+    try:
+        rendered = get_template(src).render(template_data)
+    except Exception:
+        rendered = None  # files.template reports the template's error, with its line
+    found = read_once(host, FileStates, paths=tuple(sorted({dest, *compared}))).get(dest)
+    if (
+        found
+        and rendered is not None
+        and found["sha1"] == hashlib.sha1(rendered.encode()).hexdigest()
+        and (not mode or found["mode"] == ensure_mode_int(mode))
+        and (not user or found["user"] == user)
+        and (not group or found["group"] == group)
+    ):
+        host.noop(f"file {dest} is already uploaded")
+        return
+    yield from files.template._inner(src=src, dest=dest, user=user, group=group, mode=mode, **data)
 
 
 # Connector arguments that make pyinfra upload through a temporary file of the SSH user's.

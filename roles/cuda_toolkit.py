@@ -8,13 +8,13 @@ import shlex
 from pyinfra import host
 from pyinfra.api import StringCommand, deploy, operation
 from pyinfra.api.exceptions import OperationError
-from pyinfra.operations import files, server
+from pyinfra.operations import server
 
 from checks.facts import HostDriverState, NvccRelease, read_once
 from pyinfra_sglang.host.nvidia import cuda_paths
 from pyinfra_sglang.inventory import host_config
 from pyinfra_sglang.paths import template
-from roles.common import ensure_packages
+from roles.common import ensure_packages, template_file
 from roles.host_driver import host_keeps
 
 
@@ -60,20 +60,24 @@ def cuda_toolkit() -> None:
         return
     paths = cuda_paths(version)
     ensure_packages(f"Install CUDA Toolkit {version}", [paths["package"]])
-    files.template(
+    # Both files are compared in one read (template_file's compared).
+    files_read = (paths["profile_script"], paths["ld_conf"])
+    template_file(
         name="Put CUDA on PATH for login shells",
         src=template("cuda-profile.sh.j2"),
         dest=paths["profile_script"],
+        compared=files_read,
         cuda_version=version,
         cuda_home=paths["home"],
         user="root",
         group="root",
         mode="644",
     )
-    ld_conf = files.template(
+    ld_conf = template_file(
         name="Add CUDA's libraries to the linker's path",
         src=template("cuda-ld.conf.j2"),
         dest=paths["ld_conf"],
+        compared=files_read,
         cuda_version=version,
         cuda_home=paths["home"],
         user="root",

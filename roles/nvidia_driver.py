@@ -13,7 +13,7 @@ from pyinfra.api.exceptions import PyinfraError
 from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import File
 from pyinfra.facts.server import Which
-from pyinfra.operations import files, systemd
+from pyinfra.operations import systemd
 
 from checks.facts import AptPolicy, NvidiaGpus, NvidiaLoadedModule, Virtualization, read_once
 from pyinfra_sglang import data
@@ -34,7 +34,7 @@ from pyinfra_sglang.host.nvidia import (
 )
 from pyinfra_sglang.inventory import host_config
 from pyinfra_sglang.paths import template
-from roles.common import apt_get, apt_install, host_platform
+from roles.common import apt_get, apt_install, host_platform, template_file
 from roles.host_driver import host_keeps, refuse_foreign_driver, refuse_host_driver
 from roles.reboot import reboot_and_wait
 from roles.secure_boot import mok_key_pair_installed, secure_boot_preflight
@@ -463,7 +463,7 @@ def nvidia_driver() -> None:
         removing_dkms=foreign.dkms,
     )
     nvidia_smi_installed(name="Check that nvidia-smi is installed", packages=packages)
-    blacklist = files.template(
+    blacklist = template_file(
         name="Blacklist nouveau",
         src=template("nouveau-blacklist.conf.j2"),
         dest=data.nvidia().nouveau.blacklist_path,

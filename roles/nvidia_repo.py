@@ -13,7 +13,6 @@ from pyinfra.api.exceptions import PyinfraError
 from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import File, Sha256File
 from pyinfra.facts.server import Command
-from pyinfra.operations import files
 from pyinfra.operations.util import any_changed
 
 from checks.facts import AptSourceEntries, RepositoryEntries, read_once
@@ -23,7 +22,13 @@ from pyinfra_sglang.host.platform import Platform
 from pyinfra_sglang.inventory import HostConfig, host_config
 from pyinfra_sglang.parsers.system import same_repository
 from pyinfra_sglang.paths import template
-from roles.common import apt_get, apt_lists_updated, host_platform, put_private_file
+from roles.common import (
+    apt_get,
+    apt_lists_updated,
+    host_platform,
+    put_private_file,
+    template_file,
+)
 from roles.host_driver import host_keeps
 
 
@@ -380,7 +385,7 @@ def nvidia_repo() -> None:
         download_dir=repo.download_dir,
         netrc=login is not None,
     )
-    source = files.template(
+    source = template_file(
         name="Point apt at NVIDIA's repository",
         src=template("cuda-repo.list.j2"),
         dest=list_path,

@@ -59,3 +59,28 @@ def count_gpu_classes(output: Iterable[str]) -> int:
     """Lines of PCI class codes (``0x030000``) that are display (0x0300) or 3D (0x0302)
     controllers: NVIDIA GPUs when the caller read only vendor 0x10de's devices."""
     return sum(1 for line in output if line.strip().startswith(("0x0300", "0x0302")))
+
+
+def parse_file_states(output: Iterable[str]) -> dict[str, dict | None]:
+    """``<path>\\t<user> <group> <octal mode>\\t<sha1>`` lines (``<path>\\t-`` for a path that
+    is no regular file) as ``{path: {"user", "group", "mode" (int, as pyinfra's
+    ensure_mode_int gives), "sha1"}, or None}``; a path whose line is malformed is left out
+    (nothing known of it)."""
+    states: dict[str, dict | None] = {}
+    for line in output:
+        fields = line.rstrip("\n").split("\t")
+        if len(fields) == 2 and fields[1] == "-":
+            states[fields[0]] = None
+            continue
+        if len(fields) != 3:
+            continue
+        owner = fields[1].split(" ")
+        digest = fields[2].strip()
+        if len(owner) == 3 and owner[2].isdigit() and len(digest) == 40:
+            states[fields[0]] = {
+                "user": owner[0],
+                "group": owner[1],
+                "mode": int(owner[2]),
+                "sha1": digest,
+            }
+    return states
