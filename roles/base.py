@@ -56,14 +56,13 @@ def kernel_headers(package_template: str = "linux-headers-{kernel_release}"):
 
 @deploy("Base")
 def base() -> None:
-    """Refuses unsupported platforms (those of data/platforms.toml) before any host changes;
-    installs build tools, DKMS, curl, gnupg, pciutils; installs the headers of the running
-    kernel where the distro ships them, and the headers metapackage of its flavor
-    (`linux-headers-amd64`, `linux-headers-cloud-amd64`, `linux-headers-generic`, ...) so
-    DKMS builds the driver for every kernel installed later (in a container, or for a kernel
-    the distro does not ship, each is a no-op with the reason); writes
-    `/etc/apt/apt.conf.d/51pyinfra-sglang-nvidia` so unattended-upgrades never moves
-    `nvidia-*`, `libnvidia-*`, `cuda-*` packages."""
+    """Refuse an unsupported platform, then install build tools and kernel headers.
+
+    Runs first: a platform missing from data/platforms.toml stops the run before any host
+    changes. Installs build tools, DKMS, curl, gnupg and pciutils, the running kernel's headers
+    and its flavor's headers metapackage (DKMS then builds the driver for later kernels too),
+    and keeps unattended-upgrades off the `nvidia-*`, `libnvidia-*` and `cuda-*` packages.
+    """
     host_platform()
     base_data = data.platforms().base
     ensure_packages("Install build prerequisites", list(base_data.packages))
