@@ -323,28 +323,16 @@ def keyring_sha256(config: HostConfig, platform: Platform) -> str | None:
 
 @deploy("NVIDIA repository")
 def nvidia_repo() -> None:
-    """NVIDIA's CUDA apt repository for the host (its folder per platform:
-    data/platforms.toml) through `cuda-keyring`; the list file points at `nvidia_apt_mirror`
-    when set; on Debian adds `contrib` to every source that carries `main`. Other apt
-    entries for the same repository (cloud GPU images and DGX OS carry one with another
-    keyring, which makes `apt-get update` fail with "Conflicting values set for option
-    Signed-By") are commented out, one-line entries by their line, deb822 ones by their
-    stanza. The keyring's .deb is downloaded into the root-only
-    `/var/lib/pyinfra-sglang/downloads` (an https URL may not redirect to http) and checked
-    before anything of it is installed. With a pinned sha256 (`nvidia_keyring_sha256`, or
-    data/nvidia.toml for the platform) it is NVIDIA's as published, and apt-get installs it
-    (it waits for the dpkg lock, `dpkg -i` cannot). Without one dpkg never sees it (NVIDIA's
-    carries a postinst, which dpkg would run as root): it is unpacked with `dpkg-deb -x`,
-    refused unless it holds only a keyring's files (data/nvidia.toml `keyring_deb_files`:
-    the key, the list file, NVIDIA's apt pin, its docs) and a key file of exactly one key,
-    NVIDIA's (`EB693B30...3BF863CC`), and the key file alone is installed (0644 root); the
-    role's own list file replaces the package's, and its apt pin is not installed. A
-    `nvidia_apt_mirror` with `user:password@` goes into the list file without them: apt
-    reads them from `/etc/apt/auth.conf.d/pyinfra-sglang-nvidia.conf` (0600 root, written
-    without ever being readable by others), curl from a 0600 netrc file removed after the
-    download. `apt-get update` only when one of these changed. With
-    `nvidia_driver_source = "host"` it changes nothing: the host's apt sources are its
-    owner's."""
+    """Add NVIDIA's CUDA apt repository, signed by NVIDIA's key alone.
+
+    The repository of the host's platform, or its mirror, with the key of `cuda-keyring`,
+    checked before any of it is installed. Other entries for it are commented out; Debian gets
+    `contrib`. apt's lists are refreshed only when one of these changed.
+
+    + nvidia_apt_mirror: a mirror to use instead; its login goes to apt's auth.conf.d
+    + nvidia_keyring_sha256: the cuda-keyring .deb's sha256 (else data/nvidia.toml's)
+    + nvidia_driver_source: `host` changes nothing
+    """
     config = host_config(host)
     if config.nvidia_driver_source == "host":
         host_keeps(
