@@ -373,44 +373,20 @@ def host_driver_in_use(config) -> None:
 
 @deploy("NVIDIA driver")
 def nvidia_driver() -> None:
-    """At planning, before any change: a driver branch or module flavor that cannot run a
-    GPU nvidia-smi reports is refused, naming the host, the GPUs, the field and what is
-    allowed (per architecture, from `[[driver.architectures]]` in `data/nvidia.toml`:
-    Blackwell runs only on the open modules and from branch 570; Maxwell, Pascal and Volta
-    only on the proprietary ones and up to branch 580; [gpu-upgrade.md](gpu-upgrade.md)).
-    Secure Boot: when the host reports it on (`mokutil --sb-state`, else the EFI variable),
-    the run stops before any change unless `nvidia_mok_key_file`/`nvidia_mok_cert_file` name
-    a MOK key pair whose certificate `mokutil --test-key` finds enrolled (else the message
-    gives the enrollment steps); the pair then goes where DKMS signs modules from (Debian:
-    `/var/lib/dkms/mok.key` 0600 and `mok.pub`; Ubuntu: `/var/lib/shim-signed/mok/MOK.priv`
-    and `MOK.der`), created 0600 before any content is written. Then installs
-    `nvidia-driver-pinning-<branch>` (a branch change swaps the pin in one apt transaction);
-    then, in one apt transaction, the driver packages of the platform's family of names
-    (Debian's: `nvidia-driver-cuda`, `nvidia-kernel-open-dkms`; Ubuntu's:
-    `libnvidia-compute`, `nvidia-dkms-open`, ...; [packages.md](packages.md)) for
-    `nvidia_driver_install` x `nvidia_kernel_modules`, each uncertain name resolved on the
-    host to the first candidate apt has a version of on the branch, with every installed
-    driver package of another branch moved along (up or down: NVIDIA's metapackages depend
-    with `>=`, so apt would leave them behind); with `nvidia_driver_update_within_branch:
-    true`, also to the newest release of the branch apt offers (off by default; the audit
-    then warns `driver-update-available`); checks that nvidia-smi is on PATH afterwards (the
-    audit reports which package put it there); blacklists nouveau and rebuilds the initramfs
-    only when that file changed (not in containers); enables `nvidia-persistenced`. If the
-    loaded module (`/proc/driver/nvidia/version`) is not the installed one, or the driver
-    changed on this run: reboots and waits up to `reboot_timeout_s` when `allow_reboot` is
-    true, otherwise prints `REBOOT REQUIRED` and marks `/run/reboot-required`. In a
-    container all module steps are no-ops with the reason. Before any change it also
-    refuses NVIDIA software another installer left: driver packages of the distribution's
-    archive (Ubuntu's `-server` and `linux-modules-nvidia-*` names, `-0ubuntu`/`~deb`
-    revisions), NVIDIA modules DKMS holds for no installed package, a runfile install
-    (`/usr/bin/nvidia-uninstall`), naming each and both ways out; with
-    `nvidia_driver_remove_foreign: true` the packages are purged and the modules removed
-    right before the driver's transaction instead (a runfile install stays refused). With
-    `nvidia_driver_source = "host"` nothing is changed: planning reads the running driver
-    (and where it came from) and refuses one no GPU's architecture runs on, one below the
-    minor-version floor of `cuda_version`'s major, and a missing
-    `/usr/local/cuda-<cuda_version>/bin/nvcc` where flash-attn is built
-    ([hosts.md](hosts.md))."""
+    """Install the pinned NVIDIA driver, and reboot into it where allowed.
+
+    Refuses at planning a driver the GPUs cannot run, Secure Boot without an enrolled key, and
+    another installer's driver.
+
+    + nvidia_driver_branch: the branch (or `nvidia_driver_version`'s release) pinned
+    + nvidia_driver_install: `compute` or `full`
+    + nvidia_kernel_modules: `open` or `proprietary`
+    + nvidia_driver_update_within_branch: the branch's newest release too
+    + nvidia_driver_remove_foreign: purge another installer's driver
+    + nvidia_mok_key_file: the MOK that signs the module
+    + allow_reboot: reboot into a new driver
+    + nvidia_driver_source: `host` only checks the host's driver
+    """
     config = host_config(host)
     if config.nvidia_driver_source == "host":
         host_driver_in_use(config)
