@@ -42,11 +42,14 @@ def nvcc_reports_release(nvcc: str, release: str):
 
 @deploy("CUDA Toolkit")
 def cuda_toolkit() -> None:
-    """`cuda-toolkit-<major>-<minor>` only (no driver pulled), `/etc/profile.d/cuda.sh`
-    (PATH, `lib64`), `/etc/ld.so.conf.d/cuda.conf` (`ldconfig` only when it changed), and a
-    check that `nvcc --version` reports the release asked for. With
-    `nvidia_driver_source = "host"` it changes nothing: the toolkits the host has are used
-    (the driver role checked them at planning)."""
+    """Install the CUDA Toolkit alone, on PATH and the linker's path.
+
+    `cuda-toolkit-<major>-<minor>` without a driver, `/etc/profile.d/cuda.sh` and
+    `/etc/ld.so.conf.d/cuda.conf`, then a check that `nvcc --version` reports the release.
+
+    + cuda_version: the release, e.g. `13.1`
+    + nvidia_driver_source: `host` uses the host's toolkits, installing none
+    """
     config = host_config(host)
     version = config.cuda_version
     if config.nvidia_driver_source == "host":
