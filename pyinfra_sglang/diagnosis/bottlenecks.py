@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 
 from pyinfra_sglang import data
 from pyinfra_sglang.audit.findings import Finding
+from pyinfra_sglang.data_models import Diagnosis
 from pyinfra_sglang.diagnosis.roofline import DecodeRoofline, stream_rate
 from pyinfra_sglang.diagnosis.samples import (
     CpuSummary,
@@ -35,8 +36,8 @@ from pyinfra_sglang.host.pcie import pcie_bandwidth_gbs
 from pyinfra_sglang.parsers.system import detected_vm
 
 
-def thresholds() -> dict:
-    return data.load("diagnosis")
+def thresholds() -> Diagnosis:
+    return data.diagnosis()
 
 
 def link_capacity(summary: GpuSummary, pcie: Mapping | None) -> tuple[float | None, str]:
@@ -78,7 +79,7 @@ class _Link:
     capacity: float | None  # GB/s per direction
     series: tuple[float, ...]  # the busier direction, per sample
     both: tuple[float, ...]  # both directions added, per sample
-    limits: dict
+    limits: Diagnosis
 
     @property
     def p90(self) -> float:
@@ -87,7 +88,7 @@ class _Link:
     def _share_at_floor(self, series: tuple[float, ...]) -> float:
         if not self.capacity or not series:
             return 0.0
-        floor = self.limits["link"]["saturated_fraction"] * self.capacity
+        floor = self.limits.link.saturated_fraction * self.capacity
         return sum(v >= floor for v in series) / len(series)
 
     @property
@@ -101,10 +102,10 @@ class _Link:
 
     @property
     def idle(self) -> bool:
-        link = self.limits["link"]
+        link = self.limits.link
         if self.capacity:
-            return self.p90 < link["idle_fraction"] * self.capacity
-        return self.p90 < link["idle_gbs"]
+            return self.p90 < link.idle_fraction * self.capacity
+        return self.p90 < link.idle_gbs
 
     def text(self) -> str:
         median = statistics.median(self.series) if self.series else None
@@ -129,7 +130,7 @@ class _Link:
 class _GpuView:
     """One GPU's summary with its links and limits, and the facts the rules ask about."""
 
-    def __init__(self, summary: GpuSummary, facts: Mapping, limits: dict):
+    def __init__(self, summary: GpuSummary, facts: Mapping, limits: Diagnosis):
         self.summary, self.limits = summary, limits
         pcie_capacity, pcie_name = link_capacity(summary, facts.get("pcie"))
         self.links = [
@@ -154,20 +155,20 @@ class _GpuView:
             )
         self.power_limit = facts.get("power_limit_w") or summary.power_limit_w
         self.clock_max = facts.get("sm_clock_max_mhz") or summary.sm_clock_max_mhz
-        self.busy = summary.busy_share >= limits["busy"]["share"]
+        self.busy = summary.busy_share >= limits.busy.share
 
     @property
     def saturated_link(self) -> _Link | None:
         shares = [(link.saturated_share, link) for link in self.links]
         share, link = max(shares, key=lambda pair: pair[0])
-        return link if share >= self.limits["link"]["share"] else None
+        return link if share >= self.limits.link.share else None
 
     @property
     def busy_both_link(self) -> _Link | None:
         """A link whose two directions together are busy enough (copies taking turns)."""
         shares = [(link.busy_both_share, link) for link in self.links]
         share, link = max(shares, key=lambda pair: pair[0])
-        return link if share >= self.limits["link"]["share"] else None
+        return link if share >= self.limits.link.share else None
 
     @property
     def power_fraction(self) -> float | None:
@@ -185,20 +186,20 @@ class _GpuView:
 
     def compute_evidence(self) -> list[str]:
         """Why the GPU's own work, not a copy, keeps it busy (empty: no such evidence)."""
-        compute, summary = self.limits["compute"], self.summary
-        if (summary.busy_mem_util or 0) < compute["min_mem_util_pct"]:
+        compute, summary = self.limits.compute, self.summary
+        if (summary.busy_mem_util or 0) < compute.min_mem_util_pct:
             return []
         why = []
         if summary.busy_power_w and self.power_limit:
             fraction = summary.busy_power_w / self.power_limit
-            if fraction >= compute["min_power_fraction"]:
+            if fraction >= compute.min_power_fraction:
                 why.append(
                     f"power {summary.busy_power_w:.0f} W = {fraction:.0%} of the "
                     f"{self.power_limit:.0f} W limit"
                 )
         if summary.busy_sm_clock_mhz and self.clock_max:
             fraction = summary.busy_sm_clock_mhz / self.clock_max
-            if fraction <= compute["max_clock_fraction"]:
+            if fraction <= compute.max_clock_fraction:
                 why.append(
                     f"SM clock pulled down to {summary.busy_sm_clock_mhz:.0f} MHz = {fraction:.0%} "
                     f"of its {self.clock_max:.0f} MHz max"
@@ -209,13 +210,13 @@ class _GpuView:
         """Why streaming the GPU's own memory limits it (empty: no such evidence). Power and
         clock must be known: without them a busy memory cannot be told from a power-limited
         compute load that also reads a lot (so this says nothing rather than guess)."""
-        memory, summary = self.limits["memory_bandwidth"], self.summary
+        memory, summary = self.limits.memory_bandwidth, self.summary
         power, clock = self.power_fraction, self.clock_fraction
         if not self.busy or power is None or clock is None:
             return []
-        if (summary.busy_mem_util or 0) < memory["mem_util_pct"]:
+        if (summary.busy_mem_util or 0) < memory.mem_util_pct:
             return []
-        if clock <= self.limits["compute"]["max_clock_fraction"]:
+        if clock <= self.limits.compute.max_clock_fraction:
             return []  # throttled: the power limit holds the arithmetic back
         return [
             f"memory utilization {summary.busy_mem_util:.0f}% (HBM busy that share of the time)",
@@ -333,7 +334,7 @@ def _gpu_finding(
 ) -> Finding | None:
     """The per-GPU rules, first match wins; None for a quiet GPU (judged host-wide)."""
     index = view.summary.index
-    floor = view.limits["link"]["saturated_fraction"]
+    floor = view.limits.link.saturated_fraction
     link = view.saturated_link
     if link is not None:
         how = f"{link.name} ran at >= {floor:.0%} of its capacity in {link.saturated_share:.0%} "
@@ -390,7 +391,7 @@ def _gpu_finding(
     )
 
 
-def _load_evidence(views: list[_GpuView], bench: list[dict], limits: dict) -> list[str]:
+def _load_evidence(views: list[_GpuView], bench: list[dict], limits: Diagnosis) -> list[str]:
     """Why we believe load ran while sampling (empty: no sign of it)."""
     why = []
     ran = [r for r in bench if (r.get("completed") or 0) + (r.get("output_throughput") or 0) > 0]
@@ -402,7 +403,7 @@ def _load_evidence(views: list[_GpuView], bench: list[dict], limits: dict) -> li
         )
     # A busy server process alone is no sign of load: real SGLang's scheduler polls at ~100%
     # of a core while idle (tests/fixtures/sglang-0.5.17-h200).
-    floor = limits["busy"]["active_gpu_util_pct"]
+    floor = limits.busy.active_gpu_util_pct
     active = [str(v.summary.index) for v in views if (v.summary.gpu_util.median or 0) >= floor]
     if active:
         why.append(f"GPUs {', '.join(active)} showed some activity (util median >= {floor}%)")
@@ -450,7 +451,7 @@ def _quiet_host_finding(
     cpu: CpuSummary | None,
     bench: list[dict],
     virtualization: Mapping | None,
-    limits: dict,
+    limits: Diagnosis,
     served: Mapping | None = None,
     concurrency: int | None = None,
 ) -> Finding:
@@ -476,7 +477,7 @@ def _quiet_host_finding(
             evidence=evidence,
         )
     busy_process = cpu is not None and (
-        (cpu.max_process_percent.p90 or 0) >= limits["host"]["busy_process_cpu_pct"]
+        (cpu.max_process_percent.p90 or 0) >= limits.host.busy_process_cpu_pct
     )
     if busy_process:
         cause = (
@@ -506,13 +507,13 @@ def _quiet_host_finding(
     )
 
 
-def _memory_capacity_finding(server: Mapping | None, limits: dict) -> Finding | None:
+def _memory_capacity_finding(server: Mapping | None, limits: Diagnosis) -> Finding | None:
     usage = (server or {}).get("kv_cache_usage")
     queued = (server or {}).get("queued_requests")
-    memory = limits["memory_capacity"]
+    memory = limits.memory_capacity
     if usage is None or queued is None:
         return None
-    if usage < memory["kv_cache_usage"] or queued <= memory["queued_requests"]:
+    if usage < memory.kv_cache_usage or queued <= memory.queued_requests:
         return None
     return Finding(
         "warn",
@@ -548,7 +549,7 @@ def diagnose(
     """
     limits = thresholds()
     gpu_facts = gpu_facts or {}
-    busy_util = limits["busy"]["gpu_util_pct"]
+    busy_util = limits.busy.gpu_util_pct
     views = [
         _GpuView(summarize_gpu(samples, index, busy_util), gpu_facts.get(index, {}), limits)
         for index in gpu_indexes(samples)

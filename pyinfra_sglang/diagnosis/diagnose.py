@@ -151,12 +151,12 @@ def _numbers(where: str, mapping: dict, keys: tuple[str, ...], null: bool = True
         if not is_reading(mapping[key]):
             raise ResultsError(
                 f"{where}: {key} is {_shown(mapping[key])}, not a number from 0 to "
-                f"{limits()['max_number']:g}"
+                f"{limits().max_number:g}"
             )
 
 
 def _index(where: str, value: object) -> None:
-    top = limits()["max_gpus"] - 1
+    top = limits().max_gpus - 1
     if not (isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= top):
         raise ResultsError(
             f"{where}: index is {_shown(value)}, not a GPU index (0 to {top}; max_gpus in {WHERE})"
@@ -191,7 +191,7 @@ def _optional_json(path: Path):
 
 
 def _json_lines(path: Path, cap: str) -> list:
-    """The lines of ``path``, at most ``limits()[cap]`` of them."""
+    """The lines of ``path``, at most the ``cap`` of data/diagnosis.toml [limits]."""
     try:
         return read_json_lines(path, cap)
     except OverCapError as error:
@@ -240,7 +240,7 @@ def _checked_samples(path: Path) -> list[dict]:
                 ):
                     raise ResultsError(
                         f"{where}: GPU {key} is {_shown(values)}, not a list of "
-                        f"{CAPTURE_VALUES} numbers from 0 to {limits()['max_number']:g}"
+                        f"{CAPTURE_VALUES} numbers from 0 to {limits().max_number:g}"
                     )
         samples = samples_from_capture(rows)
     else:
@@ -306,7 +306,7 @@ def _checked_bench(path: Path) -> list[dict]:
     if not path.is_file():
         return []
     rows = _json_lines(path, "max_bench_rows")
-    top = limits()["max_concurrency"]
+    top = limits().max_concurrency
     for number, row in enumerate(rows, 1):
         where = f"{path}: line {number}"
         _numbers(where, _object(where, row), BENCH_NUMBERS)
@@ -472,7 +472,7 @@ def _layout_finding(results: dict) -> Finding | None:
         gpu,
         results["bench"],
         results["gpu_facts"],
-        thresholds()["link"]["saturated_fraction"],
+        thresholds().link.saturated_fraction,
     )
 
 
@@ -548,7 +548,7 @@ def diagnose_results(results: dict) -> dict:
     layout = _layout_finding(results)
     if layout is not None:
         findings = [*findings, layout]
-    busy_util = thresholds()["busy"]["gpu_util_pct"]
+    busy_util = thresholds().busy.gpu_util_pct
     summaries = []
     for index in gpu_indexes(results["samples"]):
         summary = summarize_gpu(results["samples"], index, busy_util)

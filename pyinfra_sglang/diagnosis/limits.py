@@ -12,6 +12,7 @@ from itertools import accumulate
 from pathlib import Path
 
 from pyinfra_sglang import data
+from pyinfra_sglang.data_models import DiagnosisLimits
 
 WHERE = "pyinfra_sglang/data/diagnosis.toml [limits]"
 # Inside a string, an escaped quote or backslash is the only escape that can hide a quote.
@@ -25,8 +26,8 @@ _CHUNK = 1 << 20
 
 
 @cache
-def limits() -> dict:
-    return data.load("diagnosis")["limits"]
+def limits() -> DiagnosisLimits:
+    return data.diagnosis().limits
 
 
 class OverCapError(ValueError):
@@ -35,21 +36,21 @@ class OverCapError(ValueError):
 
 def over_cap(where: object, found: str, key: str) -> OverCapError:
     """``<where>: <found>, over the cap of <cap> (<key> in data/diagnosis.toml [limits])``."""
-    cap = limits()[key]
+    cap = getattr(limits(), key)
     shown = f"{cap:g}" if isinstance(cap, float) else str(cap)
     return OverCapError(f"{where}: {found}, over the cap of {shown} ({key} in {WHERE})")
 
 
 def check_count(where: object, count: int, what: str, key: str) -> None:
     """OverCapError ``<where>: <count> <what>, over the cap...`` past the cap ``key``."""
-    if count > limits()[key]:
+    if count > getattr(limits(), key):
         raise over_cap(where, f"{count} {what}", key)
 
 
 def read_capped(path: str | Path) -> str:
     """The text of ``path``, refused (OverCapError) past max_file_bytes or max_json_depth
     before any of it is parsed; OSError or UnicodeDecodeError as reading raises them."""
-    cap = limits()["max_file_bytes"]
+    cap = limits().max_file_bytes
     with open(path, "rb") as file:
         raw = file.read(cap + 1)  # never more, whatever the file's size says
     if len(raw) > cap:
@@ -75,7 +76,7 @@ def nesting_depth(raw: bytes, stop_above: int | None = None) -> int:
 
 
 def check_depth(where: object, raw: bytes) -> None:
-    cap = limits()["max_json_depth"]
+    cap = limits().max_json_depth
     depth = nesting_depth(raw, cap)
     if depth > cap:
         raise over_cap(where, f"JSON nested at least {depth} levels deep", "max_json_depth")

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 
 from pyinfra_sglang import data
 from pyinfra_sglang.audit.findings import Finding
+from pyinfra_sglang.data_models import DiagnosisServer
 from pyinfra_sglang.diagnosis.roofline import stream_rate
 
 # Limits of the server that bind a load; then flags of a step that measured no prefill.
@@ -34,8 +35,8 @@ BINDING = ("admission-capped", "kv-capacity-bound")
 SERVER_VERDICTS = (*BINDING, "prefix-cached", "prefill-faster-than-compute")
 
 
-def thresholds() -> dict:
-    return data.load("diagnosis")["server"]
+def thresholds() -> DiagnosisServer:
+    return data.diagnosis().server
 
 
 @dataclass(frozen=True)
@@ -158,9 +159,9 @@ def judge_step(
         if cap
         and r.get("running", 0) >= cap
         and r.get("queued", 0) > 0
-        and r.get("token_usage", 0) < rules["kv_full"]
+        and r.get("token_usage", 0) < rules.kv_full
     ]
-    full = [r for r in inside if r.get("token_usage", 0) >= rules["kv_full"] and r.get("queued")]
+    full = [r for r in inside if r.get("token_usage", 0) >= rules.kv_full and r.get("queued")]
     prompt = _difference(first, last, "prompt_tokens")
     cached = _difference(first, last, "cached_tokens")
     if prompt is not None and cached is None:
@@ -213,7 +214,7 @@ def judge_step(
                 },
             )
         )
-    if share is not None and share > rules["cached_share"]:
+    if share is not None and share > rules.cached_share:
         findings.append(
             Finding(
                 "warn",
@@ -256,7 +257,7 @@ def scaling_table(concurrencies: list[dict], growth_min: float | None = None) ->
     """Per concurrency (ascending): throughput, per-stream rate, the growth over the one
     before, and whether it still grows. ``concurrencies``: ``{"concurrency", "rows",
     "verdict", "server"}`` (the GPU verdict and the server verdicts' codes)."""
-    growth_min = thresholds()["growth_min"] if growth_min is None else growth_min
+    growth_min = thresholds().growth_min if growth_min is None else growth_min
     table, previous = [], None
     for entry in sorted(concurrencies, key=lambda e: e["concurrency"]):
         rows = entry["rows"]

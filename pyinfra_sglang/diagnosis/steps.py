@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pyinfra_sglang.audit.findings import Finding
+from pyinfra_sglang.data_models import Diagnosis
 from pyinfra_sglang.diagnosis.bottlenecks import diagnose, thresholds
 from pyinfra_sglang.diagnosis.limits import limits
 from pyinfra_sglang.diagnosis.roofline import DecodeRoofline, stream_rate
@@ -26,7 +27,7 @@ from pyinfra_sglang.diagnosis.roofline import DecodeRoofline, stream_rate
 # Findings about the server's settings, not about what limits a window's load.
 NOT_A_VERDICT = ("memory-capacity-bound",)
 MIXED = "mixed"
-MAX_NUMBER = limits()["max_number"]
+MAX_NUMBER = limits().max_number
 
 
 @dataclass(frozen=True)
@@ -147,10 +148,10 @@ def steps_on_sample_axis(lines: list[dict], samples: list[dict]) -> list[Step]:
     return steps
 
 
-def _loaded(sample: dict, limits: dict) -> bool:
+def _loaded(sample: dict, limits: Diagnosis) -> bool:
     """Some GPU showed work. Not the server's CPU: real SGLang's scheduler keeps ~100% of a
     core busy polling while idle (SGLang 0.5.17 on an H200, tests/fixtures/sglang-0.5.17-h200)."""
-    active = limits["busy"]["active_gpu_util_pct"]
+    active = limits.busy.active_gpu_util_pct
     return any((g.get("gpu_util") or 0) >= active for g in sample.get("gpus", []))
 
 
@@ -168,7 +169,7 @@ class _Timeline:
 
 
 def load_window(
-    samples: list[dict] | _Timeline, step: Step, limits: dict | None = None
+    samples: list[dict] | _Timeline, step: Step, limits: Diagnosis | None = None
 ) -> list[dict]:
     """The samples of ``step`` from its requests' start (``load_start``, else its start) to its
     end, trimmed to the first and last in which a GPU showed work (all of them when none did:
@@ -189,10 +190,10 @@ def verdict_of(findings: list[Finding]) -> str:
     return codes[0] if len(codes) == 1 else MIXED
 
 
-def _busy_share(samples: list[dict], limits: dict) -> float:
+def _busy_share(samples: list[dict], limits: Diagnosis) -> float:
     if not samples:
         return 0.0
-    busy = limits["busy"]["gpu_util_pct"]
+    busy = limits.busy.gpu_util_pct
     return sum(
         any((g.get("gpu_util") or 0) >= busy for g in s.get("gpus", [])) for s in samples
     ) / len(samples)
@@ -205,7 +206,7 @@ def _judge(
     samples: _Timeline,
     context: Mapping,
     rows: list[dict],
-    limits: dict,
+    limits: Diagnosis,
 ) -> StepVerdict:
     windows = [load_window(samples, step, limits) for step in steps]
     window = [s for w in windows for s in w]

@@ -67,7 +67,7 @@ def _count(value: Any, what: str, low: int = 0) -> int:
 def _finite(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{what} is {value!r}, not a number")
-    if not math.isfinite(value) or value < 0 or value > limits()["max_number"]:
+    if not math.isfinite(value) or value < 0 or value > limits().max_number:
         raise ValueError(f"{what} is {value!r}, not a finite number from 0 to the cap")
     return float(value)
 
@@ -131,7 +131,7 @@ def _read(folder: Path) -> list | None:
         raise JournalError(f"{path}: cannot be read: {error}") from None
     if raw is None:
         return None
-    cap = limits()["max_journal_bytes"]
+    cap = limits().max_journal_bytes
     if len(raw) > cap:
         raise JournalError(str(over_cap(path, f"{len(raw)} bytes", "max_journal_bytes")))
     rows = [row for row in raw.splitlines() if row.strip()]
@@ -177,7 +177,7 @@ def append_round(folder: Path, r: Round) -> None:
     line = json.dumps(round_line(r), sort_keys=True, allow_nan=False) + "\n"
     try:
         with OutputFolder(folder) as out:
-            out.append(JOURNAL_FILE, line, limit=limits()["max_journal_bytes"], private=True)
+            out.append(JOURNAL_FILE, line, limit=limits().max_journal_bytes, private=True)
     except OSError as error:
         raise JournalError(f"{folder / JOURNAL_FILE}: cannot be written: {error}") from None
 

@@ -153,7 +153,7 @@ def test_alternating_pcie_copies_are_interconnect_bound_by_both_directions():
     assert codes(findings) == [("interconnect-bound", 0)]
     link = findings[0].evidence["links"]["PCIe Gen5 x16"]
     # Neither direction alone saturates the link: the busier-direction rule does not fire.
-    assert link["saturated_share"] < thresholds()["link"]["share"]
+    assert link["saturated_share"] < thresholds().link.share
     assert link["busier_p90_gbs"] / link["capacity_gbs"] < 0.6
     message = findings[0].message
     assert "two directions together carried >= 70%" in message
