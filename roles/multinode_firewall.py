@@ -14,14 +14,16 @@ from pyinfra.facts.systemd import SystemdStatus
 from pyinfra.operations import files, server, systemd
 
 from checks.facts import UnitLeftovers, read_once
-from pyinfra_sglang.host.multinode_firewall import firewall_plan, settings
+from pyinfra_sglang import data
+from pyinfra_sglang.data_models import MultinodeFirewall
+from pyinfra_sglang.host.multinode_firewall import firewall_plan
 from pyinfra_sglang.inventory import HostConfig, host_config, multinode_member_addresses
 from pyinfra_sglang.paths import template
 from pyinfra_sglang.serving.service_files import UNIT_NAME
 from roles.common import packages_installed
 
 
-def _install(config: HostConfig, conf: dict) -> None:
+def _install(config: HostConfig, conf: MultinodeFirewall) -> None:
     plan = firewall_plan(
         config.sglang_multinode_group,
         multinode_member_addresses(config, host),
@@ -32,22 +34,22 @@ def _install(config: HostConfig, conf: dict) -> None:
     sysctl = files.template(
         name="Pin the ephemeral port range NCCL listens in",
         src=template("sglang-multinode-sysctl.conf.j2"),
-        dest=conf["sysctl_path"],
+        dest=conf.sysctl_path,
         low=low,
         high=high,
-        rules_path=conf["rules_path"],
+        rules_path=conf.rules_path,
         user="root",
         group="root",
         mode="644",
     )
     server.shell(
         name="Apply the ephemeral port range",
-        commands=[f"sysctl -q -p {shlex.quote(conf['sysctl_path'])}"],
+        commands=[f"sysctl -q -p {shlex.quote(conf.sysctl_path)}"],
         _if=sysctl.did_change,
     )
     files.directory(
         name="Folder of the firewall's rules",
-        path=str(PurePosixPath(conf["rules_path"]).parent),
+        path=str(PurePosixPath(conf.rules_path).parent),
         user="root",
         group="root",
         mode="700",
@@ -55,7 +57,7 @@ def _install(config: HostConfig, conf: dict) -> None:
     rules = files.template(
         name=f"Admit only group {plan.group} to its ports",
         src=template("sglang-firewall.nft.j2"),
-        dest=conf["rules_path"],
+        dest=conf.rules_path,
         plan=plan,
         user="root",
         group="root",
@@ -64,10 +66,10 @@ def _install(config: HostConfig, conf: dict) -> None:
     unit = files.template(
         name="Unit that loads the firewall at boot",
         src=template("sglang-firewall.service.j2"),
-        dest=conf["unit_path"],
+        dest=conf.unit_path,
         service_unit=UNIT_NAME,
-        rules_path=conf["rules_path"],
-        table=conf["table"],
+        rules_path=conf.rules_path,
+        table=conf.table,
         user="root",
         group="root",
         mode="644",
@@ -75,40 +77,40 @@ def _install(config: HostConfig, conf: dict) -> None:
     # did_change is only known while the run executes: it gates operations (_if), never
     # an argument such as reloaded=. A unit started by this run loads the current rules:
     # only one that ran before is reloaded when they change.
-    was_running = read_once(host, SystemdStatus, services=[conf["unit_name"]]).get(
-        conf["unit_name"], False
+    was_running = read_once(host, SystemdStatus, services=[conf.unit_name]).get(
+        conf.unit_name, False
     )
     systemd.daemon_reload(name="Reload systemd's units", _if=unit.did_change)
     systemd.service(
-        name="Load the multi-node firewall", service=conf["unit_name"], running=True, enabled=True
+        name="Load the multi-node firewall", service=conf.unit_name, running=True, enabled=True
     )
     if was_running:
         # nft itself, not `systemctl reload`: the same atomic replace of the one table (the
         # unit's ExecReload), with nft's own message when the rules are refused.
         server.shell(
             name="Load the changed rules",
-            commands=[f"nft -f {shlex.quote(conf['rules_path'])}"],
+            commands=[f"nft -f {shlex.quote(conf.rules_path)}"],
             _if=rules.did_change,
         )
 
 
-def _remove(conf: dict) -> None:
+def _remove(conf: MultinodeFirewall) -> None:
     # One read tells a host that never had the firewall (most hosts, on every run) from one
     # to clean up, where the operations below would read five facts.
-    paths = [conf["unit_path"], conf["rules_path"], conf["sysctl_path"]]
-    if not read_once(host, UnitLeftovers, unit=conf["unit_name"], paths=paths):
-        host.noop(f"no multi-node firewall ({conf['unit_name']}, its rules, the port pin)")
+    paths = [conf.unit_path, conf.rules_path, conf.sysctl_path]
+    if not read_once(host, UnitLeftovers, unit=conf.unit_name, paths=paths):
+        host.noop(f"no multi-node firewall ({conf.unit_name}, its rules, the port pin)")
         return
     # Stopping the unit deletes the table (ExecStop); then its files go.
     systemd.service(
         name="Unload the multi-node firewall",
-        service=conf["unit_name"],
+        service=conf.unit_name,
         running=False,
         enabled=False,
     )
-    unit = files.file(name="Remove the firewall's unit", path=conf["unit_path"], present=False)
-    files.file(name="Remove the firewall's rules", path=conf["rules_path"], present=False)
-    files.file(name="Remove the ephemeral port range pin", path=conf["sysctl_path"], present=False)
+    unit = files.file(name="Remove the firewall's unit", path=conf.unit_path, present=False)
+    files.file(name="Remove the firewall's rules", path=conf.rules_path, present=False)
+    files.file(name="Remove the ephemeral port range pin", path=conf.sysctl_path, present=False)
     systemd.daemon_reload(name="Forget the firewall's unit", _if=unit.did_change)
 
 
@@ -125,7 +127,7 @@ def multinode_firewall() -> None:
     + sglang_dist_init_port: the rendezvous port its range starts from
     """
     config = host_config(host)
-    conf = settings()
+    conf = data.multinode_firewall()
     if config.sglang_multinode_group and config.sglang_multinode_firewall:
         _install(config, conf)
     else:

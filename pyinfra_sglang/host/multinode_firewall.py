@@ -23,11 +23,6 @@ class FirewallPlan:
         return ", ".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in self.port_ranges)
 
 
-def settings() -> dict:
-    """The raw tables, for the role; the functions below read the typed model."""
-    return data.load("multinode_firewall")
-
-
 def _merged(ranges: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
     # nftables refuses overlapping intervals in one set: merge them first.
     merged: list[tuple[int, int]] = []
