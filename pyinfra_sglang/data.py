@@ -107,6 +107,10 @@ def model() -> m.Model:
     return _typed("model", m.Model)
 
 
+def monitoring() -> m.Monitoring:
+    return _typed("monitoring", m.Monitoring)
+
+
 def multinode_firewall() -> m.MultinodeFirewall:
     return _typed("multinode_firewall", m.MultinodeFirewall)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, RootModel, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, RootModel, model_validator
 
 from pyinfra_sglang.arch import SmArch
 from pyinfra_sglang.versions import parse_version
@@ -412,6 +412,82 @@ class DcgmInstall(_Data):
 class Dcgm(_Data):
     diag: DcgmDiag
     install: DcgmInstall
+
+
+# --- monitoring.toml ---------------------------------------------------------------------
+
+
+class MonitoringPrometheus(_Data):
+    package: str
+    service: str
+    config: str
+    rules: str
+    defaults: str
+    promtool: str
+    port: int
+    scrape_interval_s: int = Field(ge=1)
+    evaluation_interval_s: int = Field(ge=1)
+    staging: str
+
+
+class MonitoringNodeExporter(_Data):
+    package: str
+    service: str
+    defaults: str
+    port: int
+
+
+class MonitoringDcgmExporter(_Data):
+    port: int
+    default_counters: tuple[str, ...]
+    optional_counters: tuple[str, ...]
+
+
+class MonitoringGrafana(_Data):
+    repo_url: str
+    suite: str
+    components: tuple[str, ...]
+    key_url: str
+    key_fingerprint: str = Field(pattern=r"^[0-9A-F]{40}$")
+    keyring: str
+    sources_list: str
+    package: str
+    service: str
+    port: int
+    provisioning: str
+    dashboards_dir: str
+    password_file: str
+    dropin: str
+    datasource_uid: str
+    sglang_dashboard_url: str
+
+
+class MonitoringAlert(_Data):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    name: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9]*$")
+    verdict: str
+    expr: str
+    per_cap: bool = False
+    for_: str = Field(alias="for", pattern=r"^\d+[smh]$")
+    severity: Literal["critical", "warning", "info"]
+    summary: str
+    action: str
+
+
+class Monitoring(_Data):
+    prometheus: MonitoringPrometheus
+    node_exporter: MonitoringNodeExporter
+    dcgm_exporter: MonitoringDcgmExporter
+    grafana: MonitoringGrafana
+    alerts: tuple[MonitoringAlert, ...]
+
+    @model_validator(mode="after")
+    def _unique_alerts(self) -> Monitoring:
+        names = [alert.name for alert in self.alerts]
+        if len(names) != len(set(names)):
+            raise ValueError("alerts: every alert needs a name of its own")
+        return self
 
 
 # --- gpu_health.toml ---------------------------------------------------------------------
@@ -906,6 +982,7 @@ MODELS: dict[str, type[BaseModel]] = {
     "host_driver": HostDriver,
     "memory_fit": MemoryFit,
     "model": Model,
+    "monitoring": Monitoring,
     "multinode_firewall": MultinodeFirewall,
     "nvidia": Nvidia,
     "nvidia_smi": NvidiaSmi,

@@ -670,6 +670,87 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("1..60"),
     )
+    # --- monitoring (roles/monitoring.py; pyinfra_sglang/monitoring/) ---
+
+    monitoring_role: Literal["off", "server"] = Field(
+        "off",
+        description=(
+            "`server`: this host runs Prometheus (and Grafana) scraping every SGLang server, "
+            "router, node exporter and DCGM exporter of the inventory, with the alert rules "
+            "of data/monitoring.toml. With one such host in the inventory, every other host "
+            "runs a node exporter on `monitoring_exporter_address`. `off`: no monitoring "
+            "server here (docs/monitoring.md)."
+        ),
+        json_schema_extra=_allowed("off, server"),
+    )
+    monitoring_listen_address: IPv4Address | IPv6Address = Field(
+        IPv4Address("127.0.0.1"),
+        description=(
+            "Address Prometheus and Grafana listen on, on the monitoring host; loopback: "
+            "reach them through an SSH tunnel (`ssh -L 3000:localhost:3000 host`)."
+        ),
+        json_schema_extra=_allowed("an IP address"),
+    )
+    monitoring_exporter_address: IPv4Address | IPv6Address | None = Field(
+        None,
+        description=(
+            "Address this host's node exporter listens on, for the monitoring host to "
+            "scrape. Unset: 127.0.0.1 on the monitoring host itself, else the host's "
+            "address (ssh_hostname, else its name) when that is an IP address."
+        ),
+        json_schema_extra=_allowed("an IP address, or unset"),
+    )
+    grafana_admin_password_file: OptionalPath = Field(
+        None,
+        description=(
+            "File on the controller holding Grafana's admin password (one line): written "
+            "root:grafana 0640 on the monitoring host, never on a command line. Needed with "
+            '`monitoring_role = "server"` and `monitoring_grafana`.'
+        ),
+        json_schema_extra=_allowed("a path on the controller, or unset"),
+    )
+    monitoring_grafana: StrictBool = Field(
+        True,
+        description=(
+            "On the monitoring host, Grafana from Grafana's apt repository with a Prometheus "
+            "datasource, SGLang's dashboard for `sglang_version` and a GPU dashboard."
+        ),
+        json_schema_extra=_allowed("true, false"),
+    )
+    monitoring_grafana_apt_url: HttpUrl | None = Field(
+        None,
+        description=(
+            "A mirror of Grafana's apt repository (suite stable, component main); unset: "
+            "https://apt.grafana.com."
+        ),
+        json_schema_extra=_allowed("an http(s) URL, or unset"),
+    )
+    monitoring_grafana_key_url: HttpUrl | None = Field(
+        None,
+        description=(
+            "Where the repository's signing key is downloaded from; unset: "
+            "https://apt.grafana.com/gpg.key."
+        ),
+        json_schema_extra=_allowed("an http(s) URL, or unset"),
+    )
+    monitoring_grafana_key_fingerprint: Annotated[str, Field(pattern=r"^[0-9A-F]{40}$")] | None = (
+        Field(
+            None,
+            description=(
+                "Fingerprint of the only key taken from the downloaded key file (a mirror that "
+                "signs with its own key); unset: Grafana's, pinned in data/monitoring.toml."
+            ),
+            json_schema_extra=_allowed("40 upper-case hex digits, or unset"),
+        )
+    )
+    monitoring_sglang_dashboard_url: HttpUrl | None = Field(
+        None,
+        description=(
+            "Where SGLang's Grafana dashboard is downloaded from; unset: SGLang's repository "
+            "at the tag of `sglang_version` (data/monitoring.toml)."
+        ),
+        json_schema_extra=_allowed("an http(s) URL, or unset"),
+    )
     # --- the GPUs the host should have (validation, roles/nvidia_driver.py, the audit) ---
 
     expected_gpu_count: Annotated[int | None, BeforeValidator(_no_bool)] = Field(
@@ -907,6 +988,20 @@ class HostConfig(BaseModel):
         127.0.0.1; never reachable from another host."""
         bind = self.router_bind()
         return bind if bind.is_loopback else ip_address("127.0.0.1")
+
+    @model_validator(mode="after")
+    def _grafana_needs_a_password(self) -> HostConfig:
+        if (
+            self.monitoring_role == "server"
+            and self.monitoring_grafana
+            and self.grafana_admin_password_file is None
+        ):
+            raise _field_error(
+                "grafana_admin_password_file",
+                'monitoring_role = "server" installs Grafana, whose admin password comes from '
+                "this file (never admin/admin); set it, or monitoring_grafana: false",
+            )
+        return self
 
     @model_validator(mode="after")
     def _public_bind_needs_api_key(self) -> HostConfig:
