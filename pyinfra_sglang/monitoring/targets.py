@@ -1,0 +1,168 @@
+"""The scrape targets of an inventory: every SGLang server's /metrics, each router's where
+the monitoring host can reach it, a node exporter on every host, NVIDIA's DCGM exporter where
+DCGM is installed. From the validated host configs alone, in the inventory's order."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from ipaddress import IPv4Address, IPv6Address, ip_address
+from typing import TYPE_CHECKING
+
+from pyinfra_sglang import data
+
+if TYPE_CHECKING:
+    from pyinfra_sglang.inventory.model import HostConfig
+
+# Prometheus job names; the alert rules select on them.
+JOB_SGLANG = "sglang"
+JOB_ROUTER = "sglang-router"
+JOB_NODE = "node"
+JOB_DCGM = "dcgm"
+JOBS = (JOB_SGLANG, JOB_ROUTER, JOB_NODE, JOB_DCGM)
+
+
+class MonitoringPlanError(ValueError):
+    """An inventory whose targets the monitoring host cannot reach: host, field, what to do."""
+
+
+@dataclass(frozen=True)
+class InventoryHost:
+    """One host as the monitoring plan needs it: its inventory name, the address it is
+    reached at (ssh_hostname, else its name), its validated config, and whether it is the
+    first member of its multi-node group or in none (the node that serves HTTP)."""
+
+    name: str
+    address: str
+    config: HostConfig
+    serves_http: bool = True
+    max_running_requests: int | None = None
+
+
+@dataclass(frozen=True)
+class Target:
+    job: str
+    address: str  # host:port as Prometheus scrapes it
+    host: str  # the inventory name, as the label `host`
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MonitoringPlan:
+    server: str  # the monitoring host's inventory name
+    targets: tuple[Target, ...]
+    notes: tuple[str, ...]  # targets left out, and why
+
+    def by_job(self) -> dict[str, list[Target]]:
+        jobs: dict[str, list[Target]] = {job: [] for job in JOBS}
+        for target in self.targets:
+            jobs[target.job].append(target)
+        return jobs
+
+
+def _hostport(address: str, port: int) -> str:
+    try:
+        if isinstance(ip_address(address.strip("[]")), IPv6Address):
+            return f"[{address.strip('[]')}]:{port}"
+    except ValueError:
+        pass
+    return f"{address}:{port}"
+
+
+def _ip(text: str) -> IPv4Address | IPv6Address | None:
+    try:
+        return ip_address(text.strip("[]"))
+    except ValueError:
+        return None
+
+
+def monitoring_servers(hosts: list[InventoryHost]) -> list[str]:
+    return [h.name for h in hosts if h.config.monitoring_role == "server"]
+
+
+def exporter_address(entry: InventoryHost, server: str) -> str:
+    """Where ``entry``'s node exporter listens (and is scraped): monitoring_exporter_address;
+    unset, loopback on the monitoring host itself, else the host's address when that is an IP
+    address. MonitoringPlanError when the monitoring host could not reach it."""
+    chosen = entry.config.monitoring_exporter_address
+    if chosen is None:
+        if entry.name == server:
+            return "127.0.0.1"
+        if _ip(entry.address) is None:
+            raise MonitoringPlanError(
+                f"host {entry.name}: monitoring_exporter_address: unset, and the host's "
+                f"address {entry.address!r} is not an IP address for its node exporter to "
+                "listen on; set an IP address the monitoring host "
+                f"{server} reaches"
+            )
+        return entry.address.strip("[]")
+    if chosen.is_loopback and entry.name != server:
+        raise MonitoringPlanError(
+            f"host {entry.name}: monitoring_exporter_address: {chosen} is loopback, which the "
+            f"monitoring host {server} cannot reach; set an address it reaches, or unset"
+        )
+    return str(chosen)
+
+
+def _server_address(entry: InventoryHost, server: str) -> str:
+    bind = entry.config.sglang_host
+    if bind.is_unspecified:
+        return "127.0.0.1" if entry.name == server else entry.address.strip("[]")
+    if bind.is_loopback and entry.name != server:
+        raise MonitoringPlanError(
+            f"host {entry.name}: sglang_host: {bind} is loopback, so the monitoring host "
+            f"{server} cannot scrape its /metrics; bind the server to an address {server} "
+            "reaches (with sglang_metrics_public), or run the monitoring server on this host"
+        )
+    return str(bind)
+
+
+def monitoring_plan(hosts: list[InventoryHost], metrics_on: dict[str, bool]) -> MonitoringPlan:
+    """Every target of the inventory, in its order (by job: SGLang, router, node, DCGM).
+    ``metrics_on``: host name -> does its profile serve /metrics (enable_metrics)."""
+    servers = monitoring_servers(hosts)
+    if len(servers) != 1:
+        raise MonitoringPlanError(
+            "monitoring_role: one host of the inventory is the monitoring server "
+            f'("server"), not {len(servers)} ({", ".join(servers) or "none"})'
+        )
+    server = servers[0]
+    ports = data.monitoring()
+    targets: list[Target] = []
+    notes: list[str] = []
+    for entry in hosts:
+        config = entry.config
+        if not entry.serves_http:
+            continue
+        if not metrics_on.get(entry.name, True):
+            notes.append(
+                f"{entry.name}: its profile has enable_metrics off: no SGLang metrics scraped"
+            )
+            continue
+        labels = {}
+        if entry.max_running_requests is not None:
+            labels["max_running_requests"] = str(entry.max_running_requests)
+        address = _hostport(_server_address(entry, server), config.sglang_port)
+        targets.append(Target(JOB_SGLANG, address, entry.name, labels))
+    for entry in hosts:
+        if not entry.config.routed():
+            continue
+        if entry.name != server:
+            notes.append(
+                f"{entry.name}: the router's metrics listen on loopback only: scraped only "
+                "when the router runs on the monitoring host"
+            )
+            continue
+        bind = str(entry.config.router_metrics_bind())
+        targets.append(
+            Target(JOB_ROUTER, _hostport(bind, entry.config.sglang_router_metrics_port), entry.name)
+        )
+    for entry in hosts:
+        address = _hostport(exporter_address(entry, server), ports.node_exporter.port)
+        targets.append(Target(JOB_NODE, address, entry.name))
+    for entry in hosts:
+        if not entry.config.nvidia_dcgm_install:
+            continue
+        host_address = "127.0.0.1" if entry.name == server else entry.address.strip("[]")
+        address = _hostport(host_address, ports.dcgm_exporter.port)
+        targets.append(Target(JOB_DCGM, address, entry.name))
+    return MonitoringPlan(server, tuple(targets), tuple(notes))
