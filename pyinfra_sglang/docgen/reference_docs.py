@@ -113,20 +113,20 @@ def command_names_markdown() -> str:
 def platforms_markdown() -> str:
     """The distros and architectures of data/platforms.toml, with what each means for NVIDIA's
     repository and the driver's package names."""
-    platforms = data.load("platforms")
+    platforms = data.platforms()
     rows = [
         "| distro (os-release `ID`) | `VERSION_ID` | NVIDIA repository folder "
         "| driver package names of | extra apt components |",
         "| --- | --- | --- | --- | --- |",
     ]
-    for platform in platforms["platform"]:
-        components = ", ".join(f"`{c}`" for c in platform["components"]) or "none"
+    for platform in platforms.platform:
+        components = ", ".join(f"`{c}`" for c in platform.components) or "none"
         rows.append(
-            f"| `{platform['id']}` | {platform['version']} | `{platform['nvidia_repo']}` "
-            f"| `{platform['driver_family']}` ([packages.md](packages.md)) | {components} |"
+            f"| `{platform.id}` | {platform.version} | `{platform.nvidia_repo}` "
+            f"| `{platform.driver_family}` ([packages.md](packages.md)) | {components} |"
         )
     arches = ", ".join(
-        f"`{machine}` (NVIDIA's folder `{folder}`)" for machine, folder in platforms["arch"].items()
+        f"`{machine}` (NVIDIA's folder `{folder}`)" for machine, folder in platforms.arch.items()
     )
     return "\n".join(rows) + f"\n\nArchitectures (`uname -m`): {arches}.\n"
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyinfra_sglang import data
+from pyinfra_sglang.data_models import DriverInstallPackages, FlavorPackages
 from pyinfra_sglang.host.nvidia import driver_packages, kernel_module_packages, pinning_package
 from pyinfra_sglang.inventory import HostConfig
 
@@ -93,21 +94,21 @@ def format_plan(plan: DriverAptPlan) -> str:
 def packages_markdown() -> str:
     """docs/packages.md's table: every driver package name the roles may install, per family,
     with its source (data/nvidia.toml)."""
-    driver = data.load("nvidia")["driver"]
+    driver = data.nvidia().driver
     used: dict[str, set[str]] = {}
-    for family, installs in driver["packages"].items():
-        for install, flavors in installs.items():
-            for flavor, entries in flavors.items():
-                for entry in entries:
+    for family, installs in driver.packages.items():
+        for install in DriverInstallPackages.model_fields:
+            for flavor in FlavorPackages.model_fields:
+                for entry in installs.of(install).of(flavor):
                     for name in [entry] if isinstance(entry, str) else entry:
                         used.setdefault(name, set()).add(f"{family} {install} {flavor}")
-    used.setdefault(driver["pinning_package"], set()).add("every platform, first")
-    used.setdefault(driver["version_pinning_package"], set()).add(
+    used.setdefault(driver.pinning_package, set()).add("every platform, first")
+    used.setdefault(driver.version_pinning_package, set()).add(
         "every platform, first, instead of the branch's with nvidia_driver_version"
     )
     rows = ["| name | installed for | source |", "| --- | --- | --- |"]
     for name in sorted(used):
         where = ", ".join(sorted(used[name]))
-        source = " ".join(driver["sources"][name].split()).replace("|", "\\|")
+        source = " ".join(driver.sources[name].split()).replace("|", "\\|")
         rows.append(f"| `{name}` | {where} | {source} |")
     return "\n".join(rows) + "\n"
