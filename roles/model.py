@@ -27,6 +27,7 @@ from checks.facts import (
 )
 from checks.host_context import run_on_host
 from pyinfra_sglang import data
+from pyinfra_sglang.data_models import ModelDownload
 from pyinfra_sglang.host.cache_dir import host_problem
 from pyinfra_sglang.host.model_snapshot import (
     DEFAULT_ENDPOINT,
@@ -58,8 +59,8 @@ class ModelRefused(PyinfraError):
     """The model cannot be put on this host as things are (the message says why)."""
 
 
-def _settings() -> dict:
-    return data.load("model")["download"]
+def _settings() -> ModelDownload:
+    return data.model().download
 
 
 def download_user() -> str:
@@ -70,7 +71,7 @@ def download_user() -> str:
 def writable_paths(cache: str) -> list[str]:
     """What the download may write: the Hub cache, HF_HOME (the client's other state) and
     the log's folder."""
-    log_dir = _settings()["log"].rsplit("/", 1)[0]
+    log_dir = _settings().log.rsplit("/", 1)[0]
     return sorted({cache, cache_dirs()["HF_HOME"], log_dir})
 
 
@@ -81,30 +82,30 @@ def download_command(
     stopped after ``timeout_s``. Its environment (the endpoint, which may carry a login,
     and the token) comes from the root-only env file, read by systemd: not one secret here."""
     settings = _settings()
-    program = f"{settings['program_dir']}/{PROGRAM}"
+    program = f"{settings.program_dir}/{PROGRAM}"
     user = download_user()
     properties = [
         f"RuntimeMaxSec={int(timeout_s)}",
-        f"EnvironmentFile={settings['env_file']}",
+        f"EnvironmentFile={settings.env_file}",
         f"User={user}",
         f"Group={user}",
-        *settings["sandbox"],
+        *settings.sandbox,
         f"ReadWritePaths={' '.join(writable_paths(cache))}",
     ]
     return (
-        f"systemd-run --quiet --unit={shlex.quote(settings['unit'])} "
+        f"systemd-run --quiet --unit={shlex.quote(settings.unit)} "
         + " ".join(shlex.quote(f"--property={p}") for p in properties)
         + f" {shlex.quote(python)} {shlex.quote(program)} --repo {shlex.quote(repo)} "
         f"--commit {shlex.quote(commit)} --cache-dir {shlex.quote(cache)} "
-        f"--total-bytes {int(total)} --log {shlex.quote(settings['log'])} "
-        f"--every {float(settings['log_every_s'])}"
+        f"--total-bytes {int(total)} --log {shlex.quote(settings.log)} "
+        f"--every {float(settings.log_every_s)}"
     )
 
 
 def download_env(endpoint: str, cache: str, token: str | None) -> bytes:
     """The download's environment file (systemd's EnvironmentFile syntax)."""
     env = {
-        **_settings()["environment"],
+        **_settings().environment,
         "HF_ENDPOINT": endpoint,
         "HF_HUB_CACHE": cache,
         "HF_HOME": cache_dirs()["HF_HOME"],
@@ -126,14 +127,14 @@ def prepare_command(cache: str) -> str:
     settings = _settings()
     q = shlex.quote
     user = download_user()
-    log = settings["log"]
-    program_dir = settings["program_dir"]
+    log = settings.log
+    program_dir = settings.program_dir
     owned = " ".join(q(f) for f in sorted({cache, cache_dirs()["HF_HOME"]}))
     return (
         f"{{ id -u {q(user)} >/dev/null 2>&1 || {useradd_command(user)}; }} && "
         f"install -d -m 750 -o {q(user)} -g {q(user)} {owned} && "
         f"install -d -m 755 {q(program_dir)} {q(log.rsplit('/', 1)[0])} && "
-        f"install -d -m 700 {q(settings['env_file'].rsplit('/', 1)[0])} && "
+        f"install -d -m 700 {q(settings.env_file.rsplit('/', 1)[0])} && "
         f"cat > {q(program_dir + '/' + PROGRAM)} <<'PYINFRA_SGLANG_EOF' && "
         f"chmod 644 {q(program_dir + '/' + PROGRAM)}\n"
         f"{program_path(PROGRAM).read_text()}\nPYINFRA_SGLANG_EOF"
@@ -153,8 +154,8 @@ def _download(state, host, repo, commit, cache, total, python, endpoint, token_p
     secrets = [s for s in (token, *_login_of(endpoint)) if s]
     settings = _settings()
     q = shlex.quote
-    unit, log = settings["unit"], settings["log"]
-    env_file = settings["env_file"]
+    unit, log = settings.unit, settings.log
+    env_file = settings.env_file
     user = download_user()
     ok, out = run_on_host(host, prepare_command(cache))
     if not ok:
@@ -188,7 +189,7 @@ def _download(state, host, repo, commit, cache, total, python, endpoint, token_p
             active, _ = run_on_host(host, f"systemctl is-active --quiet {q(unit)}")
             if not active:
                 return True
-            if time.monotonic() - printed_at >= float(settings["print_every_s"]):
+            if time.monotonic() - printed_at >= float(settings.print_every_s):
                 line = _last_line(host, log)
                 logger.info(f"{host.print_prefix}{repo}: {line.split(' ', 1)[-1]}")
                 printed_at = time.monotonic()
