@@ -23,6 +23,7 @@ from pyinfra.facts.hardware import Cpus
 from checks.facts import JsonRecord, MemoryInfo, NvidiaGpus, PythonPackages, read_once
 from checks.host_context import run_on_host
 from pyinfra_sglang import data
+from pyinfra_sglang.data_models import FlashAttn
 from pyinfra_sglang.host.flash_attn_build_plan import (
     BuildPlan,
     BuildProgress,
@@ -144,8 +145,8 @@ def flash_attn_built(
     yield FunctionCommand(_wait_for_build, (version,), {})
 
 
-def _settings() -> dict:
-    return data.load("python")["flash_attn"]
+def _settings() -> FlashAttn:
+    return data.python().flash_attn
 
 
 def _status_path(version: str) -> str:
@@ -189,7 +190,7 @@ def build_start_command(
     """Start the build in its transient unit, unless one is running already (an interrupted
     run's: this run waits for it)."""
     log = build_log_paths(version)[0]
-    unit = shlex.quote(_settings()["build_unit"])
+    unit = shlex.quote(_settings().build_unit)
     script = build_script(version, env, archs, venv, indexes)
     return StringCommand(
         f"mkdir -p {shlex.quote(log.rsplit('/', 1)[0])} && "
@@ -208,17 +209,17 @@ def _wait_for_build(state, host, version):
     log, status_path, unit = (
         build_log_paths(version)[0],
         _status_path(version),
-        settings["build_unit"],
+        settings.build_unit,
     )
     progress = BuildProgress()
     started = time.monotonic()
     printed_at = started
     while True:
-        time.sleep(float(settings["poll_every_s"]))
+        time.sleep(float(settings.poll_every_s))
         active, _ = run_on_host(host, f"systemctl is-active --quiet {q(unit)}")
         if not active:
             break
-        if time.monotonic() - printed_at >= float(settings["progress_every_s"]):
+        if time.monotonic() - printed_at >= float(settings.progress_every_s):
             # The log's end holds the latest [N/M]; a whole log of uv -v is megabytes.
             _, tail = run_on_host(host, f"tail -c 65536 {q(log)} 2>/dev/null || true")
             line = progress.line(time.monotonic() - started, tail)
@@ -229,7 +230,7 @@ def _wait_for_build(state, host, version):
     if status.strip() == "0":
         logger.info(f"{host.print_prefix}flash-attn {version}: built in {took}")
         return True
-    _, tail = run_on_host(host, f"tail -n {int(settings['tail_lines'])} {q(log)} 2>/dev/null")
+    _, tail = run_on_host(host, f"tail -n {int(settings.tail_lines)} {q(log)} 2>/dev/null")
     why = f"exit status {status.strip()}" if status.strip() else "the build unit ended unfinished"
     logger.error(
         f"{host.print_prefix}flash-attn {version} build failed after {took} ({why}); "
@@ -252,7 +253,7 @@ def flash_attn() -> None:
     + flash_attn_memory_fraction: the share of memory the build may plan for
     """
     config = host_config(host)
-    settings = data.load("python")["flash_attn"]
+    settings = data.python().flash_attn
     # The one operation, with the build off too: it then says why it changes nothing.
     build = {
         "name": f"Build flash-attn {config.flash_attn_version}",
@@ -272,7 +273,7 @@ def flash_attn() -> None:
     venv_packages(
         name="Install flash-attn's build requirements",
         venv=config.venv_path,
-        requirements=dict.fromkeys(settings["build_requirements"]),
+        requirements=dict.fromkeys(settings.build_requirements),
         index_url=str(config.pypi_index_url),
     )
     flash_attn_built(**build)
