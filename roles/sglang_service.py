@@ -54,13 +54,13 @@ from roles.sglang_watchdog import sglang_watchdog, sglang_watchdog_removed
 
 def service_user() -> str:
     """The system user the server runs as (data/sglang_service.toml [service_user])."""
-    return data.load("sglang_service")["service_user"]["name"]
+    return data.sglang_service().service_user.name
 
 
 def useradd_command(user: str) -> str:
     """Create ``user`` as a system user and group: no home folder made (its home is the cache
     root, which the role makes), no login shell."""
-    home = data.load("sglang_service")["environment"]["cache"]["root"]
+    home = data.sglang_service().environment.cache.root
     return (
         "useradd --system --user-group --no-create-home "
         f"--home-dir {shlex.quote(home)} --shell /usr/sbin/nologin {shlex.quote(user)}"
@@ -291,12 +291,12 @@ def sglang_service_role() -> None:
         )
     else:
         sglang_watchdog_removed(name="No watchdog")
-    venvs = data.load("python")["venv"]
-    root = venvs["root"].rstrip("/")
+    venvs = data.python().venv
+    root = venvs.root.rstrip("/")
     if config.venv_path.startswith(root + "/"):
         old_venvs_removed(
             name="Remove virtualenvs of earlier releases",
             root=root,
             current=config.venv_path,
-            keep=int(venvs["keep"]),
+            keep=int(venvs.keep),
         )
