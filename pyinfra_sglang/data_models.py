@@ -13,12 +13,13 @@ GPU...) are checked in tests/unit/test_data_models.py.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, RootModel, model_validator
 
 from pyinfra_sglang.arch import SmArch
-from pyinfra_sglang.versions import parse_version
+from pyinfra_sglang.versions import Version, parse_version
 
 # int stays int and float stays float (smart union): values keep the type TOML gave them.
 Number = int | float
@@ -29,12 +30,31 @@ def _release(text: str) -> str:
     return text
 
 
+@cache
+def _optional_version(text: str | None) -> Version | None:
+    return parse_version(text) if text is not None else None
+
+
 # An SGLang (or router) release, "0.5.17": checked readable, kept as written.
 Release = Annotated[str, AfterValidator(_release)]
 
 
 class _Data(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _named_by_key(tables: Any) -> Any:
+    """Tables keyed by name, each given its key as ``name``: the file does not write it."""
+    if not isinstance(tables, dict):
+        return tables
+    named = {}
+    for key, table in tables.items():
+        if isinstance(table, dict):
+            if table.get("name", key) != key:
+                raise ValueError(f"{key}: name {table['name']!r} is not the table's key")
+            table = {**table, "name": key}
+        named[key] = table
+    return named
 
 
 # --- apt.toml ----------------------------------------------------------------------------
@@ -136,6 +156,9 @@ class Diagnosis(_Data):
 
 
 class Gpu(_Data):
+    """One GPU model; ``name`` is its key in gpus.toml, as nvidia-smi prints it."""
+
+    name: str
     arch: SmArch
     memory_gb: Number
     memory_bandwidth_gbs: Number
@@ -150,6 +173,11 @@ class Gpus(RootModel[dict[str, Gpu]]):
     """GPU name as nvidia-smi prints it -> its numbers."""
 
     model_config = ConfigDict(frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _names_from_keys(cls, values: Any) -> Any:
+        return _named_by_key(values)
 
 
 # --- memory_fit.toml ---------------------------------------------------------------------
@@ -774,11 +802,29 @@ class FlagSpelling(_Data):
     since: Release | None = None
     until: Release | None = None
 
+    def exists_in(self, version: Version) -> bool:
+        since, until = _optional_version(self.since), _optional_version(self.until)
+        return (since is None or since <= version) and (until is None or version < until)
+
+    def describe(self) -> str:
+        since = f"from {parse_version(self.since)}" if self.since else "in every known release"
+        until = f" until {parse_version(self.until)} (excluded)" if self.until else ""
+        return f"{self.flag} {since}{until}"
+
 
 class Flag(_Data):
+    """One intent (a server setting) and how each SGLang release spells it."""
+
     intent: str
     kind: Literal["value", "switch"]
     spellings: tuple[FlagSpelling, ...]
+
+    def flag_in(self, version: Version) -> str | None:
+        """The newest spelling that exists in ``version``; None where none does."""
+        present = [s for s in self.spellings if s.exists_in(version)]
+        if not present:
+            return None
+        return max(present, key=lambda s: _optional_version(s.since) or Version(0, 0, 0)).flag
 
 
 class FlagVersions(_Data):
@@ -958,6 +1004,14 @@ class TuningSearch(_Data):
 
 
 class TuningSetting(_Data):
+    """One profile field the tuner varies (``name``, its key in [settings]). ``requires``:
+    other fields' values it only makes sense with (a graph batch size needs CUDA graphs on);
+    ``min_sglang_version`` and ``archs`` (CUDA architectures such as ``sm_90``): where it
+    applies at all; ``profile_fields``: the profile must set these (expert parallelism needs
+    a model with routed experts); ``divides_gpus``: only values that divide the host's GPU
+    count (a parallel size)."""
+
+    name: str
     values: tuple[bool | int | float | str, ...]
     profile_fields: tuple[str, ...] = ()
     divides_gpus: bool = False
@@ -965,10 +1019,27 @@ class TuningSetting(_Data):
     min_sglang_version: Release | None = None
     archs: tuple[SmArch, ...] = ()
 
+    def applies(self, sglang_version: str, arch: str) -> bool:
+        if self.min_sglang_version and parse_version(sglang_version) < parse_version(
+            self.min_sglang_version
+        ):
+            return False
+        return not self.archs or arch in self.archs
+
+    def allowed_with(self, settings: dict[str, Any]) -> bool:
+        return all(settings.get(name) == value for name, value in self.requires.items())
+
 
 class Tuning(_Data):
     search: TuningSearch
     settings: dict[str, TuningSetting]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _names_from_keys(cls, values: Any) -> Any:
+        if isinstance(values, dict) and "settings" in values:
+            return {**values, "settings": _named_by_key(values["settings"])}
+        return values
 
 
 # File name (without .toml) -> its model.

@@ -4,36 +4,26 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
-from functools import cache
 
 from pyinfra.api.exceptions import PyinfraError
 
 from pyinfra_sglang import data
 from pyinfra_sglang.arch import Arch, sorted_archs
+from pyinfra_sglang.data_models import Gpu
 
 
 class UnknownGpuError(PyinfraError):
     """No spec, or more than one, matches a GPU name or architecture."""
 
 
-@dataclass(frozen=True)
-class GpuSpec:
-    name: str
-    arch: str
-    memory_gb: float
-    memory_bandwidth_gbs: float
-    pcie_gen: int
-    nvlink: bool
-    nvlink_bandwidth_gbs: float
-    dense_bf16_tflops: float | None = None
+# A GPU's spec is its data model: one type for gpus.toml.
+GpuSpec = Gpu
 
 
-@cache
 def all_gpus() -> dict[str, GpuSpec]:
     """Every GPU in the table, by the name nvidia-smi prints; ``arch`` as ``sm_90`` whichever
     spelling the table uses."""
-    return {name: GpuSpec(name=name, **spec.model_dump()) for name, spec in data.gpus().items()}
+    return data.gpus()
 
 
 def known_archs() -> list[str]:

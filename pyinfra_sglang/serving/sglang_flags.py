@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from typing import Literal
 
 from pyinfra.api.exceptions import PyinfraError
 
 from pyinfra_sglang import data
+from pyinfra_sglang.data_models import Flag
 from pyinfra_sglang.versions import Version, parse_version
 
 
@@ -16,55 +16,10 @@ class FlagVersionError(PyinfraError):
     """The pinned SGLang release has no spelling for an intent that was asked for."""
 
 
-@dataclass(frozen=True)
-class Spelling:
-    flag: str
-    since: Version | None
-    until: Version | None
-
-    def exists_in(self, version: Version) -> bool:
-        return (self.since is None or self.since <= version) and (
-            self.until is None or version < self.until
-        )
-
-    def describe(self) -> str:
-        since = f"from {self.since}" if self.since else "in every known release"
-        until = f" until {self.until} (excluded)" if self.until else ""
-        return f"{self.flag} {since}{until}"
-
-
-@dataclass(frozen=True)
-class FlagIntent:
-    intent: str
-    kind: Literal["value", "switch"]
-    spellings: tuple[Spelling, ...]
-
-    def flag_in(self, version: Version) -> str | None:
-        """The newest spelling that exists in ``version``; None where none does."""
-        present = [s for s in self.spellings if s.exists_in(version)]
-        if not present:
-            return None
-        return max(present, key=lambda s: s.since or Version(0, 0, 0)).flag
-
-
-def _optional_version(text: str | None) -> Version | None:
-    return parse_version(text) if text is not None else None
-
-
 @cache
-def flag_table() -> dict[str, FlagIntent]:
+def flag_table() -> dict[str, Flag]:
     """Every intent, in command-line order (the data model refuses a duplicate or a bad kind)."""
-    return {
-        entry.intent: FlagIntent(
-            entry.intent,
-            entry.kind,
-            tuple(
-                Spelling(s.flag, _optional_version(s.since), _optional_version(s.until))
-                for s in entry.spellings
-            ),
-        )
-        for entry in data.sglang_flags().flag
-    }
+    return {entry.intent: entry for entry in data.sglang_flags().flag}
 
 
 def flag_for(intent: str, sglang_version: str | Version) -> str:

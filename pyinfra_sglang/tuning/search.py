@@ -18,6 +18,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyinfra_sglang.data_models import TuningSetting
 from pyinfra_sglang.tuning.judge import (
     BETTER,
     CLOSE,
@@ -27,7 +28,7 @@ from pyinfra_sglang.tuning.judge import (
     Verdict,
     judge,
 )
-from pyinfra_sglang.tuning.space import Setting, Space
+from pyinfra_sglang.tuning.space import Space
 
 BASELINE = "baseline"
 
@@ -89,7 +90,7 @@ class State:
 
 
 def candidates(
-    setting: Setting, incumbent: dict[str, Any], space: Space | None = None
+    setting: TuningSetting, incumbent: dict[str, Any], space: Space | None = None
 ) -> list[dict[str, Any]]:
     """The settings to try for ``setting``: each other value on top of the incumbent, where
     its requirements hold. A setting of ``space`` whose requirement the new value breaks is
