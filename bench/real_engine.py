@@ -108,6 +108,15 @@ PASSED_THROUGH = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHM
 # --- prepare (here, with the project) --------------------------------------------------------
 
 
+def h200_placement(profile):
+    """The profile placed on the device machine's one H200 with the kit's SGLang."""
+    from pyinfra_sglang.gpus import gpu_by_name
+    from pyinfra_sglang.serving.placement import GpuSet, place
+
+    spec = gpu_by_name("NVIDIA H200")
+    return place(profile, GpuSet(1, spec.memory_gb, spec.arch), sglang_version=SGLANG_VERSION)
+
+
 def prepare(args: argparse.Namespace) -> int:
     from pyinfra_sglang.host_programs import program_path
     from pyinfra_sglang.inventory import HostConfig
@@ -158,7 +167,7 @@ def prepare(args: argparse.Namespace) -> int:
                         script, bench_settings(once, SGLANG_VERSION), once
                     )
                 (RUN / f"{scenario}-{variant}.sh").write_text(script)
-            document = profile_document(profile, [{"name": "NVIDIA H200"}], 1)
+            document = profile_document(h200_placement(profile), [{"name": "NVIDIA H200"}])
             (RUN / f"{scenario}-profile.json").write_text(json.dumps(document, indent=2))
             settings_doc = {"settings": settings.as_dict(), "hash": settings.digest()}
             (RUN / f"{scenario}-settings.json").write_text(json.dumps(settings_doc, indent=2))

@@ -71,7 +71,7 @@ def settings_key(settings: dict) -> str:
 
 
 def prepare(args: argparse.Namespace) -> int:
-    from bench.real_engine import render_with_overrides
+    from bench.real_engine import h200_placement, render_with_overrides
     from pyinfra_sglang.host_programs import program_path
     from pyinfra_sglang.inventory import HostConfig
     from pyinfra_sglang.served_benchmark.results import profile_document
@@ -114,7 +114,7 @@ def prepare(args: argparse.Namespace) -> int:
         bench_script(config, settings, CURRENT, "/etc/sglang/sglang.yaml")
     )
     profile = load_profile(PROFILE, [str(PROFILES)])
-    document = profile_document(profile, [{"name": "NVIDIA H200"}], 1)
+    document = profile_document(h200_placement(profile), [{"name": "NVIDIA H200"}])
     (TUNE / "profile.json").write_text(json.dumps(document, indent=2))
     (TUNE / "journal").mkdir()
     count = len(list((TUNE / "renders").iterdir()))

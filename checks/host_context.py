@@ -10,7 +10,7 @@ from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
 
 from pyinfra_sglang.host_programs import program_path
 from pyinfra_sglang.inventory import HostConfig, node_position_in
-from pyinfra_sglang.serving.render import NodePosition
+from pyinfra_sglang.serving.placement import NodePosition
 
 
 def connector_arguments(host) -> dict:

@@ -25,7 +25,7 @@ from checks.host_context import connector_arguments, host_position, run_on_host
 from pyinfra_sglang.diagnosis.diagnose import diagnose_results, format_report, load_results
 from pyinfra_sglang.diagnosis.samples import read_json_lines
 from pyinfra_sglang.host_programs import program_path
-from pyinfra_sglang.inventory import HostConfig, host_profile
+from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.report.page import default_output, read_run, write_ab_report, write_report
 from pyinfra_sglang.report.run_summary import prefixed
 from pyinfra_sglang.served_benchmark.ab_compare import (
@@ -62,8 +62,7 @@ from pyinfra_sglang.served_benchmark.settings import (
     bench_script,
     bench_settings,
 )
-from pyinfra_sglang.serving.render import tp_size_for
-from pyinfra_sglang.serving.service_files import UNIT_NAME, service_file_path
+from pyinfra_sglang.serving.service_files import UNIT_NAME, host_placement, service_file_path
 
 SCRIPT = "run.sh"
 PROGRAMS = (SAMPLER_PROGRAM, KEY_READER_PROGRAM, DRIVER_PROGRAM)
@@ -227,9 +226,10 @@ def bench_host(config: HostConfig, results_dir: str, compare_previous: bool = Tr
     )
     if polled:
         write_json(run_dir / "server_metrics.json", polled)
-    profile = host_profile(config)
-    tp_size = tp_size_for(profile, len(gpus), host_position(config, host).nnodes)
-    write_json(run_dir / "profile.json", profile_document(profile, gpus, tp_size))
+    # The Placement the service was rendered from: the record holds what the server runs
+    # (the profile's [arch.*] table applied), which the diagnosis advises from.
+    placement = host_placement(config, host.name, gpus, host_position(config, host))
+    write_json(run_dir / "profile.json", profile_document(placement, gpus))
     write_json(run_dir / SETTINGS_FILE, settings_document(settings.as_dict(), settings.digest()))
     logger.info(
         f"{host.print_prefix}benchmark done in {time.monotonic() - started:.1f} s: {run_dir}"

@@ -598,7 +598,6 @@ def _given_gpus(args: argparse.Namespace):
     spec-table GPU it assumed (None when the memory was given and the arch is not known)."""
     from pyinfra_sglang import gpus
     from pyinfra_sglang.parsers.topo import topology_has_nvlink, widest_pcie_path
-    from pyinfra_sglang.serving import render
 
     # The spec table's largest GPU of the arch gives the memory (unless given) and links.
     in_table = args.arch in gpus.known_archs()
@@ -610,7 +609,9 @@ def _given_gpus(args: argparse.Namespace):
         matrix = _read_topology(args.topo)
         pcie_only = args.pcie_only or (args.gpus > 1 and not topology_has_nvlink(matrix))
         widest = widest_pcie_path(matrix)
-    return render.GpuSet(args.gpus, memory_gb, args.arch, pcie_only, widest), spec
+    from pyinfra_sglang.serving.placement import GpuSet
+
+    return GpuSet(args.gpus, memory_gb, args.arch, pcie_only, widest), spec
 
 
 def _gpus_text(gpu_set, how: str) -> str:
@@ -620,29 +621,29 @@ def _gpus_text(gpu_set, how: str) -> str:
     )
 
 
-def _interconnect_estimate(profile, gpu_set, node, spec, sglang_version: str) -> list[str]:
-    """What the profile's layout (and the others) would move over the GPU links
+def _interconnect_estimate(placement, spec) -> list[str]:
+    """What the placed profile's layout (and the others) would move over the GPU links
     (parallelism.py), as `render` prints it on stderr."""
-    from pyinfra_sglang.serving import parallelism, render
+    from pyinfra_sglang.serving import parallelism
 
-    profile = render.profile_for_gpus(profile, gpu_set.arch, sglang_version)
-    tp_size = render.tp_size_for(profile, gpu_set.count, node.nnodes, gpu_set.memory_gb)
+    gpu_set = placement.gpus
     link = parallelism.link_for(spec, gpu_set.pcie_only, gpu_set.count)
-    if node.nnodes > 1:
+    if placement.node.nnodes > 1:
         link = None  # the network between nodes is not in the GPU table
-    return parallelism.estimate_lines(profile, tp_size, link, gpu_set.memory_gb)
+    return parallelism.estimate_lines(placement.profile, placement.tp_size, link, gpu_set.memory_gb)
 
 
 def _render_from_flags(args: argparse.Namespace) -> dict:
     from pyinfra_sglang import inventory
     from pyinfra_sglang.host.model_snapshot import is_local_model
     from pyinfra_sglang.serving import profiles, render
+    from pyinfra_sglang.serving.placement import NodePosition, place
 
     defaults = inventory.HostConfig.model_fields
     profile = profiles.load_profile(args.profile, args.profile_dir)
     local = is_local_model(profile.model)
     gpu_set, spec = _given_gpus(args)
-    node = render.NodePosition(args.nnodes, args.node_rank, args.dist_init_addr)
+    node = NodePosition(args.nnodes, args.node_rank, args.dist_init_addr)
     from pyinfra_sglang.serving.sglang_flags import unread_release
 
     unread = unread_release(args.sglang_version, routed=False)
@@ -656,10 +657,9 @@ def _render_from_flags(args: argparse.Namespace) -> dict:
             "with an API key (sglang_api_key_file), which this preview renders masked",
             file=sys.stderr,
         )
+    placement = place(profile, gpu_set, node, args.sglang_version)
     service = render.ServiceSpec(
-        profile=profile,
-        sglang_version=args.sglang_version,
-        gpus=gpu_set,
+        placement=placement,
         host=args.host or str(defaults["sglang_host"].default),
         port=args.port or defaults["sglang_port"].default,
         venv_path=args.venv
@@ -670,7 +670,6 @@ def _render_from_flags(args: argparse.Namespace) -> dict:
         ),
         secrets=render.Secrets(api_key="(set)", hf_token="(set)"),
         mask=True,
-        node=node,
         # As a host with no sglang_model_revision gets it (service_files.py): a Hub model
         # at the profile's pinned commit, served offline from the downloaded snapshot.
         model_revision=None if local else profile.revision,
@@ -689,7 +688,7 @@ def _render_from_flags(args: argparse.Namespace) -> dict:
         "node": node,
         "files": files,
         "removes": [],
-        "estimate": _interconnect_estimate(profile, gpu_set, node, spec, args.sglang_version),
+        "estimate": _interconnect_estimate(placement, spec),
     }
 
 
@@ -720,8 +719,11 @@ def _render_from_inventory(args: argparse.Namespace) -> dict:
         gpu_set = service_files.planned_gpus(config, profile, node.nnodes)
         planned = service_files.planned_gpu(profile, config.expected_gpu_model)
         how = f"planned: {planned.name if planned else 'an unknown GPU'}"
+    from pyinfra_sglang.serving.placement import place
+
+    placement = place(profile, gpu_set, node, config.sglang_version)
     rendered = service_files.service_files_for(
-        config, gpu_set, node, service_files.masked_secrets(config), True, profile
+        config, placement, service_files.masked_secrets(config), True
     )
     nodes = (
         f", node {node.rank} of {node.nnodes} of group {config.sglang_multinode_group}"
@@ -738,7 +740,7 @@ def _render_from_inventory(args: argparse.Namespace) -> dict:
         "node": node,
         "files": list(rendered.files),
         "removes": list(rendered.stale),
-        "estimate": _interconnect_estimate(profile, gpu_set, node, planned, config.sglang_version),
+        "estimate": _interconnect_estimate(placement, planned),
     }
 
 

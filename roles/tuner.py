@@ -21,16 +21,18 @@ from pyinfra.api import FunctionCommand, operation
 from pyinfra.api.exceptions import PyinfraError
 
 from checks.facts import NvidiaGpus, PythonPackages
+from checks.host_context import host_position
 from checks.served_benchmark import bench_host
 from pyinfra_sglang.diagnosis.diagnose import diagnose_results, load_results
 from pyinfra_sglang.diagnosis.samples import read_json_lines
-from pyinfra_sglang.gpus import UnknownGpuError, gpu_by_name
-from pyinfra_sglang.inventory import HostConfig, host_profile
+from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.report.run_summary import prefixed
 from pyinfra_sglang.report.tuning_page import write_tuning_page
 from pyinfra_sglang.safe_write import write_file
 from pyinfra_sglang.served_benchmark.results import TIMESTAMP, host_folder, latest_run
 from pyinfra_sglang.served_benchmark.settings import BENCH_FILE, bench_settings
+from pyinfra_sglang.serving.placement import Placement
+from pyinfra_sglang.serving.service_files import host_placement
 from pyinfra_sglang.tuning.journal import JournalError, header
 from pyinfra_sglang.tuning.judge import Objective
 from pyinfra_sglang.tuning.loop import TuneRefused, run_search
@@ -88,18 +90,16 @@ def refuse_unsupported(config: HostConfig, host_name: str) -> None:
         )
 
 
-def _host_space(config: HostConfig, profile, gpus: list[dict], version: str) -> Space:
-    try:
-        arch = gpu_by_name(gpus[0]["name"]).arch if gpus else ""
-    except UnknownGpuError:
-        arch = ""  # settings without an architecture list still apply
+def _host_space(config: HostConfig, placement: Placement, version: str) -> Space:
+    """The settings that apply to this host: its release, its GPUs' architecture and count,
+    and the profile as it runs there."""
     return applicable(
         load_space(),
         version,
-        arch,
+        placement.gpus.arch or "",  # settings without an architecture list still apply
         only=config.tune_settings,
-        profile=profile,
-        gpu_count=len(gpus),
+        profile=placement.profile,
+        gpu_count=placement.gpus.count,
     )
 
 
@@ -174,9 +174,13 @@ def _search(config: HostConfig, results_dir: str) -> None:
     version = host.get_fact(PythonPackages, venv=config.venv_path).get("sglang")
     if not version:
         raise TuneError(f"host {host.name}: no SGLang in {config.venv_path}: run deploy/site.py")
-    gpus = host.get_fact(NvidiaGpus)
-    profile = host_profile(config)
-    space = _host_space(config, profile, gpus, version)
+    # Where the profile runs here (its [arch.*] table applied): the settings searched start
+    # from what the server runs now.
+    placement = host_placement(
+        config, host.name, host.get_fact(NvidiaGpus), host_position(config, host)
+    )
+    profile = placement.profile
+    space = _host_space(config, placement, version)
     if not space.settings:
         raise TuneError(f"host {host.name}: no tuning setting applies to SGLang {version}")
     start, objective = start_settings(profile, space), objective_of(config)

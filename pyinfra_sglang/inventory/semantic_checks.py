@@ -37,7 +37,8 @@ def _profile_field(config: HostConfig) -> str:
 
 def _render_problem(config: HostConfig, error: PyinfraError) -> tuple[str, str]:
     """The field a render refusal is about, and its message."""
-    from pyinfra_sglang.serving.render import GpuFitError, RenderError, TensorParallelError
+    from pyinfra_sglang.serving.placement import GpuFitError, TensorParallelError
+    from pyinfra_sglang.serving.render import RenderError
     from pyinfra_sglang.serving.sglang_flags import FlagVersionError
 
     planned = f"(GPUs planned: {_planned_gpus_text(config)})"
@@ -187,7 +188,7 @@ def _planned_service_files(config: HostConfig, node, profile):
     count tensor parallelism cannot use, and no host is built with it."""
     from dataclasses import replace
 
-    from pyinfra_sglang.serving.render import fewest_gpus_for
+    from pyinfra_sglang.serving.placement import fewest_gpus_for, place
     from pyinfra_sglang.serving.service_files import (
         masked_secrets,
         planned_gpu,
@@ -208,7 +209,8 @@ def _planned_service_files(config: HostConfig, node, profile):
                 count=count,
                 pcie_only=count > 1 and spec is not None and not spec.nvlink,
             )
-    return service_files_for(config, gpus, node, masked_secrets(config), True, profile)
+    placement = place(profile, gpus, node, config.sglang_version)
+    return service_files_for(config, placement, masked_secrets(config), True)
 
 
 def _driver_problems(config: HostConfig, problem: Callable[..., Problem]) -> list[Problem]:

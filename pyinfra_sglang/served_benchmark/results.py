@@ -16,7 +16,7 @@ from pyinfra_sglang.diagnosis.roofline import roofline_for
 from pyinfra_sglang.gpus import UnknownGpuError
 from pyinfra_sglang.redact import redact
 from pyinfra_sglang.safe_write import read_file, refuse_link, write_file
-from pyinfra_sglang.serving.profiles import Profile
+from pyinfra_sglang.serving.placement import Placement
 
 SETTINGS_FILE = "settings.json"
 TIMESTAMP = "%Y%m%dT%H%M%SZ"
@@ -57,11 +57,13 @@ def links_document(gpus: list[dict], virtualization: dict | None) -> dict:
     return {"gpus": pcie_links(gpus), "virtualization": virtualization}
 
 
-def profile_document(profile: Profile, gpus: list[dict], tp_size: int) -> dict:
-    """profile.json: the decode roofline's numbers, from the profile as served (inventory
-    overrides applied) and the GPUs; without them when the profile or the GPU spec lacks them
+def profile_document(placement: Placement, gpus: list[dict]) -> dict:
+    """profile.json: the decode roofline's numbers, from the profile as the server runs it
+    (``placement``: inventory overrides and its [arch.*] table applied, the tensor-parallel
+    size) and the GPUs' names; without them when the profile or the GPU spec lacks them
     (diagnosis/diagnose.py then reports no roofline). And the server's CUDA graph settings,
     which the advice for launch-bound load names."""
+    profile, tp_size = placement.profile, placement.tp_size
     gpu = gpus[0].get("name") if gpus else None
     document = {
         "model_profile": profile.name,

@@ -27,23 +27,14 @@ import jinja2
 from pyinfra.api.exceptions import PyinfraError
 
 from pyinfra_sglang import data, paths
-from pyinfra_sglang.arch import Arch, as_sm
 from pyinfra_sglang.data_models import Gateway
-from pyinfra_sglang.host.p2p import P2P_KEYS, P2PHint, PeerPath, disable_env, p2p_hint
+from pyinfra_sglang.host.p2p import P2P_KEYS, P2PHint, disable_env, p2p_hint
 from pyinfra_sglang.redact import redact
-from pyinfra_sglang.serving import memory_fit, parallelism
-from pyinfra_sglang.serving.attention_backends import (
-    backend_problems,
-    check_release_for_arch,
-    refusal,
-)
+from pyinfra_sglang.serving.placement import Placement, check_min_version
 from pyinfra_sglang.serving.profiles import (
     Profile,
-    allowed_tp_sizes,
     control_characters_in,
     extra_args_problems,
-    heads_text,
-    tp_size_allowed,
 )
 from pyinfra_sglang.serving.sglang_flags import (
     FlagVersionError,
@@ -54,19 +45,6 @@ from pyinfra_sglang.serving.sglang_flags import (
 from pyinfra_sglang.versions import parse_version
 
 SERVER_MODULE = "sglang.launch_server"
-
-
-class GpuFitError(PyinfraError):
-    """The GPUs cannot run the profile: too little memory in total, or the wrong arch."""
-
-
-class TensorParallelError(GpuFitError):
-    """A tensor-parallel size the model's heads cannot be split over. ``from_profile``: the
-    size is the profile's tp_size (else it is the GPU count)."""
-
-    def __init__(self, message: str, from_profile: bool = False):
-        super().__init__(message)
-        self.from_profile = from_profile
 
 
 class RenderError(PyinfraError):
@@ -106,160 +84,7 @@ def mask_text() -> str:
 # --- checks --------------------------------------------------------------------------
 
 
-def fewest_gpus_for(profile: Profile, gpu_memory_gb: float | None, at_least: int = 1) -> int | None:
-    """The fewest GPUs, ``at_least`` of them, that hold the profile on GPUs of
-    ``gpu_memory_gb`` (None: memory not counted) at a tensor-parallel size its heads allow
-    (any count where the profile leaves the heads unset); None when no such size exists."""
-    if gpu_memory_gb is not None and gpu_memory_gb <= 0:
-        return None
-    count = at_least
-    if gpu_memory_gb is not None:
-        fewest = memory_fit.fewest_holding(profile, gpu_memory_gb, at_least)
-        if fewest is None:
-            return None
-        count = fewest
-    heads, kv = profile.num_attention_heads, profile.num_key_value_heads
-    if heads is None and kv is None:
-        return count
-    # No size above the attention heads divides them; with KV heads alone, a multiple of
-    # them comes within kv of any count. More GPUs never need more memory each.
-    limit = heads if heads is not None else count + (kv or 0)
-    return next((n for n in range(count, limit + 1) if tp_size_allowed(profile, n)), None)
-
-
-def check_fit(profile: Profile, gpu_count: int, gpu_memory_gb: float) -> None:
-    """Raise GpuFitError when ``gpu_count`` GPUs of ``gpu_memory_gb``, one tensor-parallel
-    rank each, cannot hold the profile's model: per GPU, its share of the weights, the KV
-    cache and the overhead against mem_fraction_static (memory_fit.py), or the profile's
-    plain floor over all GPUs. The GPU count it suggests is one the model's heads can be
-    split over (tensor parallelism), where the profile names them."""
-    if memory_fit.holds(profile, gpu_count, gpu_memory_gb):
-        return
-    gpus_needed = fewest_gpus_for(profile, gpu_memory_gb)
-    if gpus_needed is None:
-        more = "GPUs"
-    elif profile.num_attention_heads is None and profile.num_key_value_heads is None:
-        more = f"at least {gpus_needed} GPUs of {gpu_memory_gb:g} GB"
-    else:
-        sizes = ", ".join(str(n) for n in allowed_tp_sizes(profile) if n >= gpus_needed)
-        more = (
-            f"{gpus_needed} GPUs of {gpu_memory_gb:g} GB (tensor parallelism needs a GPU "
-            f"count that splits {heads_text(profile)}; {sizes} hold it)"
-        )
-    raise GpuFitError(
-        f"profile {profile.name} {memory_fit.shortfall(profile, gpu_count, gpu_memory_gb)}. "
-        f"Use {more}, larger GPUs, or a profile for a smaller model"
-    )
-
-
-def check_arch(profile: Profile, arch: Arch | str) -> None:
-    """Raise GpuFitError when the profile names the GPU archs it runs on and ``arch`` (any
-    spelling: sm_120, 120, 12.0) is not one of them."""
-    if profile.archs is not None and as_sm(arch) not in profile.archs:
-        raise GpuFitError(
-            f"profile {profile.name} runs on {', '.join(profile.archs)}; these GPUs are "
-            f"{as_sm(arch) or 'of an architecture nvidia-smi does not report'}. Use GPUs of "
-            "those architectures or another profile"
-        )
-
-
-def profile_for_gpus(profile: Profile, arch: Arch | str | None, sglang_version: str) -> Profile:
-    """The profile as it runs on GPUs of ``arch`` (any spelling) with ``sglang_version``: the
-    architecture allowed, its [arch.*] table applied, its sparse-attention backends ones
-    whose kernels run there (GpuFitError, FlagVersionError otherwise). Unchanged when
-    ``arch`` is None."""
-    if arch is None:
-        return profile
-    sm = as_sm(arch)
-    check_arch(profile, sm)
-    _check_min_version(profile, sglang_version)
-    check_release_for_arch(profile, sm, sglang_version)
-    resolved = profile.for_arch(sm)
-    problems = backend_problems(resolved, sm, sglang_version)
-    if problems:
-        raise GpuFitError(refusal(profile, sm, sglang_version, problems))
-    return resolved
-
-
-def _one_of_sizes(sizes: list[int]) -> str:
-    return str(sizes[0]) if len(sizes) == 1 else "one of " + ", ".join(map(str, sizes))
-
-
-def tp_size_for(
-    profile: Profile, gpu_count: int, nnodes: int = 1, gpu_memory_gb: float | None = None
-) -> int:
-    """Tensor-parallel size: the profile's, else one rank per GPU over all nodes. Refused
-    (TensorParallelError) when the model's heads cannot be split over it, naming the sizes
-    that can, up to the GPU count (of those, the ones that hold the profile when
-    ``gpu_memory_gb`` is given)."""
-    total = gpu_count * nnodes
-    if profile.tp_size is not None and profile.tp_size > total:
-        raise GpuFitError(
-            f"profile {profile.name} sets tp_size {profile.tp_size}, but there are only "
-            f"{total} GPUs ({nnodes} node(s) x {gpu_count})"
-        )
-    size = total if profile.tp_size is None else profile.tp_size
-    if tp_size_allowed(profile, size):
-        return size
-    divisors = allowed_tp_sizes(profile, total)
-    fitting = divisors
-    if gpu_memory_gb is not None:
-        fitting = [n for n in divisors if memory_fit.holds(profile, n, gpu_memory_gb)]
-    fewest = fewest_gpus_for(profile, gpu_memory_gb, total + 1)
-    more = f"use {fewest} GPUs" if fewest else "use larger GPUs"
-    if profile.tp_size is None:
-        what = (
-            f"runs one tensor-parallel rank per GPU, {total} here ({nnodes} node(s) x {gpu_count})"
-        )
-    else:
-        what = f"sets tp_size {size}"
-    if fitting:
-        fix = f"set tp_size (sglang_profile_overrides) to {_one_of_sizes(fitting)}, or {more}"
-    else:
-        largest = divisors[-1]
-        fix = (
-            f"none of them holds the profile on {gpu_memory_gb:g} GB GPUs (at "
-            f"{largest}, it {memory_fit.shortfall(profile, largest, gpu_memory_gb)}): {more}"
-        )
-    raise TensorParallelError(
-        f"profile {profile.name} {what}, but {heads_text(profile)} do not split over "
-        f"{size} ranks (the sizes that do, up to {total} GPUs: "
-        f"{', '.join(map(str, divisors))}); {fix}",
-        from_profile=profile.tp_size is not None,
-    )
-
-
-class LayoutError(TensorParallelError):
-    """An expert-parallel, DP-attention or all-to-all choice SGLang refuses at this
-    tensor-parallel size, release or GPU architecture: the profile's choice (from_profile),
-    so a refusal names the profile's field."""
-
-    def __init__(self, message: str):
-        super().__init__(message, from_profile=True)
-
-
-def check_layout(profile: Profile, tp_size: int, sglang_version: str, arch: str | None) -> None:
-    """Raise LayoutError naming what is allowed when SGLang would refuse (or silently change)
-    the profile's MoE layout at ``tp_size`` (data/parallelism.toml)."""
-    problems = parallelism.layout_problems(profile, tp_size, sglang_version, arch)
-    if problems:
-        raise LayoutError(
-            f"profile {profile.name} at tensor-parallel size {tp_size} (SGLang "
-            f"{sglang_version}): " + "; ".join(problems)
-        )
-
-
 # --- argv ------------------------------------------------------------------------------
-
-
-def _check_min_version(profile: Profile, sglang_version: str) -> None:
-    if profile.min_sglang_version is None:
-        return
-    if parse_version(sglang_version) < parse_version(profile.min_sglang_version):
-        raise FlagVersionError(
-            f"profile {profile.name} needs SGLang {profile.min_sglang_version} or later; "
-            f"the pinned release is {sglang_version}"
-        )
 
 
 def _check_multinode(nnodes: int, node_rank: int, dist_init_addr: str | None) -> None:
@@ -372,7 +197,7 @@ def server_args(
 
     FlagVersionError when the release is older than the profile allows or lacks a flag the
     profile asks for (all such flags named at once)."""
-    _check_min_version(profile, sglang_version)
+    check_min_version(profile, sglang_version)
     _check_multinode(nnodes, node_rank, dist_init_addr)
     _check_config_path(config_path)
     problems = extra_args_problems(profile.extra_args)
@@ -843,31 +668,6 @@ def render_router_files(spec: RouterSpec) -> list[RenderedFile]:
 
 
 @dataclass(frozen=True)
-class GpuSet:
-    """The GPUs of one node as rendering needs them."""
-
-    count: int
-    memory_gb: float  # the smallest GPU's
-    arch: str | None = None  # sm_120, or 12.0 as nvidia-smi says; None: no arch check
-    pcie_only: bool = False  # several GPUs, none NVLinked: NCCL hints go into the env file
-    # The widest path between two GPUs in `nvidia-smi topo -m` (PIX, PXB, PHB, NODE, SYS);
-    # None when not read. It sets NCCL_P2P_LEVEL on PCIe-only hosts.
-    widest_path: str | None = None
-    # What the host allows for peer traffic (P2P status, ACS, IOMMU, VM); None: not read
-    # from a host (planning, `render`): the level follows the topology alone.
-    peer: PeerPath | None = None
-
-
-@dataclass(frozen=True)
-class NodePosition:
-    """Where a node stands in its multi-node group (a single node by default)."""
-
-    nnodes: int = 1
-    rank: int = 0
-    dist_init_addr: str | None = None  # HEAD:PORT, the same on every node
-
-
-@dataclass(frozen=True)
 class Secrets:
     api_key: str | None = None
     hf_token: str | None = None
@@ -876,18 +676,16 @@ class Secrets:
 
 @dataclass(frozen=True)
 class ServiceSpec:
-    """Everything the service's files are rendered from."""
+    """Everything the service's files are rendered from: where the profile runs
+    (``placement``) and the deployment's values."""
 
-    profile: Profile
-    sglang_version: str
-    gpus: GpuSet
+    placement: Placement
     host: str
     port: int
     venv_path: str
     secrets: Secrets = Secrets()
     cuda_home: str | None = None
     cache_root: str | None = None
-    node: NodePosition = NodePosition()
     mask: bool = False  # print the mask in place of each secret
     file_paths: Mapping[str, str] | None = None  # kind -> path, over data/sglang_service.toml
     # The Hub model's revision (--revision), and whether to serve it from the downloaded
@@ -899,30 +697,17 @@ class ServiceSpec:
 
 
 def render_service_files(spec: ServiceSpec) -> list[RenderedFile]:
-    """Checks (arch, fit over all nodes, flags for the release), then the unit, the env file
-    and the config file, in that order. ``spec.gpus.count`` is per node."""
-    gpus, node = spec.gpus, spec.node
-    profile = profile_for_gpus(spec.profile, gpus.arch, spec.sglang_version)
-    total = gpus.count * node.nnodes
-    # The layout first: a fit at a layout SGLang refuses means nothing. tp_size_for gives
-    # the profile's tp_size or all GPUs, or refuses.
-    check_layout(profile, profile.tp_size or total, spec.sglang_version, gpus.arch)
-    check_fit(profile, total, gpus.memory_gb)
-    tp_size = tp_size_for(profile, gpus.count, node.nnodes, gpus.memory_gb)
-    if tp_size < total:
-        # The server uses tp_size of the GPUs: they must hold the profile by themselves.
-        try:
-            check_fit(profile, tp_size, gpus.memory_gb)
-        except GpuFitError as error:
-            message = f"{error} (tp_size {tp_size} uses {tp_size} of {total} GPUs)"
-            raise GpuFitError(message) from None
+    """The unit, the env file and the config file, in that order, for the profile as placed
+    (the argv's own checks: flags for the release, multi-node values, paths)."""
+    placement = spec.placement
+    profile, gpus, node = placement.profile, placement.gpus, placement.node
     files = data.sglang_service().files.model_dump()  # a copy: spec.file_paths go over it
     for key, path in (spec.file_paths or {}).items():
         files[key]["path"] = path
     argv = server_args(
         profile,
-        spec.sglang_version,
-        tp_size,
+        placement.sglang_version,
+        placement.tp_size,
         spec.host,
         spec.port,
         config_path=files["config"]["path"],
@@ -950,7 +735,7 @@ def render_service_files(spec: ServiceSpec) -> list[RenderedFile]:
         "unit": render_unit(
             profile,
             argv,
-            spec.sglang_version,
+            placement.sglang_version,
             spec.venv_path,
             files["env"]["path"],
             cache_root=spec.cache_root,

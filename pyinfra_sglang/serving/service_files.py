@@ -33,17 +33,21 @@ from pyinfra_sglang.host.p2p import PeerPath
 from pyinfra_sglang.inventory.model import HostConfig, host_profile
 from pyinfra_sglang.parsers.topo import topology_has_nvlink, widest_pcie_path
 from pyinfra_sglang.serving import memory_fit
-from pyinfra_sglang.serving.profiles import Profile
-from pyinfra_sglang.serving.render import (
+from pyinfra_sglang.serving.placement import (
     GpuSet,
     NodePosition,
+    Placement,
+    fewest_gpus_for,
+    place,
+)
+from pyinfra_sglang.serving.profiles import Profile
+from pyinfra_sglang.serving.render import (
     RenderedFile,
     RenderError,
     RouterSpec,
     Secrets,
     ServiceSpec,
     cache_dirs,
-    fewest_gpus_for,
     render_router_files,
     render_service_files,
     router_env_path,
@@ -330,6 +334,21 @@ def planned_gpus(config: HostConfig, profile: Profile, nnodes: int = 1) -> GpuSe
 # --- the files ---------------------------------------------------------------------------
 
 
+def host_placement(
+    config: HostConfig,
+    host_name: str,
+    gpus: list[dict],
+    node: NodePosition,
+    topology: dict[str, dict[str, str]] | None = None,
+    peer: PeerPath | None = None,
+) -> Placement:
+    """Where the host's profile runs on the GPUs found on it (the NvidiaGpus fact's rows;
+    the topology and peer path where read): the one Placement the service, the benchmark
+    record and the tuner use."""
+    gpu_rows = gpu_set(gpus, host_name, topology, peer)
+    return place(host_profile(config), gpu_rows, node, config.sglang_version)
+
+
 def service_files(
     config: HostConfig,
     host_name: str,
@@ -341,30 +360,23 @@ def service_files(
 ) -> ServiceFiles:
     """The unit, env and config (and the router's files) for this host and the GPUs found
     on it; GpuFitError and friends when the profile cannot run here."""
-    return service_files_for(config, gpu_set(gpus, host_name, topology, peer), node, secrets)
+    placement = host_placement(config, host_name, gpus, node, topology, peer)
+    return service_files_for(config, placement, secrets)
 
 
 def service_files_for(
-    config: HostConfig,
-    gpus: GpuSet,
-    node: NodePosition,
-    secrets: Secrets,
-    mask: bool = False,
-    profile: Profile | None = None,
+    config: HostConfig, placement: Placement, secrets: Secrets, mask: bool = False
 ) -> ServiceFiles:
-    """service_files for a GpuSet (the GPUs found, or those planned); ``mask`` prints the
-    mask in place of each secret."""
-    profile = profile or host_profile(config)
+    """service_files for a Placement (on the GPUs found, or those planned); ``mask`` prints
+    the mask in place of each secret."""
+    profile = placement.profile
     spec = ServiceSpec(
-        profile=profile,
-        sglang_version=config.sglang_version,
-        gpus=gpus,
+        placement=placement,
         host=str(config.sglang_host),
         port=config.sglang_port,
         venv_path=config.venv_path,
         secrets=secrets,
         cuda_home=cuda_paths(config.cuda_version)["home"],
-        node=node,
         mask=mask,
         # A Hub model is served from the snapshot the model role downloaded (roles/model.py).
         model_revision=(
@@ -399,18 +411,27 @@ def service_files_for(
     return ServiceFiles(
         unit_name=UNIT_NAME,
         files=tuple(files),
-        health_url=f"{server_url(config)}/health" if node.rank == 0 else None,
+        health_url=f"{server_url(config)}/health" if placement.node.rank == 0 else None,
         start_timeout_s=profile.start_timeout_s,
         router_health_url=f"{router_url(config)}/health" if routed else None,
         stale=stale,
     )
 
 
+def planned_placement(
+    config: HostConfig, node: NodePosition, profile: Profile | None = None
+) -> Placement:
+    """The Placement on the GPUs the inventory plans for (planned_gpus), before the host can
+    be read; ``profile``: the host's profile when the caller has it."""
+    profile = profile or host_profile(config)
+    gpus = planned_gpus(config, profile, node.nnodes)
+    return place(profile, gpus, node, config.sglang_version)
+
+
 def planned_service_files(
     config: HostConfig, node: NodePosition, profile: Profile | None = None
 ) -> ServiceFiles:
-    """The files the host will get, rendered before it can be read: the GPUs the inventory
-    plans for (planned_gpus), secrets masked. What validation renders for every host."""
-    profile = profile or host_profile(config)
-    gpus = planned_gpus(config, profile, node.nnodes)
-    return service_files_for(config, gpus, node, masked_secrets(config), True, profile)
+    """The files the host will get, rendered before it can be read: the planned Placement,
+    secrets masked. What validation renders for every host."""
+    placement = planned_placement(config, node, profile)
+    return service_files_for(config, placement, masked_secrets(config), True)

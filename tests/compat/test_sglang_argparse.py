@@ -32,14 +32,9 @@ import pytest
 
 from pyinfra_sglang.gpus import known_archs
 from pyinfra_sglang.inventory import HostConfig
+from pyinfra_sglang.serving.placement import check_layout, profile_for_gpus
 from pyinfra_sglang.serving.profiles import available_profiles, load_profile, merge_overrides
-from pyinfra_sglang.serving.render import (
-    RenderError,
-    check_layout,
-    profile_for_gpus,
-    render_config_yaml,
-    server_args,
-)
+from pyinfra_sglang.serving.render import RenderError, render_config_yaml, server_args
 from pyinfra_sglang.serving.sglang_flags import FlagVersionError, flag_table
 from pyinfra_sglang.versions import parse_version
 from tests.compat.sglang_env import READY, EnvUnavailable, sglang_env

@@ -72,6 +72,53 @@ def test_previous_run_is_the_latest_earlier_one_with_the_same_settings(tmp_path)
     assert previous_run(tmp_path / "nothing-here", current, "same") is None
 
 
+def _placed(profile, gpus: int, arch: str = "sm_90"):
+    from pyinfra_sglang.serving.placement import GpuSet, place
+
+    return place(profile, GpuSet(count=gpus, memory_gb=141, arch=arch), sglang_version="0.5.17")
+
+
+H200_ROW = {
+    "index": "0",
+    "name": "NVIDIA H200",
+    "memory.total": "143771 MiB",
+    "compute_cap": "9.0",
+    "pcie.link.gen.current": "5",
+    "pcie.link.gen.max": "5",
+    "pcie.link.width.current": "16",
+    "pcie.link.width.max": "16",
+}
+
+
+def test_the_record_holds_the_settings_the_server_runs_with_on_its_architecture(tmp_path):
+    # A profile whose [arch.sm_90] table lowers the graph batch size: the server on an H200
+    # runs with 32, so profile.json, which the diagnosis advises from, must say 32 (the
+    # record was once written from the profile before its [arch.*] table applied: 64).
+    from pyinfra_sglang.inventory import HostConfig
+    from pyinfra_sglang.serving.placement import NodePosition
+    from pyinfra_sglang.serving.profiles import builtin_profile_dir
+    from pyinfra_sglang.serving.service_files import host_placement
+
+    base = (builtin_profile_dir() / "dense-bf16.toml").read_text()
+    top = 'archs = ["sm_90"]\ncuda_graph_max_bs = 64\n'
+    (tmp_path / "dense-graphs.toml").write_text(
+        top + base + "\n[arch.sm_90]\ncuda_graph_max_bs = 32\n"
+    )
+    config = HostConfig(
+        sglang_model_profile="dense-graphs",
+        sglang_profile_dirs=[str(tmp_path)],
+        sglang_version="0.5.17",
+    )
+    gpus = [H200_ROW]
+    document = profile_document(host_placement(config, "gpu-1", gpus, NodePosition()), gpus)
+    assert (document["cuda_graph"], document["cuda_graph_max_bs"]) == (True, 32)
+    assert (document["model_profile"], document["gpu"], document["tp_size"]) == (
+        "dense-graphs",
+        "NVIDIA H200",
+        1,
+    )
+
+
 def test_links_and_profile_documents_are_what_diagnose_reads():
     gpus = [
         {
@@ -102,7 +149,7 @@ def test_links_and_profile_documents_are_what_diagnose_reads():
     from pyinfra_sglang.serving.profiles import load_profile, merge_overrides
 
     dense = load_profile("dense-bf16")
-    document = profile_document(dense, gpus, 2)
+    document = profile_document(_placed(dense, 2), gpus)
     assert (document["model_profile"], document["gpu"], document["tp_size"]) == (
         "dense-bf16",
         "NVIDIA H200",
@@ -113,15 +160,15 @@ def test_links_and_profile_documents_are_what_diagnose_reads():
     )
     # Inventory overrides are what is served, so they are what the roofline uses.
     halved = merge_overrides(dense, {"bytes_per_param": 1})
-    assert roofline_from(profile_document(halved, gpus, 2)).tokens_per_s == pytest.approx(
+    assert roofline_from(profile_document(_placed(halved, 2), gpus)).tokens_per_s == pytest.approx(
         2 * 4800 / dense.active_params_b
     )
     # Without the numbers (no GPU known) there is no roofline, and the document says what is known.
     # The server's CUDA graph settings go with it, for the advice on launch-bound load.
-    assert profile_document(dense, [], 0) == {
+    assert profile_document(_placed(dense, 1), []) == {
         "model_profile": "dense-bf16",
         "gpu": None,
-        "tp_size": 0,
+        "tp_size": 1,
         "cuda_graph": True,
         "cuda_graph_max_bs": None,
     }

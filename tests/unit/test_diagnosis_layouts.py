@@ -74,9 +74,12 @@ def test_profile_json_names_the_layout_served():
 
 def test_the_benchs_profile_json_carries_the_layout_to_the_estimate():
     from pyinfra_sglang.served_benchmark.results import profile_document
+    from pyinfra_sglang.serving.placement import GpuSet, place
 
     served = merge_overrides(GLM5, {"ep_size": 8, "dp_attention_size": 2})
-    document = profile_document(served, [{"name": RTX}], 8)
+    gpus = GpuSet(count=8, memory_gb=96, arch="sm_120", pcie_only=True)
+    placement = place(served, gpus, sglang_version="0.5.23")
+    document = profile_document(placement, [{"name": RTX}])
     assert (document["ep_size"], document["dp_attention_size"]) == (8, 2)
     results = {
         "profile": document,

@@ -12,13 +12,14 @@ from pyinfra_sglang.serving.memory_fit import (
     kv_bytes_per_token,
     per_gpu_need,
 )
+from pyinfra_sglang.serving.placement import GpuFitError, check_fit, profile_for_gpus
 from pyinfra_sglang.serving.profiles import (
     ProfileError,
     load_profile,
     load_profile_file,
     merge_overrides,
 )
-from pyinfra_sglang.serving.render import GpuFitError, check_fit, profile_for_gpus, server_args
+from pyinfra_sglang.serving.render import server_args
 from tests.unit.test_validate_before_change import SSH_YES, only_problem, validate
 
 RTX = "NVIDIA RTX PRO 6000 Blackwell Server Edition"

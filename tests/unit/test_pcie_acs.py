@@ -13,7 +13,7 @@ from pyinfra_sglang.host.p2p import PeerPath, acs_redirects, acs_unread, p2p_hin
 from pyinfra_sglang.inventory import HostConfig, validate_host_data
 from pyinfra_sglang.parsers.nvidia_smi import GPU_QUERY_FIELDS
 from pyinfra_sglang.parsers.pcie_acs import parse_lspci_blocks
-from pyinfra_sglang.serving.render import NodePosition
+from pyinfra_sglang.serving.placement import NodePosition
 from pyinfra_sglang.serving.service_files import read_secrets, service_files
 from tests.unit.captures import captured_lines
 

@@ -14,19 +14,23 @@ import pytest
 
 from pyinfra_sglang import paths
 from pyinfra_sglang.cli import main
-from pyinfra_sglang.serving.profiles import load_profile, merge_overrides
-from pyinfra_sglang.serving.render import (
-    EnvSpec,
+from pyinfra_sglang.serving.placement import (
     GpuFitError,
     GpuSet,
     NodePosition,
+    check_arch,
+    check_fit,
+    place,
+    tp_size_for,
+)
+from pyinfra_sglang.serving.profiles import load_profile, merge_overrides
+from pyinfra_sglang.serving.render import (
+    EnvSpec,
     RenderError,
     RouterSpec,
     Secrets,
     ServiceSpec,
     cache_dirs,
-    check_arch,
-    check_fit,
     config_entries,
     exec_start,
     render_config_yaml,
@@ -39,7 +43,6 @@ from pyinfra_sglang.serving.render import (
     router_launcher,
     server_args,
     systemd_quote,
-    tp_size_for,
 )
 from pyinfra_sglang.serving.sglang_flags import FlagVersionError, flag_for, flag_table
 from pyinfra_sglang.versions import Version, parse_version
@@ -86,10 +89,11 @@ def service_files(profile_name="glm-5-nvfp4", version="0.5.23", gpus=8, mask=Fal
     gpu_fields = {"memory_gb": 96, "arch": "sm_120", "pcie_only": True}
     gpu_fields.update({key: kwargs.pop(key) for key in list(kwargs) if key in gpu_fields})
     secrets = Secrets(kwargs.pop("api_key", API_KEY), kwargs.pop("hf_token", HF_TOKEN))
+    node = kwargs.pop("node", NodePosition())
     spec = ServiceSpec(
-        profile=load_profile(profile_name),
-        sglang_version=version,
-        gpus=GpuSet(count=gpus, **gpu_fields),
+        placement=place(
+            load_profile(profile_name), GpuSet(count=gpus, **gpu_fields), node, version
+        ),
         host="127.0.0.1",
         port=30000,
         venv_path=VENV,

@@ -5,14 +5,9 @@ from __future__ import annotations
 import pytest
 
 from pyinfra_sglang.cli import main
+from pyinfra_sglang.serving.placement import GpuSet, LayoutError, place
 from pyinfra_sglang.serving.profiles import load_profile, merge_overrides
-from pyinfra_sglang.serving.render import (
-    GpuSet,
-    LayoutError,
-    ServiceSpec,
-    render_service_files,
-    server_args,
-)
+from pyinfra_sglang.serving.render import ServiceSpec, render_service_files, server_args
 from tests.unit.test_render import flags
 
 GLM5 = load_profile("glm-5-nvfp4")
@@ -53,10 +48,9 @@ def test_all_to_all_rendered():
 
 
 def spec(profile, version="0.5.23", arch="sm_120", gpus=8):
+    gpu_set = GpuSet(count=gpus, memory_gb=96, arch=arch, pcie_only=True)
     return ServiceSpec(
-        profile=profile,
-        sglang_version=version,
-        gpus=GpuSet(count=gpus, memory_gb=96, arch=arch, pcie_only=True),
+        placement=place(profile, gpu_set, sglang_version=version),
         host="127.0.0.1",
         port=30000,
         venv_path="/opt/sglang/venv",

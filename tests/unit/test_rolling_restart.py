@@ -18,8 +18,9 @@ from pyinfra.api.exceptions import ConnectError, OperationError
 import roles.service_apply as engine
 from checks.facts import Virtualenvs
 from pyinfra_sglang import data
-from pyinfra_sglang.inventory import HostConfig, rolling_group
-from pyinfra_sglang.serving.render import GpuSet, NodePosition, Secrets
+from pyinfra_sglang.inventory import HostConfig, host_profile, rolling_group
+from pyinfra_sglang.serving.placement import GpuSet, NodePosition, place
+from pyinfra_sglang.serving.render import Secrets
 from pyinfra_sglang.serving.service_files import ServiceFiles, rank0_stops_first, service_files_for
 from roles.service_apply import (
     ApplyPlan,
@@ -138,7 +139,9 @@ ACTIVE = {UNIT: True, "sglang-router.service": True}
 
 
 def rendered(config: HostConfig) -> ServiceFiles:
-    return service_files_for(config, GpuSet(2, 141, "sm_90"), NodePosition(), Secrets())
+    gpus = GpuSet(2, 141, "sm_90")
+    placement = place(host_profile(config), gpus, NodePosition(), config.sglang_version)
+    return service_files_for(config, placement, Secrets())
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,8 @@ from checks.facts import (
 )
 from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.parsers.nvidia_smi import GPU_QUERY_FIELDS
-from pyinfra_sglang.serving.render import GpuFitError, NodePosition, RenderError
+from pyinfra_sglang.serving.placement import GpuFitError, NodePosition
+from pyinfra_sglang.serving.render import RenderError
 from pyinfra_sglang.serving.service_files import read_secrets, service_files
 from roles.sglang_service import service_plan, sglang_service
 from tests.unit.captures import captured_lines

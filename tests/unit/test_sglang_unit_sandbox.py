@@ -9,10 +9,10 @@ import subprocess
 
 import pytest
 
+from pyinfra_sglang.serving.placement import GpuSet, place
 from pyinfra_sglang.serving.profiles import load_profile
 from pyinfra_sglang.serving.render import (
     EnvSpec,
-    GpuSet,
     ServiceSpec,
     cache_dirs,
     environment,
@@ -23,10 +23,9 @@ VENV = "/opt/sglang/venv"
 
 
 def files(**spec_fields):
+    gpus = GpuSet(count=2, memory_gb=141, arch="sm_90")
     spec = ServiceSpec(
-        profile=load_profile("dense-bf16"),
-        sglang_version="0.5.23",
-        gpus=GpuSet(count=2, memory_gb=141, arch="sm_90"),
+        placement=place(load_profile("dense-bf16"), gpus, sglang_version="0.5.23"),
         host="127.0.0.1",
         port=30000,
         venv_path=VENV,

@@ -19,8 +19,8 @@ from pyinfra_sglang.inventory import (
     validate_host_data,
     validate_inventory,
 )
+from pyinfra_sglang.serving.placement import NodePosition
 from pyinfra_sglang.serving.profiles import load_profile
-from pyinfra_sglang.serving.render import NodePosition
 from pyinfra_sglang.serving.service_files import (
     MAX_SECRET_BYTES,
     SecretFileError,

@@ -15,21 +15,20 @@ from pyinfra_sglang.inventory import (
     validate_host_data,
     validate_inventory,
 )
+from pyinfra_sglang.serving.placement import (
+    GpuFitError,
+    GpuSet,
+    TensorParallelError,
+    check_fit,
+    place,
+    tp_size_for,
+)
 from pyinfra_sglang.serving.profiles import (
     ProfileError,
     allowed_tp_sizes,
     load_profile,
     merge_overrides,
     tp_size_allowed,
-)
-from pyinfra_sglang.serving.render import (
-    GpuFitError,
-    GpuSet,
-    ServiceSpec,
-    TensorParallelError,
-    check_fit,
-    render_service_files,
-    tp_size_for,
 )
 
 SSH_YES = {"ssh_strict_host_key_checking": "yes"}
@@ -139,16 +138,9 @@ def test_the_fit_error_suggests_only_gpu_counts_that_split_the_heads():
 
 def test_a_tp_size_below_the_gpu_count_must_hold_the_model_itself():
     profile = merge_overrides(load_profile("glm-5-nvfp4"), {"tp_size": 4})
-    spec = ServiceSpec(
-        profile=profile,
-        sglang_version="0.5.23",
-        gpus=GpuSet(count=6, memory_gb=96, arch="sm_120"),
-        host="127.0.0.1",
-        port=30000,
-        venv_path="/opt/sglang/venv",
-    )
+    gpus = GpuSet(count=6, memory_gb=96, arch="sm_120")
     with pytest.raises(GpuFitError, match=r"does not fit 4 x 96 GB.*tp_size 4 uses 4 of 6 GPUs"):
-        render_service_files(spec)
+        place(profile, gpus, sglang_version="0.5.23")
 
 
 def test_glm5_without_a_gpu_count_still_validates(tmp_path):
