@@ -48,7 +48,6 @@ from pyinfra_sglang.arch import FlashAttnArch
 from pyinfra_sglang.gpus import UnknownGpuError, gpu_by_name, gpu_names
 from pyinfra_sglang.host.p2p import check_p2p_env
 from pyinfra_sglang.serving.sglang_flags import unread_release
-from pyinfra_sglang.tuning.space import load_space
 
 USER_KEY_PREFIX = "x_"
 
@@ -1143,7 +1142,8 @@ class HostConfig(BaseModel):
 
     @model_validator(mode="after")
     def _tuner_settings(self) -> HostConfig:
-        known = load_space().names()
+        # The tuner's settings by name, from its data file (the tuner sits above the model).
+        known = list(data.tuning().settings)
         unknown = [name for name in self.tune_settings or [] if name not in known]
         if unknown:
             raise _field_error(

@@ -168,3 +168,30 @@ def test_every_core_module_imports_on_its_own():
         [sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+# Inside the core, measurement (audit, diagnosis, served_benchmark, tuning, report) sits above
+# the decisions it measures: the serving core, the host-side decisions, the inventory model,
+# the parsers and the shared floor never import it (the CLI and docgen, at the top, may).
+MEASUREMENT = ("audit", "diagnosis", "served_benchmark", "tuning", "report")
+BELOW_MEASUREMENT = ("serving", "host", "inventory", "parsers")
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 else "(root)"
+
+
+def test_measurement_sits_above_what_it_measures():
+    graph = import_graph()
+    measurement = {f"{CORE}.{name}" for name in MEASUREMENT}
+    upward = sorted(
+        f"{module} imports {target}"
+        for module, targets in graph.items()
+        if _package(module) in BELOW_MEASUREMENT
+        or (_package(module) == "(root)" and module != f"{CORE}.cli")
+        for target in targets
+        if any(target == m or target.startswith(m + ".") for m in measurement)
+    )
+    assert any(_package(m) == "serving" for m in graph)  # the walk found the packages
+    assert not upward, "upward imports inside the core:\n" + "\n".join(upward)
