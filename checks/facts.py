@@ -17,7 +17,7 @@ import shlex
 import weakref
 from typing import TypeVar
 
-from pyinfra.api import FactBase, Host, State
+from pyinfra.api import FactBase, Host, State, StringCommand
 from pyinfra.context import ContextObject
 
 from pyinfra_sglang import data
@@ -746,6 +746,92 @@ def read_once(host, cls: type[FactBase[T]], **kwargs) -> T:
     value = host.get_fact(cls, **kwargs)
     known[key] = (changes, value)
     return value
+
+
+# One member's section in the output of Facts: its start, and its end with its exit status.
+_BEGIN = "### pyinfra-sglang fact "
+_END = "### pyinfra-sglang fact-rc "
+_MISSING = "### pyinfra-sglang no-command"
+
+
+class Facts(FactBase[list]):
+    """Several facts in one command, for read_together: each member ``(fact class, kwargs)``
+    runs its own command in a subshell of its own section, and its own process() reads that
+    section, as pyinfra's get_fact would (no output: the default; the program that
+    ``requires_command`` names missing: the default). A member whose command failed, or
+    whose process() raised, is None: read alone, it fails as it would have."""
+
+    _members: tuple = ()
+
+    def command(self, members: tuple[tuple[type[FactBase], dict], ...]) -> StringCommand:
+        # pyinfra calls process() on the instance it asked for the command: keep the members.
+        self._members = members
+        parts: list = []
+        for n, (cls, kwargs) in enumerate(members):
+            fact = cls()
+            command = fact.command(**kwargs)
+            needs = fact.requires_command(**kwargs)
+            if needs:
+                command = StringCommand(
+                    "if command -v",
+                    shlex.quote(needs),
+                    ">/dev/null 2>&1; then (",
+                    command,
+                    f"); else echo '{_MISSING}'; fi",
+                )
+            parts += [f"echo '{_BEGIN}{n}'; (", command, f'); echo "{_END}{n} $?";']
+        return StringCommand(*parts, "true")
+
+    def process(self, output) -> list:
+        sections: dict[int, list[str]] = {}
+        status: dict[int, int] = {}
+        current = None
+        for line in output:
+            if line.startswith(_BEGIN):
+                current = int(line[len(_BEGIN) :])
+                sections[current] = []
+            elif line.startswith(_END):
+                n, rc = line[len(_END) :].split()
+                status[int(n)] = int(rc)
+                current = None
+            elif current is not None:
+                sections[current].append(line)
+        values = []
+        for n, (cls, _) in enumerate(self._members):
+            lines = sections.get(n)
+            if lines is None or status.get(n) != 0:
+                values.append(None)
+                continue
+            fact = cls()
+            try:
+                missing = lines == [_MISSING]
+                values.append((fact.default() if missing or not lines else fact.process(lines),))
+            except Exception:
+                values.append(None)
+        return values
+
+
+def read_together(host, *members: tuple[type[FactBase], dict]) -> None:
+    """Read ``members`` (``(fact class, kwargs)``: facts of one concern, the same tool or the
+    same files) in one command where read_once would send one each, and keep their values
+    for read_once. Those read_once keeps already are not read again; a member that failed
+    is left for read_once to read alone."""
+    this = _current(host)
+    if not isinstance(this, Host) or not isinstance(this.state, State):
+        return  # a test's stand-in host: read_once reads each
+    changes = changes_so_far(this)
+    known = _read.setdefault(this, {})
+    due = []
+    for cls, kwargs in members:
+        key = (cls, repr(sorted(kwargs.items())))
+        if not (key in known and known[key][0] == changes) and key not in (k for k, _ in due):
+            due.append((key, (cls, kwargs)))
+    if len(due) < 2:
+        return  # one fact: read_once reads it alone, under its own name
+    values = this.get_fact(Facts, members=tuple(member for _, member in due))
+    for (key, _), value in zip(due, values or ()):
+        if value is not None:
+            known[key] = (changes, value[0])
 
 
 class UnitLeftovers(FactBase[list[str]]):
