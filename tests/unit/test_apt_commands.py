@@ -22,7 +22,7 @@ from roles.nvidia_repo import keyring_installed
 from tests.unit.test_command_quoting import shell_commands, words, yielded
 
 ROLES = Path(__file__).resolve().parents[2] / "roles"
-APT = data.load("apt")
+APT = data.apt()
 # apt-get written into a command (not a word about it in a docstring).
 APT_GET_CALL = re.compile(r"\bapt-get\s+(-|(install|remove|purge|update|upgrade|dist-upgrade)\b)")
 SEPARATORS = {";", "&&", "||", "|", "&", "then", "else", "fi", "do", "done"}
@@ -97,7 +97,7 @@ def test_every_apt_get_waits_for_dpkgs_lock_and_keeps_changed_config_files(opera
     for before, rest in changing:
         assert before == ["DEBIAN_FRONTEND=noninteractive"], (before, rest)
         options = " ".join(rest)
-        assert f"-o DPkg::Lock::Timeout={APT['lock_timeout_s']}" in options
+        assert f"-o DPkg::Lock::Timeout={APT.lock_timeout_s}" in options
         assert "-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold" in options
         assert rest[0] == "-y" and "install" in rest
 
@@ -136,13 +136,13 @@ def test_apt_get_update_is_retried_until_it_succeeds(tmp_path):
     result = run_update(tmp_path, apt_failures=2)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "apt-get.calls").read_text().splitlines() == ["update -q"] * 3
-    delay = str(APT["update_retry_delay_s"])
+    delay = str(APT.update_retry_delay_s)
     assert (tmp_path / "sleep.calls").read_text().splitlines() == [delay, delay]
-    assert f"apt-get update failed (attempt 1 of {APT['update_attempts']})" in result.stderr
+    assert f"apt-get update failed (attempt 1 of {APT.update_attempts})" in result.stderr
 
 
 def test_apt_get_update_gives_up_after_its_attempts(tmp_path):
-    attempts = APT["update_attempts"]
+    attempts = APT.update_attempts
     result = run_update(tmp_path, apt_failures=attempts + 5)
     assert result.returncode == 100
     assert len((tmp_path / "apt-get.calls").read_text().splitlines()) == attempts

@@ -15,16 +15,16 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
 
 RELEASE = "6.1.0-27-amd64"
 PACKAGE = f"linux-headers-{RELEASE}"
-APT = data.load("apt")
+APT = data.apt()
 # Every apt-get that installs: non-interactive, keeping changed config files, waiting for
 # dpkg's locks (unattended-upgrades holds them on a fresh image).
 APT_GET = (
     "DEBIAN_FRONTEND=noninteractive apt-get -y "
     '-o Dpkg::Options::="--force-confdef" -o Dpkg::Options::="--force-confold" '
-    f"-o DPkg::Lock::Timeout={APT['lock_timeout_s']}"
+    f"-o DPkg::Lock::Timeout={APT.lock_timeout_s}"
 )
 # apt-get update, retried: it never waits for the lists lock.
-ATTEMPTS, DELAY = APT["update_attempts"], APT["update_retry_delay_s"]
+ATTEMPTS, DELAY = APT.update_attempts, APT.update_retry_delay_s
 APT_UPDATE = (
     'attempt=1; until apt-get update -q; do if [ "$attempt" -ge '
     f'{ATTEMPTS} ]; then echo "apt-get update failed {ATTEMPTS} times" >&2; exit 100; fi; '

@@ -15,19 +15,18 @@ from pyinfra_sglang.host.nvidia import (
     needs_open_modules,
 )
 
-ROWS = data.load("nvidia")["driver"]["architectures"]
+ROWS = data.nvidia().driver.architectures
 
 
 def test_rows_rise_and_every_value_names_its_source():
-    assert [row["from_arch"] for row in ROWS] == sorted({row["from_arch"] for row in ROWS})
+    assert [row.from_arch for row in ROWS] == sorted({row.from_arch for row in ROWS})
     for row in ROWS:
-        values = {k for k in ("min_branch", "max_branch", "modules") if k in row}
-        assert "modules" in values, row["name"]
-        assert set(row["sources"]) == values, row["name"]
-        assert all(len(text) > 40 for text in row["sources"].values()), row["name"]
-        assert set(row["modules"]) <= {"open", "proprietary"} and row["modules"], row["name"]
-        if "min_branch" in row and "max_branch" in row:
-            assert row["min_branch"] <= row["max_branch"], row["name"]
+        values = {k for k in ("min_branch", "max_branch", "modules") if getattr(row, k) is not None}
+        assert set(row.sources) == values, row.name
+        assert all(len(text) > 40 for text in row.sources.values()), row.name
+        assert set(row.modules) <= {"open", "proprietary"} and row.modules, row.name
+        if row.min_branch is not None and row.max_branch is not None:
+            assert row.min_branch <= row.max_branch, row.name
 
 
 @pytest.mark.parametrize(
@@ -74,9 +73,9 @@ def test_every_gpu_the_project_knows_runs_on_the_default_driver():
     from pyinfra_sglang.inventory import HostConfig
 
     default = HostConfig()
-    for name, spec in data.load("gpus").items():
-        assert arch_driver_needs(spec["arch"]) is not None, name
-        assert driver_mismatches(spec["arch"], default.nvidia_driver_branch, "open") == [], name
+    for name, spec in data.gpus().items():
+        assert arch_driver_needs(spec.arch) is not None, name
+        assert driver_mismatches(spec.arch, default.nvidia_driver_branch, "open") == [], name
 
 
 def test_mismatches_name_the_field_and_what_is_allowed():

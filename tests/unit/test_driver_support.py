@@ -28,16 +28,15 @@ from tests.unit.test_audit_judge import expectations, h200_facts
 
 NVIDIA_MODEL = data.nvidia()
 
-NVIDIA = data.load("nvidia")
 # The date these facts were checked (docs/sources.md, NVIDIA driver packages and branches).
 TODAY = "2026-12-02"
 SUPPORTED = "R580 (long-term to 2028-06), R595 (production to 2027-03), R620 (long-term to 2029-09)"
 
 
 def test_every_branch_the_project_installs_has_its_support_row():
-    assert NVIDIA["driver_branches"] == [580, 590, 595, 610, 615, 620]
-    assert NVIDIA["default_driver_branch"] == 590  # what the project was asked for
-    for branch in NVIDIA["driver_branches"]:
+    assert NVIDIA_MODEL.driver_branches == (580, 590, 595, 610, 615, 620)
+    assert NVIDIA_MODEL.default_driver_branch == 590  # what the project was asked for
+    for branch in NVIDIA_MODEL.driver_branches:
         row = branch_support(branch)
         assert row is not None, branch
         assert row.support in ("long-term", "production", "feature")
@@ -99,7 +98,7 @@ def test_the_judge_reads_the_clock_from_the_record():
 
 
 def test_every_cuda_release_the_project_installs_has_its_driver_minimum():
-    for release in NVIDIA["cuda_versions"]:
+    for release in NVIDIA_MODEL.cuda_versions:
         rows = toolkit_driver_minimums(release)
         assert rows and rows[0].update == "GA", release
     assert [(r.update, r.driver) for r in toolkit_driver_minimums("13.1")] == [

@@ -24,8 +24,7 @@ pytestmark = pytest.mark.skipif(
 
 KEYRING_PATH = aptrepo.KEYRING_PATH
 ALLOWED = [
-    path.format(distro="debian12", arch="x86_64")
-    for path in data.load("nvidia")["repo"]["keyring_deb_files"]
+    path.format(distro="debian12", arch="x86_64") for path in data.nvidia().repo.keyring_deb_files
 ]
 
 

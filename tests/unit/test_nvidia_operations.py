@@ -57,7 +57,7 @@ NO_CONTAINER = {"container": None, "vm": None}
 APT_GET = (
     "DEBIAN_FRONTEND=noninteractive apt-get -y "
     '-o Dpkg::Options::="--force-confdef" -o Dpkg::Options::="--force-confold" '
-    f"-o DPkg::Lock::Timeout={data.load('apt')['lock_timeout_s']}"
+    f"-o DPkg::Lock::Timeout={data.apt().lock_timeout_s}"
 )
 
 
@@ -630,16 +630,16 @@ def test_driver_packages_per_family_install_kind_and_flavor(
 
 
 def test_every_driver_package_name_has_its_source_in_the_data():
-    driver = data.load("nvidia")["driver"]
-    names = {driver["pinning_package"], driver["version_pinning_package"]}
-    for family in driver["packages"].values():
-        for install in family.values():
-            for entries in install.values():
+    driver = data.nvidia().driver
+    names = {driver.pinning_package, driver.version_pinning_package}
+    for family in driver.packages.values():
+        for install in (family.compute, family.full):
+            for entries in (install.open, install.proprietary):
                 names |= {n for e in entries for n in ([e] if isinstance(e, str) else e)}
-    for family in driver["kernel_module_packages"].values():
-        names |= {n for flavor in family.values() for n in flavor}
-    assert names - set(driver["sources"]) == set()
-    assert set(driver["sources"]) - names == set()  # no source for a name no longer used
+    for family in driver.kernel_module_packages.values():
+        names |= {n for flavor in (family.open, family.proprietary) for n in flavor}
+    assert names - set(driver.sources) == set()
+    assert set(driver.sources) - names == set()  # no source for a name no longer used
 
 
 def test_the_resolution_picks_the_first_candidate_on_the_branch(tmp_path):
