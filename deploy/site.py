@@ -15,6 +15,7 @@ from roles.dcgm import dcgm
 from roles.fabric_manager import fabric_manager
 from roles.flash_attn import flash_attn
 from roles.model import model_weights
+from roles.monitoring import monitoring
 from roles.multinode_firewall import multinode_firewall
 from roles.nvidia_driver import nvidia_driver
 from roles.nvidia_repo import nvidia_repo
@@ -35,4 +36,5 @@ flash_attn()
 multinode_firewall()
 model_weights()
 sglang_service_role()
+monitoring()
 note_plan(state, host)

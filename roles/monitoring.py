@@ -1,0 +1,329 @@
+"""Monitoring (inventory ``monitoring_role``, off by default; docs/monitoring.md): with one
+host of the inventory its monitoring server, every host runs Debian's node exporter on the
+address the inventory says, and the server runs Debian's Prometheus, scraping what
+pyinfra_sglang/monitoring/ plans, with the alert rules of data/monitoring.toml, and Grafana
+from Grafana's apt repository with its datasource and dashboards provisioned."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import shlex
+
+from pyinfra import host
+from pyinfra.api import FunctionCommand, StringCommand, deploy, operation
+from pyinfra.api.exceptions import OperationError
+from pyinfra.facts.files import Sha256File
+from pyinfra.facts.server import Command
+from pyinfra.operations import files, systemd
+from pyinfra.operations.util import any_changed
+
+from checks.facts import read_once
+from checks.host_context import run_on_host
+from pyinfra_sglang import data
+from pyinfra_sglang.inventory import host_config
+from pyinfra_sglang.inventory.groups import member_address
+from pyinfra_sglang.monitoring import render
+from pyinfra_sglang.monitoring.dashboards import gpu_dashboard_json
+from pyinfra_sglang.monitoring.inventory import inventory_plan
+from pyinfra_sglang.monitoring.targets import InventoryHost, MonitoringPlan, exporter_address
+from pyinfra_sglang.serving.service_files import read_secret
+from roles.common import apt_lists_updated, ensure_packages, upload_into
+from roles.nvidia_repo import installed_keys_command, primary_fingerprints
+
+
+def _sha256(text: str | bytes) -> str:
+    raw = text.encode() if isinstance(text, str) else text
+    return hashlib.sha256(raw).hexdigest()
+
+
+def _put(name: str, text: str, dest: str, mode: str = "644", group: str = "root"):
+    return files.put(
+        name=name, src=io.StringIO(text), dest=dest, user="root", group=group, mode=mode
+    )
+
+
+@operation()
+def prometheus_config_installed(config: str, rules: str):
+    """prometheus.yml and its rules file, replaced only as a pair that ``promtool check
+    config`` accepts (it checks the rules file it names too): both are staged beside the
+    config, checked there, then moved into place. A config promtool refuses never replaces
+    the running one; the run fails with promtool's words.
+
+    + config: prometheus.yml's text
+    + rules: the alert rules file's text
+    """
+    settings = data.monitoring().prometheus
+    wanted = {settings.config: config, settings.rules: rules}
+    stale = [
+        path
+        for path, text in wanted.items()
+        if read_once(host, Sha256File, path=path) != _sha256(text)
+    ]
+    if not stale:
+        host.noop("prometheus.yml and its alert rules are as rendered")
+        return
+    staging = settings.staging
+    q = shlex.quote
+    yield StringCommand(f"rm -rf {q(staging)} && install -d -m 755 {q(staging)}")
+    for path, text in wanted.items():
+        staged = f"{staging}/{path.rsplit('/', 1)[-1]}"
+        yield FunctionCommand(_upload, (text.encode(), staged), {})
+    staged_config = f"{staging}/{settings.config.rsplit('/', 1)[-1]}"
+    moves = " && ".join(
+        f"install -m 644 -o root -g root {q(staging + '/' + p.rsplit('/', 1)[-1])} {q(p)}"
+        for p in wanted
+    )
+    yield StringCommand(
+        f"{q(settings.promtool)} check config {q(staged_config)} >&2 || "
+        f"{{ echo 'promtool refused the rendered config: the running one is kept' >&2; "
+        f"rm -rf {q(staging)}; exit 1; }}; {moves} && rm -rf {q(staging)}"
+    )
+
+
+def _upload(state, host, content: bytes, path: str) -> bool:
+    ok, out = run_on_host(host, f"install -m 644 /dev/null {shlex.quote(path)}")
+    if not ok:
+        raise OperationError(f"could not stage {path}: {out}")
+    upload_into(host, content, path, path)
+    return True
+
+
+@operation()
+def grafana_keyring(key_url: str, fingerprint: str, keyring: str):
+    """Grafana's repository key at ``keyring``: from the key file at ``key_url``, only the key
+    of ``fingerprint`` is exported into it (a file of other keys, or without it, fails the
+    run and installs nothing). A keyring holding that key alone is not touched.
+
+    + key_url: the armored key file (https://apt.grafana.com/gpg.key)
+    + fingerprint: the key's pinned fingerprint (data/monitoring.toml, or the inventory's)
+    + keyring: where apt's signed-by reads it
+    """
+    present = read_once(host, Command, command=installed_keys_command(keyring))
+    if (present or "").split() == [fingerprint]:
+        host.noop(f"{keyring} holds Grafana's key {fingerprint} alone")
+        return
+    q = shlex.quote
+    protocols = "=https" if key_url.startswith("https://") else "=http,https"
+    listing = primary_fingerprints('"$dir/key.gpg"', '"$dir/check"')
+    yield StringCommand(
+        f'dir=$(mktemp -d) && chmod 700 "$dir" && mkdir -m 700 "$dir/gnupg" "$dir/check" && '
+        f'curl -fsSL --proto {protocols} -o "$dir/key.asc" {q(key_url)} && '
+        f'GNUPGHOME="$dir/gnupg" gpg --batch --quiet --import "$dir/key.asc" 2>/dev/null; '
+        f'GNUPGHOME="$dir/gnupg" gpg --batch --export {q(fingerprint)} > "$dir/key.gpg"; '
+        f"keys=$({listing}); "
+        f'if [ "$keys" != {q(fingerprint)} ]; then echo "the key file at {key_url} has no '
+        f'key {fingerprint} (found: $(echo $keys)): not installing it" >&2; '
+        f'rm -rf "$dir"; exit 1; fi; '
+        f'install -D -m 644 -o root -g root "$dir/key.gpg" {q(keyring)}; '
+        f'status=$?; rm -rf "$dir"; exit $status'
+    )
+
+
+@operation()
+def grafana_password_installed(path: str):
+    """Grafana's admin password at ``path``, root:grafana 0640, from the controller file
+    grafana_admin_password_file; read here, never passed as an argument or shown. A file
+    holding it already is not touched.
+
+    + path: the file Grafana's $__file{} reads (data/monitoring.toml [grafana])
+    """
+    config = host_config(host)
+    secret = read_secret(
+        config.grafana_admin_password_file, "grafana_admin_password_file", host.name
+    )
+    if secret is None:  # validation requires it: a guard, never reached
+        raise OperationError("grafana_admin_password_file is not set")
+    if read_once(host, Sha256File, path=path) == _sha256(secret):
+        host.noop(f"{path} holds the admin password")
+        return
+    yield FunctionCommand(_password_written, (path,), {})
+
+
+def _password_written(state, host, path: str) -> bool:
+    # Read again here: a FunctionCommand's arguments show in pyinfra's debug output.
+    config = host_config(host)
+    secret = read_secret(
+        config.grafana_admin_password_file, "grafana_admin_password_file", host.name
+    )
+    q = shlex.quote
+    staging = path + ".pyinfra-sglang-new"
+    ok, out = run_on_host(
+        host, f"rm -f {q(staging)} && install -m 640 -o root -g grafana /dev/null {q(staging)}"
+    )
+    if not ok:
+        raise OperationError(f"could not prepare Grafana's password file: {out}")
+    upload_into(host, (secret or "").encode(), staging, "Grafana's admin password")
+    ok, out = run_on_host(host, f"mv -f {q(staging)} {q(path)}")
+    if not ok:
+        raise OperationError(f"could not install Grafana's password file: {out}")
+    return True
+
+
+def node_exporter(plan: MonitoringPlan) -> None:
+    """Debian's node exporter, listening only on the address the plan gives this host."""
+    settings = data.monitoring().node_exporter
+    entry = InventoryHost(host.name, member_address(host), host_config(host))
+    address = exporter_address(entry, plan.server)
+    ensure_packages("Install the node exporter", [settings.package])
+    defaults = _put(
+        f"Node exporter listens on {address} only",
+        render.node_exporter_defaults(address, plan.server),
+        settings.defaults,
+    )
+    systemd.service(
+        name="Node exporter enabled and running",
+        service=settings.service,
+        running=True,
+        enabled=True,
+    )
+    systemd.service(
+        name="Restart the node exporter on its new address",
+        service=settings.service,
+        restarted=True,
+        _if=defaults.did_change,
+    )
+
+
+def prometheus(plan: MonitoringPlan, listen: str) -> None:
+    settings = data.monitoring().prometheus
+    ensure_packages("Install Prometheus", [settings.package])
+    defaults = _put(
+        f"Prometheus listens on {listen} only",
+        render.prometheus_defaults(listen),
+        settings.defaults,
+    )
+    config = prometheus_config_installed(
+        name=f"Prometheus scrapes {len(plan.targets)} targets, with the alert rules",
+        config=render.prometheus_config(plan, listen),
+        rules=render.alert_rules_file(plan),
+    )
+    systemd.service(
+        name="Prometheus enabled and running", service=settings.service, running=True, enabled=True
+    )
+    systemd.service(
+        name="Restart Prometheus on its new address",
+        service=settings.service,
+        restarted=True,
+        _if=defaults.did_change,
+    )
+    systemd.service(
+        name="Reload Prometheus's config",
+        service=settings.service,
+        reloaded=True,
+        _if=config.did_change,
+    )
+
+
+def grafana(listen: str) -> None:
+    config = host_config(host)
+    settings = data.monitoring().grafana
+    repo = str(config.monitoring_grafana_apt_url or settings.repo_url).rstrip("/")
+    key = grafana_keyring(
+        name="Grafana's repository key, by its fingerprint",
+        key_url=str(config.monitoring_grafana_key_url or settings.key_url),
+        fingerprint=config.monitoring_grafana_key_fingerprint or settings.key_fingerprint,
+        keyring=settings.keyring,
+    )
+    line = (
+        f"deb [signed-by={settings.keyring}] {repo} {settings.suite} "
+        f"{' '.join(settings.components)}\n"
+    )
+    sources = _put("Grafana's apt repository", line, settings.sources_list)
+    apt_lists_updated(
+        name="Refresh apt's lists for Grafana's repository",
+        _if=any_changed(key, sources),
+    )
+    ensure_packages("Install Grafana", [settings.package])
+    password = grafana_password_installed(
+        name="Grafana's admin password, from grafana_admin_password_file",
+        path=settings.password_file,
+    )
+    dropin = _put(
+        f"Grafana listens on {listen} only, its password from a file",
+        render.grafana_dropin(listen),
+        settings.dropin,
+    )
+    systemd.daemon_reload(name="Reload systemd for Grafana's drop-in", _if=dropin.did_change)
+    provisioning = settings.provisioning
+    datasource = _put(
+        "Grafana's Prometheus datasource",
+        render.grafana_datasource(listen),
+        f"{provisioning}/datasources/pyinfra-sglang.yml",
+        mode="640",
+        group="grafana",
+    )
+    provider = _put(
+        "Grafana's dashboards folder",
+        render.grafana_dashboards_provider(),
+        f"{provisioning}/dashboards/pyinfra-sglang.yml",
+        mode="640",
+        group="grafana",
+    )
+    files.directory(
+        name="Folder of the provisioned dashboards",
+        path=settings.dashboards_dir,
+        user="root",
+        group="grafana",
+        mode="750",
+    )
+    gpu = _put(
+        "GPU dashboard (DCGM exporter)",
+        gpu_dashboard_json(),
+        f"{settings.dashboards_dir}/gpus.json",
+        mode="640",
+        group="grafana",
+    )
+    url = str(config.monitoring_sglang_dashboard_url or "") or settings.sglang_dashboard_url.format(
+        version=config.sglang_version
+    )
+    sglang = files.download(
+        name=f"SGLang's dashboard for SGLang {config.sglang_version}",
+        src=url,
+        dest=f"{settings.dashboards_dir}/sglang.json",
+        user="root",
+        group="grafana",
+        mode="640",
+    )
+    systemd.service(
+        name="Grafana enabled and running", service=settings.service, running=True, enabled=True
+    )
+    systemd.service(
+        name="Restart Grafana for its changed settings",
+        service=settings.service,
+        restarted=True,
+        _if=any_changed(password, dropin, datasource, provider, gpu, sglang),
+    )
+
+
+@deploy("Monitoring")
+def monitoring() -> None:
+    """Run Prometheus, Grafana and node exporters for the inventory's monitoring host.
+
+    With a host of `monitoring_role = "server"` in the inventory: on every host, Debian's
+    `prometheus-node-exporter` listening only on its exporter address; on the server,
+    Debian's `prometheus` scraping every SGLang server, router on that host, node exporter
+    and DCGM exporter, with the alert rules of data/monitoring.toml (a config `promtool check
+    config` refuses never replaces the running one; a reload only when it changed), and
+    Grafana from Grafana's apt repository (its key taken by its pinned fingerprint) with a
+    Prometheus datasource, SGLang's dashboard for `sglang_version` and a GPU dashboard.
+    Without a monitoring server it changes nothing.
+
+    + monitoring_role: `server` on the monitoring host; `off` everywhere else
+    + monitoring_listen_address: where Prometheus and Grafana listen, on the server
+    + monitoring_exporter_address: where this host's node exporter listens
+    + monitoring_grafana: off leaves Grafana out
+    + grafana_admin_password_file: Grafana's admin password, never on a command line
+    """
+    plan = inventory_plan(host.inventory)
+    if plan is None:
+        host.noop('no monitoring (no host has monitoring_role = "server")')
+        return
+    node_exporter(plan)
+    config = host_config(host)
+    if host.name != plan.server:
+        return
+    listen = str(config.monitoring_listen_address)
+    prometheus(plan, listen)
+    if config.monitoring_grafana:
+        grafana(listen)

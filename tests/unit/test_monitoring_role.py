@@ -1,0 +1,74 @@
+"""roles/monitoring.py's own operations, against given facts: what they yield, and that a
+host already as rendered is not touched."""
+
+from __future__ import annotations
+
+import hashlib
+
+from pyinfra.facts.files import Sha256File
+from pyinfra.facts.server import Command
+
+from roles.monitoring import grafana_keyring, prometheus_config_installed
+from tests.unit.ophelper import run_operation
+
+CONFIG, RULES = "global: {}\n", "groups: []\n"
+FINGERPRINT = "B53AE77BADB630A683046005963FA27710458545"
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _files(config: str | None, rules: str | None):
+    known = {
+        "/etc/prometheus/prometheus.yml": config and _sha(config),
+        "/etc/prometheus/sglang-alerts.yml": rules and _sha(rules),
+    }
+    return lambda path: known[path]
+
+
+def test_a_config_as_rendered_is_not_touched():
+    commands, noops = run_operation(
+        prometheus_config_installed, {Sha256File: _files(CONFIG, RULES)}, config=CONFIG, rules=RULES
+    )
+    assert commands == [] and noops == ["prometheus.yml and its alert rules are as rendered"]
+
+
+def test_a_changed_rules_file_is_checked_by_promtool_before_it_replaces_the_running_one():
+    commands, noops = run_operation(
+        prometheus_config_installed,
+        {Sha256File: _files(CONFIG, "old\n")},
+        config=CONFIG,
+        rules=RULES,
+    )
+    assert noops == []
+    last = commands[-1]
+    check = last.index("/usr/bin/promtool check config")
+    assert check < last.index("install -m 644 -o root -g root")
+    assert "the running one is kept" in last and "exit 1" in last
+    assert "/etc/prometheus/.pyinfra-sglang-staging/prometheus.yml" in last
+
+
+def test_grafanas_key_already_there_alone_is_not_touched():
+    commands, noops = run_operation(
+        grafana_keyring,
+        {Command: FINGERPRINT + "\n"},
+        key_url="https://apt.grafana.com/gpg.key",
+        fingerprint=FINGERPRINT,
+        keyring="/etc/apt/keyrings/grafana.gpg",
+    )
+    assert commands == [] and "alone" in noops[0]
+
+
+def test_only_the_pinned_key_is_exported_into_the_keyring():
+    commands, _ = run_operation(
+        grafana_keyring,
+        {Command: ""},
+        key_url="https://apt.grafana.com/gpg.key",
+        fingerprint=FINGERPRINT,
+        keyring="/etc/apt/keyrings/grafana.gpg",
+    )
+    (command,) = commands
+    assert f"gpg --batch --export {FINGERPRINT}" in command
+    assert "--proto =https" in command
+    assert command.index("not installing it") < command.index("install -D -m 644")
