@@ -5,8 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # iproute2: the private test network (a bridge); openssl: the Secure Boot test's MOK pair;
-# chromium: the headless browser that renders the benchmark report (tests/browser/).
-apt_packages=(systemd-container debootstrap openssh-client gnupg iproute2 openssl chromium)
+# chromium: the headless browser that renders the benchmark report (tests/browser/);
+# prometheus: its promtool, which CI runs on the monitoring files rendered (.ci/run).
+apt_packages=(systemd-container debootstrap openssh-client gnupg iproute2 openssl chromium prometheus)
 missing=()
 for package in "${apt_packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' \
