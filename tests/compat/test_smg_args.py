@@ -34,7 +34,7 @@ RECIPE_VERSION = 1
 PIP_TIMEOUT_S = 600
 KEY = "sk-compat-smg-key"
 SMG_RELEASES = sorted(
-    {pin["router"] for pin in data.load("python")["router"]["pins"] if pin["package"] == "smg"},
+    {pin.router for pin in data.python().router.pins if pin.package == "smg"},
     key=lambda v: tuple(int(p) for p in v.split(".")),
 )
 
@@ -101,7 +101,7 @@ def smg(request) -> tuple[str, Path]:
 
 
 def expected(release: str, api_key: str | None) -> dict:
-    service = data.load("sglang_service")["router"]
+    service = data.sglang_service().router
     return {
         "worker_urls": ["http://10.0.0.1:30000", "http://[fd00::2]:30000"],
         "policy": "cache_aware",
@@ -109,7 +109,7 @@ def expected(release: str, api_key: str | None) -> dict:
         "port": 8000,
         "prometheus_host": "127.0.0.1",
         "prometheus_port": 29001,
-        "shutdown_grace_period_secs": service["shutdown_grace_s"],
+        "shutdown_grace_period_secs": service.shutdown_grace_s,
         "api_key": api_key,
     }
 
@@ -133,7 +133,7 @@ def test_launcher_command_line_parses_with_the_key_from_the_environment(smg):
     argv = router_exec(spec("sk-x", release))
     assert argv[1:3] == ["-c", router_launcher("smg")] and KEY not in argv
     # The launcher's own edit of sys.argv (the key from its variable), then the probe.
-    variable = data.load("sglang_service")["router"]["api_key_variable"]
+    variable = data.sglang_service().router.api_key_variable
     edit = router_launcher("smg").split("; runpy.run_module")[0]
     script = f"{edit}\n{PROBE}"
     done = subprocess.run(

@@ -19,7 +19,7 @@ from tests.hosts.apply import apply, write_inventory
 
 pytestmark = pytest.mark.hosts
 
-BASE_PACKAGES = data.load("platforms")["base"]["packages"]
+BASE_PACKAGES = data.platforms().base.packages
 # What "nothing changed" means on a host: its packages and its apt configuration.
 SNAPSHOT = (
     "dpkg-query -W -f '${Package} ${Version}\\n'; "

@@ -231,7 +231,7 @@ def test_rank0_stops_first_from_sglang_0_5_21():
     releases = (
         Path(__file__).parents[1] / "hosts/standins/sglang/sglang/_standin/releases.py"
     ).read_text()
-    boundary = data.load("sglang_service")["multinode"]["rank0_stops_first_from"]
+    boundary = data.sglang_service().multinode.rank0_stops_first_from
     assert f'NONZERO_RANK_WAITS_FOR_RANK0 = "{boundary}"' in releases
 
 
