@@ -93,6 +93,7 @@ def service_problems(
     from pyinfra_sglang.serving.service_files import (
         SECRET_FIELDS,
         SecretFileError,
+        planned_service_files,
         read_secret,
     )
 
@@ -137,7 +138,7 @@ def service_problems(
         sides.append(("bench_ab_overrides", ab_side_b(config)))
     for side_field, side in sides:
         try:
-            _planned_service_files(side, node, host_profile(side))
+            planned_service_files(side, node, host_profile(side))
         except PyinfraError as error:
             field, message = _render_problem(side, error)
             problems.append(problem(side_field or field, message))
@@ -179,38 +180,6 @@ def _warn_unread_release(
             f"warning: host {host.name}: sglang_version = {config.sglang_version!r} (from "
             f"{source}): {unread.warning()}"
         )
-
-
-def _planned_service_files(config: HostConfig, node, profile):
-    """service_files.planned_service_files, with the GPU count it plans (where the inventory
-    leaves expected_gpu_count and the profile tp_size unset) raised to one the model's heads
-    can be split over: the fewest that hold the profile (3 x 180 GB for GLM-5) may be a
-    count tensor parallelism cannot use, and no host is built with it."""
-    from dataclasses import replace
-
-    from pyinfra_sglang.serving.placement import fewest_gpus_for, place
-    from pyinfra_sglang.serving.service_files import (
-        masked_secrets,
-        planned_gpu,
-        planned_gpus,
-        service_files_for,
-    )
-
-    gpus = planned_gpus(config, profile, node.nnodes)
-    if config.expected_gpu_count is None and profile.tp_size is None:
-        total = fewest_gpus_for(profile, None, gpus.count * node.nnodes)
-        while total is not None and total % node.nnodes:
-            total = fewest_gpus_for(profile, None, total + 1)
-        if total is not None and total != gpus.count * node.nnodes:
-            spec = planned_gpu(profile, config.expected_gpu_model)
-            count = total // node.nnodes
-            gpus = replace(
-                gpus,
-                count=count,
-                pcie_only=count > 1 and spec is not None and not spec.nvlink,
-            )
-    placement = place(profile, gpus, node, config.sglang_version)
-    return service_files_for(config, placement, masked_secrets(config), True)
 
 
 def _driver_problems(config: HostConfig, problem: Callable[..., Problem]) -> list[Problem]:

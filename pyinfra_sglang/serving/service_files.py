@@ -305,9 +305,20 @@ def planned_gpu(profile: Profile, model: str | None = None) -> GpuSpec | None:
     return min(candidates, key=lambda s: (-s.memory_gb, -s.memory_bandwidth_gbs, s.name))
 
 
+def _heads_split_over(profile: Profile, count: int, nnodes: int) -> int:
+    """``count`` GPUs a node, raised until tensor parallelism can use all of them over the
+    ``nnodes`` nodes (a count the model's heads split over, the same on every node): the
+    fewest that hold a model (3 x 180 GB for GLM-5) may be a count no host is built with."""
+    total = fewest_gpus_for(profile, None, count * nnodes)
+    while total is not None and total % nnodes:
+        total = fewest_gpus_for(profile, None, total + 1)
+    return count if total is None else total // nnodes
+
+
 def planned_gpus(config: HostConfig, profile: Profile, nnodes: int = 1) -> GpuSet:
     """The GPUs the inventory plans for one node: ``expected_gpu_count`` (unset: the fewest
-    that hold the profile over ``nnodes`` nodes, and at least its tp_size) of planned_gpu."""
+    that hold the profile over ``nnodes`` nodes at a count its heads split over, and at least
+    its tp_size) of planned_gpu."""
     spec = planned_gpu(profile, config.expected_gpu_model)
     memory_gb = spec.memory_gb if spec else None
     count = config.expected_gpu_count
@@ -319,6 +330,8 @@ def planned_gpus(config: HostConfig, profile: Profile, nnodes: int = 1) -> GpuSe
         count = max(1, math.ceil((total or 1) / nnodes))
         if profile.tp_size is not None:
             count = max(count, math.ceil(profile.tp_size / nnodes))
+        else:
+            count = _heads_split_over(profile, count, nnodes)
     if memory_gb is None:
         # No GPU of the profile's architectures in the table: assume they hold it.
         memory_gb = memory_fit.gpu_memory_needed(profile, count * nnodes)
