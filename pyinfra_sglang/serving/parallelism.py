@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 
 from pyinfra_sglang import data
 from pyinfra_sglang.arch import as_sm
+from pyinfra_sglang.data_models import Parallelism
 from pyinfra_sglang.serving.layout import (
     Layout,
     allowed_ep_sizes,
@@ -53,20 +54,20 @@ if TYPE_CHECKING:
     from pyinfra_sglang.serving.profiles import Profile
 
 
-def _settings() -> dict:
-    return data.load("parallelism")
+def _settings() -> Parallelism:
+    return data.parallelism()
 
 
 def a2a_backends(sglang_version: str) -> list[str]:
     """The --moe-a2a-backend choices of ``sglang_version`` for NVIDIA GPUs; [] before the
     oldest release read."""
     version = parse_version(sglang_version)
-    settings = _settings()["a2a"]
-    lists = [c for c in settings["choices"] if parse_version(c["since"]) <= version]
+    settings = _settings().a2a
+    lists = [c for c in settings.choices if parse_version(c.since) <= version]
     if not lists:
         return []
-    newest = max(lists, key=lambda c: parse_version(c["since"]))
-    return [b for b in newest["backends"] if b not in settings["not_nvidia"]]
+    newest = max(lists, key=lambda c: parse_version(c.since))
+    return [b for b in newest.backends if b not in settings.not_nvidia]
 
 
 def layout_problems(
@@ -84,14 +85,14 @@ def layout_problems(
                 f"{sglang_version}; allowed: {', '.join(choices) or 'none'}"
             )
     sm = as_sm(arch) if arch else None
-    for rule in _settings()["ep_one_or_all"]:
+    for rule in _settings().ep_one_or_all:
         if (
             layout.ep not in (1, tp_size)
-            and profile.quantization == rule["quantization"]
-            and sm in rule["archs"]
+            and profile.quantization == rule.quantization
+            and sm in rule.archs
         ):
             problems.append(
-                f"ep_size {layout.ep}: SGLang's MoE runner for {rule['quantization']} on "
+                f"ep_size {layout.ep}: SGLang's MoE runner for {rule.quantization} on "
                 f"{sm} (flashinfer_cutlass) takes expert parallelism over all ranks or "
                 f"none; allowed: 1 or {tp_size}"
             )
@@ -149,7 +150,7 @@ def traffic(profile: Profile, layout: Layout) -> Traffic:
     h, layers = profile.hidden_size, profile.num_layers
     assert h is not None and layers is not None, shape_missing(profile)
     moe_layers = layers if profile.num_moe_layers is None else profile.num_moe_layers
-    hb = h * float(_settings()["estimate"]["activation_bytes"])
+    hb = h * float(_settings().estimate.activation_bytes)
     n, d, a = layout.tp, layout.dp, layout.attn_tp
     all_reduce = 2 * (n - 1) / n * hb
     attention = layers * 2 * (a - 1) / a * hb / d
@@ -183,15 +184,15 @@ def link_for(spec: GpuSpec | None, pcie_only: bool, gpu_count: int) -> Link | No
     GPU table's NVLink figure; None for one GPU, or an unknown GPU with NVLink."""
     if gpu_count <= 1:
         return None
-    settings = _settings()["estimate"]
+    settings = _settings().estimate
     if pcie_only or (spec is not None and not spec.nvlink):
         return Link(
-            float(settings["pcie_only_busbw_gbs"]),
+            float(settings.pcie_only_busbw_gbs),
             "PCIe through the host, all-reduce bus bandwidth measured on 8x RTX 5090",
         )
     if spec is None or not spec.nvlink_bandwidth_gbs:
         return None
-    share = float(settings["nvlink_share_of_table"])
+    share = float(settings.nvlink_share_of_table)
     return Link(
         spec.nvlink_bandwidth_gbs * share,
         f"NVLink, {spec.name}: {spec.nvlink_bandwidth_gbs:g} GB/s both ways, one direction",
