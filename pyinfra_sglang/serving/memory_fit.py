@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pyinfra_sglang import data
+from pyinfra_sglang.data_models import MemoryFit
 
 if TYPE_CHECKING:
     # Annotations only: a profile's validation reaches this module (through
@@ -42,8 +43,8 @@ GB = 1000**3
 MAX_GPUS = 1024
 
 
-def _settings() -> dict:
-    return data.load("memory_fit")
+def _settings() -> MemoryFit:
+    return data.memory_fit()
 
 
 def mem_fraction(profile: Profile) -> float:
@@ -51,7 +52,7 @@ def mem_fraction(profile: Profile) -> float:
     mem_fraction_static, else the planning value of data/memory_fit.toml."""
     if profile.mem_fraction_static is not None:
         return profile.mem_fraction_static
-    return float(_settings()["unset_mem_fraction_static"])
+    return float(_settings().unset_mem_fraction_static)
 
 
 def kv_bytes_per_token(profile: Profile) -> int:
@@ -171,7 +172,7 @@ def per_gpu_need(profile: Profile, tp_size: int, gpu_memory_gb: float) -> GpuNee
     if profile.mtp:
         # The draft layer keeps the same tokens' KV for its own layer(s).
         mtp = kv * mtp_layers / layers if layers else 0.0
-        mtp += float(_settings()["mtp"]["draft_overhead_gb"])
+        mtp += float(_settings().mtp.draft_overhead_gb)
     return GpuNeed(
         profile=profile.name,
         tp_size=tp_size,
