@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -324,24 +325,36 @@ def test_every_subcommand_refuses_bad_input_with_exit_2_and_no_traceback(tmp_pat
     assert problems == []
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["build-plan", "--cores", "1", "--mem-gb", "nan"],
-        ["analyze", "--topo", "."],
-        ["diagnose", "."],
-    ],
-)
-def test_the_installed_entry_point_shows_no_traceback(tmp_path, argv):
+ENTRY_POINT_CASES = [
+    ["build-plan", "--cores", "1", "--mem-gb", "nan"],
+    ["analyze", "--topo", "."],
+    ["diagnose", "."],
+]
+
+
+def test_the_installed_entry_point_shows_no_traceback(tmp_path):
+    """Through `python -m pyinfra_sglang.cli` in a fresh interpreter, as a user runs it: once,
+    for the wiring from the entry point to main(); the cases below run main() itself."""
     tmp_path.joinpath("samples.json").write_text("[1, 2]")  # for diagnose
     done = subprocess.run(
-        [sys.executable, "-m", "pyinfra_sglang.cli", *argv],
+        [sys.executable, "-m", "pyinfra_sglang.cli", *ENTRY_POINT_CASES[-1]],
         cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr and done.stderr.strip()
+
+
+@pytest.mark.parametrize("argv", ENTRY_POINT_CASES)
+def test_the_entry_points_cases_show_no_traceback(tmp_path, monkeypatch, capsys, argv):
+    tmp_path.joinpath("samples.json").write_text("[1, 2]")  # for diagnose
+    monkeypatch.chdir(tmp_path)
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")  # a warning would be a line on a user's stderr
+        code = _run(argv)
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and err.strip() and not warned, (code, err)
 
 
 RENDER = ["render", "--profile", "dense-bf16", "--gpus", "2", "--arch", "sm_90"]
@@ -551,23 +564,23 @@ def hostile_inputs(tmp: Path) -> list[tuple[list[str], str]]:
     return cases
 
 
-def test_hostile_inputs_are_refused_in_one_line_naming_the_cap(tmp_path):
-    """Through the installed entry point, as a user runs it: exit 2, one line on stderr that
-    names the file, what exceeded which cap; no traceback. Before the caps these raised
-    RecursionError or OverflowError, or ran past 120 s. The time bound is a guard only."""
+def test_hostile_inputs_are_refused_in_one_line_naming_the_cap(tmp_path, capsys):
+    """As the entry point runs them (main(); test_the_installed_entry_point_shows_no_traceback
+    runs it as `python -m`): exit 2, one line on stderr that names the file, what exceeded
+    which cap; no traceback (main() raising is what reaches a user as one), no warning (a
+    user would see it on stderr). Before the caps these raised RecursionError or
+    OverflowError, or ran past 120 s. The time bound is a guard only."""
     problems = []
     for argv, message in hostile_inputs(tmp_path):
         started = time.monotonic()
-        done = subprocess.run(
-            [sys.executable, "-m", "pyinfra_sglang.cli", *argv],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        with warnings.catch_warnings(record=True) as warned:
+            warnings.simplefilter("always")
+            code = _run(argv)
         took = time.monotonic() - started
-        err = done.stderr
-        if done.returncode != 2 or "Traceback" in err or message not in err or took > 20:
-            problems.append(f"{argv[:2]}: exit {done.returncode} in {took:.0f} s, {err[-300:]!r}")
+        err = capsys.readouterr().err
+        err += "".join(f"{w.category.__name__}: {w.message}\n" for w in warned)
+        if code != 2 or "Traceback" in err or message not in err or took > 20:
+            problems.append(f"{argv[:2]}: exit {code} in {took:.0f} s, {err[-300:]!r}")
         elif len(err.strip().splitlines()) != 1:
             problems.append(f"{argv}: more than one line: {err!r}")
     assert problems == []
