@@ -817,8 +817,8 @@ def read_together(host, *members: tuple[type[FactBase], dict]) -> None:
     for read_once. Those read_once keeps already are not read again; a member that failed
     is left for read_once to read alone."""
     this = _current(host)
-    if not isinstance(this, Host) or not isinstance(this.state, State):
-        return  # a test's stand-in host: read_once reads each
+    if not isinstance(this, Host) or not isinstance(this.state, State) or not this.connected:
+        return  # a test's stand-in host (never connected): read_once reads each
     changes = changes_so_far(this)
     known = _read.setdefault(this, {})
     due = []

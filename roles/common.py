@@ -14,10 +14,11 @@ from pyinfra.api.util import get_template
 from pyinfra.facts.apt import noninteractive_apt
 from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.server import Arch, LinuxDistribution
-from pyinfra.operations import files
+from pyinfra.facts.systemd import SystemdEnabled, SystemdStatus
+from pyinfra.operations import files, systemd
 from pyinfra.operations.util.files import ensure_mode_int
 
-from checks.facts import FileStates, read_once
+from checks.facts import FileStates, Virtualization, read_once, read_together
 from checks.host_context import connector_arguments, run_on_host
 from pyinfra_sglang import data
 from pyinfra_sglang.host.platform import Platform, resolve_platform
@@ -25,6 +26,8 @@ from pyinfra_sglang.host.platform import Platform, resolve_platform
 
 def host_platform() -> Platform:
     """The current host's platform; refuses an unsupported distro or arch before any change."""
+    # What machine this is, in one command: the release files, uname, systemd-detect-virt.
+    read_together(host, (LinuxDistribution, {}), (Arch, {}), (Virtualization, {}))
     release = read_once(host, LinuxDistribution)["release_meta"]
     return resolve_platform(host.name, release, read_once(host, Arch))
 
@@ -117,6 +120,25 @@ def template_file(
         host.noop(f"file {dest} is already uploaded")
         return
     yield from files.template._inner(src=src, dest=dest, user=user, group=group, mode=mode, **data)
+
+
+# The unit suffixes systemd.service takes as they are; any other name gets ".service".
+UNIT_SUFFIXES = (".service", ".socket", ".device", ".mount", ".automount", ".swap", ".target")
+UNIT_SUFFIXES += (".path", ".timer", ".slice", ".scope")
+
+
+@operation()
+def service_running(service: str):
+    """pyinfra's systemd.service(running=True, enabled=True), which reads two facts of the
+    unit: here systemd's state of every loaded unit, read once for all the roles' units,
+    finds it running and enabled (a running unit is loaded); otherwise systemd.service does
+    the work."""
+    unit = service if service.endswith(UNIT_SUFFIXES) else f"{service}.service"
+    read_together(host, (SystemdStatus, {}), (SystemdEnabled, {}))
+    if read_once(host, SystemdStatus).get(unit) and read_once(host, SystemdEnabled).get(unit):
+        host.noop(f"service {unit} is running")
+        return
+    yield from systemd.service._inner(service=service, running=True, enabled=True)
 
 
 # Connector arguments that make pyinfra upload through a temporary file of the SSH user's.

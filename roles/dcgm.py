@@ -7,12 +7,11 @@ from __future__ import annotations
 from pyinfra import host
 from pyinfra.api import deploy, operation
 from pyinfra.facts.deb import DebPackages
-from pyinfra.operations import systemd
 
 from checks.facts import read_once
 from pyinfra_sglang import data
 from pyinfra_sglang.inventory import host_config
-from roles.common import apt_install, apt_update
+from roles.common import apt_install, apt_update, service_running
 
 
 def dcgm_plan(install: bool, driver_source: str, cuda_version: str) -> tuple[str | None, str]:
@@ -57,7 +56,7 @@ def dcgm_running(unit: str):
 
     + unit: its systemd unit (data/dcgm.toml [install] service)
     """
-    yield from systemd.service._inner(service=unit, running=True, enabled=True)
+    yield from service_running._inner(service=unit)
 
 
 @deploy("DCGM")

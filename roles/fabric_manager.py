@@ -11,7 +11,6 @@ from pyinfra.api import StringCommand, deploy, operation
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import FileContents
-from pyinfra.operations import systemd
 
 from checks.facts import (
     NvidiaFabric,
@@ -37,7 +36,7 @@ from pyinfra_sglang.host.nvidia import (
     kernel_module_packages,
 )
 from pyinfra_sglang.inventory import host_config
-from roles.common import apt_get, apt_install, host_platform
+from roles.common import apt_get, apt_install, host_platform, service_running
 from roles.nvidia_driver import installed_module_versions
 
 
@@ -120,7 +119,7 @@ def fabric_manager_running(unit: str):
     if not need.here:
         host.noop(f"no Fabric Manager here: {need.reason}")
         return
-    yield from systemd.service._inner(service=unit, running=True, enabled=True)
+    yield from service_running._inner(service=unit)
 
 
 def needed_subnet_manager():

@@ -13,7 +13,6 @@ from pyinfra.api.exceptions import PyinfraError
 from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import File
 from pyinfra.facts.server import Which
-from pyinfra.operations import systemd
 
 from checks.facts import AptPolicy, NvidiaGpus, NvidiaLoadedModule, Virtualization, read_once
 from pyinfra_sglang import data
@@ -34,7 +33,7 @@ from pyinfra_sglang.host.nvidia import (
 )
 from pyinfra_sglang.inventory import host_config
 from pyinfra_sglang.paths import template
-from roles.common import apt_get, apt_install, host_platform, template_file
+from roles.common import apt_get, apt_install, host_platform, service_running, template_file
 from roles.host_driver import host_keeps, refuse_foreign_driver, refuse_host_driver
 from roles.reboot import reboot_and_wait
 from roles.secure_boot import mok_key_pair_installed, secure_boot_preflight
@@ -448,12 +447,7 @@ def nvidia_driver() -> None:
         mode="644",
     )
     rebuild_initramfs(name="Rebuild the initramfs without nouveau", _if=blacklist.did_change)
-    systemd.service(
-        name="Enable nvidia-persistenced",
-        service="nvidia-persistenced.service",
-        running=True,
-        enabled=True,
-    )
+    service_running(name="Enable nvidia-persistenced", service="nvidia-persistenced.service")
     driver_reboot(
         name="Reboot into the installed driver",
         module_packages=kernel_module_packages(family, config),
