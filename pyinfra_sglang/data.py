@@ -2,8 +2,8 @@
 
 Each file has a model in ``data_models.py`` and a typed accessor here (``data.nvidia()``,
 ``data.python()``...), read and validated once per process. A malformed file fails at its
-first load with DataError naming the file and the key. ``load(name)`` still returns the raw
-TOML tables (validated all the same) for readers not yet moved to the accessors.
+first load with DataError naming the file and the key. There is no raw access: a reader
+adds the key to the file's model and reads the attribute.
 """
 
 from __future__ import annotations
@@ -53,16 +53,6 @@ def validate(name: str, raw: dict[str, Any], model: type[_M] | None = None) -> _
 @cache
 def _model(name: str) -> BaseModel:
     return validate(name, _read(name))
-
-
-@cache
-def load(name: str) -> dict[str, Any]:
-    """Return the parsed TOML data file ``name`` (without extension), validated against its
-    model where it has one. Prefer the typed accessors below."""
-    raw = _read(name)
-    if name in m.MODELS:
-        _model(name)
-    return raw
 
 
 def _typed(name: str, model: type[_M]) -> _M:

@@ -9,6 +9,7 @@ none can pass by reading nothing.
 from __future__ import annotations
 
 import copy
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.resources import files
@@ -38,6 +39,12 @@ class Data:
             raise AttributeError(name) from None
 
 
+def raw_tables(name: str) -> dict[str, Any]:
+    """Data file ``name`` as TOML tables, unvalidated: what the mutations below break."""
+    text = files("pyinfra_sglang").joinpath("data", f"{name}.toml").read_text()
+    return tomllib.loads(text)
+
+
 def shipped(
     mutate: dict[str, Callable[[dict], None]] | None = None,
     profiles: Callable[[list[Profile]], list[Profile]] | None = None,
@@ -45,7 +52,7 @@ def shipped(
     """The shipped data, each file passed through ``mutate[name]`` (on a copy) first."""
     models = {}
     for name in m.MODELS:
-        raw = copy.deepcopy(data.load(name))
+        raw = raw_tables(name)
         if mutate and name in mutate:
             mutate[name](raw)
         models[name] = data.validate(name, raw)
@@ -511,8 +518,24 @@ def test_accessors_return_the_one_validated_model() -> None:
     assert isinstance(data.nvidia(), m.Nvidia)
     assert data.gpus()["NVIDIA L40S"].arch == "sm_89"
     assert data.pcie().generations[5].transfer_rate_gts == 32.0
-    # load() keeps the raw tables for readers not moved to the models.
-    assert data.load("nvidia")["repo"]["base_url"] == data.nvidia().repo.base_url
+    assert not hasattr(data, "load")  # no raw tables: every reader goes through a model
+
+
+def test_the_mirrors_are_the_data_models() -> None:
+    """One type per data file: the GPU table, the flag table and the tuning space hand out
+    the validated model instances, named by their keys."""
+    from pyinfra_sglang.gpus import all_gpus
+    from pyinfra_sglang.serving.sglang_flags import flag_table
+    from pyinfra_sglang.tuning.space import load_space
+    from pyinfra_sglang.versions import parse_version
+
+    h200 = all_gpus()["NVIDIA H200"]
+    assert h200 is data.gpus()["NVIDIA H200"] and h200.name == "NVIDIA H200"
+    assert list(flag_table().values()) == list(data.sglang_flags().flag)
+    assert flag_table()["cuda_graph_max_bs"].flag_in(parse_version("0.5.9")) is not None
+    space = load_space()
+    assert [s.name for s in space.settings] == list(data.tuning().search.order)
+    assert all(s is data.tuning().settings[s.name] for s in space.settings)
 
 
 @pytest.mark.parametrize(
@@ -524,6 +547,9 @@ def test_accessors_return_the_one_validated_model() -> None:
         ("platforms", _set("base.packages", "curl"), "base.packages"),
         ("gpus", _set("NVIDIA L40S.arch", "sm_89a"), "NVIDIA L40S.arch"),
         ("gpus", _set("NVIDIA L40S.arch", "ada"), "not a GPU architecture"),
+        ("gpus", _set("NVIDIA L40S.name", "NVIDIA L4"), "'NVIDIA L4' is not the table's key"),
+        ("tuning", _set("settings.cuda_graph.name", "graphs"), "cuda_graph: name 'graphs'"),
+        ("tuning", _set("settings.cuda_graph.valuse", [1]), "settings.cuda_graph.valuse"),
         ("sglang_flags", lambda raw: raw["flag"][0].update(kind="toggle"), "flag.0.kind"),
         (
             "sglang_flags",
@@ -541,7 +567,7 @@ def test_accessors_return_the_one_validated_model() -> None:
     ],
 )
 def test_a_malformed_file_is_refused_naming_file_and_key(name, mutate, named) -> None:
-    raw = copy.deepcopy(data.load(name))
+    raw = raw_tables(name)
     mutate(raw)
     with pytest.raises(data.DataError) as refused:
         data.validate(name, raw)
