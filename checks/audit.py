@@ -55,6 +55,7 @@ from checks.failures import fail_run
 from checks.gpu_load import run_under_load
 from checks.host_context import host_position, ship_and_run
 from checks.peer_path import read_peer_path
+from checks.prometheus import PrometheusTargets
 from checks.run_summary import run_inventory
 from pyinfra_sglang import data
 from pyinfra_sglang.audit.judge import audit_report, judge, serves_here, unit_installed
@@ -235,6 +236,13 @@ def read_watchdog() -> dict:
     }
 
 
+def read_monitoring(url: str | None) -> dict | None:
+    """The monitoring server's Prometheus targets, asked on the host; None elsewhere."""
+    if url is None:
+        return None
+    return {"url": url, "targets": host.get_fact(PrometheusTargets, url=url)}
+
+
 def read_facts(config: HostConfig, expected: AuditExpectations) -> AuditFacts:
     """Read the current pyinfra host: every fact the judge needs, loads included."""
     # The nvidia-smi facts require it (their requires_command); read while the run executes,
@@ -293,6 +301,7 @@ def read_facts(config: HostConfig, expected: AuditExpectations) -> AuditFacts:
         **read_fabric(host, installed, config.venv_path),
         audited_on=date.today().isoformat(),
         watchdog=read_watchdog() if expected.watchdog else None,
+        monitoring=read_monitoring(expected.monitoring_url),
     )
     if not gpus:
         return facts

@@ -248,6 +248,13 @@ CODES: dict[str, Code] = {
         "installed but not running); fail when it failed (refused, loading, timeout, wrong, "
         "empty or degenerate answer)",
     ),
+    # --- audit: the monitoring server (monitoring_role: server; audit/monitoring.py) ---------
+    "monitoring": Code(
+        ("ok", "warn", "fail"),
+        "on the monitoring host, each target Prometheus scrapes, from its /api/v1/targets: "
+        "ok when all are up, warn naming those down (with Prometheus's error) or when it "
+        "scrapes none, fail when Prometheus does not answer",
+    ),
     # --- audit: the watchdog (sglang_watchdog: true; audit/watchdog.py) ----------------------
     "watchdog": Code(
         ("ok", "warn"),

@@ -25,6 +25,7 @@ from pyinfra_sglang.audit.fabric import findings_for_cuda_init, findings_for_fab
 from pyinfra_sglang.audit.findings import Finding
 from pyinfra_sglang.audit.health import findings_for_dcgm, findings_for_gpu_health
 from pyinfra_sglang.audit.links import findings_for_links, pcie_links
+from pyinfra_sglang.audit.monitoring import findings_for_monitoring
 from pyinfra_sglang.audit.p2p_path import findings_for_acs, findings_for_probe_hang, service_p2p
 from pyinfra_sglang.audit.record import (
     AuditExpectations,
@@ -97,6 +98,7 @@ def _service_findings(expected: AuditExpectations, facts: AuditFacts) -> list[Fi
         else:
             findings += findings_for_unit_drift(facts.unit_files.expected, facts.unit_files.current)
     findings += findings_for_watchdog(expected.watchdog, facts.watchdog)
+    findings += findings_for_monitoring(expected.monitoring_url is not None, facts.monitoring)
     return findings
 
 

@@ -9,10 +9,21 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
+from pyinfra_sglang import data
 from pyinfra_sglang.host.nvidia import cuda_paths
 from pyinfra_sglang.host.p2p import P2P_KEYS
 from pyinfra_sglang.inventory import HostConfig
+from pyinfra_sglang.monitoring.render import listen
 from pyinfra_sglang.serving.service_files import ROUTER_UNIT_PATH
+
+
+def monitoring_url(config: HostConfig) -> str | None:
+    """The Prometheus API of a monitoring server, as the host itself reaches it."""
+    if config.monitoring_role != "server":
+        return None
+    address = config.monitoring_listen_address
+    bare = "127.0.0.1" if address.is_unspecified else str(address)
+    return f"http://{listen(bare, data.monitoring().prometheus.port)}"
 
 
 @dataclass(frozen=True)
@@ -48,6 +59,9 @@ class AuditExpectations:
     driver_source: str = "managed"
     # sglang_watchdog: is the watchdog expected here? Records made before: no.
     watchdog: bool = False
+    # The Prometheus API this host serves as the monitoring server (monitoring_role =
+    # "server"); None elsewhere and in records made before.
+    monitoring_url: str | None = None
 
     @classmethod
     def from_config(cls, config: HostConfig, unit_name: str, node_rank: int) -> AuditExpectations:
@@ -71,6 +85,7 @@ class AuditExpectations:
             nccl_p2p_env={k: v for k, v in config.sglang_env.items() if k in P2P_KEYS},
             node_rank=node_rank,
             watchdog=config.sglang_watchdog,
+            monitoring_url=monitoring_url(config),
             router_unit=ROUTER_UNIT_PATH.rsplit("/", 1)[1] if routed else None,
         )
 
@@ -158,6 +173,9 @@ class AuditFacts:
     # The watchdog: {"timer_unit", "timer": its SystemdUnitState, "state": its state file's
     # JSON or None}; None: not read (sglang_watchdog off, or a record made before).
     watchdog: dict | None = None
+    # The monitoring server's Prometheus: {"url", "targets": its active targets or None when
+    # it did not answer}; None: not read (not the monitoring host, or a record made before).
+    monitoring: dict | None = None
 
     @classmethod
     def from_dict(cls, values: dict) -> AuditFacts:

@@ -223,6 +223,9 @@ def test_recorded_real_reports_judge_again_to_the_same_report(path):
     stored["record"]["facts"]["load"].setdefault("clock_reasons", [])
     # Recorded before the watchdog (sglang_watchdog): off, and not read.
     stored["record"]["expectations"].setdefault("watchdog", False)
+    # Recorded before monitoring (monitoring_role): no monitoring server, not read.
+    stored["record"]["expectations"].setdefault("monitoring_url", None)
+    stored["record"]["facts"].setdefault("monitoring", None)
     stored["record"]["facts"].setdefault("watchdog", None)
     assert json.loads(json.dumps(again)) == stored
 
