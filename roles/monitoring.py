@@ -300,14 +300,9 @@ def grafana(listen: str) -> None:
 def monitoring() -> None:
     """Run Prometheus, Grafana and node exporters for the inventory's monitoring host.
 
-    With a host of `monitoring_role = "server"` in the inventory: on every host, Debian's
-    `prometheus-node-exporter` listening only on its exporter address; on the server,
-    Debian's `prometheus` scraping every SGLang server, router on that host, node exporter
-    and DCGM exporter, with the alert rules of data/monitoring.toml (a config `promtool check
-    config` refuses never replaces the running one; a reload only when it changed), and
-    Grafana from Grafana's apt repository (its key taken by its pinned fingerprint) with a
-    Prometheus datasource, SGLang's dashboard for `sglang_version` and a GPU dashboard.
-    Without a monitoring server it changes nothing.
+    Every host gets Debian's node exporter; the monitoring server Debian's Prometheus with
+    the targets and alert rules rendered (replaced only when promtool accepts them), and
+    Grafana from its apt repository with SGLang's and a GPU dashboard. No server: no change.
 
     + monitoring_role: `server` on the monitoring host; `off` everywhere else
     + monitoring_listen_address: where Prometheus and Grafana listen, on the server
