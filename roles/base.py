@@ -11,7 +11,14 @@ from pyinfra.api import StringCommand, deploy, operation
 from checks.facts import KernelHeaders, Virtualization, read_once
 from pyinfra_sglang import data
 from pyinfra_sglang.paths import template
-from roles.common import apt_install, apt_update, ensure_packages, host_platform, template_file
+from roles.common import (
+    apt_install,
+    apt_update,
+    ensure_packages,
+    host_platform,
+    installed_software,
+    template_file,
+)
 
 UNATTENDED_UPGRADES_BLACKLIST = "/etc/apt/apt.conf.d/51pyinfra-sglang-nvidia"
 
@@ -64,6 +71,7 @@ def base() -> None:
     and keeps unattended-upgrades off the `nvidia-*`, `libnvidia-*` and `cuda-*` packages.
     """
     host_platform()
+    installed_software()
     base_data = data.platforms().base
     ensure_packages("Install build prerequisites", list(base_data.packages))
     kernel_headers(

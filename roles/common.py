@@ -13,12 +13,24 @@ from pyinfra.api.exceptions import OperationError
 from pyinfra.api.util import get_template
 from pyinfra.facts.apt import noninteractive_apt
 from pyinfra.facts.deb import DebPackages
-from pyinfra.facts.server import Arch, LinuxDistribution
+from pyinfra.facts.server import Arch, LinuxDistribution, Which
 from pyinfra.facts.systemd import SystemdEnabled, SystemdStatus
 from pyinfra.operations import files, systemd
 from pyinfra.operations.util.files import ensure_mode_int
 
-from checks.facts import FileStates, Virtualization, read_once, read_together
+from checks.facts import (
+    DkmsState,
+    FileStates,
+    HostDriverState,
+    KernelHeaders,
+    NvidiaFabric,
+    NvidiaGpus,
+    NvidiaLoadedModule,
+    SecureBootState,
+    Virtualization,
+    read_once,
+    read_together,
+)
 from checks.host_context import connector_arguments, run_on_host
 from pyinfra_sglang import data
 from pyinfra_sglang.host.platform import Platform, resolve_platform
@@ -30,6 +42,35 @@ def host_platform() -> Platform:
     read_together(host, (LinuxDistribution, {}), (Arch, {}), (Virtualization, {}))
     release = read_once(host, LinuxDistribution)["release_meta"]
     return resolve_platform(host.name, release, read_once(host, Arch))
+
+
+def installed_software() -> None:
+    """Read what dpkg, apt and DKMS say is installed in one command, for the roles' read_once:
+    the packages, the running kernel's headers (package and metapackage), DKMS's modules,
+    what other NVIDIA installers left."""
+    base = data.platforms().base
+    read_together(
+        host,
+        (DebPackages, {}),
+        (KernelHeaders, {"package_template": base.kernel_headers_package}),
+        (KernelHeaders, {"package_template": base.kernel_headers_metapackage}),
+        (DkmsState, {}),
+        (HostDriverState, {}),
+    )
+
+
+def running_driver() -> None:
+    """Read the NVIDIA driver as the host runs it in one command, for the roles' read_once:
+    nvidia-smi's GPUs and where it is, the loaded module, the NVSwitch fabric, Secure Boot
+    and the module's signer."""
+    read_together(
+        host,
+        (NvidiaGpus, {}),
+        (Which, {"command": "nvidia-smi"}),
+        (NvidiaLoadedModule, {}),
+        (NvidiaFabric, {}),
+        (SecureBootState, {}),
+    )
 
 
 def apt_lock_wait() -> str:

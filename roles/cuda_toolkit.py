@@ -10,7 +10,7 @@ from pyinfra.api import StringCommand, deploy, operation
 from pyinfra.api.exceptions import OperationError
 from pyinfra.operations import server
 
-from checks.facts import HostDriverState, NvccRelease, read_once
+from checks.facts import FileStates, HostDriverState, NvccRelease, read_once, read_together
 from pyinfra_sglang.host.nvidia import cuda_paths
 from pyinfra_sglang.inventory import host_config
 from pyinfra_sglang.paths import template
@@ -62,9 +62,15 @@ def cuda_toolkit() -> None:
         )
         return
     paths = cuda_paths(version)
-    ensure_packages(f"Install CUDA Toolkit {version}", [paths["package"]])
-    # Both files are compared in one read (template_file's compared).
+    # The toolkit's files in one command: its nvcc, and the two files written here (compared
+    # in one read: template_file's compared).
     files_read = (paths["profile_script"], paths["ld_conf"])
+    read_together(
+        host,
+        (NvccRelease, {"path": paths["nvcc"]}),
+        (FileStates, {"paths": tuple(sorted(files_read))}),
+    )
+    ensure_packages(f"Install CUDA Toolkit {version}", [paths["package"]])
     template_file(
         name="Put CUDA on PATH for login shells",
         src=template("cuda-profile.sh.j2"),

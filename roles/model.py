@@ -24,6 +24,7 @@ from checks.facts import (
     NvidiaGpus,
     SnapshotFiles,
     read_once,
+    read_together,
 )
 from checks.host_context import run_on_host
 from pyinfra_sglang import data
@@ -296,14 +297,17 @@ def local_model_checked(path: str) -> None:
         )
 
 
+def cache_folders(cache: str) -> tuple[str, ...]:
+    # HF_HOME holds the default cache, which may be a mount point: judged on its own.
+    return tuple(sorted({cache, cache_dirs()["HF_HOME"]}))
+
+
 def cache_dirs_checked(cache: str) -> None:
     """The Hub cache and HF_HOME as the host has them, before anything changes: no
     symlinked component, no package's folder, and the service user's or empty (the role
     never re-owns a tree: pyinfra_sglang/host/cache_dir.py)."""
     user = download_user()
-    # HF_HOME holds the default cache, which may be a mount point: judged on its own.
-    folders = tuple(sorted({cache, cache_dirs()["HF_HOME"]}))
-    for found in read_once(host, CacheDirStates, paths=folders, user=user):
+    for found in read_once(host, CacheDirStates, paths=cache_folders(cache), user=user):
         problem = host_problem(found, user)
         if problem:
             raise ModelRefused(
@@ -351,8 +355,17 @@ def model_weights() -> None:
             f"(sglang_model_revision: {snapshot.commit}) so every host serves the same weights"
         )
     cache = hub_cache_dir(config.sglang_model_cache_dir)
+    folder = snapshot_folder(cache, model, snapshot.commit)
+    # The Hub cache in one command: its folders' owners, the snapshot's files, the ref.
+    cache_facts = [
+        (CacheDirStates, {"paths": cache_folders(cache), "user": download_user()}),
+        (SnapshotFiles, {"folder": folder}),
+    ]
+    if revision != snapshot.commit:
+        cache_facts.append((FirstLine, {"path": ref_file(cache, model, revision)}))
+    read_together(host, *cache_facts)
     cache_dirs_checked(cache)
-    present = read_once(host, SnapshotFiles, folder=snapshot_folder(cache, model, snapshot.commit))
+    present = read_once(host, SnapshotFiles, folder=folder)
     missing = snapshot.missing_bytes(present)
     if snapshot.missing(present):
         free = read_once(host, FreeBytes, path=cache)

@@ -33,7 +33,15 @@ from pyinfra_sglang.host.nvidia import (
 )
 from pyinfra_sglang.inventory import host_config
 from pyinfra_sglang.paths import template
-from roles.common import apt_get, apt_install, host_platform, service_running, template_file
+from roles.common import (
+    apt_get,
+    apt_install,
+    host_platform,
+    installed_software,
+    running_driver,
+    service_running,
+    template_file,
+)
 from roles.host_driver import host_keeps, refuse_foreign_driver, refuse_host_driver
 from roles.reboot import reboot_and_wait
 from roles.secure_boot import mok_key_pair_installed, secure_boot_preflight
@@ -387,6 +395,8 @@ def nvidia_driver() -> None:
     + nvidia_driver_source: `host` only checks the host's driver
     """
     config = host_config(host)
+    installed_software()
+    running_driver()
     if config.nvidia_driver_source == "host":
         host_driver_in_use(config)
         return

@@ -15,7 +15,13 @@ from pyinfra.facts.files import File, Sha256File
 from pyinfra.facts.server import Command
 from pyinfra.operations.util import any_changed
 
-from checks.facts import AptSourceEntries, RepositoryEntries, read_once
+from checks.facts import (
+    AptSourceEntries,
+    FileStates,
+    RepositoryEntries,
+    read_once,
+    read_together,
+)
 from pyinfra_sglang import data
 from pyinfra_sglang.host.mirror_login import login_problem, split_login
 from pyinfra_sglang.host.platform import Platform
@@ -356,6 +362,15 @@ def nvidia_repo() -> None:
         )
 
     list_path = repo.list_path.format(distro=platform.nvidia_repo, arch=platform.nvidia_arch)
+    # apt's configuration files, read in one command for the operations below: the source
+    # entries, the login file, the role's list file.
+    read_together(
+        host,
+        (AptSourceEntries, {}),
+        (RepositoryEntries, {}),
+        (File, {"path": repo.auth_path}),
+        (FileStates, {"paths": (list_path,)}),
+    )
     nvidia_url = f"{repo.base_url}/{platform.nvidia_repo}/{platform.nvidia_arch}/"
     others = other_entries_disabled(
         name="Disable other apt entries for NVIDIA's repository",

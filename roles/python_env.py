@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from pyinfra import host
 from pyinfra.api import FileUploadCommand, QuoteString, StringCommand, deploy, operation
 
-from checks.facts import PythonPackages, PythonVersion, read_once
+from checks.facts import PythonPackages, PythonVersion, read_once, read_together
 from pyinfra_sglang import data
 from pyinfra_sglang.host.python_stack import InstallPlan, install_plan, version_matches
 from pyinfra_sglang.inventory import HostConfig, host_config
@@ -252,6 +252,13 @@ def python_env() -> None:
     """
     config = host_config(host)
     index = str(config.pypi_index_url)
+    # The venvs in one command: uv's packages, the server venv's Python and packages.
+    read_together(
+        host,
+        (PythonPackages, {"venv": uv_prefix()}),
+        (PythonVersion, {"path": f"{config.venv_path}/bin/python"}),
+        (PythonPackages, {"venv": config.venv_path}),
+    )
     ensure_packages("Install python3-venv (to bootstrap uv with pip)", ["python3-venv"])
     uv_installed(name=f"Install uv {config.uv_version}", version=config.uv_version, index_url=index)
     python_venv(

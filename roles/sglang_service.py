@@ -26,9 +26,21 @@ from pathlib import Path
 from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, deploy, operation
 from pyinfra.facts.server import Command
-from pyinfra.facts.systemd import SystemdStatus
+from pyinfra.facts.systemd import SystemdEnabled, SystemdStatus
 
-from checks.facts import FileDigests, HttpStatus, NvidiaGpus, NvidiaTopology, Virtualenvs, read_once
+from checks.facts import (
+    FileDigests,
+    HttpStatus,
+    IommuState,
+    NvidiaGpus,
+    NvidiaP2P,
+    NvidiaTopology,
+    PcieAcs,
+    Virtualenvs,
+    Virtualization,
+    read_once,
+    read_together,
+)
 from checks.host_context import host_position
 from checks.peer_path import read_peer_path
 from checks.run_summary import dry_run
@@ -46,7 +58,7 @@ from pyinfra_sglang.serving.service_files import (
     service_file_path,
     service_files,
 )
-from pyinfra_sglang.serving.watchdog import watchdog_files
+from pyinfra_sglang.serving.watchdog import all_paths, watchdog_files
 from roles.python_env import venv_packages
 from roles.service_apply import ApplyPlan, apply_with_rollback, coordinator, plan_apply
 from roles.sglang_watchdog import sglang_watchdog, sglang_watchdog_removed
@@ -82,6 +94,17 @@ def host_service_files(config: HostConfig, gpus: list[dict] | None = None) -> Se
     if gpus is None:
         gpus = read_once(host, NvidiaGpus)
     secrets = read_secrets(config, host.name)
+    if len(gpus) > 1:
+        # The GPUs' peer path in one command: nvidia-smi's topology and P2P status, ACS on
+        # the bridges, the IOMMU (the facts read_peer_path reads).
+        read_together(
+            host,
+            (NvidiaTopology, {}),
+            (NvidiaP2P, {"mode": "r"}),
+            (PcieAcs, {}),
+            (IommuState, {}),
+            (Virtualization, {}),
+        )
     # The topology tells NVLink from PCIe and the widest PCIe path (NCCL_P2P_LEVEL).
     topology = read_once(host, NvidiaTopology) if len(gpus) > 1 else None
     # Whether NCCL may use P2P: NVML's status, ACS, the IOMMU (checks/peer_path.py).
@@ -141,12 +164,22 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def getent_command(user: str) -> str:
+    return f"getent passwd {shlex.quote(user)} || true"
+
+
+def digested_paths(service: ServiceFiles) -> list[str]:
+    """The paths whose sha256 tells whether the host has ``service``'s files: its files, and
+    the stale ones an earlier layout left."""
+    return [f.path for f in service.files] + list(service.stale)
+
+
 @operation()
 def sglang_user():
     """The system user the server runs as: created when missing (no home folder made, no
     login shell), else a no-op."""
     user = service_user()
-    entry = host.get_fact(Command, command=f"getent passwd {shlex.quote(user)} || true")
+    entry = read_once(host, Command, command=getent_command(user))
     if entry:
         host.noop(f"system user {user} exists")
         return
@@ -158,13 +191,11 @@ def sglang_service(config: HostConfig):
     """Render; noop when the host has exactly these files and the service runs; else apply
     with health check and rollback."""
     service = host_service_files(config)
-    current = host.get_fact(
-        FileDigests, paths=[f.path for f in service.files] + list(service.stale)
-    )
+    current = read_once(host, FileDigests, paths=digested_paths(service))
     unchanged = all(current.get(f.path) == _digest(f.content) for f in service.files) and not any(
         current.get(path) for path in service.stale
     )
-    units_active = host.get_fact(SystemdStatus)
+    units_active = read_once(host, SystemdStatus)
     running = units_active.get(service.unit_name, False)
     # Asked only when nothing else calls for an apply: unchanged files, a running unit.
     healthy = (
@@ -240,7 +271,7 @@ def venvs_to_remove(present: list[str], current: str, keep: int) -> list[str]:
 def old_venvs_removed(root: str, current: str, keep: int):
     """After the server switched to ``current``: the venvs in ``root`` beyond the newest
     ``keep`` removed (a rollback needs the one before)."""
-    present = [path.rstrip("/") for path in host.get_fact(Virtualenvs, root=root)]
+    present = [path.rstrip("/") for path in read_once(host, Virtualenvs, root=root)]
     remove = venvs_to_remove(present, current.rstrip("/"), keep)
     if not remove:
         host.noop(f"{root} holds {len(present)} virtualenv(s), at most {keep} kept")
@@ -275,24 +306,36 @@ def sglang_service_role() -> None:
             index_url=str(config.pypi_index_url),
         )
     gpus = read_once(host, NvidiaGpus)
+    # The service as the host has it, in one command for the operations below: its files'
+    # and the watchdog's sha256, its user, systemd's units, the venvs.
+    venvs = data.python().venv
+    root = venvs.root.rstrip("/")
+    watchdog = watchdog_files(config) if config.sglang_watchdog else None
+    service_facts = [
+        (FileDigests, {"paths": [f.path for f in watchdog] if watchdog else all_paths()}),
+        (Command, {"command": getent_command(service_user())}),
+        (SystemdStatus, {}),
+        (SystemdEnabled, {}),
+        (Virtualenvs, {"root": root}),
+    ]
     if gpus:
         # Refuse now, before any host changes, what cannot run here: a model that does not
         # fit, a GPU architecture the profile excludes, an unreadable secret file.
-        host_service_files(config, gpus)
+        service = host_service_files(config, gpus)
+        service_facts.append((FileDigests, {"paths": digested_paths(service)}))
+    read_together(host, *service_facts)
     sglang_user(name=f"Create the {service_user()} system user")
     sglang_service(
         name=f"Serve {config.sglang_model_profile} with SGLang {config.sglang_version}",
         config=config,
     )
-    if config.sglang_watchdog:
+    if watchdog:
         sglang_watchdog(
             name=f"Run the watchdog: a decode check every {config.sglang_watchdog_interval_s} s",
-            files=watchdog_files(config),
+            files=watchdog,
         )
     else:
         sglang_watchdog_removed(name="No watchdog")
-    venvs = data.python().venv
-    root = venvs.root.rstrip("/")
     if config.venv_path.startswith(root + "/"):
         old_venvs_removed(
             name="Remove virtualenvs of earlier releases",

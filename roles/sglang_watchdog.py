@@ -18,7 +18,7 @@ from pyinfra import host
 from pyinfra.api import FileUploadCommand, StringCommand, operation
 from pyinfra.facts.systemd import SystemdEnabled, SystemdStatus
 
-from checks.facts import FileDigests
+from checks.facts import FileDigests, read_once
 from pyinfra_sglang import data
 from pyinfra_sglang.serving.render import RenderedFile
 from pyinfra_sglang.serving.watchdog import all_paths, service_unit, state_dir, timer_unit
@@ -38,10 +38,12 @@ def sglang_watchdog(files: tuple[RenderedFile, ...]):
     + files: the watchdog's files (pyinfra_sglang/serving/watchdog.py ``watchdog_files``)
     """
     timer = timer_unit()
-    current = host.get_fact(FileDigests, paths=[f.path for f in files])
+    current = read_once(host, FileDigests, paths=[f.path for f in files])
     changed = [f for f in files if current.get(f.path) != _digest(f.content)]
-    running = host.get_fact(SystemdStatus, services=[timer]).get(timer, False)
-    enabled = host.get_fact(SystemdEnabled, services=[timer]).get(timer, False)
+    # Every loaded unit's state (one read for the roles' units). A timer not loaded is not
+    # running; whether it is enabled then changes nothing below.
+    running = read_once(host, SystemdStatus).get(timer, False)
+    enabled = read_once(host, SystemdEnabled).get(timer, False)
     if not changed and running and enabled:
         host.noop(f"{timer} runs the rendered watchdog")
         return
@@ -73,7 +75,7 @@ def sglang_watchdog(files: tuple[RenderedFile, ...]):
 def sglang_watchdog_removed():
     """No watchdog: its timer stopped and disabled, its programs, units and state removed; a
     no-op when none of them is there."""
-    digests = host.get_fact(FileDigests, paths=all_paths())
+    digests = read_once(host, FileDigests, paths=all_paths())
     if not any(digests.values()):
         host.noop("no watchdog (sglang_watchdog is off)")
         return
