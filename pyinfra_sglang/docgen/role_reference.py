@@ -1,11 +1,18 @@
-"""The roles reference in docs/roles.md, generated from the roles' own docstrings: what each
-deploy of deploy/site.py does (its docstring), and every operation with its arguments, written
-in pyinfra's docstring format (pyinfra/operations/*.py)::
+"""The roles reference in docs/roles.md, generated from the roles' own docstrings: a table of
+the deploys deploy/site.py runs, each with its summary and the inventory fields it reads, and
+a table of every operation with its arguments. The docstrings are written in pyinfra's format
+(pyinfra/operations/*.py)::
 
-    Summary paragraphs.
+    One-line summary.
 
-    + argument: what it means
+    A few sentences.
+
+    + argument: what it means (for a deploy: an inventory field it reads)
       (continued, indented)
+
+and kept short (``MAX_DOCSTRING``): the narrative of each role, what it does and why, is the
+hand-written section of docs/roles.md the table links to (``role_heading``).
+tests/unit/test_reference_docs.py fails on a docstring ``docstring_problems`` finds fault with.
 
 The roles are read with ast, not imported: the core sits below roles/ (tests/unit/test_layers.py)
 and the reference must not run a deploy's imports.
@@ -20,6 +27,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = "deploy/site.py"
+# A role's docstring stays a summary: about 600 characters, never more than this.
+MAX_DOCSTRING = 700
 
 
 @dataclass(frozen=True)
@@ -27,6 +36,9 @@ class Docstring:
     summary: str  # the paragraphs before the first "+ argument:" line, joined into one
     arguments: dict[str, str] = field(default_factory=dict)
     paragraphs: tuple[str, ...] = ()  # the same paragraphs, each on one line
+    first_line: str = ""  # the docstring's first line, pyinfra's one-line summary
+    length: int = 0  # characters, as ast.get_docstring gives it
+    trailing: tuple[str, ...] = ()  # lines after the arguments, which the reference drops
 
 
 @dataclass(frozen=True)
@@ -39,34 +51,13 @@ class RoleFunction:
     doc: Docstring
 
 
-def first_sentence(text: str) -> str:
-    """The first sentence (or clause before a semicolon) of ``text``, with its full stop: a
-    ". " or "; " outside brackets and backquotes, after a word ("e.g. " ends none)."""
-    depth, quoted = 0, False
-    for index, char in enumerate(text):
-        if char == "`":
-            quoted = not quoted
-        elif not quoted and char in "([":
-            depth += 1
-        elif not quoted and char in ")]":
-            depth = max(depth - 1, 0)
-        elif (
-            char in ".;"
-            and not quoted
-            and depth == 0
-            and text[index + 1 : index + 2] in (" ", "")
-            and not text[:index].endswith(("e.g", "i.e"))
-        ):
-            return text[:index] + "."
-    return text
-
-
 def parse_docstring(text: str | None) -> Docstring:
     """pyinfra's format: summary paragraphs, then ``+ name: text`` lines, each continued by
     the non-blank lines that follow it and do not start another."""
     lines = (text or "").splitlines()
     summary: list[str] = []
     arguments: dict[str, str] = {}
+    trailing: list[str] = []
     current = None
     for line in lines:
         stripped = line.strip()
@@ -80,10 +71,19 @@ def parse_docstring(text: str | None) -> Docstring:
             current = None
         elif not arguments:
             summary.append(stripped)
+        elif stripped:
+            trailing.append(stripped)
     paragraphs = tuple(
         " ".join(block.split()) for block in "\n".join(summary).split("\n\n") if block.strip()
     )
-    return Docstring(" ".join(" ".join(summary).split()), arguments, paragraphs)
+    return Docstring(
+        " ".join(" ".join(summary).split()),
+        arguments,
+        paragraphs,
+        first_line=lines[0].strip() if lines else "",
+        length=len(text or ""),
+        trailing=tuple(trailing),
+    )
 
 
 def _decorator(node: ast.FunctionDef) -> tuple[str, str | None] | None:
@@ -167,23 +167,85 @@ def _anchor(heading: str) -> str:
     return re.sub(r"[^a-z0-9 _-]", "", heading.lower()).replace(" ", "-")
 
 
+def role_heading(function: RoleFunction) -> str:
+    """The heading of the role's hand-written section in docs/roles.md (without its ``###``),
+    which the roles table links to: ``roles/base.py (Base)``."""
+    path = _path(function.module)
+    return f"{path} ({function.title})" if function.title else path
+
+
+def site_deploys(root: Path = ROOT) -> list[RoleFunction]:
+    """The deploys of the role modules deploy/site.py runs, in its order."""
+    return [
+        function
+        for module in site_modules(root)
+        for function in module_functions(module, root)
+        if function.kind == "deploy"
+    ]
+
+
 def roles_markdown(root: Path = ROOT) -> str:
-    """The deploys deploy/site.py runs, in its order: a table of each one's first sentence,
-    then a section per role with its whole docstring."""
-    rows = ["| role | what it does |", "| --- | --- |"]
-    sections = []
-    for module in site_modules(root):
-        for function in module_functions(module, root):
-            if function.kind != "deploy":
-                continue
-            path = _path(module)
-            heading = f"{path} ({function.title})" if function.title else path
-            rows.append(
-                f"| [`{path}`](#{_anchor(heading)}) "
-                f"| {_cell(first_sentence(function.doc.summary))} |"
-            )
-            sections.append(f"### {heading}\n\n" + "\n\n".join(function.doc.paragraphs))
-    return "\n".join(rows) + "\n\n" + "\n\n".join(sections) + "\n"
+    """The table of the deploys deploy/site.py runs, in its order: each one's summary (its
+    docstring before the ``+ field:`` lines) and the inventory fields it reads, linked to the
+    role's hand-written section further down the page."""
+    rows = ["| role | what it does | inventory fields it reads |", "| --- | --- | --- |"]
+    for function in site_deploys(root):
+        heading = role_heading(function)
+        fields = "<br>".join(
+            f"`{name}`: {_cell(meaning)}" for name, meaning in function.doc.arguments.items()
+        )
+        rows.append(
+            f"| [`{_path(function.module)}`](#{_anchor(heading)}) "
+            f"| {_cell(function.doc.summary)} | {fields or 'none'} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def missing_sections(text: str, root: Path = ROOT) -> list[str]:
+    """The headings of site deploys that ``text`` (docs/roles.md with its generated blocks
+    taken out) lacks a hand-written ``### heading`` section for, or has more than one of."""
+    return [
+        heading
+        for function in site_deploys(root)
+        if text.count(f"\n### {(heading := role_heading(function))}\n") != 1
+    ]
+
+
+def role_modules(root: Path = ROOT) -> list[str]:
+    """Every module under roles/, by name."""
+    return sorted(
+        f"roles.{path.stem}" for path in (root / "roles").glob("*.py") if path.stem != "__init__"
+    )
+
+
+def docstring_problems(function: RoleFunction, inventory_fields: set[str]) -> list[str]:
+    """What keeps ``function``'s docstring from pyinfra's shape: none at all, more than
+    ``MAX_DOCSTRING`` characters, a ``+ name:`` line naming no argument of an operation (no
+    inventory field, for a deploy), prose after the arguments (the reference drops it); for a
+    deploy also a first paragraph that is not a one-line summary ending in a full stop."""
+    where = f"{_path(function.module)} {function.name}"
+    doc = function.doc
+    if not doc.summary:
+        return [f"{where}: no docstring summary"]
+    problems = []
+    if doc.length > MAX_DOCSTRING:
+        problems.append(
+            f"{where}: docstring of {doc.length} characters, more than {MAX_DOCSTRING}: "
+            "move the narrative into docs/roles.md"
+        )
+    if function.kind == "deploy":
+        known, what = inventory_fields, "inventory field"
+        if doc.paragraphs[0] != doc.first_line or not doc.first_line.endswith("."):
+            problems.append(f"{where}: the first paragraph is not a one-line summary")
+    else:
+        known = {shown.split("=", 1)[0] for shown in function.signature}
+        what = "argument"
+    problems.extend(
+        f"{where}: + {name}: is no {what}" for name in doc.arguments if name not in known
+    )
+    if doc.trailing:
+        problems.append(f"{where}: text after the + lines: {doc.trailing[0]!r}")
+    return problems
 
 
 def _argument(function: RoleFunction, shown: str) -> str:

@@ -10,6 +10,7 @@ is built from data files), so the walk sees them all.
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,12 +24,18 @@ from pyinfra_sglang.cli import COMMANDS
 from pyinfra_sglang.docgen import reference_docs
 from pyinfra_sglang.docgen.reference_docs import block, cli_markdown, replace_block
 from pyinfra_sglang.docgen.role_reference import (
-    first_sentence,
+    MAX_DOCSTRING,
+    RoleFunction,
+    docstring_problems,
+    missing_sections,
+    module_functions,
     operations_markdown,
     parse_docstring,
+    role_modules,
     roles_markdown,
     site_modules,
 )
+from pyinfra_sglang.inventory.model import HostConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -223,24 +230,75 @@ def test_the_roles_table_follows_site_py_and_every_role_says_what_it_does():
     assert "roles.reboot" in modules  # imported by a role: its operation runs alone too
     text = roles_markdown()
     rows = [line for line in text.splitlines() if line.startswith("| [`roles/")]
-    assert rows[0] == (
-        "| [`roles/base.py`](#rolesbasepy-base) | Refuses unsupported platforms (those of "
-        "data/platforms.toml) before any host changes. |"
+    assert rows[0].startswith("| [`roles/base.py`](#rolesbasepy-base) | Refuse an unsupported ")
+    # One row a deploy, in site.py's order, each linking to its section's heading.
+    paths = [row.split("`")[1] for row in rows]
+    assert paths.index("roles/model.py") < paths.index("roles/sglang_service.py")
+    assert len(paths) == len(set(paths)) and all(p.startswith("roles/") for p in paths)
+    # A deploy without a docstring would leave an empty cell: every role says what it does,
+    # and names the inventory fields it reads (its + lines).
+    assert all(row.count(" | ") == 2 and "|  |" not in row for row in rows), rows
+    driver = next(row for row in rows if "roles/nvidia_driver.py" in row)
+    assert "`nvidia_driver_branch`: the branch" in driver and "<br>`allow_reboot`: " in driver
+    assert max(len(row) for row in rows) < 1000  # the table stays a summary (was 2,600)
+
+
+def _headings_and_links(text: str) -> tuple[set[str], list[str]]:
+    anchors = {
+        re.sub(r"[^a-z0-9 _-]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+        for line in text.splitlines()
+        if line.startswith("#")
+    }
+    return anchors, re.findall(r"\]\(#([^)]+)\)", text)
+
+
+def test_every_role_has_its_hand_written_section_the_table_links_to():
+    text = (DOCS / "roles.md").read_text()
+    hand_written = text
+    for name in ("roles", "role-operations", "platforms"):
+        hand_written = replace_block(hand_written, name, "")
+    # One section per deploy, outside the generated blocks, so regenerating keeps it.
+    assert missing_sections(hand_written) == []
+    assert missing_sections(hand_written.replace("\n### roles/model.py (", "\n### x (")) == [
+        "roles/model.py (Model weights)"
+    ]
+    anchors, links = _headings_and_links(text)
+    assert "rolesnvidia_driverpy-nvidia-driver" in anchors
+    # Every link within the page, the table's included, leads to a heading of it.
+    assert links and not [link for link in links if link not in anchors]
+
+
+@pytest.mark.parametrize("module", role_modules())
+def test_role_docstrings_keep_pyinfras_shape(module):
+    fields = set(HostConfig.model_fields)
+    functions = module_functions(module)
+    problems = [p for function in functions for p in docstring_problems(function, fields)]
+    assert not problems, "\n".join(problems)
+
+
+def _function(kind: str, doc: str, signature: tuple[str, ...] = ()) -> RoleFunction:
+    return RoleFunction("roles.x", "f", kind, "X", list(signature), parse_docstring(doc))
+
+
+def test_docstring_problems_name_what_breaks_the_shape():
+    fields = {"cuda_version"}
+    good = "Install CUDA.\n\nA sentence.\n\n+ cuda_version: the release"
+    assert docstring_problems(_function("deploy", good), fields) == []
+    assert docstring_problems(_function("operation", "Do it.\n\n+ a: x", ("a=1",)), set()) == []
+
+    def problems(kind: str, doc: str, signature: tuple[str, ...] = ()) -> str:
+        return " ".join(docstring_problems(_function(kind, doc, signature), fields))
+
+    assert "no docstring summary" in problems("deploy", "")
+    long = "Install CUDA.\n\n" + "word " * (MAX_DOCSTRING // 5)
+    assert f"more than {MAX_DOCSTRING}" in problems("deploy", long)
+    assert "not a one-line summary" in problems("deploy", "Install CUDA\nover two lines.")
+    assert "not a one-line summary" in problems("deploy", "Install CUDA")
+    assert "+ python_version: is no inventory field" in problems(
+        "deploy", good + "\n+ python_version: x"
     )
-    assert rows[-1].startswith("| [`roles/sglang_service.py`](#rolessglang_servicepy-sglang-")
-    # A deploy without a docstring would leave an empty cell: every role says what it does.
-    assert all(not row.endswith("|  |") for row in rows), rows
-    # Each row's link leads to a section holding the role's whole docstring, paragraphs kept.
-    assert "### roles/base.py (Base)\n\nRefuses unsupported platforms" in text
-    assert text.count("\n### roles/") == len(rows)
-    assert max(len(row) for row in rows) < 800  # the table stays a summary (was 2,600)
-
-
-def test_first_sentence_ends_outside_brackets_and_code():
-    assert first_sentence("uv (`/opt/uv`; no curl). Then more.") == "uv (`/opt/uv`; no curl)."
-    assert first_sentence("Install a, e.g. b; then c.") == "Install a, e.g. b."
-    assert first_sentence("Runs `a. b` then stops") == "Runs `a. b` then stops"
-    assert first_sentence("Version 3.10 works. Rest.") == "Version 3.10 works."
+    assert "+ b: is no argument" in problems("operation", "Do it.\n\n+ b: x", ("a",))
+    assert "text after the + lines: 'Example.'" in problems("deploy", good + "\n\nExample.")
 
 
 def test_operations_show_their_arguments_with_the_docstring_lines():
