@@ -18,6 +18,7 @@ import weakref
 from typing import TypeVar
 
 from pyinfra.api import FactBase, Host, State, StringCommand
+from pyinfra.api.util import get_kwargs_str
 from pyinfra.context import ContextObject
 
 from pyinfra_sglang import data
@@ -811,6 +812,21 @@ class Facts(FactBase[list]):
         return values
 
 
+class _Members(tuple):
+    """Facts' members as pyinfra logs them ("Loaded fact Facts (members=...)"): their names
+    and arguments, not their classes' reprs."""
+
+    def __str__(self) -> str:
+        return (
+            "["
+            + ", ".join(
+                cls.__name__ + (f"({get_kwargs_str(kwargs)})" if kwargs else "")
+                for cls, kwargs in self
+            )
+            + "]"
+        )
+
+
 def read_together(host, *members: tuple[type[FactBase], dict]) -> None:
     """Read ``members`` (``(fact class, kwargs)``: facts of one concern, the same tool or the
     same files) in one command where read_once would send one each, and keep their values
@@ -828,7 +844,7 @@ def read_together(host, *members: tuple[type[FactBase], dict]) -> None:
             due.append((key, (cls, kwargs)))
     if len(due) < 2:
         return  # one fact: read_once reads it alone, under its own name
-    values = this.get_fact(Facts, members=tuple(member for _, member in due))
+    values = this.get_fact(Facts, members=_Members(member for _, member in due))
     for (key, _), value in zip(due, values or ()):
         if value is not None:
             known[key] = (changes, value[0])
