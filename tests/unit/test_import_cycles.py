@@ -9,14 +9,13 @@ ties it to the other as much as a call does (to read, to move, to test), and an 
 cycle is one ``from __future__`` away from an import-time one.
 
 The graph cannot see one runtime edge: importing ``pkg.module`` runs ``pkg/__init__.py``
-first. The second test imports every module in a fresh interpreter on its own, which fails
-where that order matters (a name taken from a module that is only half imported)."""
+first. tests/build/check_imports.py (CI's lint stage, scripts/build_checks.sh) imports every
+module in a fresh interpreter on its own, which fails where that order matters (a name taken
+from a module that is only half imported)."""
 
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -139,35 +138,6 @@ def test_the_core_has_no_import_cycle():
     assert not found, "import cycles inside the core:\n" + "\n".join(
         " <-> ".join(cycle) for cycle in found
     )
-
-
-# Programs shipped to hosts and run there as scripts (test_layers.py): not imported here.
-HOST_PROGRAMS = f"{CORE}.host_programs."
-
-
-def test_every_core_module_imports_on_its_own():
-    # One interpreter; between modules the core is dropped from sys.modules, so each import
-    # starts from nothing of ours (third-party modules stay: they cannot change the order).
-    names = [name for name in sorted(core_modules()) if not name.startswith(HOST_PROGRAMS)]
-    program = (
-        "import importlib, sys\n"
-        f"names = {names!r}\n"
-        "failed = []\n"
-        "for name in names:\n"
-        "    for loaded in [m for m in sys.modules if m == 'pyinfra_sglang'\n"
-        "                   or m.startswith('pyinfra_sglang.')]:\n"
-        "        del sys.modules[loaded]\n"
-        "    try:\n"
-        "        importlib.import_module(name)\n"
-        "    except Exception as error:\n"
-        "        failed.append(f'{name}: {type(error).__name__}: {error}')\n"
-        "print('\\n'.join(failed))\n"
-        "sys.exit(1 if failed else 0)\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=300
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
 
 
 # Inside the core, measurement (audit, diagnosis, served_benchmark, tuning, report) sits above

@@ -1,6 +1,9 @@
 """The wheel: only the core and its CLI land in site-packages (no generic top-level `roles` or
 `checks`), and the installed `pyinfra-sglang` runs every offline command from a fresh venv,
-outside the checkout, on real captured files."""
+outside the checkout, on real captured files.
+
+Run in CI's lint stage (scripts/build_checks.sh), not by ``uv run pytest``: this file's name
+does not match ``test_*.py``, so only naming it collects it."""
 
 from __future__ import annotations
 
