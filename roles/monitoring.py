@@ -22,11 +22,10 @@ from checks.facts import read_once
 from checks.host_context import run_on_host
 from pyinfra_sglang import data
 from pyinfra_sglang.inventory import host_config
-from pyinfra_sglang.inventory.groups import member_address
 from pyinfra_sglang.monitoring import render
 from pyinfra_sglang.monitoring.dashboards import gpu_dashboard_json
 from pyinfra_sglang.monitoring.inventory import inventory_plan
-from pyinfra_sglang.monitoring.targets import InventoryHost, MonitoringPlan, exporter_address
+from pyinfra_sglang.monitoring.targets import MonitoringPlan
 from pyinfra_sglang.serving.service_files import read_secret
 from roles.common import apt_lists_updated, ensure_packages, upload_into
 from roles.nvidia_repo import installed_keys_command, primary_fingerprints
@@ -163,14 +162,14 @@ def _password_written(state, host, path: str) -> bool:
 def node_exporter(plan: MonitoringPlan) -> None:
     """Debian's node exporter, listening only on the address the plan gives this host."""
     settings = data.monitoring().node_exporter
-    entry = InventoryHost(host.name, member_address(host), host_config(host))
-    address = exporter_address(entry, plan.server)
-    ensure_packages("Install the node exporter", [settings.package])
+    address = plan.exporters[host.name]
+    # Before the package: its postinst starts it, on every address unless this file says.
     defaults = _put(
         f"Node exporter listens on {address} only",
         render.node_exporter_defaults(address, plan.server),
         settings.defaults,
     )
+    ensure_packages("Install the node exporter", [settings.package])
     systemd.service(
         name="Node exporter enabled and running",
         service=settings.service,
@@ -187,12 +186,13 @@ def node_exporter(plan: MonitoringPlan) -> None:
 
 def prometheus(plan: MonitoringPlan, listen: str) -> None:
     settings = data.monitoring().prometheus
-    ensure_packages("Install Prometheus", [settings.package])
+    # Before the package, whose postinst starts it (on every address unless this says).
     defaults = _put(
         f"Prometheus listens on {listen} only",
         render.prometheus_defaults(listen),
         settings.defaults,
     )
+    ensure_packages("Install Prometheus", [settings.package])
     config = prometheus_config_installed(
         name=f"Prometheus scrapes {len(plan.targets)} targets, with the alert rules",
         config=render.prometheus_config(plan, listen),

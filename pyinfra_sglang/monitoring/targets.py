@@ -51,6 +51,8 @@ class MonitoringPlan:
     server: str  # the monitoring host's inventory name
     targets: tuple[Target, ...]
     notes: tuple[str, ...]  # targets left out, and why
+    # Host name -> the address its node exporter listens on.
+    exporters: dict[str, str] = field(default_factory=dict)
 
     def by_job(self) -> dict[str, list[Target]]:
         jobs: dict[str, list[Target]] = {job: [] for job in JOBS}
@@ -79,7 +81,13 @@ def monitoring_servers(hosts: list[InventoryHost]) -> list[str]:
     return [h.name for h in hosts if h.config.monitoring_role == "server"]
 
 
-def exporter_address(entry: InventoryHost, server: str) -> str:
+def _unreachable(address, entry: InventoryHost, server: str, shared_loopback: bool) -> bool:
+    """A loopback address of another host than the monitoring one: unreachable, unless the
+    monitoring host is itself reached on loopback (hosts sharing one machine's network)."""
+    return address.is_loopback and entry.name != server and not shared_loopback
+
+
+def exporter_address(entry: InventoryHost, server: str, shared_loopback: bool = False) -> str:
     """Where ``entry``'s node exporter listens (and is scraped): monitoring_exporter_address;
     unset, loopback on the monitoring host itself, else the host's address when that is an IP
     address. MonitoringPlanError when the monitoring host could not reach it."""
@@ -95,7 +103,7 @@ def exporter_address(entry: InventoryHost, server: str) -> str:
                 f"{server} reaches"
             )
         return entry.address.strip("[]")
-    if chosen.is_loopback and entry.name != server:
+    if _unreachable(chosen, entry, server, shared_loopback):
         raise MonitoringPlanError(
             f"host {entry.name}: monitoring_exporter_address: {chosen} is loopback, which the "
             f"monitoring host {server} cannot reach; set an address it reaches, or unset"
@@ -103,11 +111,11 @@ def exporter_address(entry: InventoryHost, server: str) -> str:
     return str(chosen)
 
 
-def _server_address(entry: InventoryHost, server: str) -> str:
+def _server_address(entry: InventoryHost, server: str, shared_loopback: bool) -> str:
     bind = entry.config.sglang_host
     if bind.is_unspecified:
         return "127.0.0.1" if entry.name == server else entry.address.strip("[]")
-    if bind.is_loopback and entry.name != server:
+    if _unreachable(bind, entry, server, shared_loopback):
         raise MonitoringPlanError(
             f"host {entry.name}: sglang_host: {bind} is loopback, so the monitoring host "
             f"{server} cannot scrape its /metrics; bind the server to an address {server} "
@@ -126,6 +134,8 @@ def monitoring_plan(hosts: list[InventoryHost], metrics_on: dict[str, bool]) -> 
             f'("server"), not {len(servers)} ({", ".join(servers) or "none"})'
         )
     server = servers[0]
+    server_ip = _ip(next(h.address for h in hosts if h.name == server))
+    shared_loopback = bool(server_ip and server_ip.is_loopback)
     ports = data.monitoring()
     targets: list[Target] = []
     notes: list[str] = []
@@ -141,7 +151,7 @@ def monitoring_plan(hosts: list[InventoryHost], metrics_on: dict[str, bool]) -> 
         labels = {}
         if entry.max_running_requests is not None:
             labels["max_running_requests"] = str(entry.max_running_requests)
-        address = _hostport(_server_address(entry, server), config.sglang_port)
+        address = _hostport(_server_address(entry, server, shared_loopback), config.sglang_port)
         targets.append(Target(JOB_SGLANG, address, entry.name, labels))
     for entry in hosts:
         if not entry.config.routed():
@@ -156,8 +166,10 @@ def monitoring_plan(hosts: list[InventoryHost], metrics_on: dict[str, bool]) -> 
         targets.append(
             Target(JOB_ROUTER, _hostport(bind, entry.config.sglang_router_metrics_port), entry.name)
         )
+    exporters: dict[str, str] = {}
     for entry in hosts:
-        address = _hostport(exporter_address(entry, server), ports.node_exporter.port)
+        exporters[entry.name] = exporter_address(entry, server, shared_loopback)
+        address = _hostport(exporters[entry.name], ports.node_exporter.port)
         targets.append(Target(JOB_NODE, address, entry.name))
     for entry in hosts:
         if not entry.config.nvidia_dcgm_install:
@@ -165,4 +177,4 @@ def monitoring_plan(hosts: list[InventoryHost], metrics_on: dict[str, bool]) -> 
         host_address = "127.0.0.1" if entry.name == server else entry.address.strip("[]")
         address = _hostport(host_address, ports.dcgm_exporter.port)
         targets.append(Target(JOB_DCGM, address, entry.name))
-    return MonitoringPlan(server, tuple(targets), tuple(notes))
+    return MonitoringPlan(server, tuple(targets), tuple(notes), exporters)

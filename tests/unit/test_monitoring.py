@@ -243,3 +243,15 @@ def test_every_query_of_sglangs_dashboard_reads_metrics_of_the_release():
     families = capture_families(CAPTURE.read_text())
     used = set().union(*(metric_names(e, "sglang:") for e in expressions))
     assert used and all(exposed_family(name, families) for name in used), used - families
+
+
+def test_hosts_on_one_machines_loopback_reach_each_other():
+    # Test hosts (and containers) share one network: the monitoring host is itself reached
+    # on loopback, so another host's loopback address is reachable too.
+    hosts = [
+        InventoryHost("a", "127.0.0.11", _monitor(sglang_host="127.0.0.11")),
+        InventoryHost("b", "127.0.0.12", HostConfig(sglang_host="127.0.0.12")),
+    ]
+    plan = monitoring_plan(hosts, {})
+    assert [t.address for t in plan.by_job()["sglang"]] == ["127.0.0.11:30000", "127.0.0.12:30000"]
+    assert plan.exporters == {"a": "127.0.0.1", "b": "127.0.0.12"}
