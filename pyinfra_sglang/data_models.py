@@ -2,7 +2,10 @@
 
 ``data.py`` validates each file against its model when it first reads it, so a misspelt key,
 a missing one or a value of the wrong type stops the run at load, naming the file and the key,
-instead of a KeyError far from the data. Models are frozen; sequences are tuples.
+instead of a KeyError far from the data. Models are frozen; sequences are tuples. The code
+uses these models as they are (a GPU's spec, a flag's spellings, a tuning setting), with no
+mirror type: a table keyed by name (gpus.toml, tuning.toml [settings]) gets its key as
+``name``.
 
 How to add a key: add the field to the file's model below (with a default if older files may
 lack it), then read it through the typed accessor in ``data.py`` (``data.nvidia().repo.x``).
