@@ -5,15 +5,18 @@ the refusals of `pyinfra-sglang report`. Chromium renders it in tests/browser/."
 from __future__ import annotations
 
 import base64
+import io
 import json
 import re
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
 
 import pytest
 
 from pyinfra_sglang.cli import main
 from pyinfra_sglang.diagnosis.samples import read_json_lines
 from pyinfra_sglang.diagnosis.steps import steps_on_sample_axis
-from pyinfra_sglang.report.page import read_run, write_ab_report, write_report
+from pyinfra_sglang.report.page import read_run, write_report
 from tests.report_runs import SAMPLER, h200_sampler_run, host_run
 
 DATA_URI = re.compile(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"')
@@ -23,14 +26,39 @@ def _images(page: str) -> list[bytes]:
     return [base64.b64decode(m) for m in DATA_URI.findall(page)]
 
 
-def test_page_of_the_h200_capture_holds_the_charts_and_the_findings(tmp_path):
-    folder = h200_sampler_run(tmp_path)
-    page_path = write_report(read_run(folder), tmp_path / "out")
+# Each page is drawn once per module (matplotlib's charts are most of this module's time) and
+# read by every test that checks it; a test that changes what it reads or writes draws its own.
+
+
+@pytest.fixture(scope="module")
+def h200_page(tmp_path_factory) -> Path:
+    """The report of the real H200 sampler run, written into ``out`` beside its run folder."""
+    tmp = tmp_path_factory.mktemp("h200")
+    return write_report(read_run(h200_sampler_run(tmp)), tmp / "out")
+
+
+@pytest.fixture(scope="module")
+def by_command(tmp_path_factory):
+    """`pyinfra-sglang report` on test-host run 1 (host-a), then on it and run 2 (host-b): the
+    runs, and what each call returned and printed."""
+    tmp = tmp_path_factory.mktemp("by-command")
+    a, b = host_run(tmp, 1, "host-a"), host_run(tmp, 2, "host-b")
+    calls = {}
+    for key, argv in (("single", [str(a)]), ("ab", [str(a), str(b)])):
+        out, err = io.StringIO(), io.StringIO()
+        with redirect_stdout(out), redirect_stderr(err):
+            code = main(["report", *argv])
+        calls[key] = (code, out.getvalue(), err.getvalue())
+    return a, b, calls
+
+
+def test_page_of_the_h200_capture_holds_the_charts_and_the_findings(h200_page):
+    page_path, out = h200_page, h200_page.parent
     page = page_path.read_text()
     assert "<h1>Benchmark report: h200-vm / 20261130T191005Z</h1>" in page
     # The throughput chart and one timeline per GPU, in the page and beside it, the same bytes.
     files = ["throughput.png", "gpu0-timeline.png", "gpu1-timeline.png"]
-    assert _images(page) == [(tmp_path / "out" / f).read_bytes() for f in files]
+    assert _images(page) == [(out / f).read_bytes() for f in files]
     assert all(f'href="{f}"' in page for f in files)
     # The diagnosis beside the charts: the copies made GPU 0 interconnect-bound.
     assert "<code>interconnect-bound</code>" in page and 'class="warn"' in page
@@ -40,9 +68,10 @@ def test_page_of_the_h200_capture_holds_the_charts_and_the_findings(tmp_path):
     assert not re.search(r'(src|href)="(?!data:)[a-z]+:', page)
 
 
-def test_the_same_run_gives_the_same_bytes(tmp_path):
+def test_the_same_run_gives_the_same_bytes(h200_page, tmp_path):
+    # The module's page, and the same run read again and written again elsewhere.
     run = read_run(h200_sampler_run(tmp_path))
-    first, second = write_report(run, tmp_path / "a"), write_report(run, tmp_path / "b")
+    first, second = h200_page, write_report(run, tmp_path / "b")
     for name in ("report.html", "throughput.png", "gpu0-timeline.png", "gpu1-timeline.png"):
         assert (first.parent / name).read_bytes() == (second.parent / name).read_bytes(), name
 
@@ -70,14 +99,17 @@ def test_steps_land_on_the_sampler_time_axis(tmp_path):
     ]
 
 
-def test_a_run_from_a_test_host_names_its_settings_and_steps(tmp_path):
+def test_a_run_from_a_test_host_names_its_settings_and_steps(tmp_path, by_command):
     run = read_run(host_run(tmp_path))
     assert run.name == "127.0.0.2 / 20261201T085652Z"
     assert [(s.label, round(s.end - s.start, 2)) for s in run.steps] == [
         ("c=1", 0.89),
         ("c=4", 0.54),
     ]
-    page = write_report(run, tmp_path / "out").read_text()
+    # The same run's page, as `pyinfra-sglang report` wrote it beside the run.
+    folder = by_command[0]
+    assert read_run(folder).steps == run.steps
+    page = (folder / "report" / "report.html").read_text()
     assert "sglang_version: &quot;0.5.23&quot;" in page and "<code>host-bound</code>" in page
     assert run.notes == ()
 
@@ -102,9 +134,10 @@ def test_without_steps_or_roofline_the_page_says_what_is_missing(tmp_path):
     assert "no steps.jsonl with sampler times: the benchmark&#x27;s steps are not marked" in page
 
 
-def test_ab_page_compares_two_runs(tmp_path):
-    a, b = host_run(tmp_path, 1, "host-a"), host_run(tmp_path, 2, "host-b")
-    page_path = write_ab_report(read_run(a), read_run(b), tmp_path / "out")
+def test_ab_page_compares_two_runs(by_command):
+    # As `pyinfra-sglang report A B` wrote it, beside B (write_ab_report, under the command).
+    _, b, _ = by_command
+    page_path = b / "ab-report" / "report.html"
     page = page_path.read_text()
     assert (
         "<h1>A/B: host-a / 20261201T085652Z (A) against host-b / 20261201T085652Z (B)</h1>" in page
@@ -128,13 +161,13 @@ def _report(argv, capsys) -> tuple[int, str, str]:
     return code, out, err
 
 
-def test_report_command_writes_beside_the_run_and_prints_the_page(tmp_path, capsys):
-    folder = host_run(tmp_path)
-    code, out, err = _report([str(folder)], capsys)
+def test_report_command_writes_beside_the_run_and_prints_the_page(tmp_path, capsys, by_command):
+    folder, other, calls = by_command
+    code, out, err = calls["single"]
     assert (code, err) == (0, "") and out == f"{folder / 'report' / 'report.html'}\n"
-    other = host_run(tmp_path, 2, "other")
-    code, out, _ = _report([str(folder), str(other)], capsys)
+    code, out, _ = calls["ab"]
     assert code == 0 and out == f"{other / 'ab-report' / 'report.html'}\n"
+    folder = host_run(tmp_path)
     code, out, _ = _report([str(folder), "--output", str(tmp_path / "x")], capsys)
     assert code == 0 and out == f"{tmp_path / 'x' / 'report.html'}\n"
 
