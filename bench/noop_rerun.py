@@ -10,7 +10,9 @@ command sent, fact reads and operations alike). Ends with a summary line: comman
 and the largest/smallest ratio. --list-commands lists one host's commands.
 
     uv run python bench/noop_rerun.py [--repeat 5] [--sizes 1,4,16] [--no-trace]
-        [--trace-log FILE] [--list-commands]
+        [--trace-log FILE] [--list-commands] [--before DIR]
+
+--before DIR times a checkout of an earlier commit first, on the same converged hosts.
 """
 
 from __future__ import annotations

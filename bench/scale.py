@@ -434,6 +434,12 @@ def main(description: str, run: Run, argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="list the commands the traced run sent one host",
     )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="a checkout of an earlier tree (git worktree add DIR COMMIT): its deploy is "
+        "timed and traced first, on the same converged hosts, for a before/after",
+    )
     args = parser.parse_args(argv)
     sizes: tuple[int, ...] = args.sizes
     reason = why_unavailable()
@@ -441,21 +447,52 @@ def main(description: str, run: Run, argv: Sequence[str] | None = None) -> int:
         print(f"cannot boot test hosts: {reason}", file=sys.stderr)
         return 2
     largest = max(sizes)
+    trees = {"before": args.before.resolve(), "after": REPO} if args.before else {"": REPO}
     with converged_site(largest) as site:
         inventories = {size: site.inventory(f"hosts{size}", site.hosts[:size]) for size in sizes}
-        medians = print_scale(inventories, run, args.repeat)
-        if not args.no_trace:
-            trace = trace_run(run, largest, inventories[largest], args.trace_log)
-            print(trace.describe(largest))
-            if args.list_commands:
-                print("\n".join(trace.list_commands()))
-            # The count: pyinfra's --debug "Running command on HOST" lines, one per shell
-            # command its connector sends (fact reads and operations' commands alike).
-            base = min(medians)
-            print(
-                f"summary: {trace.commands_per_host():g} remote commands a host "
-                f"(traced run at {largest} hosts); {largest} hosts / {base} host = "
-                f"{medians[largest] / medians[base]:.2f}",
-                flush=True,
-            )
+        summaries = []
+        for label, tree in trees.items():
+            with deploy_tree(tree):
+                if label:
+                    print(f"\n== {label}: {tree}", flush=True)
+                medians = print_scale(inventories, run, args.repeat)
+                if args.no_trace:
+                    continue
+                log = args.trace_log
+                if log is not None and label:
+                    log = log.with_name(f"{log.stem}-{label}{log.suffix}")
+                trace = trace_run(run, largest, inventories[largest], log)
+                print(trace.describe(largest))
+                if args.list_commands:
+                    print("\n".join(trace.list_commands()))
+                # The count: pyinfra's --debug "Running command on HOST" lines, one per shell
+                # command its connector sends (fact reads and operations' commands alike).
+                base = min(medians)
+                summaries.append(
+                    f"summary{f' ({label})' if label else ''}: "
+                    f"{trace.commands_per_host():g} remote commands a host (traced run at "
+                    f"{largest} hosts); {largest} hosts / {base} host = "
+                    f"{medians[largest] / medians[base]:.2f}"
+                )
+        print("\n" + "\n".join(summaries), flush=True)
     return 0
+
+
+@contextmanager
+def deploy_tree(tree: Path) -> Iterator[None]:
+    """Run pyinfra from ``tree`` (a checkout of another commit) with its modules first on
+    the path, so its deploy, roles and core are the ones timed; this tree's otherwise."""
+    import tests.hosts.apply as applying
+
+    global REPO
+    saved = REPO, applying.REPO, os.environ.get("PYTHONPATH")
+    REPO = applying.REPO = tree
+    os.environ["PYTHONPATH"] = str(tree)
+    try:
+        yield
+    finally:
+        REPO, applying.REPO, path = saved
+        if path is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = path
