@@ -140,10 +140,14 @@ def template_file(
     compared: tuple[str, ...] = (),
     **data,
 ):
-    """pyinfra's files.template, which reads three facts a file (File, Sha1File, the
-    parent's Directory) even when nothing changed: here one FileStates read of ``dest`` and
-    ``compared`` (the role's other files, read in the same command) finds the rendered file
-    already there, with its owner and mode; otherwise files.template does the work."""
+    """pyinfra's files.template (its arguments), with one fact read for a file already there.
+
+    files.template reads File, Sha1File and the parent's Directory even when nothing
+    changed; here one FileStates read finds the rendered file with its owner and mode, and
+    anything else is files.template's work.
+
+    + compared: the role's other files, read in the same command
+    """
     template_data = {"host": host, "state": state, "inventory": state.inventory, **data}
     try:
         rendered = get_template(src).render(template_data)
@@ -170,10 +174,15 @@ UNIT_SUFFIXES += (".path", ".timer", ".slice", ".scope")
 
 @operation()
 def service_running(service: str):
-    """pyinfra's systemd.service(running=True, enabled=True), which reads two facts of the
-    unit: here systemd's state of every loaded unit, read once for all the roles' units,
-    finds it running and enabled (a running unit is loaded); otherwise systemd.service does
-    the work."""
+    """pyinfra's systemd.service(running=True, enabled=True), with no read of its own for
+    a unit running and enabled.
+
+    systemd.service reads two facts of its unit; here the state of every loaded unit, read
+    once for all the roles' units, finds it (a running unit is loaded). Anything else is
+    systemd.service's work.
+
+    + service: the unit (".service" added to a bare name, as systemd.service does)
+    """
     unit = service if service.endswith(UNIT_SUFFIXES) else f"{service}.service"
     read_together(host, (SystemdStatus, {}), (SystemdEnabled, {}))
     if read_once(host, SystemdStatus).get(unit) and read_once(host, SystemdEnabled).get(unit):
