@@ -1,0 +1,148 @@
+"""Monitoring (monitoring_role) on real Debian 12 test hosts serving the stand-in SGLang:
+Debian's own prometheus and prometheus-node-exporter from Debian's archive, installed by
+deploy/site.py on the first host (the monitoring server) and the node exporter on both; the
+test asks the real Prometheus's HTTP API for its targets and each server's series; a stopped
+server fires SglangServerDown (pending, then firing after its `for:`); a second apply changes
+nothing; the audit's monitoring line reads Prometheus's targets."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from tests.hosts.apply import apply, write_inventory
+from tests.hosts.audit_report import findings
+
+pytestmark = pytest.mark.hosts
+
+PACKAGES = "prometheus prometheus-node-exporter"
+
+
+def _api(prometheus: str, path: str, **query: str) -> dict:
+    url = f"{prometheus}{path}"
+    if query:
+        url += "?" + urllib.parse.urlencode(query)
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        return json.loads(answer.read())
+
+
+def _targets(prometheus: str) -> list[dict]:
+    return _api(prometheus, "/api/v1/targets", state="active")["data"]["activeTargets"]
+
+
+def _query(prometheus: str, expr: str) -> list[dict]:
+    return _api(prometheus, "/api/v1/query", query=expr)["data"]["result"]
+
+
+def _wait(what: str, check, timeout_s: float = 120.0):
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+        except OSError as error:  # Prometheus (re)starting
+            last = error
+        if last and not isinstance(last, OSError):
+            return last
+        time.sleep(3)
+    raise AssertionError(f"{what}: not within {timeout_s:.0f} s (last: {last})")
+
+
+@pytest.fixture
+def monitoring_inventory(tmp_path, site_hosts, site_data, inventory):
+    """The site hosts, the first the monitoring server (Grafana left out: its own test)."""
+    first, second = site_hosts
+    server = {
+        **site_data,
+        "sglang_host": first.address,
+        "monitoring_role": "server",
+        "monitoring_grafana": False,
+        "monitoring_listen_address": first.address,
+        "monitoring_exporter_address": first.address,
+    }
+    other = {
+        **site_data,
+        "sglang_host": second.address,
+        "monitoring_exporter_address": second.address,
+    }
+    return write_inventory(
+        tmp_path / "monitoring.py",
+        {"gpu_hosts": [(first.address, server), (second.address, other)]},
+    )
+
+
+def test_prometheus_scrapes_every_server_alerts_on_a_stopped_one_then_nothing_changes(
+    host_pool, site_hosts, monitoring_inventory, tmp_path
+):
+    first, second = site_hosts
+    prometheus = f"http://{first.address}:9090"
+    try:
+        applied = apply(monitoring_inventory)
+        assert applied.returncode == 0 and not applied.errors(), applied.describe()
+        changed = applied.changed()
+        assert changed and all(op.startswith("Monitoring |") for op in changed), changed
+        for h in site_hosts:
+            status = host_pool.run(
+                h, "dpkg-query -W -f '${Status}' prometheus-node-exporter"
+            ).stdout
+            assert status == "install ok installed"
+            listening = host_pool.run(h, "ss -ltnH 'sport = :9100'").stdout
+            assert f"{h.address}:9100" in listening, listening  # only where the inventory says
+        assert f"{first.address}:9090" in host_pool.run(first, "ss -ltnH 'sport = :9090'").stdout
+        assert host_pool.run(second, "command -v prometheus", check=False).returncode != 0
+
+        def all_up():
+            found = {
+                (t["labels"]["job"], t["labels"]["host"], t["health"]) for t in _targets(prometheus)
+            }
+            wanted = {("prometheus", first.address, "up")} | {
+                (job, h.address, "up") for job in ("sglang", "node") for h in site_hosts
+            }
+            return found if found == wanted else None
+
+        _wait("every target up", all_up)
+        for expr in ("sglang:num_running_reqs", "sglang:token_usage", "node_uname_info"):
+            series = _query(prometheus, expr)
+            assert {s["metric"]["host"] for s in series} == {h.address for h in site_hosts}, expr
+        rules = _api(prometheus, "/api/v1/rules")["data"]["groups"][0]["rules"]
+        assert "SglangServerDown" in {rule["name"] for rule in rules}
+
+        again = apply(monitoring_inventory)
+        assert again.returncode == 0 and again.changed() == [], again.describe()
+
+        report_dir = tmp_path / "audit"
+        options = ("--data", f"audit_report_dir={report_dir}")
+        apply(monitoring_inventory, "deploy/audit.py", options=options)
+        [line] = findings(report_dir, first.address)["monitoring"]
+        assert line["level"] == "ok" and line["message"].startswith("all 5 targets up"), line
+        assert "monitoring" not in findings(report_dir, second.address)
+
+        host_pool.run(second, "systemctl stop sglang")
+
+        def alert():
+            found = _query(prometheus, 'ALERTS{alertname="SglangServerDown"}')
+            return [a["metric"] for a in found if a["metric"].get("host") == second.address]
+
+        [pending] = _wait("SglangServerDown for the stopped server", alert)
+        assert pending["alertstate"] in ("pending", "firing"), pending
+        assert pending["severity"] == "critical"
+
+        apply(monitoring_inventory, "deploy/audit.py", options=options)
+        [line] = findings(report_dir, first.address)["monitoring"]
+        assert line["level"] == "warn", line
+        assert f"sglang {second.address}:30000 ({second.address})" in line["message"], line
+    finally:
+        host_pool.run(second, "systemctl start sglang", check=False)
+        for h in site_hosts:
+            host_pool.run(
+                h,
+                f"systemctl disable --now prometheus prometheus-node-exporter 2>/dev/null; "
+                f"DEBIAN_FRONTEND=noninteractive apt-get purge -y -q {PACKAGES} >/dev/null; "
+                "rm -f /etc/default/prometheus /etc/default/prometheus-node-exporter; "
+                "rm -rf /etc/prometheus; systemctl daemon-reload",
+                check=False,
+            )
