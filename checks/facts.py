@@ -739,14 +739,23 @@ def read_once(host, cls: type[FactBase[T]], **kwargs) -> T:
     if not isinstance(this, Host) or not isinstance(this.state, State):
         return host.get_fact(cls, **kwargs)  # a test's stand-in host: nothing to keep
     host = this
-    key = (cls, repr(sorted(kwargs.items())))
+    key = _key(cls, kwargs)
     changes = changes_so_far(host)
     known = _read.setdefault(host, {})
     if key in known and known[key][0] == changes:
         return known[key][1]
+    group = _groups.get(host, {}).get(key)
+    if group is not None:
+        _read_group(host, group, changes, known)
+        if key in known and known[key][0] == changes:
+            return known[key][1]
     value = host.get_fact(cls, **kwargs)
     known[key] = (changes, value)
     return value
+
+
+def _key(cls: type[FactBase], kwargs: dict) -> tuple:
+    return (cls, repr(sorted(kwargs.items())))
 
 
 # One member's section in the output of Facts: its start, and its end with its exit status.
@@ -827,24 +836,41 @@ class _Members(tuple):
         )
 
 
+# The groups read_together declared, per host: each member's key to the whole group.
+_groups: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def read_together(host, *members: tuple[type[FactBase], dict]) -> None:
-    """Read ``members`` (``(fact class, kwargs)``: facts of one concern, the same tool or the
-    same files) in one command where read_once would send one each, and keep their values
-    for read_once. Those read_once keeps already are not read again; a member that failed
-    is left for read_once to read alone."""
+    """Declare ``members`` (``(fact class, kwargs)``: facts of one concern, the same tool or
+    the same files) read together: the first read_once of any of them reads all those not
+    kept yet in one command, where read_once would send one each, when it is needed: while
+    planning if a deploy body reads one, else in the first operation that does (pyinfra runs
+    an operation on all hosts at once, but a deploy file host after host). A member that
+    failed is left for read_once to read alone."""
     this = _current(host)
-    if not isinstance(this, Host) or not isinstance(this.state, State) or not this.connected:
+    if not isinstance(this, Host) or not isinstance(this.state, State):
+        return  # a test's stand-in host: read_once reads each
+    group = tuple(members)
+    declared = _groups.setdefault(this, {})
+    for cls, kwargs in group:
+        # The first declaration stands: a deploy body's group is read whole by whichever
+        # operation reads one of its members first.
+        declared.setdefault(_key(cls, kwargs), group)
+
+
+def _read_group(host: Host, group: tuple, changes: int, known: dict) -> None:
+    """Read the members of ``group`` read_once does not keep (for ``changes``) in one
+    command, and keep their values."""
+    if not host.connected:
         return  # a test's stand-in host (never connected): read_once reads each
-    changes = changes_so_far(this)
-    known = _read.setdefault(this, {})
     due = []
-    for cls, kwargs in members:
-        key = (cls, repr(sorted(kwargs.items())))
+    for cls, kwargs in group:
+        key = _key(cls, kwargs)
         if not (key in known and known[key][0] == changes) and key not in (k for k, _ in due):
             due.append((key, (cls, kwargs)))
     if len(due) < 2:
         return  # one fact: read_once reads it alone, under its own name
-    values = this.get_fact(Facts, members=_Members(member for _, member in due))
+    values = host.get_fact(Facts, members=_Members(member for _, member in due))
     for (key, _), value in zip(due, values or ()):
         if value is not None:
             known[key] = (changes, value[0])

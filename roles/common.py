@@ -23,7 +23,6 @@ from checks.facts import (
     FileStates,
     HostDriverState,
     KernelHeaders,
-    NvidiaFabric,
     NvidiaGpus,
     NvidiaLoadedModule,
     SecureBootState,
@@ -45,30 +44,27 @@ def host_platform() -> Platform:
 
 
 def installed_software() -> None:
-    """Read what dpkg, apt and DKMS say is installed in one command, for the roles' read_once:
-    the packages, the running kernel's headers (package and metapackage), DKMS's modules,
-    what other NVIDIA installers left."""
+    """Read what dpkg and DKMS say is installed in one command (the packages, DKMS's modules,
+    what other NVIDIA installers left), and the running kernel's headers (package and
+    metapackage: dpkg-query and apt-cache) in another, each when first needed."""
     base = data.platforms().base
+    read_together(host, (DebPackages, {}), (DkmsState, {}), (HostDriverState, {}))
     read_together(
         host,
-        (DebPackages, {}),
         (KernelHeaders, {"package_template": base.kernel_headers_package}),
         (KernelHeaders, {"package_template": base.kernel_headers_metapackage}),
-        (DkmsState, {}),
-        (HostDriverState, {}),
     )
 
 
 def running_driver() -> None:
-    """Read the NVIDIA driver as the host runs it in one command, for the roles' read_once:
-    nvidia-smi's GPUs and where it is, the loaded module, the NVSwitch fabric, Secure Boot
-    and the module's signer."""
+    """Read the NVIDIA driver as the host runs it in one command, when first needed:
+    nvidia-smi's GPUs and where it is, the loaded module, Secure Boot and the module's
+    signer."""
     read_together(
         host,
         (NvidiaGpus, {}),
         (Which, {"command": "nvidia-smi"}),
         (NvidiaLoadedModule, {}),
-        (NvidiaFabric, {}),
         (SecureBootState, {}),
     )
 

@@ -1,7 +1,8 @@
-"""checks.facts.read_together on pyinfra's @local host: facts of one concern read in one
-command give each the value it has read alone (its process(), its default for no output or
-a missing program), and read_once then reads none of them again; a member whose command
-fails is left for read_once to read alone."""
+"""checks.facts.read_together on pyinfra's @local host: facts of one concern, declared
+together, are read in one command when read_once first reads one of them; each gets the
+value it has read alone (its process(), its default for no output or a missing program),
+and read_once then reads none of them again; a member whose command fails is left for
+read_once to read alone."""
 
 from __future__ import annotations
 
@@ -66,6 +67,7 @@ def test_facts_read_together_are_what_each_reads_alone(local, tmp_path):
 
     with patch.object(local, "get_fact", side_effect=counting):
         read_together(local, *members)
+        assert reads == []  # declared: read when first needed
         together = [read_once(local, cls, **kwargs) for cls, kwargs in members]
     assert reads == [Facts]
     assert together == alone
