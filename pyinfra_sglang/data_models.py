@@ -448,6 +448,15 @@ class Dcgm(_Data):
 # --- monitoring.toml ---------------------------------------------------------------------
 
 
+class MetricRename(_Data):
+    """A metric_relabel_configs rule of one job: names matching ``regex`` become
+    ``replacement``."""
+
+    job: str
+    regex: str
+    replacement: str
+
+
 class MonitoringPrometheus(_Data):
     package: str
     service: str
@@ -459,6 +468,7 @@ class MonitoringPrometheus(_Data):
     scrape_interval_s: int = Field(ge=1)
     evaluation_interval_s: int = Field(ge=1)
     staging: str
+    renames: tuple[MetricRename, ...] = ()
 
 
 class MonitoringNodeExporter(_Data):

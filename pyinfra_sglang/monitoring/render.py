@@ -49,9 +49,14 @@ def listen(address: str, port: int) -> str:
 def prometheus_config(plan: MonitoringPlan, listen_address: str) -> str:
     """prometheus.yml: Prometheus itself, then each job with targets, in the plan's order."""
     settings = data.monitoring().prometheus
-    own = {"name": "prometheus", "targets": [_self_target(plan, listen_address)]}
+    own = {"name": "prometheus", "targets": [_self_target(plan, listen_address)], "renames": []}
+    renames: dict[str, list] = {}
+    for rename in settings.renames:
+        renames.setdefault(rename.job, []).append(rename)
     jobs = [own] + [
-        {"name": job, "targets": targets} for job, targets in plan.by_job().items() if targets
+        {"name": job, "targets": targets, "renames": renames.get(job, [])}
+        for job, targets in plan.by_job().items()
+        if targets
     ]
     return _render(
         "prometheus.yml.j2",

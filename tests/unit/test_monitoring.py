@@ -255,3 +255,16 @@ def test_hosts_on_one_machines_loopback_reach_each_other():
     plan = monitoring_plan(hosts, {})
     assert [t.address for t in plan.by_job()["sglang"]] == ["127.0.0.11:30000", "127.0.0.12:30000"]
     assert plan.exporters == {"a": "127.0.0.1", "b": "127.0.0.12"}
+
+
+def test_the_sglang_job_renames_names_openmetrics_escaped_back():
+    # prometheus_client >= 0.23 answers Prometheus 2.x's OpenMetrics request with sglang_*
+    # for sglang:* (seen with SGLang 0.5.17 on the H200 machine): only the SGLang job renames.
+    text = render.prometheus_config(monitoring_plan(_hosts(), {}), "127.0.0.1")
+    jobs = text.split("  - job_name: ")
+    sglang = next(job for job in jobs if job.startswith('"sglang"'))
+    assert 'regex: "sglang_(.+)"' in sglang and 'replacement: "sglang:$1"' in sglang
+    assert sum("metric_relabel_configs" in job for job in jobs) == 1
+    # Every family of the release's capture keeps its name through the rename.
+    families = capture_families(CAPTURE.read_text())
+    assert families and all(name.startswith("sglang:") for name in families)
