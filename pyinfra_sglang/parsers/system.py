@@ -45,7 +45,8 @@ class KernelHeadersDict(TypedDict):
 
 def parse_kernel_headers(output: Iterable[str]) -> KernelHeadersDict:
     """The KernelHeaders fact's five lines: ``uname -r``, the package name, ``installed`` or
-    ``absent``, apt's candidate version or ``(none)``, ``lists`` or ``nolists``.
+    ``absent``, apt's candidate version or ``(none)`` (``(not asked)`` for an installed
+    package: None too), ``lists`` or ``nolists``.
 
     ``apt_lists_present`` tells whether ``candidate: None`` means "the distro does not ship
     it" (lists present) or "apt has never been updated" (no lists).
@@ -55,7 +56,7 @@ def parse_kernel_headers(output: Iterable[str]) -> KernelHeadersDict:
         "kernel_release": release,
         "package": package,
         "installed": installed == "installed",
-        "candidate": None if candidate == "(none)" else candidate,
+        "candidate": None if candidate in ("(none)", "(not asked)") else candidate,
         "apt_lists_present": lists == "lists",
     }
 

@@ -76,6 +76,20 @@ def test_kernel_headers_the_distro_does_not_ship():
     }
 
 
+def test_kernel_headers_installed_asks_apt_nothing():
+    # apt-cache costs about a second of CPU a call: an installed package needs no candidate.
+    fact = KernelHeaders().process(
+        ["6.1.0-28-amd64", "linux-headers-amd64", "installed"]
+        + [
+            "(not asked)",
+            "lists",
+        ]
+    )
+    assert fact["installed"] and fact["candidate"] is None
+    command = KernelHeaders().command("linux-headers-{flavor}")
+    assert command.index("then echo installed; echo '(not asked)'") < command.index("apt-cache")
+
+
 def test_kernel_headers_command_uses_the_running_kernel():
     # The template's text quoted, the release the shell read from uname put in.
     command = KernelHeaders().command("linux-headers-{kernel_release}")
