@@ -52,6 +52,11 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+# The sibling module, whether this runs as a script (here, on the GPU machine) or is imported
+# as bench.real_engine.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import real_engine_monitoring as monitoring
+
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / ".sglkit" / "run"
 PROFILES = ROOT / "bench" / "real_engine_profiles"
@@ -87,6 +92,8 @@ SCENARIOS = {
         "overrides": {"max_running_requests": 2},
         "bench": {"concurrencies": [1, 8, 32], "input_len": 512, "output_len": 128, "repeat": 1},
         "before": False,
+        # Scraped by real Prometheus with the project's config and alert rules (--prometheus).
+        "monitor": True,
     },
     "kv-starved": {
         "profile": "real-8b",
@@ -172,6 +179,9 @@ def prepare(args: argparse.Namespace) -> int:
             settings_doc = {"settings": settings.as_dict(), "hash": settings.digest()}
             (RUN / f"{scenario}-settings.json").write_text(json.dumps(settings_doc, indent=2))
             plan["bench"] = runs
+            if spec.get("monitor"):
+                monitoring.prepare(RUN, scenario, config, args.dashboard)
+                plan["monitoring"] = f"{scenario}-monitoring"
         (RUN / f"{scenario}.json").write_text(json.dumps(plan, indent=2))
     size = sum(p.stat().st_size for p in RUN.rglob("*") if p.is_file())
     print(f"prepared {len(SCENARIOS)} scenarios in {RUN} ({size / 1e3:.0f} kB)")
@@ -599,18 +609,41 @@ def device(args: argparse.Namespace) -> int:
     held: list = []
     command = server.start()
     (out / "command.txt").write_text(shlex.join(command) + "\n")
+    prometheus = None
+    if args.prometheus and plan.get("monitoring"):
+        prometheus = monitoring.Prometheus(
+            monitoring.prometheus_kit(), RUN / plan["monitoring"], out
+        )
     try:
         if args.scenario == "tiny":
             scenario_tiny(server, out, held)
         else:
             ready = wait_ready(server, 600)
             held.append(("server ready", ready, f"{time.time() - server.started:.0f} s"))
+            if ready and prometheus is not None:
+                held.append(("Prometheus ready", prometheus.start(), "127.0.0.1:9090"))
+            began = time.time()
             if ready:
                 for variant, folder in plan["bench"].items():
                     if args.only and variant != args.only:
                         continue
                     run_bench(args.scenario, variant, folder, out, held)
+            if ready and prometheus is not None:
+                monitoring.capture_metrics(URL, out)
+                time.sleep(2 * monitoring.INTERVAL_S)  # the last scrape and evaluation
+                collected = prometheus.collect(began - 10, time.time())
+                (out / "prometheus.json").write_text(json.dumps(collected))
+                answered = sum(q["answer"].get("status") == "success" for q in collected["queries"])
+                held.append(
+                    (
+                        "Prometheus answered",
+                        True,
+                        f"{answered} of {len(collected['queries'])} queries",
+                    )
+                )
     finally:
+        if prometheus is not None:
+            prometheus.stop()
         if server.alive():
             took = server.stop()
             held.append(("stopped on SIGTERM", True, f"{took:.1f} s"))
@@ -688,14 +721,35 @@ def summary(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("prepare", help="render the scenarios into .sglkit/run (here)")
+    ready = sub.add_parser("prepare", help="render the scenarios into .sglkit/run (here)")
+    ready.add_argument(
+        "--dashboard",
+        type=Path,
+        help="a Grafana dashboard file whose panels Prometheus is asked for (SGLang's own)",
+    )
+    board = sub.add_parser("dashboard", help="draw what Prometheus answered (here)")
+    board.add_argument("collected", type=Path, help="prometheus.json from a device run")
+    board.add_argument("output", type=Path, help="the PNG to write")
     run = sub.add_parser("device", help="run a scenario (on the GPU machine)")
     run.add_argument("scenario", choices=sorted(SCENARIOS))
     run.add_argument("--only", choices=("before", "after"), help="one benchmark variant")
+    run.add_argument(
+        "--prometheus",
+        action="store_true",
+        help="scrape the server with real Prometheus (.promkit/prometheus.xz) where the "
+        "scenario is monitored",
+    )
     report = sub.add_parser("summary", help="figures from the returned run folders (here)")
     report.add_argument("folder", help="folder holding the unpacked <scenario>-<variant> runs")
     args = parser.parse_args(argv)
-    return {"prepare": prepare, "device": device, "summary": summary}[args.command](args)
+    commands = {"prepare": prepare, "device": device, "summary": summary, "dashboard": dashboard}
+    return commands[args.command](args)
+
+
+def dashboard(args: argparse.Namespace) -> int:
+    print(monitoring.picture(args.collected, args.output))
+    print(f"picture: {args.output}")
+    return 0
 
 
 if __name__ == "__main__":
