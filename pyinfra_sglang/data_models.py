@@ -501,6 +501,7 @@ class MonitoringGrafana(_Data):
     dropin: str
     datasource_uid: str
     sglang_dashboard_url: str
+    sglang_dashboard_metrics: tuple[str, ...] = ()
 
 
 class MonitoringAlert(_Data):

@@ -31,11 +31,6 @@ from pyinfra_sglang.monitoring.targets import (
 
 REPO = Path(__file__).resolve().parents[2]
 CAPTURE = REPO / "tests/fixtures/sglang-0.5.17-h200/tiny/metrics-no-key.txt"
-# SGLang's dashboard, trimmed to its queries (a data file kept outside the repository:
-# its README there says where it comes from).
-SGLANG_DASHBOARD = (
-    REPO.parent / "shared/fixtures/public/sglang-dashboard/sglang-dashboard-bac2cc67-trimmed.json"
-)
 SECRET = Path("secrets/grafana-admin-password")
 
 
@@ -236,13 +231,11 @@ def test_metric_names_skip_label_values_and_functions():
     assert not exposed_family("sglang:y", {"sglang:x"})
 
 
-@pytest.mark.skipif(not SGLANG_DASHBOARD.exists(), reason="SGLang's dashboard is not here")
-def test_every_query_of_sglangs_dashboard_reads_metrics_of_the_release():
-    expressions = dashboard_expressions(json.loads(SGLANG_DASHBOARD.read_text()))
-    assert len(expressions) == 14
+def test_the_metrics_sglangs_dashboard_reads_are_in_the_releases_capture():
     families = capture_families(CAPTURE.read_text())
-    used = set().union(*(metric_names(e, "sglang:") for e in expressions))
-    assert used and all(exposed_family(name, families) for name in used), used - families
+    wanted = data.monitoring().grafana.sglang_dashboard_metrics
+    assert len(wanted) == 6
+    assert [name for name in wanted if not exposed_family(name, families)] == []
 
 
 def test_hosts_on_one_machines_loopback_reach_each_other():
