@@ -261,3 +261,47 @@ def test_the_sglang_job_renames_names_openmetrics_escaped_back():
     # Every family of the release's capture keeps its name through the rename.
     families = capture_families(CAPTURE.read_text())
     assert families and all(name.startswith("sglang:") for name in families)
+
+
+# --- the real run: Prometheus 2.42 scraping SGLang 0.5.17 on the H200 machine --------------
+
+REAL = REPO / "tests/fixtures/sglang-0.5.17-h200/monitoring"
+
+
+def _sample_names(text: str) -> set[str]:
+    return {
+        line.split("{")[0].split(" ")[0]
+        for line in text.splitlines()
+        if line and not line.startswith("#")
+    }
+
+
+def test_the_rename_gives_back_every_name_sglang_escaped_for_openmetrics():
+    import re
+
+    openmetrics = (REAL / "metrics-openmetrics.txt").read_text()
+    assert "escaping=underscores" in openmetrics.splitlines()[0]
+    escaped = _sample_names(openmetrics)
+    assert escaped and all(name.startswith("sglang_") for name in escaped)
+    (rename,) = data.monitoring().prometheus.renames
+    back = {
+        re.sub(f"^{rename.regex}$", rename.replacement.replace("$1", r"\1"), n) for n in escaped
+    }
+    plain = _sample_names((REAL / "metrics.txt").read_text())
+    # OpenMetrics adds a _created sample per counter and histogram; every plain name is back.
+    assert plain <= back and all(name.startswith("sglang:") for name in back)
+
+
+def test_real_prometheus_saw_the_queue_and_the_admission_alert_pending():
+    run = json.loads((REAL / "prometheus.json").read_text())
+    health = {t["labels"]["job"]: t["health"] for t in run["targets"]["data"]["activeTargets"]}
+    assert health["sglang"] == health["prometheus"] == "up"
+    answers = {q["panel"]: q["answer"]["data"]["result"] for q in run["queries"]}
+    queue = [float(v) for _, v in answers["Number Queued Requests"][0]["values"]]
+    running = [float(v) for _, v in answers["Num Running Requests"][0]["values"]]
+    assert max(queue) == 30 and max(running) == 2
+    states = {(s["metric"]["alertname"], s["metric"]["alertstate"]) for s in answers["ALERTS"]}
+    assert states == {("SglangAdmissionCapped", "pending")}
+    # Every panel of SGLang's dashboard got series from the real server.
+    panels = [q["panel"] for q in run["queries"] if not q["panel"].startswith(("alert ", "ALERTS"))]
+    assert panels and all(answers[panel] for panel in panels)
