@@ -7,7 +7,7 @@ and host-key checking.
 This module sits above render.py and service_files.py (it renders); they import the model
 only, never this module. They are imported inside the functions: service_files imports the
 model, and that runs this package's __init__, which imports this module, before
-service_files is complete (tests/unit/test_import_cycles.py imports each module alone to
+service_files is complete (tests/build/check_imports.py imports each module alone to
 catch that); render and the rest are deferred so that importing the inventory stays as
 quick as before (the CLI's start-up).
 """
