@@ -250,6 +250,8 @@ def place(
     """The Placement of ``profile`` on ``gpus`` (one node's; ``node``: where the node stands
     in its group) with ``sglang_version``, or the first refusal (GpuFitError and its
     subclasses, FlagVersionError) naming what is allowed."""
+    if not sglang_version:  # a default only so that node may stay unnamed
+        raise ValueError("place() needs the SGLang release the server runs")
     resolved = profile_for_gpus(profile, gpus.arch, sglang_version)
     total = gpus.count * node.nnodes
     # The layout first: a fit at a layout SGLang refuses means nothing. tp_size_for gives
