@@ -310,7 +310,8 @@ def monitoring() -> None:
     + monitoring_grafana: off leaves Grafana out
     + grafana_admin_password_file: Grafana's admin password, never on a command line
     """
-    plan = inventory_plan(host.inventory)
+    inventory = host.inventory
+    plan = inventory_plan(inventory, {h.name: host_config(h) for h in inventory})
     if plan is None:
         host.noop('no monitoring (no host has monitoring_role = "server")')
         return

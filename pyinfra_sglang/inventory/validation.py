@@ -28,6 +28,7 @@ from pyinfra_sglang.inventory.masking import mask_secrets, secrets_in
 from pyinfra_sglang.inventory.model import USER_KEY_PREFIX, HostConfig, field_allowed
 from pyinfra_sglang.inventory.problems import InventoryError, Problem
 from pyinfra_sglang.inventory.semantic_checks import service_problems, ssh_problems
+from pyinfra_sglang.monitoring.inventory import inventory_errors
 
 if TYPE_CHECKING:
     from pyinfra.api.host import Host
@@ -204,8 +205,10 @@ def validate_inventory(
     warn = warn or logger.warning
     configs: dict[str, HostConfig] = {}
     problems: list[Problem] = []
+    sources_of: dict[str, dict[str, str]] = {}
     for host in inventory:
         values, sources = _host_values_and_sources(host)
+        sources_of[host.name] = sources
         config, host_problems = validate_host_data(host.name, values, sources)
         host_problems += ssh_problems(host, values, sources, warn)
         if config is not None:
@@ -214,6 +217,27 @@ def validate_inventory(
         problems += host_problems
         if config is not None and not host_problems:
             configs[host.name] = config
+    # Monitoring spans hosts: planned once every host's own values are good.
+    if not problems:
+        problems += _monitoring_problems(inventory, configs, sources_of)
     if problems:
         raise InventoryError(problems)
     return configs
+
+
+def _monitoring_problems(
+    inventory: Inventory, configs: dict[str, HostConfig], sources_of: dict[str, dict[str, str]]
+) -> list[Problem]:
+    """What roles/monitoring.py would refuse when it plans (two monitoring servers, an
+    address the server cannot reach), as problems before any host changes."""
+    return [
+        Problem(
+            host=error.host,
+            field=error.field,
+            value=error.value,
+            source=sources_of.get(error.host, {}).get(error.field, "default"),
+            message=error.reason,
+            allowed=error.allowed,
+        )
+        for error in inventory_errors(inventory, configs)
+    ]

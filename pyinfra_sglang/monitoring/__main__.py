@@ -20,7 +20,7 @@ def main(argv: list[str]) -> int:
         print(__doc__.strip(), file=sys.stderr)
         return 2
     inventory = load_inventory_file(argv[0])
-    plan = inventory_plan(inventory)
+    plan = inventory_plan(inventory, {h.name: host_config(h) for h in inventory})
     if plan is None:
         print(f'{argv[0]}: no host has monitoring_role = "server"', file=sys.stderr)
         return 1

@@ -1,25 +1,39 @@
 """The monitoring plan of a pyinfra inventory: each host's validated config, the address it
 is reached at, whether it serves HTTP (a multi-node group's first member does) and its
-profile's max_running_requests and enable_metrics. No host contacted."""
+profile's max_running_requests and enable_metrics. No host contacted.
+
+The configs are given, not read through host_config: inventory validation plans monitoring
+too (its refusals are the inventory's problems), and host_config is built on validation."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from pyinfra_sglang.inventory.groups import member_address
-from pyinfra_sglang.inventory.loading import host_config
 from pyinfra_sglang.inventory.model import host_profile
-from pyinfra_sglang.monitoring.targets import InventoryHost, MonitoringPlan, monitoring_plan
+from pyinfra_sglang.monitoring.targets import (
+    InventoryHost,
+    MonitoringPlan,
+    MonitoringPlanError,
+    monitoring_plan,
+    plan_errors,
+)
 
 if TYPE_CHECKING:
     from pyinfra.api.inventory import Inventory
 
+    from pyinfra_sglang.inventory.model import HostConfig
 
-def inventory_hosts(inventory: Inventory) -> tuple[list[InventoryHost], dict[str, bool]]:
+
+def inventory_hosts(
+    inventory: Inventory, configs: Mapping[str, HostConfig]
+) -> tuple[list[InventoryHost], dict[str, bool]]:
+    """The hosts of ``inventory`` with their validated ``configs`` (host name -> config)."""
     hosts: list[InventoryHost] = []
     metrics_on: dict[str, bool] = {}
     for host in inventory:
-        config = host_config(host)
+        config = configs[host.name]
         serves = True
         if config.sglang_multinode_group:
             members = inventory.get_group(config.sglang_multinode_group)
@@ -38,9 +52,24 @@ def inventory_hosts(inventory: Inventory) -> tuple[list[InventoryHost], dict[str
     return hosts, metrics_on
 
 
-def inventory_plan(inventory: Inventory) -> MonitoringPlan | None:
+def monitored(configs: Mapping[str, HostConfig]) -> bool:
+    """Does any host of the inventory have monitoring_role = "server"?"""
+    return any(config.monitoring_role == "server" for config in configs.values())
+
+
+def inventory_plan(
+    inventory: Inventory, configs: Mapping[str, HostConfig]
+) -> MonitoringPlan | None:
     """The plan, or None when no host of the inventory has monitoring_role = "server"."""
-    hosts, metrics_on = inventory_hosts(inventory)
-    if not any(h.config.monitoring_role == "server" for h in hosts):
+    if not monitored(configs):
         return None
-    return monitoring_plan(hosts, metrics_on)
+    return monitoring_plan(*inventory_hosts(inventory, configs))
+
+
+def inventory_errors(
+    inventory: Inventory, configs: Mapping[str, HostConfig]
+) -> list[MonitoringPlanError]:
+    """Why the inventory's monitoring cannot work (none without a monitoring server)."""
+    if not monitored(configs):
+        return []
+    return plan_errors(*inventory_hosts(inventory, configs))

@@ -22,7 +22,13 @@ JOBS = (JOB_SGLANG, JOB_ROUTER, JOB_NODE, JOB_DCGM)
 
 
 class MonitoringPlanError(ValueError):
-    """An inventory whose targets the monitoring host cannot reach: host, field, what to do."""
+    """An inventory whose monitoring cannot work: the host and field to blame, the value,
+    why, and what is allowed (validation turns it into a Problem before any host changes)."""
+
+    def __init__(self, host: str, field: str, value: str, reason: str, allowed: str):
+        self.host, self.field, self.value = host, field, value
+        self.reason, self.allowed = reason, allowed
+        super().__init__(f"host {host}: {field}: {reason}; allowed: {allowed}")
 
 
 @dataclass(frozen=True)
@@ -97,16 +103,21 @@ def exporter_address(entry: InventoryHost, server: str, shared_loopback: bool = 
             return "127.0.0.1"
         if _ip(entry.address) is None:
             raise MonitoringPlanError(
-                f"host {entry.name}: monitoring_exporter_address: unset, and the host's "
-                f"address {entry.address!r} is not an IP address for its node exporter to "
-                "listen on; set an IP address the monitoring host "
-                f"{server} reaches"
+                entry.name,
+                "monitoring_exporter_address",
+                "None",
+                f"unset, and the host's address {entry.address!r} is not an IP address for "
+                "its node exporter to listen on",
+                f"an IP address of this host that the monitoring host {server} reaches",
             )
         return entry.address.strip("[]")
     if _unreachable(chosen, entry, server, shared_loopback):
         raise MonitoringPlanError(
-            f"host {entry.name}: monitoring_exporter_address: {chosen} is loopback, which the "
-            f"monitoring host {server} cannot reach; set an address it reaches, or unset"
+            entry.name,
+            "monitoring_exporter_address",
+            str(chosen),
+            f"{chosen} is loopback, which the monitoring host {server} cannot reach",
+            f"an IP address of this host that {server} reaches, or unset (the host's address)",
         )
     return str(chosen)
 
@@ -117,28 +128,64 @@ def _server_address(entry: InventoryHost, server: str, shared_loopback: bool) ->
         return "127.0.0.1" if entry.name == server else entry.address.strip("[]")
     if _unreachable(bind, entry, server, shared_loopback):
         raise MonitoringPlanError(
-            f"host {entry.name}: sglang_host: {bind} is loopback, so the monitoring host "
-            f"{server} cannot scrape its /metrics; bind the server to an address {server} "
-            "reaches (with sglang_metrics_public), or run the monitoring server on this host"
+            entry.name,
+            "sglang_host",
+            str(bind),
+            f"{bind} is loopback, so the monitoring host {server} cannot scrape its /metrics",
+            f"an address {server} reaches (with sglang_metrics_public: SGLang serves /metrics "
+            "without the API key), or the monitoring server on this host",
         )
     return str(bind)
 
 
 def monitoring_plan(hosts: list[InventoryHost], metrics_on: dict[str, bool]) -> MonitoringPlan:
     """Every target of the inventory, in its order (by job: SGLang, router, node, DCGM).
-    ``metrics_on``: host name -> does its profile serve /metrics (enable_metrics)."""
+    ``metrics_on``: host name -> does its profile serve /metrics (enable_metrics).
+    MonitoringPlanError (the first of plan_errors) when the inventory cannot be monitored."""
+    plan, errors = _plan(hosts, metrics_on)
+    if errors:
+        raise errors[0]
+    assert plan is not None
+    return plan
+
+
+def plan_errors(
+    hosts: list[InventoryHost], metrics_on: dict[str, bool]
+) -> list[MonitoringPlanError]:
+    """Every reason the inventory cannot be monitored, one per host and field."""
+    return _plan(hosts, metrics_on)[1]
+
+
+def _plan(
+    hosts: list[InventoryHost], metrics_on: dict[str, bool]
+) -> tuple[MonitoringPlan | None, list[MonitoringPlanError]]:
     servers = monitoring_servers(hosts)
     if len(servers) != 1:
-        raise MonitoringPlanError(
-            "monitoring_role: one host of the inventory is the monitoring server "
-            f'("server"), not {len(servers)} ({", ".join(servers) or "none"})'
+        reason = (
+            "one host of the inventory is the monitoring server, "
+            f"not {len(servers)} ({', '.join(servers) or 'none'})"
         )
+        allowed = '"server" on exactly one host, "off" on the others'
+        blamed = servers[1:] or [h.name for h in hosts[:1]] or ["(no host)"]
+        value = "server" if servers else "off"
+        return None, [
+            MonitoringPlanError(h, "monitoring_role", value, reason, allowed) for h in blamed
+        ]
     server = servers[0]
     server_ip = _ip(next(h.address for h in hosts if h.name == server))
     shared_loopback = bool(server_ip and server_ip.is_loopback)
     ports = data.monitoring()
     targets: list[Target] = []
     notes: list[str] = []
+    errors: list[MonitoringPlanError] = []
+
+    def checked(address_of, entry: InventoryHost) -> str | None:
+        try:
+            return address_of(entry, server, shared_loopback)
+        except MonitoringPlanError as error:
+            errors.append(error)
+            return None
+
     for entry in hosts:
         config = entry.config
         if not entry.serves_http:
@@ -151,8 +198,11 @@ def monitoring_plan(hosts: list[InventoryHost], metrics_on: dict[str, bool]) -> 
         labels = {}
         if entry.max_running_requests is not None:
             labels["max_running_requests"] = str(entry.max_running_requests)
-        address = _hostport(_server_address(entry, server, shared_loopback), config.sglang_port)
-        targets.append(Target(JOB_SGLANG, address, entry.name, labels))
+        bind = checked(_server_address, entry)
+        if bind is not None:
+            targets.append(
+                Target(JOB_SGLANG, _hostport(bind, config.sglang_port), entry.name, labels)
+            )
     for entry in hosts:
         if not entry.config.routed():
             continue
@@ -168,13 +218,17 @@ def monitoring_plan(hosts: list[InventoryHost], metrics_on: dict[str, bool]) -> 
         )
     exporters: dict[str, str] = {}
     for entry in hosts:
-        exporters[entry.name] = exporter_address(entry, server, shared_loopback)
-        address = _hostport(exporters[entry.name], ports.node_exporter.port)
-        targets.append(Target(JOB_NODE, address, entry.name))
+        exporter = checked(exporter_address, entry)
+        if exporter is None:
+            continue
+        exporters[entry.name] = exporter
+        targets.append(Target(JOB_NODE, _hostport(exporter, ports.node_exporter.port), entry.name))
     for entry in hosts:
         if not entry.config.nvidia_dcgm_install:
             continue
         host_address = "127.0.0.1" if entry.name == server else entry.address.strip("[]")
         address = _hostport(host_address, ports.dcgm_exporter.port)
         targets.append(Target(JOB_DCGM, address, entry.name))
-    return MonitoringPlan(server, tuple(targets), tuple(notes), exporters)
+    if errors:
+        return None, errors
+    return MonitoringPlan(server, tuple(targets), tuple(notes), exporters), []

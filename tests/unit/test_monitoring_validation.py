@@ -1,0 +1,102 @@
+"""The monitoring plan's refusals are inventory problems: `validate` (and host_config, on first
+use) names the host, the field, the value and what is allowed before any host changes, not
+roles/monitoring.py halfway through a run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pyinfra_sglang.inventory import InventoryError, load_inventory_file, validate_inventory
+
+SSH_YES = {"ssh_strict_host_key_checking": "yes"}
+SERVER = {
+    **SSH_YES,
+    "monitoring_role": "server",
+    "monitoring_grafana": False,
+}
+# Serving on the LAN with the key, /metrics open for the monitoring host to scrape.
+GPU = {
+    **SSH_YES,
+    "sglang_host": "0.0.0.0",
+    "sglang_metrics_public": True,
+    "sglang_api_key_file": "secrets/sglang-api-key",
+}
+
+
+@pytest.fixture(autouse=True)
+def in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "secrets").mkdir()
+    key = tmp_path / "secrets/sglang-api-key"
+    key.write_text("k" * 32 + "\n")
+    key.chmod(0o600)
+
+
+def problems_of(folder: Path, hosts: dict[str, dict]):
+    # A new file each time: pyinfra caches a compiled inventory by its file name.
+    path = folder / f"inv{len(list(folder.glob('inv*.py')))}.py"
+    entries = ", ".join(f"({name!r}, {data!r})" for name, data in hosts.items())
+    path.write_text(f"gpus = [{entries}]\n")
+    try:
+        validate_inventory(load_inventory_file(str(path)), warn=lambda _: None)
+    except InventoryError as error:
+        return error.problems
+    return []
+
+
+def test_a_monitored_inventory_that_can_work_validates(tmp_path):
+    hosts = {
+        "mon": {**SERVER, **GPU, "ssh_hostname": "10.0.0.5"},
+        "gpu-1": {**GPU, "ssh_hostname": "10.0.0.11"},
+    }
+    assert problems_of(tmp_path, hosts) == []
+
+
+def test_two_monitoring_servers_are_refused_naming_the_second(tmp_path):
+    hosts = {
+        "mon-a": {**SERVER, **GPU, "ssh_hostname": "10.0.0.5"},
+        "mon-b": {**SERVER, **GPU, "ssh_hostname": "10.0.0.6"},
+    }
+    [problem] = problems_of(tmp_path, hosts)
+    assert (problem.host, problem.field, problem.value) == ("mon-b", "monitoring_role", "server")
+    assert problem.source == "host data"
+    assert "not 2 (mon-a, mon-b)" in problem.message
+    assert "exactly one host" in problem.allowed
+
+
+def test_a_loopback_exporter_on_another_host_is_refused(tmp_path):
+    hosts = {
+        "mon": {**SERVER, **GPU, "ssh_hostname": "10.0.0.5"},
+        "gpu-1": {**GPU, "ssh_hostname": "10.0.0.11", "monitoring_exporter_address": "127.0.0.1"},
+    }
+    [problem] = problems_of(tmp_path, hosts)
+    assert (problem.host, problem.field, problem.value) == (
+        "gpu-1",
+        "monitoring_exporter_address",
+        "127.0.0.1",
+    )
+    assert "loopback" in problem.message and "mon" in problem.allowed
+    assert "host gpu-1: monitoring_exporter_address = 127.0.0.1 (from host data)" in str(problem)
+
+
+def test_every_unreachable_target_is_a_problem_of_its_own(tmp_path):
+    hosts = {
+        "mon": {**SERVER, **GPU, "ssh_hostname": "10.0.0.5"},
+        # Bound to loopback (the default sglang_host): its /metrics is out of reach.
+        "gpu-1": {**SSH_YES, "ssh_hostname": "10.0.0.11"},
+        # A name, not an IP address, for its node exporter to listen on.
+        "gpu-2": {**GPU, "ssh_hostname": "gpu-2.example.internal"},
+    }
+    found = {(p.host, p.field, p.value, p.source) for p in problems_of(tmp_path, hosts)}
+    assert found == {
+        ("gpu-1", "sglang_host", "127.0.0.1", "default"),
+        ("gpu-2", "monitoring_exporter_address", "None", "default"),
+    }
+
+
+def test_without_a_monitoring_server_nothing_is_planned(tmp_path):
+    # Loopback everywhere is fine when nobody scrapes.
+    hosts = {"gpu-1": {**SSH_YES, "ssh_hostname": "10.0.0.11"}, "gpu-2": dict(SSH_YES)}
+    assert problems_of(tmp_path, hosts) == []
