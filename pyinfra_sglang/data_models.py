@@ -500,6 +500,9 @@ class MonitoringGrafana(_Data):
     password_file: str
     dropin: str
     datasource_uid: str
+    sglang_dashboard: str
+    sglang_dashboard_staging: str
+    sglang_dashboard_source: str
     sglang_dashboard_url: str
     sglang_dashboard_metrics: tuple[str, ...] = ()
 

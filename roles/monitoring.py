@@ -19,11 +19,11 @@ from pyinfra.operations import files, systemd
 from pyinfra.operations.util import any_changed
 
 from checks.facts import read_once
-from checks.host_context import run_on_host
+from checks.host_context import connector_arguments, run_on_host
 from pyinfra_sglang import data
 from pyinfra_sglang.inventory import host_config
 from pyinfra_sglang.monitoring import render
-from pyinfra_sglang.monitoring.dashboards import gpu_dashboard_json
+from pyinfra_sglang.monitoring.dashboards import dashboard_refusal, gpu_dashboard_json
 from pyinfra_sglang.monitoring.inventory import inventory_plan
 from pyinfra_sglang.monitoring.targets import MonitoringPlan
 from pyinfra_sglang.serving.service_files import read_secret
@@ -116,6 +116,70 @@ def grafana_keyring(key_url: str, fingerprint: str, keyring: str):
         f'rm -rf "$dir"; exit 1; fi; '
         f'install -D -m 644 -o root -g root "$dir/key.gpg" {q(keyring)}; '
         f'status=$?; rm -rf "$dir"; exit $status'
+    )
+
+
+def _installed_from_command(dest: str, source: str) -> str:
+    q = shlex.quote
+    return (
+        f"if [ -f {q(dest)} ] && [ -f {q(source)} ]; then "
+        f"cat {q(source)}; sha256sum {q(dest)}; fi; true"
+    )
+
+
+def _installed_from(present: str | None, url: str) -> bool:
+    """Does ``present`` (_installed_from_command's output) say the dashboard in place is the
+    one checked and installed from ``url``, unchanged since?"""
+    lines = (present or "").split("\n")
+    if len(lines) < 2 or not lines[1].split():
+        return False
+    return lines[0].strip().rsplit(" ", 1) == [url, lines[1].split()[0]]
+
+
+@operation()
+def sglang_dashboard_installed(url: str):
+    """SGLang's Grafana dashboard from ``url``: downloaded to a staging file on the host, read
+    back and checked here (dashboards.dashboard_refusal: JSON of a dashboard with panels,
+    every query's metric one checked against the release, no merge-conflict markers), and
+    only then moved into the provisioned folder. A refused file is deleted, the dashboard in
+    place is kept and the run fails naming the host and the URL. One installed from the same
+    URL and unchanged since is not downloaded again.
+
+    + url: the dashboard's JSON (the tag of sglang_version, or monitoring_sglang_dashboard_url)
+    """
+    settings = data.monitoring().grafana
+    dest, source = settings.sglang_dashboard, settings.sglang_dashboard_source
+    present = read_once(host, Command, command=_installed_from_command(dest, source))
+    if _installed_from(present, url):
+        host.noop(f"{dest} is SGLang's dashboard from {url}, checked")
+        return
+    q = shlex.quote
+    staging = settings.sglang_dashboard_staging
+    protocols = "=https" if url.startswith("https://") else "=http,https"
+    failed = f"could not download SGLang's dashboard from {url}: the current one is kept"
+    yield StringCommand(
+        f"rm -f {q(staging)} && curl -fsSL --proto {protocols} -o {q(staging)} {q(url)} || "
+        f"{{ echo {q(failed)} >&2; rm -f {q(staging)}; exit 1; }}"
+    )
+    yield FunctionCommand(_dashboard_checked, (url, staging), {})
+    yield StringCommand(
+        f"chown root:grafana {q(staging)} && chmod 640 {q(staging)} && "
+        f"sum=$(sha256sum {q(staging)} | cut -d ' ' -f 1) && mv -f {q(staging)} {q(dest)} && "
+        f'printf "%s %s\\n" {q(url)} "$sum" > {q(source)}'
+    )
+
+
+def _dashboard_checked(state, host, url: str, staging: str) -> bool:
+    buffer = io.BytesIO()
+    if not host.get_file(staging, buffer, **connector_arguments(host)):
+        raise OperationError(f"host {host.name}: could not read back {staging}")
+    reason = dashboard_refusal(buffer.getvalue())
+    if reason is None:
+        return True
+    run_on_host(host, f"rm -f {shlex.quote(staging)}")
+    raise OperationError(
+        f"host {host.name}: SGLang's dashboard from {url} refused: {reason}; the dashboard "
+        "in place is kept (monitoring_sglang_dashboard_url names another)"
     )
 
 
@@ -277,13 +341,8 @@ def grafana(listen: str) -> None:
     url = str(config.monitoring_sglang_dashboard_url or "") or settings.sglang_dashboard_url.format(
         version=config.sglang_version
     )
-    sglang = files.download(
-        name=f"SGLang's dashboard for SGLang {config.sglang_version}",
-        src=url,
-        dest=f"{settings.dashboards_dir}/sglang.json",
-        user="root",
-        group="grafana",
-        mode="640",
+    sglang = sglang_dashboard_installed(
+        name=f"SGLang's dashboard for SGLang {config.sglang_version}, checked", url=url
     )
     systemd.service(
         name="Grafana enabled and running", service=settings.service, running=True, enabled=True

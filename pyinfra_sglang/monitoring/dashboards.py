@@ -1,6 +1,7 @@
 """Grafana dashboards: the PromQL of a dashboard's panels and the metric names it reads
-(checked against a real /metrics capture in the tests), and the GPU dashboard of the DCGM
-exporter's default counters (data/monitoring.toml [dcgm_exporter]), built here."""
+(checked against a real /metrics capture in the tests), the check SGLang's downloaded
+dashboard passes before Grafana gets it, and the GPU dashboard of the DCGM exporter's default
+counters (data/monitoring.toml [dcgm_exporter]), built here."""
 
 from __future__ import annotations
 
@@ -19,12 +20,15 @@ def dashboard_expressions(dashboard: dict[str, Any]) -> list[str]:
     """Every panel target's ``expr``, nested rows included, in the dashboard's order."""
     found: list[str] = []
 
-    def walk(panels: list[dict[str, Any]]) -> None:
-        for panel in panels:
-            for target in panel.get("targets", []):
-                if target.get("expr"):
+    def walk(panels: Any) -> None:
+        # A downloaded file is checked with this too: anything not a list of objects is skipped.
+        for panel in panels if isinstance(panels, list) else []:
+            if not isinstance(panel, dict):
+                continue
+            for target in panel.get("targets") or []:
+                if isinstance(target, dict) and isinstance(target.get("expr"), str):
                     found.append(target["expr"])
-            walk(panel.get("panels", []))
+            walk(panel.get("panels"))
 
     walk(dashboard.get("panels", []))
     return found
@@ -57,6 +61,65 @@ def capture_families(text: str) -> set[str]:
             if match:
                 names.add(match.group(0))
     return names
+
+
+# A line git leaves in a file whose merge conflicted (a stored upstream version of SGLang's
+# dashboard had them): <<<<<<< ours, ||||||| base (diff3), =======, >>>>>>> theirs.
+_CONFLICT_MARKER = re.compile(r"^(?:<{7}|\|{7}|>{7})(?: |$)|^={7}$", re.MULTILINE)
+
+
+def known_sglang_metrics() -> set[str]:
+    """The SGLang metric families this project checked against the release's real /metrics
+    (tests/unit/test_monitoring.py): those SGLang's dashboard reads and those the alert
+    rules read (data/monitoring.toml)."""
+    conf = data.monitoring()
+    known = set(conf.grafana.sglang_dashboard_metrics)
+    for alert in conf.alerts:
+        known |= metric_names(alert.expr, "sglang")
+    return known
+
+
+def dashboard_refusal(content: bytes | str, known: set[str] | None = None) -> str | None:
+    """Why a downloaded SGLang dashboard must not be provisioned, or None when it may: no
+    merge-conflict marker, UTF-8 JSON of a dashboard object with panels, and every query's
+    SGLang metric (``sglang...``, the OpenMetrics-escaped ``sglang_`` included) a family of
+    ``known`` (default known_sglang_metrics()), a histogram's series included."""
+    if isinstance(content, bytes):
+        try:
+            content = content.decode("utf-8")
+        except UnicodeDecodeError as error:
+            return f"not UTF-8 text (byte {error.start})"
+    marker = _CONFLICT_MARKER.search(content)
+    if marker:
+        line = content.count("\n", 0, marker.start()) + 1
+        return f"git merge-conflict marker {marker.group(0)[:7]!r} on line {line}"
+    try:
+        dashboard = json.loads(content)
+    except json.JSONDecodeError as error:
+        return f"not valid JSON: {error}"
+    if not isinstance(dashboard, dict):
+        return f"not a dashboard: the JSON is a {type(dashboard).__name__}, not an object"
+    panels = dashboard.get("panels")
+    if not isinstance(panels, list) or not panels:
+        return "not a dashboard: no panels"
+    if not all(isinstance(panel, dict) for panel in panels):
+        return "not a dashboard: a panel is not an object"
+    known = known_sglang_metrics() if known is None else known
+    unknown = sorted(
+        {
+            name
+            for expr in dashboard_expressions(dashboard)
+            for name in metric_names(expr, "sglang")
+            if not exposed_family(name, known)
+        }
+    )
+    if unknown:
+        return (
+            f"its queries read {', '.join(unknown)}, not among the SGLang metrics checked "
+            "against the release's /metrics (data/monitoring.toml [grafana] "
+            "sglang_dashboard_metrics)"
+        )
+    return None
 
 
 _GPU_PANELS = (

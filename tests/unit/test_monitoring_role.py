@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import hashlib
 
+import pytest
 from pyinfra.facts.files import Sha256File
 from pyinfra.facts.server import Command
 
-from roles.monitoring import grafana_keyring, prometheus_config_installed
+from roles.monitoring import (
+    grafana_keyring,
+    prometheus_config_installed,
+    sglang_dashboard_installed,
+)
 from tests.unit.ophelper import run_operation
 
 CONFIG, RULES = "global: {}\n", "groups: []\n"
@@ -72,3 +77,40 @@ def test_only_the_pinned_key_is_exported_into_the_keyring():
     assert f"gpg --batch --export {FINGERPRINT}" in command
     assert "--proto =https" in command
     assert command.index("not installing it") < command.index("install -D -m 644")
+
+
+DASHBOARD_URL = (
+    "https://raw.githubusercontent.com/sgl-project/sglang/v0.5.17/x/sglang-dashboard.json"
+)
+DASHBOARD = "/var/lib/grafana/dashboards/pyinfra-sglang/sglang.json"
+
+
+def test_sglangs_dashboard_from_the_same_url_unchanged_is_not_downloaded_again():
+    installed = f"{DASHBOARD_URL} {'a' * 64}\n{'a' * 64}  {DASHBOARD}"
+    commands, noops = run_operation(
+        sglang_dashboard_installed, {Command: installed}, url=DASHBOARD_URL
+    )
+    assert commands == [] and noops == [
+        f"{DASHBOARD} is SGLang's dashboard from {DASHBOARD_URL}, checked"
+    ]
+
+
+@pytest.mark.parametrize(
+    "present",
+    [
+        "",  # never installed
+        f"{DASHBOARD_URL} {'a' * 64}\n{'b' * 64}  {DASHBOARD}",  # edited on the host
+        f"https://mirror.example/d.json {'a' * 64}\n{'a' * 64}  {DASHBOARD}",  # another URL
+    ],
+)
+def test_sglangs_dashboard_is_staged_checked_then_moved_into_place(present):
+    commands, noops = run_operation(
+        sglang_dashboard_installed, {Command: present}, url=DASHBOARD_URL
+    )
+    assert noops == []
+    download, check, move = commands
+    staging = "/var/lib/grafana/dashboards/.pyinfra-sglang-sglang.json.new"
+    assert f"curl -fsSL --proto =https -o {staging} {DASHBOARD_URL}" in download
+    assert "_dashboard_checked" in check
+    assert move.index(f"mv -f {staging} {DASHBOARD}") < move.index("printf")
+    assert DASHBOARD not in download
