@@ -16,6 +16,7 @@ from roles.fabric_manager import fabric_manager
 from roles.flash_attn import flash_attn
 from roles.model import model_weights
 from roles.monitoring import monitoring
+from roles.monitoring_firewall import monitoring_firewall
 from roles.multinode_firewall import multinode_firewall
 from roles.nvidia_driver import nvidia_driver
 from roles.nvidia_repo import nvidia_repo
@@ -36,5 +37,7 @@ flash_attn()
 multinode_firewall()
 model_weights()
 sglang_service_role()
+# Before the exporters it filters are installed, or restarted on a new address.
+monitoring_firewall()
 monitoring()
 note_plan(state, host)

@@ -9,7 +9,9 @@ a node exporter on each host, and the alert rules of data/monitoring.toml (docs/
 Monitoring is off in every other example (monitoring_role defaults to "off"). Replace the
 addresses and key files with yours; put each host's SSH key in known_hosts first
 (docs/security.md). Prometheus and Grafana listen on loopback of the first host only; the
-node exporters and the SGLang servers on each host's own address, which the first reaches.
+node exporters and the SGLang servers on each host's own address, which the first reaches;
+an nftables table on each host admits only the first (10.0.0.11, its ssh_hostname) to the
+node exporter's port (monitoring_firewall, on by default; docs/monitoring.md).
 """
 
 _common = {

@@ -484,6 +484,13 @@ class MonitoringDcgmExporter(_Data):
     optional_counters: tuple[str, ...]
 
 
+class MonitoringFirewall(_Data):
+    table: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    rules_path: str
+    unit_name: str = Field(pattern=r"^[a-z0-9-]+\.service$")
+    unit_path: str
+
+
 class MonitoringGrafana(_Data):
     repo_url: str
     suite: str
@@ -524,6 +531,7 @@ class Monitoring(_Data):
     prometheus: MonitoringPrometheus
     node_exporter: MonitoringNodeExporter
     dcgm_exporter: MonitoringDcgmExporter
+    firewall: MonitoringFirewall
     grafana: MonitoringGrafana
     alerts: tuple[MonitoringAlert, ...]
 

@@ -699,6 +699,27 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("an IP address, or unset"),
     )
+    monitoring_firewall: StrictBool = Field(
+        True,
+        description=(
+            "With a monitoring server in the inventory, an nftables table on this host that "
+            "drops new connections to the node exporter's port (and the DCGM exporter's, "
+            "with `nvidia_dcgm_install`) from anywhere but loopback and the monitoring "
+            "server. SGLang's /metrics shares the API port and is not filtered "
+            "(docs/monitoring.md). `false`, or no monitoring server: the table is removed."
+        ),
+        json_schema_extra=_allowed("true, false"),
+    )
+    monitoring_scrape_address: IPv4Address | IPv6Address | None = Field(
+        None,
+        description=(
+            "On the monitoring server: the address its scrapes come from, the one the other "
+            "hosts' metrics firewall admits. Unset: the server's address (ssh_hostname, else "
+            "its name) when that is an IP address; set it when that is a name, or when the "
+            "server reaches the other hosts from another interface."
+        ),
+        json_schema_extra=_allowed("an IP address, or unset"),
+    )
     grafana_admin_password_file: OptionalPath = Field(
         None,
         description=(

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from pyinfra_sglang.inventory.groups import member_address
 from pyinfra_sglang.inventory.model import host_profile
+from pyinfra_sglang.monitoring.firewall import firewall_errors
 from pyinfra_sglang.monitoring.targets import (
     InventoryHost,
     MonitoringPlan,
@@ -72,4 +73,5 @@ def inventory_errors(
     """Why the inventory's monitoring cannot work (none without a monitoring server)."""
     if not monitored(configs):
         return []
-    return plan_errors(*inventory_hosts(inventory, configs))
+    hosts, metrics_on = inventory_hosts(inventory, configs)
+    return plan_errors(hosts, metrics_on) + firewall_errors(hosts)

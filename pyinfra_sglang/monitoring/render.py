@@ -14,6 +14,7 @@ import jinja2
 
 from pyinfra_sglang import data, paths
 from pyinfra_sglang.data_models import MonitoringAlert
+from pyinfra_sglang.monitoring.firewall import MetricsFirewallPlan
 from pyinfra_sglang.monitoring.targets import JOB_DCGM, JOB_SGLANG, MonitoringPlan
 
 
@@ -141,4 +142,19 @@ def grafana_dropin(listen_address: str) -> str:
         listen=listen_address,
         port=grafana.port,
         password_file=grafana.password_file,
+    )
+
+
+def metrics_firewall_rules(plan: MetricsFirewallPlan) -> str:
+    """The metrics firewall's nftables file: the same plan renders the same bytes."""
+    return _render("sglang-metrics-firewall.nft.j2", plan=plan)
+
+
+def metrics_firewall_unit() -> str:
+    settings = data.monitoring()
+    return _render(
+        "sglang-metrics-firewall.service.j2",
+        exporter_unit=f"{settings.node_exporter.service}.service",
+        rules_path=settings.firewall.rules_path,
+        table=settings.firewall.table,
     )

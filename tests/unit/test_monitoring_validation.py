@@ -100,3 +100,34 @@ def test_without_a_monitoring_server_nothing_is_planned(tmp_path):
     # Loopback everywhere is fine when nobody scrapes.
     hosts = {"gpu-1": {**SSH_YES, "ssh_hostname": "10.0.0.11"}, "gpu-2": dict(SSH_YES)}
     assert problems_of(tmp_path, hosts) == []
+
+
+def test_a_metrics_firewall_needs_the_servers_address(tmp_path):
+    hosts = {
+        "mon.example.internal": {**SERVER, **GPU},
+        "gpu-1": {**GPU, "ssh_hostname": "10.0.0.11"},
+    }
+    [problem] = problems_of(tmp_path, hosts)
+    assert (problem.host, problem.field, problem.value, problem.source) == (
+        "mon.example.internal",
+        "monitoring_scrape_address",
+        "None",
+        "default",
+    )
+    assert "gpu-1" in problem.message and "IP address" in problem.allowed
+    given = {**hosts["mon.example.internal"], "monitoring_scrape_address": "10.0.0.5"}
+    assert problems_of(tmp_path, {**hosts, "mon.example.internal": given}) == []
+
+
+def test_a_metrics_firewall_is_refused_on_hosts_sharing_loopback(tmp_path):
+    hosts = {
+        "mon": {**SERVER, **GPU, "ssh_hostname": "127.0.0.11", "sglang_host": "127.0.0.11"},
+        "gpu-1": {**GPU, "ssh_hostname": "127.0.0.12", "sglang_host": "127.0.0.12"},
+    }
+    problems = problems_of(tmp_path, hosts)
+    assert {(p.host, p.field, p.value) for p in problems} == {
+        ("mon", "monitoring_firewall", "True"),
+        ("gpu-1", "monitoring_firewall", "True"),
+    }
+    off = {name: {**values, "monitoring_firewall": False} for name, values in hosts.items()}
+    assert problems_of(tmp_path, off) == []

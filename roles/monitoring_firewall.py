@@ -1,0 +1,111 @@
+"""The metrics firewall (inventory monitoring_firewall; docs/monitoring.md): with a monitoring
+server in the inventory, every host whose monitoring_firewall is on gets an nftables table of
+its own that admits only loopback and the monitoring server to the exporters' ports; a host
+without it (no server, or the firewall off) gets the table, its rules and unit removed.
+SGLang's /metrics, on the API port clients need, is not filtered."""
+
+from __future__ import annotations
+
+import io
+import shlex
+from pathlib import PurePosixPath
+
+from pyinfra import host
+from pyinfra.api import deploy
+from pyinfra.facts.systemd import SystemdStatus
+from pyinfra.operations import files, server, systemd
+
+from checks.facts import UnitLeftovers, read_once
+from pyinfra_sglang import data
+from pyinfra_sglang.data_models import MonitoringFirewall
+from pyinfra_sglang.inventory import host_config
+from pyinfra_sglang.monitoring import render
+from pyinfra_sglang.monitoring.firewall import MetricsFirewallPlan, metrics_firewall_plan
+from pyinfra_sglang.monitoring.inventory import inventory_hosts, monitored
+from roles.common import packages_installed
+
+
+def _put(name: str, text: str, dest: str, mode: str):
+    return files.put(
+        name=name, src=io.StringIO(text), dest=dest, user="root", group="root", mode=mode
+    )
+
+
+def _install(plan: MetricsFirewallPlan, conf: MonitoringFirewall) -> None:
+    packages_installed(name="Install nftables", packages=["nftables"])
+    files.directory(
+        name="Folder of the firewall's rules",
+        path=str(PurePosixPath(conf.rules_path).parent),
+        user="root",
+        group="root",
+        mode="700",
+    )
+    rules = _put(
+        f"Admit only {plan.server} to the metrics ports {plan.port_set()}",
+        render.metrics_firewall_rules(plan),
+        conf.rules_path,
+        "600",
+    )
+    unit = _put(
+        "Unit that loads the metrics firewall at boot",
+        render.metrics_firewall_unit(),
+        conf.unit_path,
+        "644",
+    )
+    # A unit started by this run loads the current rules: only one that ran before is
+    # reloaded when they change (did_change gates operations, never arguments).
+    was_running = read_once(host, SystemdStatus, services=[conf.unit_name]).get(
+        conf.unit_name, False
+    )
+    systemd.daemon_reload(name="Reload systemd's units", _if=unit.did_change)
+    systemd.service(
+        name="Load the metrics firewall", service=conf.unit_name, running=True, enabled=True
+    )
+    if was_running:
+        # nft itself: the same atomic replace of the one table as the unit's ExecReload.
+        server.shell(
+            name="Load the changed rules",
+            commands=[f"nft -f {shlex.quote(conf.rules_path)}"],
+            _if=rules.did_change,
+        )
+
+
+def _remove(conf: MonitoringFirewall) -> None:
+    # One read tells a host that never had the firewall (most hosts, on every run) from one
+    # to clean up.
+    paths = [conf.unit_path, conf.rules_path]
+    if not read_once(host, UnitLeftovers, unit=conf.unit_name, paths=paths):
+        host.noop(f"no metrics firewall ({conf.unit_name}, its rules)")
+        return
+    # Stopping the unit deletes the table (ExecStop); then its files go.
+    systemd.service(
+        name="Unload the metrics firewall", service=conf.unit_name, running=False, enabled=False
+    )
+    unit = files.file(name="Remove the metrics firewall's unit", path=conf.unit_path, present=False)
+    files.file(name="Remove the metrics firewall's rules", path=conf.rules_path, present=False)
+    systemd.daemon_reload(name="Forget the metrics firewall's unit", _if=unit.did_change)
+
+
+@deploy("Metrics firewall")
+def monitoring_firewall() -> None:
+    """Admit only the monitoring server to the metrics ports, with nftables.
+
+    On every host of an inventory with a monitoring server: an nftables table, loaded at boot
+    before the node exporter, that drops new connections to the node exporter's port (and the
+    DCGM exporter's, with nvidia_dcgm_install) from anywhere but loopback and the server.
+    SGLang's /metrics (the API port) is not filtered. No server, or the firewall off: removed.
+
+    + monitoring_firewall: off removes the table
+    + monitoring_scrape_address: on the server, the address its scrapes come from
+    """
+    inventory = host.inventory
+    conf = data.monitoring().firewall
+    configs = {h.name: host_config(h) for h in inventory}
+    plan = None
+    if monitored(configs):
+        hosts, _ = inventory_hosts(inventory, configs)
+        plan = metrics_firewall_plan(hosts, host.name)
+    if plan is None:
+        _remove(conf)
+    else:
+        _install(plan, conf)

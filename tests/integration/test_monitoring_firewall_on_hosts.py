@@ -1,0 +1,94 @@
+"""The metrics firewall on three test hosts of a private network, each in its own network
+namespace: a monitoring server and two GPU hosts. Only the server reaches a GPU host's node
+exporter and DCGM exporter ports; the other GPU host does not, yet still reaches SGLang's API
+port (its /metrics is not filtered); a second apply changes nothing; turning the firewall
+off removes the table."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.hosts.apply import apply, write_inventory
+from tests.hosts.testhosts import TestHostPool, why_unavailable
+from tests.integration.test_multinode_firewall_on_hosts import connects, listen
+
+pytestmark = pytest.mark.hosts
+
+DEPLOY = "tests/hosts/deploys/monitoring_firewall.py"
+NODE, DCGM, SERVING = 9100, 9400, 30000
+TABLE = "inet sglang_metrics"
+
+
+@pytest.fixture(scope="module")
+def metrics_pool(tmp_path_factory):
+    reason = why_unavailable()
+    if reason:
+        pytest.skip(reason)
+    pool = TestHostPool(tmp_path_factory.mktemp("metrics-hosts"), private_network=True)
+    yield pool
+    pool.stop_all()
+
+
+def _inventory(path, pool, hosts, site_secrets, firewall: bool):
+    mon, gpu_1, gpu_2 = hosts
+    common = {
+        **pool.inventory_data(),
+        "sglang_model_profile": "dense-bf16",
+        # Served on the private network, with the key; /metrics for the server to scrape.
+        "sglang_host": "0.0.0.0",
+        "sglang_metrics_public": True,
+        "sglang_api_key_file": str(site_secrets / "api-key"),
+        "monitoring_firewall": firewall,
+    }
+    server = {**common, "monitoring_role": "server", "monitoring_grafana": False}
+    return write_inventory(
+        path,
+        {
+            "gpu_hosts": [
+                (mon.address, server),
+                (gpu_1.address, {**common, "nvidia_dcgm_install": True}),
+                (gpu_2.address, common),
+            ]
+        },
+    )
+
+
+def test_only_the_monitoring_server_reaches_the_metrics_ports(metrics_pool, tmp_path, site_secrets):
+    mon, gpu_1, gpu_2 = hosts = metrics_pool.boot(3)
+    listen(metrics_pool, gpu_1, NODE, DCGM, SERVING)
+
+    def reach() -> dict[str, bool]:
+        return {
+            "mon->node": connects(metrics_pool, mon, gpu_1, NODE),
+            "mon->dcgm": connects(metrics_pool, mon, gpu_1, DCGM),
+            "gpu->node": connects(metrics_pool, gpu_2, gpu_1, NODE),
+            "gpu->dcgm": connects(metrics_pool, gpu_2, gpu_1, DCGM),
+            "gpu->serving": connects(metrics_pool, gpu_2, gpu_1, SERVING),
+        }
+
+    everyone = dict.fromkeys(("mon->node", "mon->dcgm", "gpu->node", "gpu->dcgm"), True)
+    everyone["gpu->serving"] = True
+
+    on = _inventory(tmp_path / "on.py", metrics_pool, hosts, site_secrets, firewall=True)
+    first = apply(on, DEPLOY)
+    assert first.returncode == 0 and not first.errors(), first.describe()
+    assert reach() == {**everyone, "gpu->node": False, "gpu->dcgm": False}
+    ruleset = metrics_pool.run(gpu_1, f"nft list table {TABLE}").stdout
+    assert mon.address in ruleset and gpu_2.address not in ruleset, ruleset
+    assert "9100" in metrics_pool.run(gpu_2, f"nft list table {TABLE}").stdout
+    second = apply(on, DEPLOY)
+    assert second.returncode == 0 and second.changed() == [], second.describe()
+
+    off = _inventory(tmp_path / "off.py", metrics_pool, hosts, site_secrets, firewall=False)
+    removed = apply(off, DEPLOY)
+    assert removed.returncode == 0 and not removed.errors(), removed.describe()
+    assert metrics_pool.run(gpu_1, f"nft list table {TABLE}", check=False).returncode != 0
+    gone = metrics_pool.run(
+        gpu_1,
+        "ls /etc/systemd/system/sglang-metrics-firewall.service /etc/sglang-firewall/metrics.nft",
+        check=False,
+    )
+    assert gone.returncode != 0 and not gone.stdout.strip(), gone
+    assert reach() == everyone
+    again = apply(off, DEPLOY)
+    assert again.returncode == 0 and again.changed() == [], again.describe()
