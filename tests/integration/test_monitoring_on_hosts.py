@@ -1,5 +1,6 @@
-"""Monitoring (monitoring_role) on real Debian 12 test hosts serving the stand-in SGLang:
-Debian's own prometheus and prometheus-node-exporter from Debian's archive, installed by
+"""Monitoring (monitoring_role) on real Debian 12 test hosts serving the stand-in SGLang,
+which replays a real /metrics of SGLang 0.5.17 (one scrape of the H200 capture): Debian's own
+prometheus and prometheus-node-exporter from Debian's archive, installed by
 deploy/site.py on the first host (the monitoring server) and the node exporter on both; the
 test asks the real Prometheus's HTTP API for its targets and each server's series; a stopped
 server fires SglangServerDown (pending, then firing after its `for:`); a second apply changes
@@ -11,6 +12,7 @@ import json
 import time
 import urllib.parse
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +22,20 @@ from tests.hosts.audit_report import findings
 pytestmark = pytest.mark.hosts
 
 PACKAGES = "prometheus prometheus-node-exporter"
+# A real /metrics of SGLang 0.5.17 (one scrape), which the stand-in server replays.
+CAPTURE = (
+    Path(__file__).resolve().parents[1] / "fixtures/sglang-0.5.17-h200/tiny/metrics-no-key.txt"
+)
+REPLAY = "/run/sglang-standin/30000.metrics"
+# The families SGLang's own Grafana dashboard queries (docs/sources.md, Monitoring).
+DASHBOARD_FAMILIES = (
+    "sglang:e2e_request_latency_seconds_bucket",
+    "sglang:time_to_first_token_seconds_bucket",
+    "sglang:num_running_reqs",
+    "sglang:gen_throughput",
+    "sglang:cache_hit_rate",
+    "sglang:num_queue_reqs",
+)
 
 
 def _api(prometheus: str, path: str, **query: str) -> dict:
@@ -83,7 +99,10 @@ def test_prometheus_scrapes_every_server_alerts_on_a_stopped_one_then_nothing_ch
 ):
     first, second = site_hosts
     prometheus = f"http://{first.address}:9090"
+    capture = CAPTURE.read_text()
     try:
+        for h in site_hosts:
+            host_pool.run(h, f"cat > {REPLAY} <<'CAPTURE'\n{capture}CAPTURE\n")
         applied = apply(monitoring_inventory)
         assert applied.returncode == 0 and not applied.errors(), applied.describe()
         changed = applied.changed()
@@ -108,7 +127,7 @@ def test_prometheus_scrapes_every_server_alerts_on_a_stopped_one_then_nothing_ch
             return found if found == wanted else None
 
         _wait("every target up", all_up)
-        for expr in ("sglang:num_running_reqs", "sglang:token_usage", "node_uname_info"):
+        for expr in (*DASHBOARD_FAMILIES, "sglang:token_usage", "node_uname_info"):
             series = _query(prometheus, expr)
             assert {s["metric"]["host"] for s in series} == {h.address for h in site_hosts}, expr
         rules = _api(prometheus, "/api/v1/rules")["data"]["groups"][0]["rules"]
@@ -140,6 +159,8 @@ def test_prometheus_scrapes_every_server_alerts_on_a_stopped_one_then_nothing_ch
         assert f"sglang {second.address}:30000 ({second.address})" in line["message"], line
     finally:
         host_pool.run(second, "systemctl start sglang", check=False)
+        for h in site_hosts:
+            host_pool.run(h, f"rm -f {REPLAY}", check=False)
         for h in site_hosts:
             host_pool.run(
                 h,

@@ -32,6 +32,10 @@ A server that hangs while alive (sgl-project/sglang #6624, #4191): while the fil
 ``<record folder>/<port>.hang-generation`` holds the server's pid, /health still answers 200
 and chat completions never answer (until the server stops); a restart, a new pid, clears it.
 
+A real /metrics replayed: while ``<record folder>/<port>.metrics`` exists, /metrics answers
+its text (a capture of a real SGLang's /metrics, tests/fixtures/sglang-*/), not the
+stand-in's own counters.
+
 Logs, as SGLang does, its arguments at start (``server_args=ServerArgs(...)``), the API key
 unmasked; its record file masks it.
 """
@@ -204,6 +208,7 @@ class State:
         }
         # Generation hangs while this file names this process (generation_hung).
         self.hang_file: Path | None = None
+        self.metrics_file: Path | None = None
         self.peers: set[int] = set()
         self.peer_conns: dict[int, socket.socket] = {}  # rank -> its open rendezvous connection
         self.joined = False  # a non-zero rank, once rank 0 accepted it
@@ -450,6 +455,11 @@ class Handler(BaseHTTPRequestHandler):
         }
 
     def metrics(self) -> str:
+        try:
+            if self.state.metrics_file is not None:
+                return self.state.metrics_file.read_text()
+        except OSError:
+            pass  # no capture to replay: the stand-in's own counters
         with self.state.lock:
             counters = dict(self.state.counters)
         label = '{model_name="%s"}' % self.state.model_name.replace('"', '\\"')
@@ -664,6 +674,7 @@ def main(argv: list[str] | None = None) -> int:
 
     run_dir = Path(os.environ.get("SGLANG_STANDIN_RUN_DIR") or DEFAULT_RUN_DIR)
     state.hang_file = run_dir / f"{args.port}.hang-generation"
+    state.metrics_file = run_dir / f"{args.port}.metrics"
     record = Record(
         run_dir / f"{args.port}.json",
         {

@@ -1,0 +1,127 @@
+"""Grafana (monitoring_grafana) on a real Debian 12 test host: from a stand-in of Grafana's
+apt repository (tests/hosts/grafana_repo.py: the real package name and files, its key taken
+by the pinned fingerprint only), its admin password root:grafana 0640 and never in pyinfra's
+output or the unit's environment, the Prometheus datasource and the dashboards provisioned,
+every dashboard query accepted by the real Prometheus (Debian's) on the host; a second apply
+changes nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.hosts.apply import apply, write_inventory
+from tests.integration.test_monitoring_on_hosts import PACKAGES, _api, _targets, _wait
+
+pytestmark = pytest.mark.hosts
+
+
+GRAFANA_SECRET = "grafana-ADMIN-secret-0123"
+# SGLang's dashboard, trimmed to its queries, where the steering checkout's shared folder has
+# it (its README there says from where).
+SGLANG_DASHBOARD = (
+    Path(__file__).resolve().parents[3]
+    / "shared/fixtures/public/sglang-dashboard/sglang-dashboard-bac2cc67-trimmed.json"
+)
+
+
+@pytest.fixture
+def grafana_repo(tmp_path_factory):
+    """The stand-in Grafana repository (tests/hosts/grafana_repo.py) and a dashboard to
+    download as SGLang's: SGLang's own, trimmed, where ../shared has it, else the GPU one."""
+    from pyinfra_sglang.monitoring.dashboards import gpu_dashboard_json
+    from tests.hosts.aptrepo import serve
+    from tests.hosts.grafana_repo import build_grafana_repo
+
+    root = tmp_path_factory.mktemp("grafana-repo")
+    built = build_grafana_repo(root)
+    shared = SGLANG_DASHBOARD.read_text() if SGLANG_DASHBOARD.is_file() else None
+    (root / "sglang-dashboard.json").write_text(shared or gpu_dashboard_json())
+    with serve(root) as url:
+        yield url, built.fingerprint
+
+
+def _grafana_expressions(text: str) -> list[str]:
+    from pyinfra_sglang.monitoring.dashboards import dashboard_expressions
+
+    # Grafana's own variables, as Grafana would fill them in before asking Prometheus.
+    return [
+        expr.replace("$__rate_interval", "1m").replace("$model_name", ".*")
+        for expr in dashboard_expressions(json.loads(text))
+    ]
+
+
+def test_grafana_from_its_repository_with_password_datasource_and_dashboards(
+    host_pool, site_hosts, site_data, inventory, grafana_repo, tmp_path
+):
+    first, second = site_hosts
+    url, fingerprint = grafana_repo
+    secret = tmp_path / "grafana-admin-password"
+    secret.write_text(GRAFANA_SECRET + "\n")
+    secret.chmod(0o600)
+    server = {
+        **site_data,
+        "sglang_host": first.address,
+        "monitoring_role": "server",
+        "monitoring_listen_address": first.address,
+        "monitoring_exporter_address": first.address,
+        "grafana_admin_password_file": str(secret),
+        "monitoring_grafana_apt_url": url,
+        "monitoring_grafana_key_url": f"{url}/gpg.key",
+        "monitoring_grafana_key_fingerprint": fingerprint,
+        "monitoring_sglang_dashboard_url": f"{url}/sglang-dashboard.json",
+    }
+    other = {**site_data, "sglang_host": second.address}
+    other["monitoring_exporter_address"] = second.address
+    monitoring = write_inventory(
+        tmp_path / "grafana.py",
+        {"gpu_hosts": [(first.address, server), (second.address, other)]},
+    )
+    prometheus = f"http://{first.address}:9090"
+    try:
+        applied = apply(monitoring)
+        assert applied.returncode == 0 and not applied.errors(), applied.describe()
+        assert GRAFANA_SECRET not in applied.stdout + applied.stderr
+        run = lambda command: host_pool.run(first, command).stdout.strip()  # noqa: E731
+        assert run("stat -c '%a %U %G' /etc/grafana/pyinfra-sglang-admin-password") == (
+            "640 root grafana"
+        )
+        assert run("cat /etc/grafana/pyinfra-sglang-admin-password") == GRAFANA_SECRET
+        keys = run(
+            "gpg --batch --show-keys --with-colons /etc/apt/keyrings/grafana.gpg "
+            "| awk -F: '/^fpr/ {print $10}' | head -1"
+        )
+        assert keys == fingerprint
+        assert run("systemctl is-active grafana-server") == "active"
+        names = run("cat /run/grafana-standin/env-names").split()
+        assert {"GF_SECURITY_ADMIN_PASSWORD", "GF_SERVER_HTTP_ADDR"} <= set(names)
+        assert run("cat /run/grafana-standin/password") == "readable"
+        assert f"{first.address}:3000" in run("ss -ltnH 'sport = :3000'")
+        assert GRAFANA_SECRET not in run("systemctl show grafana-server -p Environment")
+        datasource = run("cat /etc/grafana/provisioning/datasources/pyinfra-sglang.yml")
+        assert f'"http://{first.address}:9090"' in datasource
+        dashboards = "/var/lib/grafana/dashboards/pyinfra-sglang"
+        _wait("Prometheus answering", lambda: _targets(prometheus))
+        for name in ("gpus.json", "sglang.json"):
+            for expr in _grafana_expressions(run(f"cat {dashboards}/{name}")):
+                answer = _api(prometheus, "/api/v1/query", query=expr)
+                assert answer["status"] == "success", (name, expr, answer)
+
+        again = apply(monitoring)
+        assert again.returncode == 0 and again.changed() == [], again.describe()
+    finally:
+        for h in site_hosts:
+            host_pool.run(
+                h,
+                "systemctl disable --now grafana-server prometheus prometheus-node-exporter "
+                "2>/dev/null; DEBIAN_FRONTEND=noninteractive apt-get purge -y -q "
+                f"grafana {PACKAGES} >/dev/null 2>&1; "
+                "rm -rf /etc/default/prometheus /etc/default/prometheus-node-exporter "
+                "/etc/prometheus /etc/grafana /var/lib/grafana /etc/apt/keyrings/grafana.gpg "
+                "/etc/apt/sources.list.d/grafana.list "
+                "/etc/systemd/system/grafana-server.service.d; systemctl daemon-reload; "
+                "apt-get update -q >/dev/null 2>&1",
+                check=False,
+            )
