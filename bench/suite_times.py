@@ -10,17 +10,24 @@ Several files are added up (a suite run in parts: unit, then the host tests); tw
 given as --before are compared folder by folder with the ones given after them:
 
     uv run python bench/suite_times.py --before old-unit.xml old-hosts.xml -- new-unit.xml ...
+
+The seconds per module that tests/sharding.py deals the shards by are written from a
+measured run (scripts/test.sh leaves one XML per shard in results/tests/):
+
+    uv run python bench/suite_times.py results/tests/shard-*.xml --write-weights
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import xml.etree.ElementTree as ElementTree
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+WEIGHTS = Path(__file__).resolve().parents[1] / "tests" / "module_seconds.json"
 FOLDERS = ("tests/unit", "tests/compat", "tests/browser", "tests/integration")
 
 
@@ -134,19 +141,44 @@ def compare(before: list[Case], after: list[Case]) -> str:
     return "\n".join(lines)
 
 
+def module_seconds(cases: list[Case]) -> dict[str, float]:
+    """Seconds per module, rounded to a tenth, sorted by module: tests/module_seconds.json."""
+    totals: dict[str, float] = defaultdict(float)
+    for case in cases:
+        totals[case.module] += case.seconds
+    return {module: round(totals[module], 1) for module in sorted(totals)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("xml", nargs="*", type=Path, help="JUnit XML files pytest wrote")
     parser.add_argument("--before", nargs="+", type=Path, help="the earlier run's files")
     parser.add_argument("--slowest", type=int, default=30)
     parser.add_argument("--modules", type=int, default=10)
+    parser.add_argument(
+        "--write-weights",
+        nargs="?",
+        const=WEIGHTS,
+        type=Path,
+        metavar="PATH",
+        help=f"write the seconds per module for the shards' deal (default {WEIGHTS})",
+    )
     args = parser.parse_args(argv)
     if not args.xml:
         parser.error("name at least one JUnit XML file")
     after = read_all(args.xml)
+    if args.write_weights:
+        weights = module_seconds(after)
+        args.write_weights.write_text(json.dumps(weights, indent=1) + "\n")
+        print(f"{args.write_weights}: {len(weights)} modules, {sum(weights.values()):.0f} s")
     if args.before:
         print(compare(read_all(args.before), after))
         return 0
+    if len(args.xml) > 1:  # shards run side by side: the run takes as long as the longest
+        for path in args.xml:
+            cases = read_cases(path)
+            print(f"{path}: {len(cases)} tests, {minutes(sum(c.seconds for c in cases))}")
+        print()
     print(report(after, args.slowest, args.modules))
     return 0
 

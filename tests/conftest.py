@@ -25,6 +25,13 @@ from tests.hosts.site_model import (
 )
 from tests.hosts.testhosts import TestHostPool, why_unavailable
 
+# `pytest --shard K/N` (scripts/test.sh runs the shards side by side): tests/sharding.py.
+from tests.sharding import (  # noqa: F401  pytest finds these hooks by name
+    pytest_addoption,
+    pytest_collection_modifyitems,
+    pytest_configure,
+)
+
 
 @pytest.fixture(scope="session")
 def host_pool(tmp_path_factory):

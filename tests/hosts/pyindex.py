@@ -28,6 +28,7 @@ import hashlib
 import html
 import io
 import json
+import os
 import re
 import shutil
 import tarfile
@@ -297,7 +298,8 @@ def fetch_real_wheel(filename: str, digest: str) -> Path:
     if sha256(data) != digest:
         raise RuntimeError(f"{url}: sha256 {sha256(data)}, pinned {digest}")
     cached.parent.mkdir(parents=True, exist_ok=True)
-    partial = cached.with_name(f"{filename}.partial")
+    # Named by process: two shards (tests/sharding.py) may fetch the same wheel at once.
+    partial = cached.with_name(f"{filename}.{os.getpid()}.partial")
     partial.write_bytes(data)
     partial.rename(cached)  # another run reading it sees a whole file or none
     return cached

@@ -26,6 +26,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.sharding import SHARD_ENV, address_slice
+
 SUITE = "bookworm"
 # nftables: Debian installs it by default (Priority: important); minbase leaves it out, and
 # hosts on a private network cannot fetch it.
@@ -123,7 +125,7 @@ def _free_subnet() -> str:
     used = subprocess.run(
         ["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True, check=True
     ).stdout
-    for third in range(1, 255):
+    for third in address_slice(1, 254, os.environ.get(SHARD_ENV)):
         prefix = f"10.213.{third}"
         if f" {prefix}." not in used:
             return prefix
@@ -150,14 +152,17 @@ class TestHostPool:
 
     __test__ = False  # a helper, not a test class, wherever a test module imports it
 
-    def __init__(self, workdir: Path, first_octet: int = 11, private_network: bool = False):
+    def __init__(self, workdir: Path, private_network: bool = False):
         self.workdir = workdir
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.key = workdir / "id_ed25519"
         self.known_hosts = workdir / "known_hosts"
         self.known_hosts.touch()
         self.hosts: list[TestHost] = []
-        self._next_octet = first_octet
+        # Loopback hosts: this shard's slice of 127.0.0.11-250 (tests/sharding.py), so
+        # shards running side by side never pick the same address.
+        self._octets = address_slice(11, 250, os.environ.get(SHARD_ENV))
+        self._next_octet = self._octets.start
         self._run_id = hashlib.sha1(str(workdir).encode()).hexdigest()[:6]
         self.network = PrivateNetwork(self._run_id) if private_network else None
         subprocess.run(
@@ -183,10 +188,10 @@ class TestHostPool:
             return address
         # Hosts share this machine's network namespace: skip addresses another sshd holds.
         while True:
+            if self._next_octet not in self._octets:
+                raise RuntimeError("no free 127.0.0.x address left for test hosts")
             address = f"127.0.0.{self._next_octet}"
             self._next_octet += 1
-            if self._next_octet > 250:
-                raise RuntimeError("no free 127.0.0.x address left for test hosts")
             if not _port_open(address):
                 return address
 
