@@ -12,7 +12,7 @@ from pyinfra.api import FunctionCommand, QuoteString, StringCommand, deploy, ope
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import File, Sha256File
-from pyinfra.facts.server import Command
+from pyinfra.facts.server import Command, LinuxDistribution
 from pyinfra.operations.util import any_changed
 
 from checks.facts import (
@@ -114,13 +114,31 @@ def nvidia_repo_url(config: HostConfig, platform: Platform) -> str:
     return f"{base}/{platform.nvidia_repo}/{platform.nvidia_arch}/"
 
 
+def _distro_entry(entry: dict, codename: str | None) -> bool:
+    """Is ``entry`` one of the distribution's own: every suite the release ``codename`` or a
+    pocket of it (bookworm-updates, bookworm-security)? Another vendor's repository with a
+    ``main`` (Grafana's ``stable main``) is not, nor is an entry of unknown suite when the
+    codename is known."""
+    if not codename or "suites" not in entry:
+        return True
+    suites = entry["suites"]
+    return bool(suites) and all(s == codename or s.startswith(f"{codename}-") for s in suites)
+
+
 @operation()
-def apt_components(components: list[str]):
-    """Add ``components`` to every apt source entry that carries ``main`` (Debian's
-    NVIDIA packages need ``contrib``); flat repositories are left alone."""
+def apt_components(components: list[str], codename: str | None = None):
+    """Add ``components`` to the distribution's apt source entries that carry ``main``
+    (Debian's NVIDIA packages need ``contrib``); flat repositories and other vendors' entries
+    (their suites not the release's) are left alone.
+
+    + components: the components to add
+    + codename: the release's codename (os-release VERSION_CODENAME); unset: every entry
+    """
     commands = []
     for entry in read_once(host, AptSourceEntries):
         missing = [c for c in components if c not in entry["components"]]
+        if not _distro_entry(entry, codename):
+            continue
         if "main" in entry["components"] and missing:
             # Append at the end of that line: one-line entries end with their components,
             # deb822 entries have them on their own Components: line.
@@ -356,9 +374,13 @@ def nvidia_repo() -> None:
 
     components = None
     if platform.components:
+        # Only the release's own entries: another vendor's `main` (Grafana's, which the
+        # monitoring role writes) lacks these components, and both roles would rewrite it.
+        release = read_once(host, LinuxDistribution)["release_meta"]
         components = apt_components(
             name="Enable the distro components NVIDIA's packages need",
             components=list(platform.components),
+            codename=release.get("VERSION_CODENAME"),
         )
 
     list_path = repo.list_path.format(distro=platform.nvidia_repo, arch=platform.nvidia_arch)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 
 class VirtualizationDict(TypedDict):
@@ -188,6 +188,7 @@ class AptSourceEntry(TypedDict):
     format: str  # "one-line" or "deb822"
     uris: list[str]
     components: list[str]
+    suites: NotRequired[list[str]]  # bookworm, bookworm-updates; stable for Grafana's
 
 
 def parse_apt_source_entries(output: Iterable[str]) -> list[AptSourceEntry]:
@@ -198,6 +199,7 @@ def parse_apt_source_entries(output: Iterable[str]) -> list[AptSourceEntry]:
     """
     entries: list[AptSourceEntry] = []
     stanza_uris: dict[str, list[str]] = {}
+    stanza_suites: dict[str, list[str]] = {}
     for raw in output:
         path, number, text = (raw.split("\t", 2) + ["", ""])[:3]
         text = text.split("#", 1)[0].strip()
@@ -205,8 +207,11 @@ def parse_apt_source_entries(output: Iterable[str]) -> list[AptSourceEntry]:
             key, _, value = text.partition(":")
             if not text:
                 stanza_uris.pop(path, None)
+                stanza_suites.pop(path, None)
             elif key.strip().lower() == "uris":
                 stanza_uris[path] = value.split()
+            elif key.strip().lower() == "suites":
+                stanza_suites[path] = value.split()
             elif key.strip().lower() == "components":
                 entries.append(
                     {
@@ -215,6 +220,7 @@ def parse_apt_source_entries(output: Iterable[str]) -> list[AptSourceEntry]:
                         "format": "deb822",
                         "uris": stanza_uris.get(path, []),
                         "components": value.split(),
+                        "suites": stanza_suites.get(path, []),
                     }
                 )
             continue
@@ -227,6 +233,7 @@ def parse_apt_source_entries(output: Iterable[str]) -> list[AptSourceEntry]:
                     "format": "one-line",
                     "uris": [words[1]],
                     "components": words[3:],
+                    "suites": [words[2]],
                 }
             )
     return entries
