@@ -19,26 +19,44 @@ pytestmark = pytest.mark.hosts
 
 
 GRAFANA_SECRET = "grafana-ADMIN-secret-0123"
-# SGLang's dashboard, trimmed to its queries, where the steering checkout's shared folder has
-# it (its README there says from where).
-SGLANG_DASHBOARD = (
-    Path(__file__).resolve().parents[3]
-    / "shared/fixtures/public/sglang-dashboard/sglang-dashboard-bac2cc67-trimmed.json"
+# The queries of SGLang's dashboard (commit bac2cc67) as the real Prometheus was asked them on
+# the H200 machine (docs/monitoring.md), with Grafana's $__rate_interval put back.
+REAL_RUN = (
+    Path(__file__).resolve().parents[1] / "fixtures/sglang-0.5.17-h200/monitoring/prometheus.json"
 )
+
+
+def _sglang_dashboard() -> str:
+    """A dashboard of SGLang's real queries, one panel each (the file itself is SGLang's and
+    is not kept here: docs/sources.md)."""
+    run = json.loads(REAL_RUN.read_text())
+    queries = [
+        q["expr"].replace("[30s]", "[$__rate_interval]")
+        for q in run["queries"]
+        if not q["panel"].startswith(("alert ", "ALERTS"))
+    ]
+    panels = [
+        {"id": n + 1, "type": "timeseries", "targets": [{"refId": "A", "expr": expr}]}
+        for n, expr in enumerate(queries)
+    ]
+    return json.dumps({"title": "SGLang", "panels": panels}, indent=2) + "\n"
 
 
 @pytest.fixture
 def grafana_repo(tmp_path_factory):
-    """The stand-in Grafana repository (tests/hosts/grafana_repo.py) and a dashboard to
-    download as SGLang's: SGLang's own, trimmed, where ../shared has it, else the GPU one."""
-    from pyinfra_sglang.monitoring.dashboards import gpu_dashboard_json
+    """The stand-in Grafana repository (tests/hosts/grafana_repo.py), a dashboard of SGLang's
+    real queries to download as SGLang's, and the same with merge-conflict markers."""
     from tests.hosts.aptrepo import serve
     from tests.hosts.grafana_repo import build_grafana_repo
 
     root = tmp_path_factory.mktemp("grafana-repo")
     built = build_grafana_repo(root)
-    shared = SGLANG_DASHBOARD.read_text() if SGLANG_DASHBOARD.is_file() else None
-    (root / "sglang-dashboard.json").write_text(shared or gpu_dashboard_json())
+    dashboard = _sglang_dashboard()
+    (root / "sglang-dashboard.json").write_text(dashboard)
+    # As a stored upstream version was: git's merge-conflict markers left in.
+    lines = dashboard.splitlines(keepends=True)
+    conflicted = lines[:2] + ["<<<<<<< HEAD\n", *lines[2:4], "=======\n", ">>>>>>> b\n"]
+    (root / "sglang-dashboard-conflicted.json").write_text("".join(conflicted + lines[4:]))
     with serve(root) as url:
         yield url, built.fingerprint
 
@@ -61,6 +79,8 @@ def test_grafana_from_its_repository_with_password_datasource_and_dashboards(
     secret = tmp_path / "grafana-admin-password"
     secret.write_text(GRAFANA_SECRET + "\n")
     secret.chmod(0o600)
+    # Test hosts sharing this machine's network: no metrics firewall (validation refuses it).
+    site_data = {**site_data, "monitoring_firewall": False}
     server = {
         **site_data,
         "sglang_host": first.address,
@@ -111,6 +131,23 @@ def test_grafana_from_its_repository_with_password_datasource_and_dashboards(
 
         again = apply(monitoring)
         assert again.returncode == 0 and again.changed() == [], again.describe()
+
+        # A dashboard with merge-conflict markers is refused: the one in place is kept.
+        before = run(f"sha256sum {dashboards}/sglang.json")
+        conflicted = f"{url}/sglang-dashboard-conflicted.json"
+        refused = apply(
+            monitoring,
+            "roles.monitoring.sglang_dashboard_installed",
+            f"url={conflicted}",
+            options=("--limit", first.address),
+        )
+        assert refused.returncode != 0, refused.describe()
+        output = refused.stdout + refused.stderr
+        assert f"host {first.address}: SGLang's dashboard from {conflicted} refused" in output
+        assert "git merge-conflict marker '<<<<<<<' on line 3" in output, output
+        assert run(f"sha256sum {dashboards}/sglang.json") == before
+        staging = "/var/lib/grafana/dashboards/.pyinfra-sglang-sglang.json.new"
+        assert run(f"test -e {staging} && echo left || echo gone") == "gone"
     finally:
         for h in site_hosts:
             host_pool.run(
