@@ -139,6 +139,7 @@ def test_apt_sources_one_line_debian_12():
             "format": "one-line",
             "uris": ["http://deb.debian.org/debian"],
             "components": ["main"],
+            "suites": ["bookworm"],
         }
     ]
 
@@ -162,6 +163,7 @@ def test_apt_sources_deb822_and_flat_repositories():
             "format": "deb822",
             "uris": ["http://deb.debian.org/debian"],
             "components": ["main", "non-free-firmware"],
+            "suites": ["bookworm", "bookworm-updates"],
         }
     ]
 
