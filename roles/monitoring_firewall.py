@@ -7,15 +7,12 @@ SGLang's /metrics, on the API port clients need, is not filtered."""
 from __future__ import annotations
 
 import io
-import shlex
 from pathlib import PurePosixPath
 
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.facts.systemd import SystemdStatus
-from pyinfra.operations import files, server, systemd
+from pyinfra.operations import files
 
-from checks.facts import UnitLeftovers, read_once
 from pyinfra_sglang import data
 from pyinfra_sglang.data_models import MonitoringFirewall
 from pyinfra_sglang.inventory import host_config
@@ -23,6 +20,7 @@ from pyinfra_sglang.monitoring import render
 from pyinfra_sglang.monitoring.firewall import MetricsFirewallPlan, metrics_firewall_plan
 from pyinfra_sglang.monitoring.inventory import inventory_hosts, monitored
 from roles.common import packages_installed
+from roles.nft_table import table_loaded, table_removed
 
 
 def _put(name: str, text: str, dest: str, mode: str):
@@ -52,38 +50,17 @@ def _install(plan: MetricsFirewallPlan, conf: MonitoringFirewall) -> None:
         conf.unit_path,
         "644",
     )
-    # A unit started by this run loads the current rules: only one that ran before is
-    # reloaded when they change (did_change gates operations, never arguments).
-    was_running = read_once(host, SystemdStatus, services=[conf.unit_name]).get(
-        conf.unit_name, False
-    )
-    systemd.daemon_reload(name="Reload systemd's units", _if=unit.did_change)
-    systemd.service(
-        name="Load the metrics firewall", service=conf.unit_name, running=True, enabled=True
-    )
-    if was_running:
-        # nft itself: the same atomic replace of the one table as the unit's ExecReload.
-        server.shell(
-            name="Load the changed rules",
-            commands=[f"nft -f {shlex.quote(conf.rules_path)}"],
-            _if=rules.did_change,
-        )
+    table_loaded("metrics firewall", conf.unit_name, conf.rules_path, rules, unit)
 
 
 def _remove(conf: MonitoringFirewall) -> None:
-    # One read tells a host that never had the firewall (most hosts, on every run) from one
-    # to clean up.
-    paths = [conf.unit_path, conf.rules_path]
-    if not read_once(host, UnitLeftovers, unit=conf.unit_name, paths=paths):
-        host.noop(f"no metrics firewall ({conf.unit_name}, its rules)")
-        return
-    # Stopping the unit deletes the table (ExecStop); then its files go.
-    systemd.service(
-        name="Unload the metrics firewall", service=conf.unit_name, running=False, enabled=False
+    table_removed(
+        "metrics firewall",
+        conf.table,
+        conf.unit_name,
+        conf.unit_path,
+        {"Remove the metrics firewall's rules": conf.rules_path},
     )
-    unit = files.file(name="Remove the metrics firewall's unit", path=conf.unit_path, present=False)
-    files.file(name="Remove the metrics firewall's rules", path=conf.rules_path, present=False)
-    systemd.daemon_reload(name="Forget the metrics firewall's unit", _if=unit.did_change)
 
 
 @deploy("Metrics firewall")

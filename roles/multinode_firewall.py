@@ -10,10 +10,8 @@ from pathlib import PurePosixPath
 
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.facts.systemd import SystemdStatus
-from pyinfra.operations import files, server, systemd
+from pyinfra.operations import files, server
 
-from checks.facts import UnitLeftovers, read_once
 from pyinfra_sglang import data
 from pyinfra_sglang.data_models import MultinodeFirewall
 from pyinfra_sglang.host.multinode_firewall import firewall_plan
@@ -21,6 +19,7 @@ from pyinfra_sglang.inventory import HostConfig, host_config, multinode_member_a
 from pyinfra_sglang.paths import template
 from pyinfra_sglang.serving.service_files import UNIT_NAME
 from roles.common import packages_installed
+from roles.nft_table import table_loaded, table_removed
 
 
 def _install(config: HostConfig, conf: MultinodeFirewall) -> None:
@@ -74,44 +73,20 @@ def _install(config: HostConfig, conf: MultinodeFirewall) -> None:
         group="root",
         mode="644",
     )
-    # did_change is only known while the run executes: it gates operations (_if), never
-    # an argument such as reloaded=. A unit started by this run loads the current rules:
-    # only one that ran before is reloaded when they change.
-    was_running = read_once(host, SystemdStatus, services=[conf.unit_name]).get(
-        conf.unit_name, False
-    )
-    systemd.daemon_reload(name="Reload systemd's units", _if=unit.did_change)
-    systemd.service(
-        name="Load the multi-node firewall", service=conf.unit_name, running=True, enabled=True
-    )
-    if was_running:
-        # nft itself, not `systemctl reload`: the same atomic replace of the one table (the
-        # unit's ExecReload), with nft's own message when the rules are refused.
-        server.shell(
-            name="Load the changed rules",
-            commands=[f"nft -f {shlex.quote(conf.rules_path)}"],
-            _if=rules.did_change,
-        )
+    table_loaded("multi-node firewall", conf.unit_name, conf.rules_path, rules, unit)
 
 
 def _remove(conf: MultinodeFirewall) -> None:
-    # One read tells a host that never had the firewall (most hosts, on every run) from one
-    # to clean up, where the operations below would read five facts.
-    paths = [conf.unit_path, conf.rules_path, conf.sysctl_path]
-    if not read_once(host, UnitLeftovers, unit=conf.unit_name, paths=paths):
-        host.noop(f"no multi-node firewall ({conf.unit_name}, its rules, the port pin)")
-        return
-    # Stopping the unit deletes the table (ExecStop); then its files go.
-    systemd.service(
-        name="Unload the multi-node firewall",
-        service=conf.unit_name,
-        running=False,
-        enabled=False,
+    table_removed(
+        "multi-node firewall",
+        conf.table,
+        conf.unit_name,
+        conf.unit_path,
+        {
+            "Remove the firewall's rules": conf.rules_path,
+            "Remove the ephemeral port range pin": conf.sysctl_path,
+        },
     )
-    unit = files.file(name="Remove the firewall's unit", path=conf.unit_path, present=False)
-    files.file(name="Remove the firewall's rules", path=conf.rules_path, present=False)
-    files.file(name="Remove the ephemeral port range pin", path=conf.sysctl_path, present=False)
-    systemd.daemon_reload(name="Forget the firewall's unit", _if=unit.did_change)
 
 
 @deploy("Multi-node firewall")

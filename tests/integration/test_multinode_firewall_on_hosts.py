@@ -173,7 +173,12 @@ def test_only_members_reach_the_group_ports(private_pool, tmp_path):
     )
     left = apply(alone, DEPLOY)
     assert left.returncode == 0 and not left.errors(), left.describe()
-    assert private_pool.run(head, f"nft list table {TABLE}", check=False).returncode != 0
+    assert private_pool.run(head, f"nft list table {TABLE}", check=False).returncode != 0, (
+        left.describe()
+        + private_pool.run(
+            head, "journalctl -u sglang-firewall --no-pager | tail -20", check=False
+        ).stdout
+    )
     gone = private_pool.run(
         head,
         "ls /etc/systemd/system/sglang-firewall.service /etc/sglang-firewall/multinode.nft "
