@@ -479,6 +479,12 @@ class MonitoringNodeExporter(_Data):
 
 
 class MonitoringDcgmExporter(_Data):
+    package: str
+    service: str
+    unit: str
+    binary: str
+    counters: str
+    dropin: str
     port: int
     default_counters: tuple[str, ...]
     optional_counters: tuple[str, ...]

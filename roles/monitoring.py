@@ -1,8 +1,9 @@
 """Monitoring (inventory ``monitoring_role``, off by default; docs/monitoring.md): with one
-host of the inventory its monitoring server, every host runs Debian's node exporter on the
-address the inventory says, and the server runs Debian's Prometheus, scraping what
-pyinfra_sglang/monitoring/ plans, with the alert rules of data/monitoring.toml, and Grafana
-from Grafana's apt repository with its datasource and dashboards provisioned."""
+host of the inventory its monitoring server, every host runs Debian's node exporter (and,
+with DCGM, NVIDIA's DCGM exporter) on the address the inventory says, and the server runs
+Debian's Prometheus, scraping what pyinfra_sglang/monitoring/ plans, with the alert rules
+of data/monitoring.toml, and Grafana from Grafana's apt repository with its datasource and
+dashboards provisioned."""
 
 from __future__ import annotations
 
@@ -25,9 +26,10 @@ from pyinfra_sglang.inventory import host_config
 from pyinfra_sglang.monitoring import render
 from pyinfra_sglang.monitoring.dashboards import dashboard_refusal, gpu_dashboard_json
 from pyinfra_sglang.monitoring.inventory import inventory_plan
-from pyinfra_sglang.monitoring.targets import MonitoringPlan
+from pyinfra_sglang.monitoring.targets import JOB_DCGM, MonitoringPlan
 from pyinfra_sglang.serving.service_files import read_secret
 from roles.common import apt_lists_updated, ensure_packages, upload_into
+from roles.dcgm import dcgm_plan
 from roles.nvidia_repo import installed_keys_command, primary_fingerprints
 
 
@@ -248,6 +250,41 @@ def node_exporter(plan: MonitoringPlan) -> None:
     )
 
 
+def dcgm_exporter(plan: MonitoringPlan) -> None:
+    """NVIDIA's DCGM exporter from NVIDIA's repository, where DCGM comes from there too,
+    listening only on the address of this host's DCGM target in the plan."""
+    config = host_config(host)
+    target = plan.target(JOB_DCGM, host.name)
+    package, _ = dcgm_plan(
+        config.nvidia_dcgm_install, config.nvidia_driver_source, config.cuda_version
+    )
+    if target is None or package is None:
+        return
+    settings = data.monitoring().dcgm_exporter
+    # Before the package, so that a start by its scripts already reads it.
+    dropin = _put(
+        f"DCGM exporter listens on {target.address} only",
+        render.dcgm_exporter_dropin(target.address, plan.server),
+        settings.dropin,
+    )
+    ensure_packages("Install the DCGM exporter", [settings.package])
+    systemd.daemon_reload(
+        name="Reload systemd for the DCGM exporter's drop-in", _if=dropin.did_change
+    )
+    systemd.service(
+        name="DCGM exporter enabled and running",
+        service=settings.service,
+        running=True,
+        enabled=True,
+    )
+    systemd.service(
+        name="Restart the DCGM exporter on its new address",
+        service=settings.service,
+        restarted=True,
+        _if=dropin.did_change,
+    )
+
+
 def prometheus(plan: MonitoringPlan, listen: str) -> None:
     settings = data.monitoring().prometheus
     # Before the package, whose postinst starts it (on every address unless this says).
@@ -359,13 +396,14 @@ def grafana(listen: str) -> None:
 def monitoring() -> None:
     """Run Prometheus, Grafana and node exporters for the inventory's monitoring host.
 
-    Every host gets Debian's node exporter; the monitoring server Debian's Prometheus with
-    the targets and alert rules rendered (replaced only when promtool accepts them), and
-    Grafana from its apt repository with SGLang's and a GPU dashboard. No server: no change.
+    Every host gets Debian's node exporter (and NVIDIA's DCGM exporter with DCGM); the
+    server Prometheus with the targets and alert rules (replaced only when promtool
+    accepts them), and Grafana. No server: no change.
 
     + monitoring_role: `server` on the monitoring host; `off` everywhere else
     + monitoring_listen_address: where Prometheus and Grafana listen, on the server
-    + monitoring_exporter_address: where this host's node exporter listens
+    + monitoring_exporter_address: where this host's node and DCGM exporters listen
+    + nvidia_dcgm_install: adds the DCGM exporter
     + monitoring_grafana: off leaves Grafana out
     + grafana_admin_password_file: Grafana's admin password, never on a command line
     """
@@ -375,6 +413,7 @@ def monitoring() -> None:
         host.noop('no monitoring (no host has monitoring_role = "server")')
         return
     node_exporter(plan)
+    dcgm_exporter(plan)
     config = host_config(host)
     if host.name != plan.server:
         return

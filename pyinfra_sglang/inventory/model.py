@@ -693,9 +693,10 @@ class HostConfig(BaseModel):
     monitoring_exporter_address: IPv4Address | IPv6Address | None = Field(
         None,
         description=(
-            "Address this host's node exporter listens on, for the monitoring host to "
-            "scrape. Unset: 127.0.0.1 on the monitoring host itself, else the host's "
-            "address (ssh_hostname, else its name) when that is an IP address."
+            "Address this host's node exporter (and DCGM exporter, with "
+            "`nvidia_dcgm_install`) listens on, for the monitoring host to scrape. Unset: "
+            "127.0.0.1 on the monitoring host itself, else the host's address (ssh_hostname, "
+            "else its name) when that is an IP address."
         ),
         json_schema_extra=_allowed("an IP address, or unset"),
     )

@@ -121,6 +121,19 @@ def node_exporter_defaults(address: str, server: str) -> str:
     )
 
 
+def dcgm_exporter_dropin(listen_address: str, server: str) -> str:
+    """The DCGM exporter's systemd drop-in: its unit's ExecStart, replaced by one listening
+    on ``listen_address`` (host:port, as the plan's DCGM target scrapes it)."""
+    settings = data.monitoring().dcgm_exporter
+    return _render(
+        "nvidia-dcgm-exporter.dropin.conf.j2",
+        binary=settings.binary,
+        counters=settings.counters,
+        listen=listen_address,
+        server=server,
+    )
+
+
 def grafana_datasource(listen_address: str) -> str:
     settings = data.monitoring()
     bare = "127.0.0.1" if ip_address(listen_address).is_unspecified else listen_address

@@ -60,6 +60,10 @@ class MonitoringPlan:
     # Host name -> the address its node exporter listens on.
     exporters: dict[str, str] = field(default_factory=dict)
 
+    def target(self, job: str, host: str) -> Target | None:
+        """``host``'s target of ``job``, if the plan scrapes one there."""
+        return next((t for t in self.targets if t.job == job and t.host == host), None)
+
     def by_job(self) -> dict[str, list[Target]]:
         jobs: dict[str, list[Target]] = {job: [] for job in JOBS}
         for target in self.targets:
@@ -94,9 +98,10 @@ def _unreachable(address, entry: InventoryHost, server: str, shared_loopback: bo
 
 
 def exporter_address(entry: InventoryHost, server: str, shared_loopback: bool = False) -> str:
-    """Where ``entry``'s node exporter listens (and is scraped): monitoring_exporter_address;
-    unset, loopback on the monitoring host itself, else the host's address when that is an IP
-    address. MonitoringPlanError when the monitoring host could not reach it."""
+    """Where ``entry``'s node exporter and DCGM exporter listen (and are scraped):
+    monitoring_exporter_address; unset, loopback on the monitoring host itself, else the
+    host's address when that is an IP address. MonitoringPlanError when the monitoring host
+    could not reach it."""
     chosen = entry.config.monitoring_exporter_address
     if chosen is None:
         if entry.name == server:
@@ -224,11 +229,10 @@ def _plan(
         exporters[entry.name] = exporter
         targets.append(Target(JOB_NODE, _hostport(exporter, ports.node_exporter.port), entry.name))
     for entry in hosts:
-        if not entry.config.nvidia_dcgm_install:
-            continue
-        host_address = "127.0.0.1" if entry.name == server else entry.address.strip("[]")
-        address = _hostport(host_address, ports.dcgm_exporter.port)
-        targets.append(Target(JOB_DCGM, address, entry.name))
+        # Beside the node exporter: the same address, checked above, where it listens only.
+        if entry.config.nvidia_dcgm_install and entry.name in exporters:
+            address = _hostport(exporters[entry.name], ports.dcgm_exporter.port)
+            targets.append(Target(JOB_DCGM, address, entry.name))
     if errors:
         return None, errors
     return MonitoringPlan(server, tuple(targets), tuple(notes), exporters), []

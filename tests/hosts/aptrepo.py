@@ -2,8 +2,10 @@
 
 ``build_repo()`` builds tiny packages with NVIDIA's real names, versions and dependency
 shape (cuda-keyring, branch and exact-version driver pins, the 580, 590 and 595 driver
-branches, CUDA 13.0/13.1) with dpkg-deb, indexes them, and signs each flat repo with a GPG
-key made for this build alone.
+branches, CUDA 13.0/13.1, DCGM 4 and its exporter, datacenter-gpu-manager-exporter, whose
+dcgm-exporter is tests/hosts/dcgm_exporter_standin.py: /metrics of its counters file's
+fields for one GPU, on -a/--address) with dpkg-deb, indexes them, and signs each flat repo
+with a GPG key made for this build alone.
 The driver packages follow each distro's family of names, read from
 tests/fixtures/nvidia-repo/shapes.toml (public captures beside it, README.md there).
 The key's public half ships in cuda-keyring, as NVIDIA's does, so apt checks signatures
@@ -373,6 +375,77 @@ def dcgm_packages(arch: str) -> list[PackageSpec]:
     ]
 
 
+# NVIDIA's dcgm-exporter as its host package installs it (dcgm-exporter's packaging: the
+# binary, three counters presets under /etc/dcgm-exporter, the unit; docs/sources.md,
+# Monitoring). Its unit's shape is the real one's; its ExecStart names no listen address, so
+# the exporter listens on every address (":9400") unless a drop-in says otherwise.
+DCGM_EXPORTER_PACKAGE = "datacenter-gpu-manager-exporter"
+DCGM_EXPORTER_VERSION = "4.8.2-1"  # as users of NVIDIA's Ubuntu repository list it
+DCGM_EXPORTER = HERE / "dcgm_exporter_standin.py"
+DCGM_EXPORTER_SERVICE = b"""\
+[Unit]
+Description=NVIDIA DCGM-exporter service (test double)
+Wants=nvidia-dcgm.service
+After=nvidia-dcgm.service
+
+[Service]
+User=root
+PrivateTmp=false
+
+StandardOutput=append:/var/log/dcgm-exporter.log
+StandardError=append:/var/log/dcgm-exporter.log
+
+ExecStart=/usr/bin/dcgm-exporter -f /etc/dcgm-exporter/default-counters.csv
+
+Restart=on-abort
+
+[Install]
+WantedBy=multi-user.target
+"""
+# The counters file's format (`DCGM field, Prometheus type, help`; '#' comments a line out),
+# with the default fields data/monitoring.toml lists (its ECC ones commented out, as there).
+DCGM_COUNTERS = b"""\
+# Test double: DCGM field, Prometheus metric type, help message
+DCGM_FI_DEV_SM_CLOCK, gauge, SM clock (MHz).
+DCGM_FI_DEV_MEM_CLOCK, gauge, Memory clock (MHz).
+DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (C).
+DCGM_FI_DEV_POWER_USAGE, gauge, Power draw (W).
+DCGM_FI_DEV_PCIE_REPLAY_COUNTER, counter, PCIe retries.
+DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (%).
+DCGM_FI_DEV_MEM_COPY_UTIL, gauge, Memory utilization (%).
+DCGM_FI_DEV_XID_ERRORS, gauge, Last Xid error.
+DCGM_FI_DEV_FB_FREE, gauge, Framebuffer free (MiB).
+DCGM_FI_DEV_FB_USED, gauge, Framebuffer used (MiB).
+# DCGM_FI_DEV_ECC_SBE_VOL_TOTAL, counter, Single-bit volatile ECC errors.
+# DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, counter, Double-bit volatile ECC errors.
+"""
+DCGM_COUNTER_PRESETS = (
+    "default-counters.csv",
+    "dcp-metrics-included.csv",
+    "1.x-compatibility-metrics.csv",
+)
+
+
+def dcgm_exporter_package(arch: str) -> PackageSpec:
+    """datacenter-gpu-manager-exporter: a dcgm-exporter serving the counters file's fields
+    (tests/hosts/dcgm_exporter_standin.py), the presets and the unit, at their real paths."""
+    presets = tuple(
+        DebFile(f"/etc/dcgm-exporter/{name}", DCGM_COUNTERS) for name in DCGM_COUNTER_PRESETS
+    )
+    return PackageSpec(
+        DCGM_EXPORTER_PACKAGE,
+        DCGM_EXPORTER_VERSION,
+        ARCHES[arch][0],
+        "NVIDIA DCGM exporter for Prometheus",
+        files=(
+            DebFile("/usr/bin/dcgm-exporter", DCGM_EXPORTER.read_bytes(), 0o755),
+            *presets,
+            DebFile("/lib/systemd/system/nvidia-dcgm-exporter.service", DCGM_EXPORTER_SERVICE),
+        ),
+        conffiles=tuple(f.path for f in presets),
+    )
+
+
 def replay_files(captures: Iterable[str]) -> list[DebFile]:
     files = [DebFile("/usr/bin/nvidia-smi", NVIDIA_SMI_REPLAY.read_bytes(), 0o755)]
     for capture in captures:
@@ -504,6 +577,7 @@ def package_specs(
             specs += driver_packages(family, branch, arch, captures, version)
     specs += fabric_manager_packages(arch)
     specs += dcgm_packages(arch)
+    specs.append(dcgm_exporter_package(arch))
     for cuda in CUDA_RELEASES:
         specs += cuda_packages(cuda, arch)
     return specs

@@ -1,10 +1,13 @@
 """Monitoring (monitoring_role) on real Debian 12 test hosts serving the stand-in SGLang,
 which replays a real /metrics of SGLang 0.5.17 (one scrape of the H200 capture): Debian's own
 prometheus and prometheus-node-exporter from Debian's archive, installed by
-deploy/site.py on the first host (the monitoring server) and the node exporter on both; the
-test asks the real Prometheus's HTTP API for its targets and each server's series; a stopped
-server fires SglangServerDown (pending, then firing after its `for:`); a second apply changes
-nothing; the audit's monitoring line reads Prometheus's targets."""
+deploy/site.py on the first host (the monitoring server) and the node exporter on both; on
+the second, with nvidia_dcgm_install, DCGM and NVIDIA's DCGM exporter from the stand-in
+NVIDIA repository (tests/hosts/aptrepo.py: real names and files, an exporter serving its
+counters file's fields); the test asks the real Prometheus's HTTP API for its targets and
+each server's series; a stopped server fires SglangServerDown (pending, then firing after
+its `for:`); a second apply changes nothing; the audit's monitoring line reads Prometheus's
+targets."""
 
 from __future__ import annotations
 
@@ -22,6 +25,9 @@ from tests.hosts.audit_report import findings
 pytestmark = pytest.mark.hosts
 
 PACKAGES = "prometheus prometheus-node-exporter"
+# On the second host: DCGM for the site's cuda_version (13.1) and its exporter.
+DCGM_PACKAGES = "datacenter-gpu-manager-exporter datacenter-gpu-manager-4-cuda13"
+DCGM_DROPIN = "/etc/systemd/system/nvidia-dcgm-exporter.service.d"
 # A real /metrics of SGLang 0.5.17 (one scrape), which the stand-in server replays.
 CAPTURE = (
     Path(__file__).resolve().parents[1] / "fixtures/sglang-0.5.17-h200/tiny/metrics-no-key.txt"
@@ -70,7 +76,8 @@ def _wait(what: str, check, timeout_s: float = 120.0):
 
 @pytest.fixture
 def monitoring_inventory(tmp_path, site_hosts, site_data, inventory):
-    """The site hosts, the first the monitoring server (Grafana left out: its own test)."""
+    """The site hosts, the first the monitoring server (Grafana left out: its own test),
+    the second with DCGM."""
     first, second = site_hosts
     # Test hosts sharing this machine's network: no metrics firewall (validation refuses one
     # there, as it would filter the machine's own namespace; its own test has private hosts).
@@ -87,6 +94,7 @@ def monitoring_inventory(tmp_path, site_hosts, site_data, inventory):
         **site_data,
         "sglang_host": second.address,
         "monitoring_exporter_address": second.address,
+        "nvidia_dcgm_install": True,
     }
     return write_inventory(
         tmp_path / "monitoring.py",
@@ -105,8 +113,11 @@ def test_prometheus_scrapes_every_server_alerts_on_a_stopped_one_then_nothing_ch
             host_pool.run(h, f"cat > {REPLAY} <<'CAPTURE'\n{capture}CAPTURE\n")
         applied = apply(monitoring_inventory)
         assert applied.returncode == 0 and not applied.errors(), applied.describe()
-        changed = applied.changed()
+        changed = applied.changed(first.address)
         assert changed and all(op.startswith("Monitoring |") for op in changed), changed
+        changed = applied.changed(second.address)
+        assert all(op.startswith(("Monitoring |", "DCGM |")) for op in changed), changed
+        assert "Monitoring | Install the DCGM exporter" in changed, changed
         for h in site_hosts:
             status = host_pool.run(
                 h, "dpkg-query -W -f '${Status}' prometheus-node-exporter"
@@ -116,12 +127,19 @@ def test_prometheus_scrapes_every_server_alerts_on_a_stopped_one_then_nothing_ch
             assert f"{h.address}:9100" in listening, listening  # only where the inventory says
         assert f"{first.address}:9090" in host_pool.run(first, "ss -ltnH 'sport = :9090'").stdout
         assert host_pool.run(second, "command -v prometheus", check=False).returncode != 0
+        # The DCGM exporter: on the second host only, where the plan scrapes it (the hosts
+        # share one network namespace: one listener in all).
+        exporter = "dpkg-query -W -f '${Status}' datacenter-gpu-manager-exporter"
+        assert host_pool.run(second, exporter).stdout == "install ok installed"
+        assert host_pool.run(first, exporter, check=False).stdout != "install ok installed"
+        listening = host_pool.run(second, "ss -ltnH 'sport = :9400'").stdout.split("\n")
+        assert [line.split()[3] for line in listening if line] == [f"{second.address}:9400"]
 
         def all_up():
             found = {
                 (t["labels"]["job"], t["labels"]["host"], t["health"]) for t in _targets(prometheus)
             }
-            wanted = {("prometheus", first.address, "up")} | {
+            wanted = {("prometheus", first.address, "up"), ("dcgm", second.address, "up")} | {
                 (job, h.address, "up") for job in ("sglang", "node") for h in site_hosts
             }
             return found if found == wanted else None
@@ -130,6 +148,9 @@ def test_prometheus_scrapes_every_server_alerts_on_a_stopped_one_then_nothing_ch
         for expr in (*DASHBOARD_FAMILIES, "sglang:token_usage", "node_uname_info"):
             series = _query(prometheus, expr)
             assert {s["metric"]["host"] for s in series} == {h.address for h in site_hosts}, expr
+        [temperature] = _query(prometheus, "DCGM_FI_DEV_GPU_TEMP")
+        assert temperature["metric"]["job"] == "dcgm" and temperature["metric"]["gpu"] == "0"
+        assert temperature["metric"]["host"] == second.address, temperature
         rules = _api(prometheus, "/api/v1/rules")["data"]["groups"][0]["rules"]
         assert "SglangServerDown" in {rule["name"] for rule in rules}
 
@@ -140,7 +161,7 @@ def test_prometheus_scrapes_every_server_alerts_on_a_stopped_one_then_nothing_ch
         options = ("--data", f"audit_report_dir={report_dir}")
         apply(monitoring_inventory, "deploy/audit.py", options=options)
         [line] = findings(report_dir, first.address)["monitoring"]
-        assert line["level"] == "ok" and line["message"].startswith("all 5 targets up"), line
+        assert line["level"] == "ok" and line["message"].startswith("all 6 targets up"), line
         assert "monitoring" not in findings(report_dir, second.address)
 
         host_pool.run(second, "systemctl stop sglang")
@@ -161,6 +182,13 @@ def test_prometheus_scrapes_every_server_alerts_on_a_stopped_one_then_nothing_ch
         host_pool.run(second, "systemctl start sglang", check=False)
         for h in site_hosts:
             host_pool.run(h, f"rm -f {REPLAY}", check=False)
+        host_pool.run(
+            second,
+            "systemctl disable --now nvidia-dcgm-exporter nvidia-dcgm 2>/dev/null; "
+            f"DEBIAN_FRONTEND=noninteractive apt-get purge -y -q {DCGM_PACKAGES} >/dev/null; "
+            f"rm -rf {DCGM_DROPIN} /var/log/dcgm-exporter.log",
+            check=False,
+        )
         for h in site_hosts:
             host_pool.run(
                 h,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import socket
 import subprocess
 import urllib.error
 import urllib.request
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from pyinfra_sglang import data
 from tests.hosts import aptrepo
 from tests.hosts.nvidia_smi_replay import find_block
 
@@ -224,8 +226,8 @@ def test_packages_index_lists_every_deb_with_its_hashes(repo):
     )
     # keyring, a pin per branch and per release, 6 driver packages per release (Debian's
     # names: 580, two of 590, 595), nvidia-fabricmanager per release, DCGM 4 for CUDA 12 and
-    # 13, CUDA x2
-    assert len(entries) == 1 + 3 + 4 + 6 * 4 + 4 + 2 + 3 * 2
+    # 13, its exporter, CUDA x2
+    assert len(entries) == 1 + 3 + 4 + 6 * 4 + 4 + 2 + 1 + 3 * 2
     for entry in entries:
         data = (repo / entry["Filename"]).read_bytes()
         assert entry["SHA256"] == hashlib.sha256(data).hexdigest()
@@ -399,3 +401,47 @@ def test_fabric_manager_stands_in_at_every_driver_release(repo):
     entries = stanzas((repo / "Packages").read_text())
     releases = sorted(e["Version"] for e in entries if e["Package"] == "nvidia-fabricmanager")
     assert releases == sorted(v for vs in aptrepo.DRIVER_RELEASES.values() for v in vs)
+
+
+def test_the_dcgm_exporter_ships_its_real_files_and_serves_its_counters(repo, tmp_path):
+    settings = data.monitoring().dcgm_exporter
+    deb = repo / f"{settings.package}_{aptrepo.DCGM_EXPORTER_VERSION}_amd64.deb"
+    tree = extract(deb, tmp_path / "tree")
+    listed = subprocess.run(
+        ["dpkg-deb", "-c", str(deb)], capture_output=True, text=True, check=True
+    ).stdout
+    for path in (
+        settings.binary,
+        settings.unit,
+        "/etc/dcgm-exporter/default-counters.csv",
+        "/etc/dcgm-exporter/dcp-metrics-included.csv",
+        "/etc/dcgm-exporter/1.x-compatibility-metrics.csv",
+    ):
+        assert f" .{path}\n" in listed, path
+    unit = (tree / settings.unit.lstrip("/")).read_text().splitlines()
+    assert f"ExecStart={settings.binary} -f {settings.counters}" in unit
+    assert "Wants=nvidia-dcgm.service" in unit and "WantedBy=multi-user.target" in unit
+    counters = tree / settings.counters.lstrip("/")
+    fields = [line.split(",")[0] for line in counters.read_text().splitlines() if line[:1] != "#"]
+    assert fields == list(settings.default_counters)
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [str(tree / settings.binary.lstrip("/")), "-f", str(counters), "-a", f"127.0.0.1:{port}"],
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert server.stderr is not None
+        assert b"listening on" in server.stderr.readline()  # ready: it says so once bound
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+            page = answer.read().decode()
+    finally:
+        server.terminate()
+        server.wait(timeout=5)
+    assert "# TYPE DCGM_FI_DEV_GPU_TEMP gauge" in page
+    assert "# TYPE DCGM_FI_DEV_PCIE_REPLAY_COUNTER counter" in page
+    temp = next(line for line in page.splitlines() if line.startswith("DCGM_FI_DEV_GPU_TEMP{"))
+    assert 'gpu="0"' in temp and 'UUID="GPU-' in temp and 'device="nvidia0"' in temp
+    assert "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL" not in page  # commented out: not collected

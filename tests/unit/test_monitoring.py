@@ -190,6 +190,33 @@ def test_listen_addresses_go_into_the_defaults_files():
     )
 
 
+def test_the_dcgm_exporter_listens_beside_the_node_exporter_and_nowhere_else():
+    hosts = _hosts()
+    hosts[1] = InventoryHost(
+        "gpu-1",
+        "10.0.0.11",
+        _gpu(nvidia_dcgm_install=True, monitoring_exporter_address="fd00::11"),
+    )
+    hosts[0] = InventoryHost("mon", "10.0.0.5", _monitor(nvidia_dcgm_install=True))
+    plan = monitoring_plan(hosts, {})
+    assert [(t.host, t.address) for t in plan.by_job()["dcgm"]] == [
+        ("mon", "127.0.0.1:9400"),
+        ("gpu-1", "[fd00::11]:9400"),
+    ]
+    target = plan.target("dcgm", "gpu-1")
+    assert target is not None and plan.target("dcgm", "gpu-2") is None
+    dropin = render.dcgm_exporter_dropin(target.address, plan.server)
+    assert dropin == render.dcgm_exporter_dropin(target.address, plan.server)
+    service = [line for line in dropin.splitlines() if not line.startswith("#")]
+    # An empty ExecStart= first: systemd refuses a second ExecStart for a simple service.
+    assert service == [
+        "[Service]",
+        "ExecStart=",
+        "ExecStart=/usr/bin/dcgm-exporter -f /etc/dcgm-exporter/default-counters.csv "
+        "-a [fd00::11]:9400",
+    ]
+
+
 def test_grafanas_password_comes_from_a_file_never_from_the_unit_text():
     dropin = render.grafana_dropin("127.0.0.1")
     assert (
