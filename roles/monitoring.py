@@ -225,6 +225,13 @@ def _password_written(state, host, path: str) -> bool:
     return True
 
 
+def _running(what: str, service: str, restart: str, changed) -> None:
+    """``service`` enabled and running, restarted (``restart``: the operation's name) when
+    ``changed`` (an operation, or any_changed of several) changed what it reads."""
+    systemd.service(name=f"{what} enabled and running", service=service, running=True, enabled=True)
+    systemd.service(name=restart, service=service, restarted=True, _if=changed)
+
+
 def node_exporter(plan: MonitoringPlan) -> None:
     """Debian's node exporter, listening only on the address the plan gives this host."""
     settings = data.monitoring().node_exporter
@@ -236,17 +243,11 @@ def node_exporter(plan: MonitoringPlan) -> None:
         settings.defaults,
     )
     ensure_packages("Install the node exporter", [settings.package])
-    systemd.service(
-        name="Node exporter enabled and running",
-        service=settings.service,
-        running=True,
-        enabled=True,
-    )
-    systemd.service(
-        name="Restart the node exporter on its new address",
-        service=settings.service,
-        restarted=True,
-        _if=defaults.did_change,
+    _running(
+        "Node exporter",
+        settings.service,
+        "Restart the node exporter on its new address",
+        defaults.did_change,
     )
 
 
@@ -271,17 +272,11 @@ def dcgm_exporter(plan: MonitoringPlan) -> None:
     systemd.daemon_reload(
         name="Reload systemd for the DCGM exporter's drop-in", _if=dropin.did_change
     )
-    systemd.service(
-        name="DCGM exporter enabled and running",
-        service=settings.service,
-        running=True,
-        enabled=True,
-    )
-    systemd.service(
-        name="Restart the DCGM exporter on its new address",
-        service=settings.service,
-        restarted=True,
-        _if=dropin.did_change,
+    _running(
+        "DCGM exporter",
+        settings.service,
+        "Restart the DCGM exporter on its new address",
+        dropin.did_change,
     )
 
 
@@ -299,14 +294,8 @@ def prometheus(plan: MonitoringPlan, listen: str) -> None:
         config=render.prometheus_config(plan, listen),
         rules=render.alert_rules_file(plan),
     )
-    systemd.service(
-        name="Prometheus enabled and running", service=settings.service, running=True, enabled=True
-    )
-    systemd.service(
-        name="Restart Prometheus on its new address",
-        service=settings.service,
-        restarted=True,
-        _if=defaults.did_change,
+    _running(
+        "Prometheus", settings.service, "Restart Prometheus on its new address", defaults.did_change
     )
     systemd.service(
         name="Reload Prometheus's config",
@@ -381,14 +370,11 @@ def grafana(listen: str) -> None:
     sglang = sglang_dashboard_installed(
         name=f"SGLang's dashboard for SGLang {config.sglang_version}, checked", url=url
     )
-    systemd.service(
-        name="Grafana enabled and running", service=settings.service, running=True, enabled=True
-    )
-    systemd.service(
-        name="Restart Grafana for its changed settings",
-        service=settings.service,
-        restarted=True,
-        _if=any_changed(password, dropin, datasource, provider, gpu, sglang),
+    _running(
+        "Grafana",
+        settings.service,
+        "Restart Grafana for its changed settings",
+        any_changed(password, dropin, datasource, provider, gpu, sglang),
     )
 
 

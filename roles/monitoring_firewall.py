@@ -7,7 +7,6 @@ SGLang's /metrics, on the API port clients need, is not filtered."""
 from __future__ import annotations
 
 import io
-from pathlib import PurePosixPath
 
 from pyinfra import host
 from pyinfra.api import deploy
@@ -19,8 +18,7 @@ from pyinfra_sglang.inventory import host_config
 from pyinfra_sglang.monitoring import render
 from pyinfra_sglang.monitoring.firewall import MetricsFirewallPlan, metrics_firewall_plan
 from pyinfra_sglang.monitoring.inventory import inventory_hosts, monitored
-from roles.common import packages_installed
-from roles.nft_table import table_loaded, table_removed
+from roles.nft_table import rules_folder, table_loaded, table_removed
 
 
 def _put(name: str, text: str, dest: str, mode: str):
@@ -30,14 +28,7 @@ def _put(name: str, text: str, dest: str, mode: str):
 
 
 def _install(plan: MetricsFirewallPlan, conf: MonitoringFirewall) -> None:
-    packages_installed(name="Install nftables", packages=["nftables"])
-    files.directory(
-        name="Folder of the firewall's rules",
-        path=str(PurePosixPath(conf.rules_path).parent),
-        user="root",
-        group="root",
-        mode="700",
-    )
+    rules_folder(conf.rules_path)
     rules = _put(
         f"Admit only {plan.server} to the metrics ports {plan.port_set()}",
         render.metrics_firewall_rules(plan),

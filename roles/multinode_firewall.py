@@ -6,7 +6,6 @@ leaves its group, or turns the firewall off, gets all of it removed."""
 from __future__ import annotations
 
 import shlex
-from pathlib import PurePosixPath
 
 from pyinfra import host
 from pyinfra.api import deploy
@@ -18,8 +17,7 @@ from pyinfra_sglang.host.multinode_firewall import firewall_plan
 from pyinfra_sglang.inventory import HostConfig, host_config, multinode_member_addresses
 from pyinfra_sglang.paths import template
 from pyinfra_sglang.serving.service_files import UNIT_NAME
-from roles.common import packages_installed
-from roles.nft_table import table_loaded, table_removed
+from roles.nft_table import rules_folder, table_loaded, table_removed
 
 
 def _install(config: HostConfig, conf: MultinodeFirewall) -> None:
@@ -28,7 +26,7 @@ def _install(config: HostConfig, conf: MultinodeFirewall) -> None:
         multinode_member_addresses(config, host),
         config.sglang_dist_init_port,
     )
-    packages_installed(name="Install nftables", packages=["nftables"])
+    rules_folder(conf.rules_path)
     low, high = plan.ephemeral_ports
     sysctl = files.template(
         name="Pin the ephemeral port range NCCL listens in",
@@ -45,13 +43,6 @@ def _install(config: HostConfig, conf: MultinodeFirewall) -> None:
         name="Apply the ephemeral port range",
         commands=[f"sysctl -q -p {shlex.quote(conf.sysctl_path)}"],
         _if=sysctl.did_change,
-    )
-    files.directory(
-        name="Folder of the firewall's rules",
-        path=str(PurePosixPath(conf.rules_path).parent),
-        user="root",
-        group="root",
-        mode="700",
     )
     rules = files.template(
         name=f"Admit only group {plan.group} to its ports",

@@ -6,6 +6,7 @@ it all with one read on the many hosts that never had it."""
 from __future__ import annotations
 
 import shlex
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from pyinfra import host
@@ -13,9 +14,22 @@ from pyinfra.facts.systemd import SystemdStatus
 from pyinfra.operations import files, server, systemd
 
 from checks.facts import UnitLeftovers, read_once
+from roles.common import packages_installed
 
 if TYPE_CHECKING:
     from pyinfra.api.operation import OperationMeta
+
+
+def rules_folder(rules_path: str) -> None:
+    """nftables installed, and the root-only folder the table's rules file goes in."""
+    packages_installed(name="Install nftables", packages=["nftables"])
+    files.directory(
+        name="Folder of the firewall's rules",
+        path=str(PurePosixPath(rules_path).parent),
+        user="root",
+        group="root",
+        mode="700",
+    )
 
 
 def table_loaded(
