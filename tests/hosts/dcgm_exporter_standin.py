@@ -9,10 +9,13 @@ import os
 import socket
 import sys
 
-# Plausible readings of an idle H200 (the rest 0).
+# An idle H200: its clocks as the real one reported them (nvidia-smi -q -d CLOCK,
+# tests/fixtures/gpu/h200-health/health.txt: SM 345 MHz, memory 3201 MHz). No capture of the
+# real exporter or of the other readings exists here: they are placeholders (the rest 0), and
+# the tests read the series' names and labels, never these values.
 VALUES = {
     "DCGM_FI_DEV_SM_CLOCK": 345,
-    "DCGM_FI_DEV_MEM_CLOCK": 2619,
+    "DCGM_FI_DEV_MEM_CLOCK": 3201,
     "DCGM_FI_DEV_GPU_TEMP": 31,
     "DCGM_FI_DEV_MEMORY_TEMP": 28,
     "DCGM_FI_DEV_POWER_USAGE": 74.5,
