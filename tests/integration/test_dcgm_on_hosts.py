@@ -31,7 +31,7 @@ def test_dcgm_is_installed_running_judged_then_nothing_changes(
             active = host_pool.run(h, "systemctl is-active nvidia-dcgm").stdout.strip()
             assert active == "active"
         again = apply(inventory, options=SWITCH)
-        assert again.returncode == 0 and again.changed() == [], again.describe()
+        again.assert_unchanged()
 
         report_dir = tmp_path / "audit"
         apply(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from tests.hosts.apply import apply
-from tests.hosts.audit_report import findings
+from tests.hosts.audit_report import assert_audit_changed_nothing, findings
 from tests.integration.test_site_nvidia import versions
 
 pytestmark = pytest.mark.hosts
@@ -35,7 +35,7 @@ def unit_state(host_pool, h) -> list[str]:
 def audit(inventory, tmp_path, name: str) -> dict:
     reports = tmp_path / name
     audited = apply(inventory, "deploy/audit.py", options=("--data", f"audit_report_dir={reports}"))
-    assert audited.logged_changes() == [], audited.describe()
+    assert_audit_changed_nothing(audited, reports)
     return {"run": audited, "dir": reports}
 
 
@@ -58,7 +58,7 @@ def test_fabric_manager_runs_at_the_drivers_release_then_nothing_changes(
     # NVLink 4 (Hopper): no NVLink Subnet Manager.
     assert "no NVLink 5 fabric here: no NVLink Subnet Manager" in first.stderr
     again = apply(inventory)
-    assert again.returncode == 0 and again.changed() == [], again.describe()
+    again.assert_unchanged()
 
     reports = audit(inventory, tmp_path, "audit")["dir"]
     for h in hosts:
@@ -81,7 +81,7 @@ def test_a_branch_move_moves_fabric_manager(host_pool, hosts, inventory):
             )
             assert unit_state(host_pool, h) == ["enabled", "active"]
         again = apply(inventory, options=("--data", "nvidia_driver_branch=595"))
-        assert again.returncode == 0 and again.changed() == [], again.describe()
+        again.assert_unchanged()
     finally:
         back = apply(inventory)
         assert back.returncode == 0 and not back.errors(), back.describe()
@@ -136,7 +136,7 @@ def test_a_pcie_board_gets_no_fabric_manager_and_a_waiting_fabric_fails(
     )
     try:
         applied = apply(inventory, DEPLOY, options=("-v",))
-        assert applied.returncode == 0 and applied.changed() == [], applied.describe()
+        applied.assert_unchanged()
         assert (
             "no Fabric Manager here: no NVSwitch and no fabric-attached GPU (Fabric State N/A)"
             in applied.stderr
@@ -178,4 +178,4 @@ def test_the_hosts_own_driver_with_fabric_manager_down_is_refused_before_any_cha
         host_pool.run(down, f"systemctl start {UNIT}")
     # Running again, the host's own Fabric Manager is taken as it is: nothing changes.
     taken = apply(inventory, DEPLOY, options=("--data", "nvidia_driver_source=host"))
-    assert taken.returncode == 0 and taken.changed() == [], taken.describe()
+    taken.assert_unchanged()

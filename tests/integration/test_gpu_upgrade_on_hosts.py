@@ -12,7 +12,7 @@ import pytest
 
 from pyinfra_sglang.inventory import HostConfig
 from tests.hosts.apply import apply
-from tests.hosts.audit_report import findings, levels
+from tests.hosts.audit_report import assert_audit_changed_nothing, findings, levels
 
 pytestmark = pytest.mark.hosts
 
@@ -28,7 +28,7 @@ def audit(inventory, report_dir: Path, address: str) -> dict[str, list[dict]]:
         "deploy/audit.py",
         options=("--limit", address, "--data", f"audit_report_dir={report_dir}", *NEW_BOX),
     )
-    assert result.executed and result.changed() == [], result.describe()
+    assert_audit_changed_nothing(result, report_dir)
     return findings(report_dir, address)
 
 
@@ -69,7 +69,7 @@ def test_an_h200_host_upgraded_to_eight_rtx_pro_6000_converges_in_one_apply(
         assert {"NCCL_P2P_LEVEL=SYS", "NCCL_IB_DISABLE=1"} <= set(env), env
 
         again = apply(inventory, options=("--limit", upgraded.address, *NEW_BOX))
-        assert again.returncode == 0 and again.changed() == [], again.describe()
+        again.assert_unchanged()
 
         after = audit(inventory, tmp_path / "after", upgraded.address)
         # Only the replay remains: the RTX box's readings were captured idle, at PCIe Gen1, and
@@ -92,4 +92,5 @@ def test_an_h200_host_upgraded_to_eight_rtx_pro_6000_converges_in_one_apply(
     assert seen["FLASH_ATTN_CUDA_ARCHS"] == "90"
     assert "NCCL_P2P_LEVEL" not in host_pool.run(upgraded, "cat /etc/sglang/sglang.env").stdout
     assert back.changed(other.address) == [], back.describe()
-    assert apply(inventory).changed() == []
+    # And the one apply back left nothing to do.
+    apply(inventory).assert_unchanged()

@@ -130,7 +130,7 @@ def test_grafana_from_its_repository_with_password_datasource_and_dashboards(
                 assert answer["status"] == "success", (name, expr, answer)
 
         again = apply(monitoring)
-        assert again.returncode == 0 and again.changed() == [], again.describe()
+        again.assert_unchanged()
 
         # A dashboard with merge-conflict markers is refused: the one in place is kept.
         before = run(f"sha256sum {dashboards}/sglang.json")

@@ -104,7 +104,7 @@ def test_host_mode_serves_on_the_hosts_own_driver_then_changes_nothing(
 
     again = apply(provider_inventory, options=HOST_MODE)
     assert again.returncode == 0 and not again.errors(), again.describe()
-    assert again.changed() == [], again.describe()
+    again.assert_unchanged()
 
     # The audit takes the host's driver as the expected one and never says to converge it.
     report_dir = tmp_path / "audit"
@@ -139,7 +139,7 @@ def test_the_switch_purges_the_archive_driver_for_nvidias_then_changes_nothing(
     assert not set(ubuntu_archive.NAMES) & set(held), held
     assert held["nvidia-driver-cuda"].startswith("590."), held
     again = apply(provider_inventory, options=SWITCH)
-    assert again.returncode == 0 and again.changed() == [], again.describe()
+    again.assert_unchanged()
     # Nothing of the archive's is left: managed mode without the switch is content now.
     plain = apply(provider_inventory)
-    assert plain.returncode == 0 and plain.changed() == [], plain.describe()
+    plain.assert_unchanged()

@@ -48,7 +48,7 @@ def test_the_first_apply_downloads_the_pinned_snapshot(host_pool, hosts, invento
         assert host_pool.run(h, "ls -A /run/pyinfra-sglang").stdout.strip() == ""
     # Complete: the next apply reads sizes only and changes nothing.
     again = apply(inventory, options=("-v",))
-    assert again.returncode == 0 and again.changed() == [], again.describe()
+    again.assert_unchanged()
     for h in hosts:
         assert DOWNLOAD in again.unchanged(h.address)
     assert f"{SITE_MODEL} at {SITE_MODEL_COMMIT}: 3 files" in again.stderr
@@ -170,7 +170,7 @@ def test_the_cache_can_live_on_another_filesystem(host_pool, hosts, inventory):
             env = host_pool.run(h, "cat /etc/sglang/sglang.env").stdout.splitlines()
             assert f"HF_HUB_CACHE={elsewhere}" in env
         again = apply(inventory, options=moved)
-        assert again.returncode == 0 and again.changed() == [], again.describe()
+        again.assert_unchanged()
     finally:
         back = apply(inventory)
         assert back.returncode == 0 and not back.errors(), back.describe()
@@ -245,7 +245,7 @@ def test_a_download_killed_mid_file_resumes_on_the_next_apply(
         assert not list(blobs.glob("*.incomplete"))
 
         again = apply(inventory, options=options)
-        assert again.returncode == 0 and again.changed() == [], again.describe()
+        again.assert_unchanged()
         assert download in again.unchanged(target.address)
     finally:
         back = apply(inventory, options=("--limit", target.address))

@@ -77,7 +77,7 @@ def test_only_the_monitoring_server_reaches_the_metrics_ports(metrics_pool, tmp_
     assert mon.address in ruleset and gpu_2.address not in ruleset, ruleset
     assert "9100" in metrics_pool.run(gpu_2, f"nft list table {TABLE}").stdout
     second = apply(on, DEPLOY)
-    assert second.returncode == 0 and second.changed() == [], second.describe()
+    second.assert_unchanged()
 
     off = _inventory(tmp_path / "off.py", metrics_pool, hosts, site_secrets, firewall=False)
     removed = apply(off, DEPLOY)
@@ -91,4 +91,4 @@ def test_only_the_monitoring_server_reaches_the_metrics_ports(metrics_pool, tmp_
     assert gone.returncode != 0 and not gone.stdout.strip(), gone
     assert reach() == everyone
     again = apply(off, DEPLOY)
-    assert again.returncode == 0 and again.changed() == [], again.describe()
+    again.assert_unchanged()

@@ -155,7 +155,7 @@ def test_prometheus_scrapes_every_server_alerts_on_a_stopped_one_then_nothing_ch
         assert "SglangServerDown" in {rule["name"] for rule in rules}
 
         again = apply(monitoring_inventory)
-        assert again.returncode == 0 and again.changed() == [], again.describe()
+        again.assert_unchanged()
 
         report_dir = tmp_path / "audit"
         options = ("--data", f"audit_report_dir={report_dir}")

@@ -12,6 +12,7 @@ import urllib.request
 import pytest
 
 from tests.hosts.apply import apply
+from tests.hosts.audit_report import assert_audit_changed_nothing
 from tests.hosts.hubstandin import LFS_THRESHOLD
 from tests.hosts.site_model import SITE_MODEL, SITE_MODEL_COMMIT, model_files
 
@@ -74,7 +75,7 @@ def test_two_hosts_serve_one_model_then_go_back_to_replicas(host_pool, hosts, in
         )
         with urllib.request.urlopen(request, timeout=30) as response:
             assert "Paris" in json.load(response)["choices"][0]["message"]["content"]
-        assert apply(inventory, options=MULTINODE).changed() == []
+        apply(inventory, options=MULTINODE).assert_unchanged()
 
         # The audit asks the decode question of the head only; both units must run.
         reports = tmp_path / "audit"
@@ -83,7 +84,7 @@ def test_two_hosts_serve_one_model_then_go_back_to_replicas(host_pool, hosts, in
             "deploy/audit.py",
             options=(*MULTINODE, "--data", f"audit_report_dir={reports}"),
         )
-        assert audited.logged_changes() == [], audited.describe()
+        assert_audit_changed_nothing(audited, reports)
         codes = {
             h.address: {
                 f["code"]: f["level"]
@@ -121,7 +122,7 @@ def test_two_hosts_serve_one_model_then_go_back_to_replicas(host_pool, hosts, in
     for h in hosts:
         argv = argv_of(host_pool, h)
         assert flag(argv, "--tp-size") == "2" and "--nnodes" not in argv
-    assert apply(inventory).changed() == []
+    apply(inventory).assert_unchanged()
 
 
 def test_each_node_of_a_group_downloads_the_snapshot_and_serves_it_offline(
@@ -152,7 +153,7 @@ def test_each_node_of_a_group_downloads_the_snapshot_and_serves_it_offline(
             env = host_pool.run(h, "cat /etc/sglang/sglang.env").stdout.splitlines()
             assert "HF_HUB_OFFLINE=1" in env
         again = apply(inventory, options=MULTINODE)
-        assert again.returncode == 0 and again.changed() == [], again.describe()
+        again.assert_unchanged()
     finally:
         back = apply(inventory)
         assert back.returncode == 0 and not back.errors(), back.describe()

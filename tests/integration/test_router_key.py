@@ -70,12 +70,12 @@ def test_router_key_stays_off_the_command_line(host_pool, hosts, inventory, site
         with urllib.request.urlopen(f"http://{head.address}:29000/metrics", timeout=30) as metrics:
             assert b"requests_total" in metrics.read()
         again = apply(inventory, options=options)
-        assert again.changed() == [], again.describe()
+        again.assert_unchanged()
     finally:
         removed = apply(inventory)
         assert removed.returncode == 0 and not removed.errors(), removed.describe()
     assert host_pool.run(head, f"test -e {ENV_FILE}", check=False).returncode == 1
-    assert apply(inventory).changed() == []
+    apply(inventory).assert_unchanged()
 
 
 def test_worker_logins_stay_off_the_command_line_and_the_unit(host_pool, hosts, inventory):
@@ -101,7 +101,7 @@ def test_worker_logins_stay_off_the_command_line_and_the_unit(host_pool, hosts, 
         standin = json.loads(run("cat /run/sglang-standin/router-30080.json"))
         assert standin["worker_urls"] == json.loads(workers), standin
         again = apply(inventory, options=options)
-        assert again.changed() == [], again.describe()
+        again.assert_unchanged()
     finally:
         removed = apply(inventory)
         assert removed.returncode == 0 and not removed.errors(), removed.describe()

@@ -151,7 +151,7 @@ def test_site_applies_base_then_changes_nothing(host_pool, hosts, inventory, sit
 
     second = apply(inventory)
     assert second.returncode == 0 and not second.errors(), second.describe()
-    assert second.changed() == [], second.describe()
+    second.assert_unchanged()
     assert len(second.operations) >= 3
 
 
@@ -199,5 +199,5 @@ def test_base_waits_for_a_busy_apt_then_installs(host_pool, tmp_path):
         BASE_PACKAGES
     )
     again = apply(inventory, str(deploy))
-    assert again.returncode == 0 and again.changed() == [], again.describe()
+    again.assert_unchanged()
     host_pool.stop(fresh)

@@ -12,6 +12,7 @@ import pytest
 
 from pyinfra_sglang.inventory import HostConfig, versioned_venv_path
 from tests.hosts.apply import apply, write_inventory
+from tests.hosts.audit_report import assert_audit_changed_nothing
 
 pytestmark = pytest.mark.hosts
 
@@ -47,7 +48,7 @@ def versions(host_pool, test_host, packages) -> dict[str, str]:
 def assert_second_apply_changes_nothing(inventory, *options):
     again = apply(inventory, options=options)
     assert again.returncode == 0 and not again.errors(), again.describe()
-    assert again.changed() == [], again.describe()
+    again.assert_unchanged()
 
 
 def test_driver_and_cuda_installed_then_nothing_changes(
@@ -217,12 +218,12 @@ def test_a_newer_release_of_the_branch_is_reported_then_taken_when_asked(
         )
     try:
         # Left where it is by default (no change), reported by the audit.
-        assert apply(inventory).changed() == []
+        apply(inventory).assert_unchanged()
         reports = tmp_path / "audit"
         audited = apply(
             inventory, "deploy/audit.py", options=("--data", f"audit_report_dir={reports}")
         )
-        assert audited.logged_changes() == [], audited.describe()
+        assert_audit_changed_nothing(audited, reports)
         for h in hosts:
             report = json.loads((reports / f"{h.address}.json").read_text())
             # The audit says which package put nvidia-smi there: Debian's compute driver.
@@ -263,7 +264,7 @@ def test_a_kernel_installed_without_the_module_built_is_reported(
         audited = apply(
             inventory, "deploy/audit.py", options=("--data", f"audit_report_dir={reports}")
         )
-        assert audited.logged_changes() == [], audited.describe()
+        assert_audit_changed_nothing(audited, reports)
         for h in hosts:
             findings = json.loads((reports / f"{h.address}.json").read_text())["findings"]
             [missing] = [f for f in findings if f["code"] == "dkms-module-missing"]
@@ -354,7 +355,7 @@ def test_a_keyring_that_is_not_the_pinned_one_is_never_installed(
         key = test_host.root / "usr/share/keyrings/cuda-archive-keyring.gpg"
         assert key.read_bytes() == nvidia_mirror.public_key.read_bytes()
         again = apply(inventory, *keyring, standin)
-        assert again.returncode == 0 and again.changed() == [], again.describe()
+        again.assert_unchanged()
     finally:
         host_pool.stop(test_host)
 
@@ -414,7 +415,7 @@ def test_a_mirrors_login_goes_to_auth_conf_never_the_list_or_a_command(
             )
             assert "nvidia-driver-pinning-590" in run("apt-cache pkgnames nvidia-driver-pinning")
             again = apply(inventory, str(deploy))
-            assert again.returncode == 0 and again.changed() == [], again.describe()
+            again.assert_unchanged()
     finally:
         host_pool.stop(test_host)
 

@@ -13,6 +13,7 @@ from pyinfra_sglang.inventory import HostConfig
 from roles.python_env import CREDENTIALS_DIR
 from tests.hosts import aptrepo
 from tests.hosts.apply import apply
+from tests.hosts.audit_report import assert_audit_changed_nothing
 
 pytestmark = pytest.mark.hosts
 
@@ -109,7 +110,7 @@ def flash_attn_findings(inventory, report_dir, address: str) -> list[tuple[str, 
         "deploy/audit.py",
         options=("--limit", address, "--data", f"audit_report_dir={report_dir}"),
     )
-    assert result.executed and result.changed() == [], result.describe()
+    assert_audit_changed_nothing(result, report_dir)
     report = json.loads((report_dir / f"{address}.json").read_text())
     return [
         (f["level"], f["code"], f["message"])
@@ -126,7 +127,7 @@ def test_a_gpu_upgrade_to_another_architecture_rebuilds_flash_attn_once(
     # Built for the replayed H200s (9.0), and the record says so.
     assert json.loads(host_pool.run(upgraded, f"cat {record}").stdout)["archs"] == ["90"]
     again = apply(inventory, options=("-v",))
-    assert again.returncode == 0 and again.changed() == [], again.describe()
+    again.assert_unchanged()
     assert (
         f"[{upgraded.address}] noop: flash-attn 2.8.3 is installed, built for 90 (the GPUs' 90)"
         in again.stderr
@@ -163,7 +164,7 @@ def test_a_gpu_upgrade_to_another_architecture_rebuilds_flash_attn_once(
         assert venv_versions(host_pool, upgraded)["flash_attn"] == "2.8.3"
 
         settled = apply(inventory, options=("-v",))
-        assert settled.returncode == 0 and settled.changed() == [], settled.describe()
+        settled.assert_unchanged()
         assert (
             f"[{upgraded.address}] noop: flash-attn 2.8.3 is installed, built for 120 "
             "(the GPUs' 120)" in settled.stderr
@@ -214,7 +215,7 @@ def test_a_new_release_goes_into_its_own_venv_and_back(host_pool, hosts, invento
             assert unit_venv(host_pool, h) == VENV_0_5_22
             assert host_pool.run(h, f"test -e {stale}", check=False).returncode == 1
         again = apply(inventory, options=new_pins)
-        assert again.changed() == [], again.describe()
+        again.assert_unchanged()
     finally:
         back = apply(inventory)
         assert back.returncode == 0 and not back.errors(), back.describe()
@@ -284,7 +285,7 @@ def private_index(python_index):
         yield url.replace("http://", f"http://{INDEX_USER}:{INDEX_PASSWORD}@")
 
 
-def test_index_credentials_reach_pip_and_uv_but_never_a_command_line(
+def test_index_credentials_reach_pip_and_uv_and_no_command_line_sampled_every_2ms(
     host_pool, hosts, inventory, private_index
 ):
     for h in hosts:

@@ -187,7 +187,9 @@ def test_a_dry_run_names_the_service_operation_a_profile_change_would_apply(
         assert record(host_pool, h)["settings"] == settings[h.address]
 
 
-def test_gpu_upgrade_2_to_8_rerenders_and_restarts_only_the_service(host_pool, hosts, inventory):
+def test_gpu_upgrade_2_to_8_rebuilds_flash_attn_and_restarts_the_service_only(
+    host_pool, hosts, inventory
+):
     upgraded = hosts[0]
     host_pool.run(
         upgraded,
@@ -209,7 +211,7 @@ def test_gpu_upgrade_2_to_8_rerenders_and_restarts_only_the_service(host_pool, h
         # Eight PCIe GPUs, no NVLink, on two sockets (the capture's topo -m has SYS pairs).
         assert "NCCL_P2P_LEVEL=SYS" in env
         again = apply(inventory)
-        assert again.changed() == [], again.describe()
+        again.assert_unchanged()
     finally:
         host_pool.run(upgraded, "rm -f /etc/nvidia-smi-replay/capture")
         back = apply(inventory)
@@ -401,7 +403,7 @@ def test_broken_start_rolls_back_to_the_working_version(host_pool, hosts, invent
         assert staged == []
         assert "Paris" in chat(h.address, "What is the capital of France?")
     again = apply(inventory)
-    assert again.returncode == 0 and again.changed() == [], again.describe()
+    again.assert_unchanged()
 
 
 def test_a_failed_run_that_removed_the_router_puts_it_back(host_pool, hosts, inventory):
@@ -481,7 +483,7 @@ def test_router_in_front_of_the_replicas_then_removed(host_pool, hosts, inventor
         with urllib.request.urlopen(routed, timeout=30) as response:
             assert "Paris" in json.load(response)["choices"][0]["message"]["content"]
         again = apply(inventory, options=("--data", f"sglang_router_worker_urls={workers}"))
-        assert again.changed() == [], again.describe()
+        again.assert_unchanged()
     finally:
         removed = apply(inventory)
         assert removed.returncode == 0 and not removed.errors(), removed.describe()
@@ -498,4 +500,4 @@ def test_router_in_front_of_the_replicas_then_removed(host_pool, hosts, inventor
             ).stdout.strip()
             != "active"
         )
-    assert apply(inventory).changed() == []
+    apply(inventory).assert_unchanged()
