@@ -8,6 +8,7 @@ from __future__ import annotations
 import pyinfra_cli  # noqa: F401  isort: skip
 
 import hashlib
+import os
 import shutil
 
 import pytest
@@ -169,3 +170,26 @@ def python_index(tmp_path_factory):
     built = pyindex.build_index(tmp_path_factory.mktemp("python-index"))
     with aptrepo.serve(built.root) as url:
         yield pyindex.Index(url=url, root=built.root)
+
+
+# On CI (.ci/run sets CI), a skipped test is a failure of the run: after scripts/bootstrap.sh
+# no skip condition may hold there (tests/unit/test_skip_conditions.py lists each one), so a
+# skip means a broken set-up, which must not leave CI green.
+_SKIPPED: list[str] = []
+
+
+def pytest_runtest_logreport(report):
+    if report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        _SKIPPED.append(f"{report.nodeid}: {reason}")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if os.environ.get("CI") and _SKIPPED:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_line(f"CI: {len(_SKIPPED)} test(s) skipped, which fails the run:")
+            for line in _SKIPPED:
+                reporter.write_line(f"  {line}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

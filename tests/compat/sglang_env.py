@@ -31,13 +31,17 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
+import pytest
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
@@ -89,8 +93,52 @@ PIP_TIMEOUT_S = 1800
 RECIPE_VERSION = 1  # bump to rebuild every cached venv
 
 
+PYPI_SIMPLE = "https://pypi.org/simple"
+
+
 class EnvUnavailable(Exception):
-    """pip could not build the venv here (e.g. a package index out of reach)."""
+    """pip could not build the venv here: ``what`` names the install that failed."""
+
+    def __init__(self, message: str, what: str = ""):
+        super().__init__(message)
+        self.what = what
+
+
+def pip_index_url() -> str:
+    """The index pip installs from on this machine: $PIP_INDEX_URL, pip's configured
+    index-url, else PyPI's (local find-links and extra indexes come on top of it)."""
+    if os.environ.get("PIP_INDEX_URL"):
+        return os.environ["PIP_INDEX_URL"]
+    listed = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True
+    )
+    for line in listed.stdout.splitlines():
+        key, _, value = line.partition("=")
+        if key.split(".")[-1] == "index-url":
+            return value.strip().strip("'\"")
+    return PYPI_SIMPLE
+
+
+def index_unreachable(url: str) -> str | None:
+    """Why the index at ``url`` does not answer, or None when it does."""
+    try:
+        with urllib.request.urlopen(f"{url.rstrip('/')}/pip/", timeout=15):
+            return None
+    except OSError as error:
+        return str(error)
+
+
+def env_failed(error: EnvUnavailable) -> NoReturn:
+    """A venv that could not be built fails the test, naming the install, unless the index
+    itself is out of reach here: that is said as the reason for a skip."""
+    url = pip_index_url()
+    why = index_unreachable(url)
+    if why:
+        pytest.skip(f"the package index {url} cannot be reached ({why}), so: {error}")
+    pytest.fail(
+        f"{error.what or 'building a compat venv'} failed, the index answering: {error}",
+        pytrace=False,
+    )
 
 
 @dataclass(frozen=True)
@@ -127,7 +175,7 @@ def _run(command: list[str], log: Path, what: str) -> None:
     if done.returncode != 0:
         lines = [line for line in log.read_text().splitlines() if line.strip()]
         errors = [line for line in lines if "ERROR" in line or "Error" in line] or lines
-        raise EnvUnavailable(f"{what} failed (log: {log}): {' | '.join(errors[-3:])}")
+        raise EnvUnavailable(f"{what} failed (log: {log}): {' | '.join(errors[-3:])}", what)
 
 
 def _pip(venv: Path, args: list[str], log: Path, what: str) -> None:

@@ -32,11 +32,12 @@ from checks.facts import PythonPackages
 from pyinfra_sglang import data
 from pyinfra_sglang.inventory import HostConfig
 from roles import python_env
+from tests.compat.sglang_env import PYPI_SIMPLE
 from tests.unit.ophelper import run_operation
 
 pytestmark = pytest.mark.compat
 
-PYPI = "https://pypi.org/simple"
+PYPI = PYPI_SIMPLE
 PYTORCH_CU130 = "https://download.pytorch.org/whl/cu130"
 UV_TIMEOUT_S = 900
 DEFAULT = HostConfig()

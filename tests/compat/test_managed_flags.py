@@ -21,7 +21,7 @@ from pyinfra_sglang.serving.profiles import (
     managed_flag_in,
     managed_server_flags,
 )
-from tests.compat.sglang_env import EnvUnavailable, sglang_env
+from tests.compat.sglang_env import EnvUnavailable, env_failed, sglang_env
 
 pytestmark = pytest.mark.compat
 
@@ -55,7 +55,7 @@ def real_parser(request, tmp_path_factory) -> dict:
     try:
         env = sglang_env(version)
     except EnvUnavailable as error:
-        pytest.skip(f"SGLang {version} cannot be installed here: {error}")
+        env_failed(error)
     result = tmp_path_factory.mktemp(f"managed-{version}") / "result.json"
     subprocess.run(
         [str(env.python), "-c", PROBE, json.dumps(sorted(managed_server_flags())), str(result)],

@@ -37,7 +37,7 @@ from pyinfra_sglang.serving.profiles import available_profiles, load_profile, me
 from pyinfra_sglang.serving.render import RenderError, render_config_yaml, server_args
 from pyinfra_sglang.serving.sglang_flags import FlagVersionError, flag_table
 from pyinfra_sglang.versions import parse_version
-from tests.compat.sglang_env import READY, EnvUnavailable, sglang_env
+from tests.compat.sglang_env import READY, EnvUnavailable, env_failed, sglang_env
 
 pytestmark = pytest.mark.compat
 
@@ -151,12 +151,12 @@ class ParserRun:
 
     version: str
     result: dict[str, Any] | None = None
-    skip: str | None = None
+    unavailable: EnvUnavailable | None = None
     error: str | None = None
 
     def output(self) -> dict[str, Any]:
-        if self.skip:
-            pytest.skip(self.skip)
+        if self.unavailable:
+            env_failed(self.unavailable)  # fails, or skips saying the index is out of reach
         if self.error:
             pytest.fail(self.error, pytrace=False)
         assert self.result is not None
@@ -182,14 +182,14 @@ def sglang_parsers(tmp_path_factory) -> dict[str, ParserRun]:
         try:
             env = sglang_env(version)
         except EnvUnavailable as error:
-            run.skip = f"SGLang {version} cannot be installed here: {error}"
+            run.unavailable = error
             continue
         cases = []
         for profile_name, arch, layout in CASES:
             try:
                 argv = render(profile_name, version, arch, layout)
             except (FlagVersionError, RenderError):
-                continue  # test_profile_argv_parses asserts and reports the refusal
+                continue  # asserted by test_the_refused_cases_are_the_known_ones
             cases.append(
                 {
                     "name": case_name(profile_name, arch, layout),
@@ -265,19 +265,48 @@ def _check_value(flag: str, rendered: str, parsed: Any) -> str | None:
     return None if same else f"{flag} {rendered} parsed as {parsed!r}"
 
 
-@pytest.mark.parametrize(
-    ("profile_name", "arch", "layout"),
-    CASES,
-    ids=[case_name(p, a, layout) for p, a, layout in CASES],
-)
-@pytest.mark.parametrize("version", VERSIONS)
-def test_profile_argv_parses(sglang_parsers, version, profile_name, arch, layout):
+def refusal(version: str, profile_name: str, arch: str, layout: Layout) -> str | None:
+    """Why the renderer refuses this case on this release (min_sglang_version, a sparse
+    backend without kernels for the arch there), or None when it renders."""
     try:
-        argv = render(profile_name, version, arch, layout)
+        render(profile_name, version, arch, layout)
     except (FlagVersionError, RenderError) as error:
-        # The renderer refuses this pair itself (e.g. min_sglang_version, a sparse backend
-        # without kernels for the arch on this release): nothing to parse.
-        pytest.skip(f"render refuses {profile_name} on {arch} with SGLang {version}: {error}")
+        return str(error)
+    return None
+
+
+# Every case on every release: rendered ones go through the release's parser, refused ones
+# are asserted as refusals (test_the_refused_cases_are_the_known_ones), none is skipped.
+REFUSALS = {(version, *case): refusal(version, *case) for version in VERSIONS for case in CASES}
+RENDERED = [key for key, why in REFUSALS.items() if why is None]
+# GLM-5's sparse MLA on sm_120 needs flashinfer_sparse_mla, first in SGLang 0.5.17
+# (data/sglang_flags.toml): the older pinned releases refuse it, naming the dense profile.
+KNOWN_REFUSALS = {
+    (version, "glm-5-nvfp4", "sm_120", layout.name): "glm-5-nvfp4-dense"
+    for version in VERSIONS
+    if parse_version(version) < parse_version("0.5.17")
+    for layout in (*LAYOUTS, MTP_LAYOUT, *MOE_LAYOUTS)
+}
+
+
+def test_the_refused_cases_are_the_known_ones():
+    refused = {
+        (version, name, arch, layout.name): why
+        for (version, name, arch, layout), why in REFUSALS.items()
+        if why is not None
+    }
+    assert set(refused) == set(KNOWN_REFUSALS), sorted(set(refused) ^ set(KNOWN_REFUSALS))
+    for key, why in refused.items():
+        assert "needs SGLang 0.5.17 or later" in why and KNOWN_REFUSALS[key] in why, (key, why)
+
+
+@pytest.mark.parametrize(
+    ("version", "profile_name", "arch", "layout"),
+    RENDERED,
+    ids=[f"{v}-{case_name(p, a, layout)}" for v, p, a, layout in RENDERED],
+)
+def test_profile_argv_parses(sglang_parsers, version, profile_name, arch, layout):
+    argv = render(profile_name, version, arch, layout)
     output = sglang_parsers[version].output()
     name = case_name(profile_name, arch, layout)
     (result,) = [r for r in output["results"] if r["name"] == name]

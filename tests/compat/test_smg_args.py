@@ -26,7 +26,7 @@ import pytest
 
 from pyinfra_sglang import data
 from pyinfra_sglang.serving.render import RouterSpec, router_exec, router_launcher
-from tests.compat.sglang_env import EnvUnavailable, _build_once, _pip, compat_dir
+from tests.compat.sglang_env import EnvUnavailable, _build_once, _pip, compat_dir, env_failed
 
 pytestmark = pytest.mark.compat
 
@@ -97,7 +97,7 @@ def smg(request) -> tuple[str, Path]:
     try:
         return request.param, smg_env(request.param)
     except EnvUnavailable as error:
-        pytest.skip(f"smg {request.param} cannot be installed here: {error}")
+        env_failed(error)
 
 
 def expected(release: str, api_key: str | None) -> dict:
