@@ -113,8 +113,11 @@ def grafana_keyring(key_url: str, fingerprint: str, keyring: str):
         f'GNUPGHOME="$dir/gnupg" gpg --batch --quiet --import "$dir/key.asc" 2>/dev/null; '
         f'GNUPGHOME="$dir/gnupg" gpg --batch --export {q(fingerprint)} > "$dir/key.gpg"; '
         f"keys=$({listing}); "
-        f'if [ "$keys" != {q(fingerprint)} ]; then echo "the key file at {key_url} has no '
-        f'key {fingerprint} (found: $(echo $keys)): not installing it" >&2; '
+        # The URL and fingerprint reach the message as quoted words, never inside "...":
+        # a URL may hold $( ) or backquotes, which a double-quoted string would run.
+        f'if [ "$keys" != {q(fingerprint)} ]; then printf "%s%s%s\\n" '
+        f'{q(f"the key file at {key_url} has no key {fingerprint} (found: ")} "$(echo $keys)" '
+        f"{q('): not installing it')} >&2; "
         f'rm -rf "$dir"; exit 1; fi; '
         f'install -D -m 644 -o root -g root "$dir/key.gpg" {q(keyring)}; '
         f'status=$?; rm -rf "$dir"; exit $status'

@@ -373,3 +373,41 @@ def test_sandbox_detects_an_unquoted_value(sandbox):
     assert sandbox.run(f"true {HOSTILE_VENVS[1]}").returncode == 0
     assert sandbox.marker.exists()
     assert HOSTILE_VENVS[1] not in words(f"ls {HOSTILE_VENVS[1]}")
+
+
+# -- monitoring --------------------------------------------------------------------------------
+
+HOSTILE_KEY_URLS = [
+    "http://h/k?x=$(injected${IFS}y)",
+    "http://h/k?x=`injected`",
+    'http://h/k?x="$(injected)"',
+    "http://h/k?x=';injected;'",
+]
+
+
+@pytest.mark.parametrize("url", HOSTILE_KEY_URLS)
+def test_grafana_key_url_never_runs_as_shell_code(sandbox, url):
+    """monitoring_grafana_key_url passes HttpUrl with $( ) in its query; the refusal message
+    naming it once ran it inside "..." as root (issue 46, M3). curl and gpg are stand-ins
+    that fetch no key, so the command takes the message's branch."""
+    from pyinfra.facts.server import Command
+
+    from roles import monitoring
+
+    for program in ("curl", "gpg"):
+        (sandbox.bin / program).write_text("#!/bin/sh\nexit 0\n")
+        (sandbox.bin / program).chmod(0o755)
+    fingerprint = "B53AE77BADB630A683046005963FA27710458545"
+    [command] = shell_commands(
+        yielded(
+            monitoring.grafana_keyring,
+            {Command: ""},
+            key_url=url,
+            fingerprint=fingerprint,
+            keyring=str(sandbox.root / "grafana.gpg"),
+        )
+    )
+    result = sandbox.run(command, STANDARD_PATH, shell="/bin/bash")
+    assert result.returncode == 1, result.stderr
+    assert not sandbox.marker.exists(), command
+    assert f"the key file at {url} has no key {fingerprint} (found: )" in result.stderr
