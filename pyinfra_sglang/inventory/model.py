@@ -85,6 +85,18 @@ def _none_if_empty(value: Any) -> Any:
     return None if isinstance(value, str) and not value.strip() else value
 
 
+def _no_scope(address: IPv4Address | IPv6Address) -> IPv4Address | IPv6Address:
+    # Python's IPv6Address takes any text after '%' as a scope id (spaces, quotes, '}', $( )),
+    # and every address lands in a unit, an nft file or a config: none takes a zone.
+    if isinstance(address, IPv6Address) and address.scope_id is not None:
+        raise ValueError(
+            f"{address} has a scope id (%{address.scope_id}): give the address without a zone"
+        )
+    return address
+
+
+# An IP address without an IPv6 zone: what every address field of the inventory takes.
+PlainIP = Annotated[IPv4Address | IPv6Address, AfterValidator(_no_scope)]
 OptionalPath = Annotated[Path | None, BeforeValidator(_none_if_empty)]
 Port = Annotated[int, BeforeValidator(_no_bool), Field(ge=1, le=65535)]
 VersionText = BeforeValidator(_version_text)
@@ -330,7 +342,7 @@ class HostConfig(BaseModel):
         description="Model profile (model, quantization, backends, tuned flags) to serve.",
         json_schema_extra=_allowed("a profile name: lowercase letters, digits, '.', '-'"),
     )
-    sglang_host: IPv4Address | IPv6Address = Field(
+    sglang_host: PlainIP = Field(
         ip_address("127.0.0.1"),
         description="Address the SGLang server binds to.",
         json_schema_extra=_allowed("an IP address; a non-loopback one needs sglang_api_key_file"),
@@ -581,7 +593,7 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("a whole number, 1 or more"),
     )
-    sglang_router_host: IPv4Address | IPv6Address | None = Field(
+    sglang_router_host: PlainIP | None = Field(
         None,
         description=(
             "Address the router binds to; unset: 127.0.0.1, or `sglang_host` when that is a "
@@ -682,7 +694,7 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("off, server"),
     )
-    monitoring_listen_address: IPv4Address | IPv6Address = Field(
+    monitoring_listen_address: PlainIP = Field(
         IPv4Address("127.0.0.1"),
         description=(
             "Address Prometheus and Grafana listen on, on the monitoring host; loopback: "
@@ -690,7 +702,7 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("an IP address"),
     )
-    monitoring_exporter_address: IPv4Address | IPv6Address | None = Field(
+    monitoring_exporter_address: PlainIP | None = Field(
         None,
         description=(
             "Address this host's node exporter (and DCGM exporter, with "
@@ -711,7 +723,7 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("true, false"),
     )
-    monitoring_scrape_address: IPv4Address | IPv6Address | None = Field(
+    monitoring_scrape_address: PlainIP | None = Field(
         None,
         description=(
             "On the monitoring server: the address its scrapes come from, the one the other "

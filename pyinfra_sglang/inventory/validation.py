@@ -18,7 +18,7 @@ import difflib
 import re
 from collections.abc import Callable
 from functools import cache
-from ipaddress import IPv4Address, IPv6Address
+from ipaddress import IPv4Address, IPv6Address, ip_address
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -110,12 +110,11 @@ def _validate_host_data(
 def _address_problems(
     host: str, values: dict[str, Any], source_of: dict[str, str]
 ) -> list[Problem]:
-    """pyinfra's ssh_hostname, which multi-node groups also render as an address: one word
-    without control characters or spaces. Named here, not as the profile it would fail in."""
+    """pyinfra's ssh_hostname, which multi-node groups and monitoring also render as an
+    address: a host name or an IP address, whose IPv6 zone (a link-local address needs one
+    to be reached) is an interface name. Named here, not as the file it would break."""
     address = values.get("ssh_hostname")
-    if address is None or (
-        isinstance(address, str) and re.fullmatch(r"[^\s\x00-\x1f\x7f]+", address)
-    ):
+    if address is None or (isinstance(address, str) and _plain_address(address)):
         return []
     return [
         Problem(
@@ -124,9 +123,59 @@ def _address_problems(
             value=repr(address),
             source=source_of.get("ssh_hostname", "host data"),
             message="not a host name or address",
-            allowed="a host name or IP address: one word, no spaces or control characters",
+            allowed=(
+                "a host name (letters, digits, '-', '_', dot-separated labels) or an IP "
+                "address; an IPv6 zone only as an interface name (fe80::1%eth0)"
+            ),
         )
     ]
+
+
+def _plain_address(text: str) -> bool:
+    if len(text) <= 253 and _HOST_NAME.fullmatch(text):
+        return True
+    try:
+        address = ip_address(text)
+    except ValueError:
+        return False
+    zone = getattr(address, "scope_id", None)
+    return zone is None or _INTERFACE.fullmatch(zone) is not None
+
+
+# A host's inventory name: RFC 1123 labels (letters, digits, hyphens; dots between; '_' too,
+# which pyinfra aliases often hold), an IP address without a zone, or one of pyinfra's
+# connector names (@local, @docker/ID, ...). The name reaches the metrics firewall's nft
+# file, the node and DCGM exporters' units and Prometheus's targets as it is.
+_HOST_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+_HOST_NAME = re.compile(rf"{_HOST_LABEL}(?:\.{_HOST_LABEL})*\.?")
+_CONNECTOR_NAME = re.compile(r"@[a-z]+(?:/[A-Za-z0-9._:@/-]+)?")
+# A Linux interface name, as an IPv6 zone may give it (IFNAMSIZ: at most 15 characters).
+_INTERFACE = re.compile(r"[A-Za-z0-9_.-]{1,15}")
+
+
+def host_name_problem(name: str) -> Problem | None:
+    """Why ``name`` cannot name a host here, or None. Checked before anything else: a name
+    holding a newline or a quote would add lines to files the hosts load as root."""
+    if len(name) <= 253 and (_HOST_NAME.fullmatch(name) or _CONNECTOR_NAME.fullmatch(name)):
+        return None
+    try:
+        address = ip_address(name)
+    except ValueError:
+        address = None
+    if address is not None and not getattr(address, "scope_id", None):
+        return None
+    return Problem(
+        host=repr(name),
+        field="host name",
+        value=repr(name),
+        source="inventory",
+        message="not a host name, IP address or pyinfra connector",
+        allowed=(
+            "a DNS name of letters, digits, '-' and '_' in dot-separated labels of 1-63, at "
+            "most 253 in all; an IP address without a %zone; or @local, @docker/ID and the "
+            "like; an alias of another form: name the host by that and set ssh_hostname"
+        ),
+    )
 
 
 def _unknown_key_problem(host: str, key: str, source: str) -> Problem:
@@ -206,6 +255,10 @@ def validate_inventory(
     problems: list[Problem] = []
     sources_of: dict[str, dict[str, str]] = {}
     for host in inventory:
+        named = host_name_problem(host.name)
+        if named is not None:
+            problems.append(named)
+            continue
         values, sources = _host_values_and_sources(host)
         sources_of[host.name] = sources
         config, host_problems = validate_host_data(host.name, values, sources)

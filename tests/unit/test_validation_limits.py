@@ -243,3 +243,61 @@ def test_scoped_ipv6_firewall_members_are_refused(tmp_path):
     # Without the firewall there is no nftables set to put it in.
     off = {name: {**data, "sglang_multinode_firewall": False} for name, data in hosts.items()}
     assert not [p for p in validate(tmp_path, off, group="pair") if "scoped" in p.message]
+
+
+# --- 6. host names and addresses that would add lines or words to root-loaded files ---------
+
+HOSTILE_NAMES = [
+    "gpu-1\nflush ruleset",
+    "gpu-1\r\n[Service]\nExecStartPre=/bin/touch /tmp/x",
+    "gpu 1",
+    'gpu"1',
+    "gpu-1}",
+    "$(touch${IFS}/tmp/x)",
+    "fe80::1%eth0 } ; drop",
+    "-gpu",
+    "a" * 64 + ".example",
+]
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+def test_a_hostile_host_name_is_refused(tmp_path, name):
+    problem = only_problem(tmp_path, {name: SSH_YES})
+    assert (problem.field, problem.host, problem.value) == ("host name", repr(name), repr(name))
+    assert "not a host name, IP address or pyinfra connector" in problem.message
+    assert "\n" not in str(problem)  # the name is shown as a repr, one line
+
+
+@pytest.mark.parametrize("name", ["gpu-1", "gpu_1.example.internal", "10.0.0.7", "fd00::7"])
+def test_ordinary_host_names_pass(tmp_path, name):
+    assert validate(tmp_path, {name: SSH_YES}) == []
+
+
+SCOPED = 'fe80::1%x" }$(id)'
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        "sglang_host",
+        "sglang_router_host",
+        "monitoring_listen_address",
+        "monitoring_exporter_address",
+        "monitoring_scrape_address",
+    ],
+)
+def test_no_address_field_takes_a_scope_id(field):
+    config, problems = validate_host_data("gpu-1", {field: SCOPED})
+    assert config is None
+    [problem] = problems
+    assert problem.field == field and "has a scope id" in problem.message
+    # An interface name is still a zone, and still refused: no rendered file takes one.
+    _, problems = validate_host_data("gpu-1", {field: "fe80::1%eth0"})
+    assert [p.field for p in problems] == [field]
+
+
+def test_ssh_hostname_takes_an_interface_zone_only():
+    assert validate_host_data("gpu-1", {"ssh_hostname": "fe80::2%eth0"})[1] == []
+    for hostile in (SCOPED.replace(" ", ""), "fe80::2%eth0;id", "gpu-1\n", "gpu$(id)"):
+        [problem] = validate_host_data("gpu-1", {"ssh_hostname": hostile})[1]
+        assert problem.field == "ssh_hostname" and "interface name" in problem.allowed
