@@ -510,10 +510,12 @@ class MonitoringGrafana(_Data):
     port: int
     provisioning: str
     dashboards_dir: str
+    old_dashboard_paths: tuple[str, ...]
     password_file: str
     dropin: str
     datasource_uid: str
     sglang_dashboard: str
+    staging_dir: str
     sglang_dashboard_staging: str
     sglang_dashboard_source: str
     sglang_dashboard_url: str

@@ -49,6 +49,7 @@ from pyinfra_sglang.serving.render import _env_value as env_value
 from pyinfra_sglang.serving.render import cache_dirs
 from pyinfra_sglang.serving.service_files import read_secret
 from roles.common import put_private_file
+from roles.service_trees import as_user
 from roles.sglang_service import host_service_files, service_user, useradd_command
 from roles.waiting import wait_until
 
@@ -241,11 +242,11 @@ def model_ref_recorded(path: str, commit: str):
         host.noop(f"{path} holds {commit}")
         return
     q = shlex.quote
-    user = q(download_user())
-    # The service user's, as everything the download writes in the cache.
-    yield (
-        f"install -d -o {user} -g {user} {q(path.rsplit('/', 1)[0])} && "
-        f"printf '%s' {q(commit)} > {q(path)} && chown {user}:{user} {q(path)}"
+    # Written by the service user, as everything in the cache: root writing there would
+    # follow a symlink the user planted (roles/service_trees.py).
+    yield as_user(
+        download_user(),
+        f"mkdir -p {q(path.rsplit('/', 1)[0])} && printf '%s' {q(commit)} > {q(path)}",
     )
 
 

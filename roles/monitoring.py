@@ -31,6 +31,7 @@ from pyinfra_sglang.serving.service_files import read_secret
 from roles.common import apt_lists_updated, ensure_packages, upload_into
 from roles.dcgm import dcgm_plan
 from roles.nvidia_repo import installed_keys_command, primary_fingerprints
+from roles.service_trees import as_user, install_staged, root_only_folder
 
 
 def _sha256(text: str | bytes) -> str:
@@ -162,16 +163,38 @@ def sglang_dashboard_installed(url: str):
     staging = settings.sglang_dashboard_staging
     protocols = "=https" if url.startswith("https://") else "=http,https"
     failed = f"could not download SGLang's dashboard from {url}: the current one is kept"
+    # Staged and recorded in a root-only folder, installed into root's folder Grafana reads:
+    # no path root acts on is one the grafana user can swap (roles/service_trees.py).
     yield StringCommand(
-        f"rm -f {q(staging)} && curl -fsSL --proto {protocols} -o {q(staging)} {q(url)} || "
+        f"{root_only_folder(settings.staging_dir)} && rm -f {q(staging)} && "
+        f"curl -fsSL --proto {protocols} -o {q(staging)} {q(url)} || "
         f"{{ echo {q(failed)} >&2; rm -f {q(staging)}; exit 1; }}"
     )
     yield FunctionCommand(_dashboard_checked, (url, staging), {})
     yield StringCommand(
-        f"chown root:grafana {q(staging)} && chmod 640 {q(staging)} && "
-        f"sum=$(sha256sum {q(staging)} | cut -d ' ' -f 1) && mv -f {q(staging)} {q(dest)} && "
+        f"sum=$(sha256sum {q(staging)} | cut -d ' ' -f 1) && "
+        f"{install_staged(staging, dest, 'root', 'grafana', '640')} && "
         f'printf "%s %s\\n" {q(url)} "$sum" > {q(source)}'
     )
+
+
+@operation()
+def grafana_old_dashboards_removed(user: str, paths: list[str]):
+    """The dashboards folder and files of earlier releases, under Grafana's own tree,
+    removed by ``user`` (grafana) itself: root acts on no path there. A no-op when none is
+    there.
+
+    + user: the user that owns the tree (grafana)
+    + paths: the old folder and files (data/monitoring.toml [grafana] old_dashboard_paths)
+    """
+    q = shlex.quote
+    present = read_once(
+        host, Command, command=" ".join(["ls", "-d", *map(q, paths), "2>/dev/null; true"])
+    )
+    if not (present or "").strip():
+        host.noop("no dashboards of an earlier release under Grafana's tree")
+        return
+    yield StringCommand(as_user(user, f"rm -rf -- {' '.join(q(p) for p in paths)}"))
 
 
 def _dashboard_checked(state, host, url: str, staging: str) -> bool:
@@ -359,6 +382,11 @@ def grafana(listen: str) -> None:
         user="root",
         group="grafana",
         mode="750",
+    )
+    grafana_old_dashboards_removed(
+        name="Dashboards of earlier releases, under Grafana's tree, removed by grafana",
+        user="grafana",
+        paths=list(settings.old_dashboard_paths),
     )
     gpu = _put(
         "GPU dashboard (DCGM exporter)",

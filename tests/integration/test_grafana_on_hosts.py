@@ -7,7 +7,9 @@ changes nothing."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -122,7 +124,11 @@ def test_grafana_from_its_repository_with_password_datasource_and_dashboards(
         assert GRAFANA_SECRET not in run("systemctl show grafana-server -p Environment")
         datasource = run("cat /etc/grafana/provisioning/datasources/pyinfra-sglang.yml")
         assert f'"http://{first.address}:9090"' in datasource
-        dashboards = "/var/lib/grafana/dashboards/pyinfra-sglang"
+        dashboards = "/etc/grafana/pyinfra-sglang-dashboards"
+        assert run(f"stat -c '%a %U %G' {dashboards} {dashboards}/sglang.json").split("\n") == [
+            "750 root grafana",
+            "640 root grafana",
+        ]
         _wait("Prometheus answering", lambda: _targets(prometheus))
         for name in ("gpus.json", "sglang.json"):
             for expr in _grafana_expressions(run(f"cat {dashboards}/{name}")):
@@ -131,6 +137,38 @@ def test_grafana_from_its_repository_with_password_datasource_and_dashboards(
 
         again = apply(monitoring)
         again.assert_unchanged()
+
+        # The grafana user swaps every path it can for a symlink to a root-only file while
+        # the dashboard is downloaded again: nothing outside its tree changes (issue 46).
+        canary = "/etc/pyinfra-sglang-canary"
+        run(f"printf 'root only\\n' > {canary} && chmod 600 {canary}")
+        before_canary = run(f"stat -c '%a %U %G %s' {canary}; sha256sum {canary}")
+        old = "/var/lib/grafana/dashboards"
+        swaps = (
+            f"ln -sfn {canary} {old}/.pyinfra-sglang-sglang.json.new; "
+            f"ln -sfn {canary} {old}/.pyinfra-sglang-sglang.json.source; "
+            f"ln -sfn /etc {old}/pyinfra-sglang; "
+            f"ln -sfn {canary} /var/lib/pyinfra-sglang/grafana/sglang.json.new 2>/dev/null; "
+        )
+        run(
+            "systemd-run --unit=grafana-swapper --uid=grafana --collect /bin/sh -c "
+            + shlex.quote(f"mkdir -p {old}; for i in $(seq 1 4000); do {swaps} done")
+        )
+        run("rm -f /var/lib/pyinfra-sglang/grafana/sglang.json.source")  # download again
+        try:
+            swapped = apply(monitoring, options=("--limit", first.address))
+        finally:
+            run("systemctl stop grafana-swapper 2>/dev/null; true")
+        assert swapped.returncode == 0 and not swapped.errors(), swapped.describe()
+        assert "SGLang's dashboard for SGLang" in " ".join(swapped.changed(first.address))
+        assert run(f"stat -c '%a %U %G %s' {canary}; sha256sum {canary}") == before_canary
+        assert run(f"cat {canary}") == "root only"
+        assert run("stat -c '%a %U %G' /var/lib/pyinfra-sglang/grafana") == "700 root root"
+        assert run(f"stat -c '%a %U %G' {dashboards}/sglang.json") == "640 root grafana"
+        assert (
+            run(f"sha256sum < {dashboards}/sglang.json").split()[0]
+            == hashlib.sha256(_sglang_dashboard().encode()).hexdigest()
+        )
 
         # A dashboard with merge-conflict markers is refused: the one in place is kept.
         before = run(f"sha256sum {dashboards}/sglang.json")
@@ -146,7 +184,7 @@ def test_grafana_from_its_repository_with_password_datasource_and_dashboards(
         assert f"host {first.address}: SGLang's dashboard from {conflicted} refused" in output
         assert "git merge-conflict marker '<<<<<<<' on line 3" in output, output
         assert run(f"sha256sum {dashboards}/sglang.json") == before
-        staging = "/var/lib/grafana/dashboards/.pyinfra-sglang-sglang.json.new"
+        staging = "/var/lib/pyinfra-sglang/grafana/sglang.json.new"
         assert run(f"test -e {staging} && echo left || echo gone") == "gone"
     finally:
         for h in site_hosts:
@@ -156,7 +194,8 @@ def test_grafana_from_its_repository_with_password_datasource_and_dashboards(
                 "2>/dev/null; DEBIAN_FRONTEND=noninteractive apt-get purge -y -q "
                 f"grafana {PACKAGES} >/dev/null 2>&1; "
                 "rm -rf /etc/default/prometheus /etc/default/prometheus-node-exporter "
-                "/etc/prometheus /etc/grafana /var/lib/grafana /etc/apt/keyrings/grafana.gpg "
+                "/etc/prometheus /etc/grafana /var/lib/grafana /var/lib/pyinfra-sglang "
+                "/etc/pyinfra-sglang-canary /etc/apt/keyrings/grafana.gpg "
                 "/etc/apt/sources.list.d/grafana.list "
                 "/etc/systemd/system/grafana-server.service.d; systemctl daemon-reload; "
                 "apt-get update -q >/dev/null 2>&1",

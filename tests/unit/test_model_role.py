@@ -4,6 +4,8 @@ commit it stood for (so the service resolves it offline)."""
 
 from __future__ import annotations
 
+import shlex
+
 from checks.facts import FirstLine
 from roles.model import download_command, model_ref_recorded, model_snapshot_downloaded
 from tests.unit.ophelper import run_operation
@@ -118,8 +120,9 @@ def test_a_branch_is_recorded_as_its_commit_once():
     path = "/var/lib/sglang/huggingface/hub/models--Qwen--Qwen3-8B/refs/main"
     assert run_operation(model_ref_recorded, {FirstLine: None}, path=path, commit=COMMIT) == (
         [
-            f"install -d -o sglang -g sglang {path.rsplit('/', 1)[0]} && "
-            f"printf '%s' {COMMIT} > {path} && chown sglang:sglang {path}"
+            # As the service user: root writing in the user's cache would follow its symlinks.
+            "runuser -u sglang -- sh -c "
+            + shlex.quote(f"mkdir -p {path.rsplit('/', 1)[0]} && printf '%s' {COMMIT} > {path}")
         ],
         [],
     )

@@ -82,7 +82,7 @@ def test_only_the_pinned_key_is_exported_into_the_keyring():
 DASHBOARD_URL = (
     "https://raw.githubusercontent.com/sgl-project/sglang/v0.5.17/x/sglang-dashboard.json"
 )
-DASHBOARD = "/var/lib/grafana/dashboards/pyinfra-sglang/sglang.json"
+DASHBOARD = "/etc/grafana/pyinfra-sglang-dashboards/sglang.json"
 
 
 def test_sglangs_dashboard_from_the_same_url_unchanged_is_not_downloaded_again():
@@ -109,8 +109,36 @@ def test_sglangs_dashboard_is_staged_checked_then_moved_into_place(present):
     )
     assert noops == []
     download, check, move = commands
-    staging = "/var/lib/grafana/dashboards/.pyinfra-sglang-sglang.json.new"
+    # Staged in a root-only folder, installed into root's folder: Grafana's user owns
+    # /var/lib/grafana and could swap a path there for a symlink (issue 46).
+    staging = "/var/lib/pyinfra-sglang/grafana/sglang.json.new"
+    assert download.startswith("install -d -m 700 -o root -g root /var/lib/pyinfra-sglang/grafana")
     assert f"curl -fsSL --proto =https -o {staging} {DASHBOARD_URL}" in download
     assert "_dashboard_checked" in check
-    assert move.index(f"mv -f {staging} {DASHBOARD}") < move.index("printf")
+    install = f"install -m 640 -o root -g grafana {staging} {DASHBOARD}"
+    assert move.index(install) < move.index("printf")
+    assert "/var/lib/pyinfra-sglang/grafana/sglang.json.source" in move
+    assert "/var/lib/grafana" not in " ".join(commands)
     assert DASHBOARD not in download
+
+
+def test_old_dashboards_under_grafanas_tree_are_removed_by_grafana_itself():
+    from roles.monitoring import grafana_old_dashboards_removed
+
+    old = ["/var/lib/grafana/dashboards/pyinfra-sglang", "/var/lib/grafana/dashboards/.x.new"]
+    commands, noops = run_operation(
+        grafana_old_dashboards_removed, {Command: old[0] + "\n"}, user="grafana", paths=old
+    )
+    # root never acts in a tree the grafana user owns: the user removes its own files.
+    assert (
+        commands
+        == [
+            "runuser -u grafana -- sh -c 'rm -rf -- /var/lib/grafana/dashboards/pyinfra-sglang "
+            "/var/lib/grafana/dashboards/.x.new'"
+        ]
+        and noops == []
+    )
+    commands, noops = run_operation(
+        grafana_old_dashboards_removed, {Command: ""}, user="grafana", paths=old
+    )
+    assert commands == [] and noops == ["no dashboards of an earlier release under Grafana's tree"]
