@@ -66,6 +66,7 @@ SECRET_FIELDS = {
     "sglang_api_key_file": "API key",
     "hf_token_file": "Hugging Face token",
     "sglang_router_api_key_file": "router API key",
+    "grafana_admin_password_file": "Grafana admin password",
 }
 
 
@@ -207,13 +208,19 @@ def read_secret(
 
     expanded = Path(path).expanduser()
     try:
-        with expanded.open("rb") as handle:
-            info = os.fstat(handle.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise refuse("not a regular file")
-            raw = handle.read(MAX_SECRET_BYTES + 1)
+        # Non-blocking: opening a FIFO for reading would wait for a writer forever.
+        descriptor = os.open(expanded, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as error:
         raise refuse(f"cannot read it: {error.strerror}") from None
+    info = os.fstat(descriptor)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(descriptor)
+        raise refuse("not a regular file")
+    with os.fdopen(descriptor, "rb") as handle:
+        try:
+            raw = handle.read(MAX_SECRET_BYTES + 1)
+        except OSError as error:
+            raise refuse(f"cannot read it: {error.strerror}") from None
     if len(raw) > MAX_SECRET_BYTES:
         raise refuse(f"larger than {MAX_SECRET_BYTES} bytes: a key file holds one line")
     try:

@@ -4,6 +4,8 @@ roles/monitoring.py halfway through a run."""
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -131,3 +133,59 @@ def test_a_metrics_firewall_is_refused_on_hosts_sharing_loopback(tmp_path):
     }
     off = {name: {**values, "monitoring_firewall": False} for name, values in hosts.items()}
     assert problems_of(tmp_path, off) == []
+
+
+def _bad_password_file(folder: Path, kind: str) -> str:
+    path = folder / f"grafana-{kind}"
+    if kind == "missing":
+        return str(path)
+    if kind == "folder":
+        path.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(path)  # opened blocking, this waited for a writer forever
+    elif kind == "device":
+        return "/dev/zero"
+    else:
+        content = {
+            "empty": b"",
+            "two-lines": b"first\nsecond\n",
+            "not-utf8": b"\xff\xfe pass\n",
+            "control": b"pass\x1bword\n",
+            "huge": b"x" * 5000,
+        }[kind]
+        path.write_bytes(content)
+        path.chmod(0o600)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("kind", "reason"),
+    [
+        ("missing", "cannot read it: No such file or directory"),
+        ("folder", "not a regular file"),
+        ("fifo", "not a regular file"),
+        ("device", "not a regular file"),
+        ("empty", "empty"),
+        ("two-lines", "more than one line"),
+        ("not-utf8", "not UTF-8 text"),
+        ("control", "non-printable"),
+        ("huge", "larger than 4096 bytes"),
+    ],
+)
+def test_grafanas_password_file_is_checked_before_any_host_changes(tmp_path, kind, reason):
+    """Every one of these validated ok and failed, or hung, at the last role, after
+    Prometheus and Grafana had changed the hosts (issue 46, M7)."""
+    server = {**SERVER, **GPU, "ssh_hostname": "10.0.0.5", "monitoring_grafana": True}
+    server["grafana_admin_password_file"] = _bad_password_file(tmp_path, kind)
+    done = threading.Event()
+    found: list = []
+
+    def run():
+        found.extend(problems_of(tmp_path, {"mon": server}))
+        done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    assert done.wait(10), "validation hung on the password file"
+    [problem] = found
+    assert (problem.host, problem.field) == ("mon", "grafana_admin_password_file")
+    assert "the Grafana admin password file" in problem.message and reason in problem.message
