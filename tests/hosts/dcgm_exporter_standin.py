@@ -9,23 +9,60 @@ import os
 import socket
 import sys
 
-# An idle H200: its clocks as the real one reported them (nvidia-smi -q -d CLOCK,
-# tests/fixtures/gpu/h200-health/health.txt: SM 345 MHz, memory 3201 MHz). No capture of the
-# real exporter or of the other readings exists here: they are placeholders (the rest 0), and
-# the tests read the series' names and labels, never these values.
+# One idle H200, every reading from one real capture of it: GPU 0 (00000000:00:06.0) of the
+# 2x H200 VM, `nvidia-smi -q` at 2026-11-30 02:33:50, tests/fixtures/gpu/h200x2-nvlink-vm/
+# smi_q.txt (line numbers there). The counters file's fields (tests/hosts/aptrepo.py
+# DCGM_COUNTERS) all have a value here; a field this table lacks reads 0 (the counters file
+# lists none such). No test reads a value: tests/unit/test_aptrepo.py and
+# tests/integration/test_monitoring_on_hosts.py read the series' names, types and labels.
 VALUES = {
-    "DCGM_FI_DEV_SM_CLOCK": 345,
-    "DCGM_FI_DEV_MEM_CLOCK": 3201,
-    "DCGM_FI_DEV_GPU_TEMP": 31,
-    "DCGM_FI_DEV_MEMORY_TEMP": 28,
-    "DCGM_FI_DEV_POWER_USAGE": 74.5,
-    "DCGM_FI_DEV_FB_FREE": 143156,
-    "DCGM_FI_DEV_FB_USED": 0,
+    "DCGM_FI_DEV_SM_CLOCK": 375,  # Clocks, SM: 375 MHz (line 220)
+    "DCGM_FI_DEV_MEM_CLOCK": 3201,  # Clocks, Memory: 3201 MHz (line 221)
+    "DCGM_FI_DEV_GPU_TEMP": 35,  # GPU Current Temp: 35 C (line 187)
+    # Not in the stand-in's counters file; served if a counters file lists it.
+    "DCGM_FI_DEV_MEMORY_TEMP": 36,  # Memory Current Temp: 36 C (line 193)
+    # POWER_USAGE (field 155, "Power usage for the device in Watts") is not the instantaneous
+    # reading, which is DCGM_FI_DEV_POWER_USAGE_INSTANT (157): go-dcgm pkg/dcgm/dcgm_fields.h
+    # at ec245c09fe3e26c559b0021a6884dd1ce2ebb4ca (the go-dcgm of dcgm-exporter 4.8.2's
+    # go.mod). On Hopper NVML's power usage is the 1 s average (nvmlDeviceGetPowerUsage:
+    # "On Ampere (except GA100) or newer GPUs, the API returns power averaged over 1 sec"):
+    # Average Power Draw, 110.30 W (line 196), not the Instantaneous 77.56 W (line 197).
+    "DCGM_FI_DEV_POWER_USAGE": 110.30,
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": 2,  # PCIe, Replays Since Reset: 2 (line 86)
+    "DCGM_FI_DEV_GPU_UTIL": 0,  # Utilization, GPU: 0 % (line 126)
+    "DCGM_FI_DEV_MEM_COPY_UTIL": 0,  # Utilization, Memory: 0 % (line 127)
+    # No Xid: 0, as the real exporter reports a GPU without one (err_code="0", err_msg="No
+    # Error": github.com/linode/lke-ai-conformance README.md, "Accelerator Metrics", at
+    # d8c3facaf53aa39ed506305312118c8d93854d78, a real dcgm-exporter /metrics). smi_q.txt
+    # holds no kernel log; the H200's, tests/fixtures/gpu/h200-health/health.txt, has no Xid.
+    "DCGM_FI_DEV_XID_ERRORS": 0,
+    "DCGM_FI_DEV_FB_FREE": 143156,  # FB Memory Usage, Free: 143156 MiB (line 115)
+    "DCGM_FI_DEV_FB_USED": 0,  # FB Memory Usage, Used: 0 MiB (line 114)
 }
+# The labels as dcgm-exporter 4.8.2 (tag 4.5.3-4.8.2, 691c92762eb551313c825f6efe4ceeee20982801,
+# the exporter of datacenter-gpu-manager-exporter 4.8.2-1) writes them:
+# internal/pkg/rendermetrics/render_metrics.go, the GPU template (line 47): gpu, UUID,
+# pci_bus_id, device, modelName, then Hostname when the exporter has a hostname (the default;
+# --no-hostname drops it); the label `UUID` is set in internal/pkg/collector/gpu_collector.go
+# (`uuid := "UUID"`; "uuid" with --use-old-namespace), device is fmt.Sprintf("nvidia%d", GPU
+# index), modelName the GPU's model. After 4.8.2 the label became `hostname` (commit
+# d5e5f510a1b6b393f39a43293ccd9dc985defc79, "Rename Hostname label to hostname (#655)"), in no
+# release yet. The values from smi_q.txt: GPU UUID (line 27), Bus Id (line 71), Product Name
+# (line 10), Minor Number 0 (line 29). Tests read gpu, UUID's "GPU-" prefix and device
+# (tests/unit/test_aptrepo.py) and gpu (tests/integration/test_monitoring_on_hosts.py).
 LABELS = (
-    'gpu="0",UUID="GPU-00000000-0000-0000-0000-000000000000",pci_bus_id="00000000:19:00.0",'
+    'gpu="0",UUID="GPU-319db826-c017-8cd5-c88f-5335bdd0434f",pci_bus_id="00000000:00:06.0",'
     'device="nvidia0",modelName="NVIDIA H200",Hostname="{hostname}"'
 )
+# The Xid series' own labels, after the others (gpu_collector.go: err_code and err_msg from
+# xid_errors.go's table, 0 -> "No Error").
+XID_LABELS = ',err_code="0",err_msg="No Error"'
+# How the exporter prints a value (gpu_collector.go toString): an integer field with %d, a
+# double field with %f ("110.300000"); of these fields only POWER_USAGE is a double.
+
+
+def text(value) -> str:
+    return f"{value:f}" if isinstance(value, float) else str(value)
 
 
 def counters(path):
@@ -44,7 +81,8 @@ def page(fields):
     out = []
     for field, kind, help_text in fields:
         out += [f"# HELP {field} {help_text}", f"# TYPE {field} {kind}"]
-        out.append(f"{field}{{{labels}}} {VALUES.get(field, 0)}")
+        extra = XID_LABELS if field == "DCGM_FI_DEV_XID_ERRORS" else ""
+        out.append(f"{field}{{{labels}{extra}}} {text(VALUES.get(field, 0))}")
     return ("\n".join(out) + "\n").encode()
 
 

@@ -1085,7 +1085,11 @@ def test_router_api_key_guards_its_routes_and_is_presented_to_the_workers(launch
     assert answer.status == 200 and "Paris" in answer.json()["choices"][0]["message"]["content"]
     # Metrics on their own listener, no key asked; the request above is counted.
     text = request(int(metrics[3]), "GET", "/metrics").body.decode()
-    assert "sgl_router_requests_total 1" in text
+    # The real family and labels (sglang-router 0.3.2 and smg: smg_router_requests_total).
+    assert (
+        'smg_router_requests_total{router_type="http",backend_type="regular",'
+        'connection_mode="http",model="m",endpoint="chat",streaming="false"} 1'
+    ) in text
     assert router.record["api_key_set"] is True and API_KEY not in json.dumps(router.record)
     assert router.record["prometheus_host"] == "127.0.0.1"
     assert router.stop() == 0

@@ -22,6 +22,25 @@ of sgl-project/sglang #10826):
   The key is read from the command line only (``main()`` parses ``sys.argv[1:]``).
 - ``--shutdown-grace-period-secs`` (180; 0.3.0 and later, and every smg release): on SIGTERM
   the stand-in stops accepting and waits that long at most for the requests in flight.
+- /metrics serves one family, ``smg_router_requests_total``, with the real one's name and
+  labels (router_type, backend_type, connection_mode, model, endpoint, streaming), counted as
+  the real HTTP router counts it: once per request to a generation route, when the route's
+  handler takes it (after the key check and the payload limit, before any retry); model is
+  the body's "model" ("default" without one), endpoint from the route (chat, generate,
+  completions, rerank, responses; others "other"). Source: sglang-router 0.3.2's release
+  commit c7f9bf9f563cbb652b17942dd6d91a29511034a3 ("[smg] release 0.3.2 (#17168)", history of
+  github.com/lightseekorg/smg, whose tree is sgl-project/sglang's sgl-model-gateway/):
+  src/observability/metrics.rs (init_metrics, record_router_request),
+  src/routers/http/router.rs (route_typed_request: ``model_id.unwrap_or("default")``) and
+  src/routers/grpc/utils.rs (route_to_endpoint). The same name and labels at smg v1.1.0,
+  v1.4.0 and v1.9.0 (github.com/smg-project/smg, model_gateway/src/observability/metrics.rs);
+  smg 1.13.0's source is not in the stored snapshots (newest read: smg-project/smg
+  f8daa8835a8b4419b53125a837aaab2b3ce895c3, 2026-08-22, after v1.9.0). Before 0.3.0 the
+  names were sgl_router_* (sgl_router_requests_total{route}, sgl_router_active_workers; 0.2.2
+  to 0.2.4, src/metrics.rs), which no stand-in version here is. The real router's other
+  families (smg_http_*, smg_worker_*, histograms...) are not served; the tests read only this
+  one (tests/unit/test_sglang_standin.py, and b"requests_total" in
+  tests/integration/test_router_key.py).
 
 The same file is the smg stand-in's ``smg/launch_router.py`` (tests/hosts/pyindex.py copies
 it there; smg 1.x keeps sglang-router's flags, smg/router_args.py): it names itself after the
@@ -55,6 +74,17 @@ DEFAULT_RUN_DIR = "/run/sglang-standin"
 POLICIES = ("random", "round_robin", "cache_aware", "power_of_two")
 FORWARDED_REQUEST_HEADERS = ("Content-Type", "Authorization", "Accept")
 OWN_PATHS = ("/health", "/readiness", "/liveness", "/workers")
+# The generation routes the real HTTP router counts in smg_router_requests_total, and their
+# endpoint label (route_to_endpoint; /v1/embeddings and /v1/classify are "other").
+ROUTED_ENDPOINTS = {
+    "/v1/chat/completions": "chat",
+    "/generate": "generate",
+    "/v1/completions": "completions",
+    "/v1/rerank": "rerank",
+    "/v1/responses": "responses",
+    "/v1/embeddings": "other",
+    "/v1/classify": "other",
+}
 # Routes open without the API key: the health ones (load balancers and systemd checks poll them).
 PUBLIC_PATHS = ("/health", "/health_generate", "/liveness", "/readiness")
 
@@ -159,7 +189,8 @@ class Router:
         self.workers = [Worker(url) for url in args.worker_urls]
         self.lock = threading.Lock()
         self.turn = 0
-        self.requests_total = 0
+        # smg_router_requests_total: (model, endpoint, streaming) -> count
+        self.routed: dict[tuple[str, str, str], int] = {}
         self.in_flight = 0  # requests being proxied, for the shutdown grace
         self.pool = ThreadPoolExecutor(max_workers=max(1, min(16, len(self.workers))))
 
@@ -248,6 +279,7 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return self.send_json(413, {"error": "Payload too large"})
         body = self.rfile.read(length)
+        self.count_routed(body)
         with self.router.lock:
             self.router.in_flight += 1
         try:
@@ -255,6 +287,23 @@ class Handler(BaseHTTPRequestHandler):
         finally:
             with self.router.lock:
                 self.router.in_flight -= 1
+
+    def count_routed(self, body: bytes) -> None:
+        """smg_router_requests_total, as the real router's handlers count it: a generation
+        route's request whose body parses (the real one rejects others before routing)."""
+        endpoint = ROUTED_ENDPOINTS.get(urlsplit(self.path).path)
+        if endpoint is None:
+            return
+        try:
+            fields = json.loads(body or b"{}")
+        except ValueError:
+            return
+        if not isinstance(fields, dict):
+            return
+        model = fields.get("model") or "default"
+        key = (str(model), endpoint, "true" if fields.get("stream") else "false")
+        with self.router.lock:
+            self.router.routed[key] = self.router.routed.get(key, 0) + 1
 
     def proxy(self, body: bytes) -> None:
         router = self.router
@@ -285,7 +334,6 @@ class Handler(BaseHTTPRequestHandler):
                 conn.close()
                 continue  # refused or dropped: retried
             worker.requests_total += 1
-            router.requests_total += 1
             if response.status in RETRYABLE_STATUSES and attempt + 1 < attempts:
                 response.read()
                 conn.close()
@@ -349,12 +397,16 @@ class MetricsHandler(BaseHTTPRequestHandler):
             body, status = b"not found\n", 404
         else:
             router = self.router
-            lines = [
-                "# TYPE sgl_router_requests_total counter",
-                f"sgl_router_requests_total {router.requests_total}",
-                "# TYPE sgl_router_workers gauge",
-                f"sgl_router_workers {len(router.workers)}",
-            ]
+            with router.lock:
+                routed = sorted(router.routed.items())
+            lines = ["# TYPE smg_router_requests_total counter"]
+            for (model, endpoint, streaming), count in routed:
+                model = model.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+                lines.append(
+                    'smg_router_requests_total{router_type="http",backend_type="regular",'
+                    f'connection_mode="http",model="{model}",endpoint="{endpoint}",'
+                    f'streaming="{streaming}"}} {count}'
+                )
             body, status = ("\n".join(lines) + "\n").encode(), 200
         self.send_response(status)
         self.send_header("Content-Type", "text/plain; version=0.0.4")
