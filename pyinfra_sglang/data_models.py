@@ -512,6 +512,8 @@ class MonitoringGrafana(_Data):
     dashboards_dir: str
     old_dashboard_paths: tuple[str, ...]
     password_file: str
+    password_reset: tuple[str, ...]
+    user: str
     dropin: str
     datasource_uid: str
     sglang_dashboard: str

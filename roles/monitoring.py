@@ -251,6 +251,22 @@ def _password_written(state, host, path: str) -> bool:
     return True
 
 
+@operation(is_idempotent=False)
+def grafana_password_applied(path: str):
+    """The admin password in ``path`` applied to Grafana's admin user with Grafana's own
+    reset (data/monitoring.toml [grafana] password_reset), run as the grafana user, the
+    password on stdin. Grafana reads admin_password only when it creates the admin user:
+    without this, a changed password file would change nothing. Run only when the file
+    changed (``_if``).
+
+    + path: the password file (root:grafana 0640), read by root's shell into stdin
+    """
+    settings = data.monitoring().grafana
+    q = shlex.quote
+    reset = " ".join(q(word) for word in settings.password_reset)
+    yield StringCommand(f"{as_user(settings.user, reset)} < {q(path)}")
+
+
 def _running(what: str, service: str, restart: str, changed) -> None:
     """``service`` enabled and running, restarted (``restart``: the operation's name) when
     ``changed`` (an operation, or any_changed of several) changed what it reads."""
@@ -354,6 +370,11 @@ def grafana(listen: str) -> None:
     password = grafana_password_installed(
         name="Grafana's admin password, from grafana_admin_password_file",
         path=settings.password_file,
+    )
+    grafana_password_applied(
+        name="Apply the changed admin password to Grafana's admin user",
+        path=settings.password_file,
+        _if=password.did_change,
     )
     dropin = _put(
         f"Grafana listens on {listen} only, its password from a file",

@@ -79,7 +79,24 @@ Restart=on-failure
 WantedBy=multi-user.target
 """
 
+# `grafana cli ... admin reset-admin-password --password-from-stdin` (the role's way to apply
+# a changed password) stores the password's sha256 and who ran it where Grafana keeps its
+# database; `grafana server` stores it only when none is there, as Grafana applies
+# admin_password only when it creates the admin user (its first start).
+ADMIN_RECORD = "/var/lib/grafana/standin-admin.sha256"
 SERVER = script(
+    'if [ "$1" = cli ]; then\n'
+    '  case " $* " in *" admin reset-admin-password --password-from-stdin "*) ;;\n'
+    '    *) echo "grafana cli (test double): only admin reset-admin-password '
+    '--password-from-stdin" >&2; exit 2;; esac\n'
+    "  IFS= read -r password || [ -n \"$password\" ] || exit 1\n"
+    f'  printf %s "$password" | sha256sum | cut -d" " -f1 > {ADMIN_RECORD}\n'
+    f"  id -un > {ADMIN_RECORD}.by\n"
+    "  exit 0\n"
+    "fi\n"
+    f'if [ ! -e {ADMIN_RECORD} ]; then tr -d "\\n" < '
+    '"${GF_PASSWORD_CHECK:-/etc/grafana/pyinfra-sglang-admin-password}" '
+    f'| sha256sum | cut -d" " -f1 > {ADMIN_RECORD}; echo server > {ADMIN_RECORD}.by; fi\n'
     "env | cut -d= -f1 | sort > /run/grafana-standin/env-names\n"
     'test -r "${GF_PASSWORD_CHECK:-/etc/grafana/pyinfra-sglang-admin-password}" '
     "&& echo readable > /run/grafana-standin/password || echo unreadable > "

@@ -21,6 +21,14 @@ pytestmark = pytest.mark.hosts
 
 
 GRAFANA_SECRET = "grafana-ADMIN-secret-0123"
+ROTATED_SECRET = "grafana-ROTATED-secret-4567"
+PASSWORD_APPLIED = "Monitoring | Apply the changed admin password to Grafana's admin user"
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 # The queries of SGLang's dashboard (commit bac2cc67) as the real Prometheus was asked them on
 # the H200 machine (docs/monitoring.md), with Grafana's $__rate_interval put back.
 REAL_RUN = (
@@ -137,6 +145,18 @@ def test_grafana_from_its_repository_with_password_datasource_and_dashboards(
 
         again = apply(monitoring)
         again.assert_unchanged()
+
+        # Grafana's admin password applied with Grafana's own reset, as the grafana user;
+        # a changed file is applied again, which Grafana's admin_password alone never does.
+        record = "/var/lib/grafana/standin-admin.sha256"
+        assert run(f"cat {record} {record}.by").split() == [_sha(GRAFANA_SECRET), "grafana"]
+        secret.write_text(ROTATED_SECRET + "\n")
+        rotated = apply(monitoring, options=("--limit", first.address))
+        assert rotated.returncode == 0 and not rotated.errors(), rotated.describe()
+        assert PASSWORD_APPLIED in rotated.changed(first.address), rotated.describe()
+        assert ROTATED_SECRET not in rotated.stdout + rotated.stderr
+        assert run(f"cat {record} {record}.by").split() == [_sha(ROTATED_SECRET), "grafana"]
+        apply(monitoring, options=("--limit", first.address)).assert_unchanged()
 
         # The grafana user swaps every path it can for a symlink to a root-only file while
         # the dashboard is downloaded again: nothing outside its tree changes (issue 46).

@@ -4,11 +4,13 @@ host already as rendered is not touched."""
 from __future__ import annotations
 
 import hashlib
+import shlex
 
 import pytest
 from pyinfra.facts.files import Sha256File
 from pyinfra.facts.server import Command
 
+from pyinfra_sglang import data
 from roles.monitoring import (
     grafana_keyring,
     prometheus_config_installed,
@@ -142,3 +144,17 @@ def test_old_dashboards_under_grafanas_tree_are_removed_by_grafana_itself():
         grafana_old_dashboards_removed, {Command: ""}, user="grafana", paths=old
     )
     assert commands == [] and noops == ["no dashboards of an earlier release under Grafana's tree"]
+
+
+def test_a_changed_password_is_applied_by_grafana_as_grafana_from_stdin():
+    from roles.monitoring import grafana_password_applied
+
+    path = "/etc/grafana/pyinfra-sglang-admin-password"
+    [command], noops = run_operation(grafana_password_applied, {}, path=path)
+    assert noops == []
+    assert command.startswith("runuser -u grafana -- sh -c ")
+    assert command.endswith(f" < {path}")  # root's shell opens root's file: stdin only
+    words = shlex.split(command)
+    assert words[:6] == ["runuser", "-u", "grafana", "--", "sh", "-c"] and words[-2:] == ["<", path]
+    # The inner command as Grafana's CLI is given it: one word for all the config overrides.
+    assert shlex.split(words[6]) == list(data.monitoring().grafana.password_reset)
