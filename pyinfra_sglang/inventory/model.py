@@ -697,10 +697,11 @@ class HostConfig(BaseModel):
     monitoring_listen_address: PlainIP = Field(
         IPv4Address("127.0.0.1"),
         description=(
-            "Address Prometheus and Grafana listen on, on the monitoring host; loopback: "
-            "reach them through an SSH tunnel (`ssh -L 3000:localhost:3000 host`)."
+            "Address Prometheus and Grafana listen on, on the monitoring host: loopback "
+            "only (Prometheus has no authentication); reach them through an SSH tunnel "
+            "(`ssh -L 3000:localhost:3000 host`)."
         ),
-        json_schema_extra=_allowed("an IP address"),
+        json_schema_extra=_allowed("a loopback IP address (127.0.0.0/8, ::1)"),
     )
     monitoring_exporter_address: PlainIP | None = Field(
         None,
@@ -1033,6 +1034,21 @@ class HostConfig(BaseModel):
                 "grafana_admin_password_file",
                 'monitoring_role = "server" installs Grafana, whose admin password comes from '
                 "this file (never admin/admin); set it, or monitoring_grafana: false",
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _prometheus_stays_on_loopback(self) -> HostConfig:
+        # Prometheus's API has no authentication unless a --web.config.file gives one, which
+        # the role does not render: off loopback it would serve every scraped series and
+        # take any query from whoever reaches the port.
+        if self.monitoring_role == "server" and not self.monitoring_listen_address.is_loopback:
+            raise _field_error(
+                "monitoring_listen_address",
+                f"Prometheus on {self.monitoring_listen_address} would answer anyone who "
+                "reaches it, without authentication; keep it on loopback and reach Prometheus "
+                "and Grafana through an SSH tunnel (ssh -L 3000:localhost:3000 "
+                "-L 9090:localhost:9090 HOST), or put an authenticating proxy in front of it",
             )
         return self
 

@@ -189,3 +189,19 @@ def test_grafanas_password_file_is_checked_before_any_host_changes(tmp_path, kin
     [problem] = found
     assert (problem.host, problem.field) == ("mon", "grafana_admin_password_file")
     assert "the Grafana admin password file" in problem.message and reason in problem.message
+
+
+@pytest.mark.parametrize("address", ["10.0.0.5", "0.0.0.0", "::", "fd00::5"])
+def test_prometheus_off_loopback_is_refused_naming_the_tunnel(tmp_path, address):
+    """Prometheus has no authentication without a web config the role does not render:
+    on a LAN address it served every scraped series to anyone (issue 46)."""
+    server = {**SERVER, **GPU, "ssh_hostname": "10.0.0.5", "monitoring_listen_address": address}
+    [problem] = problems_of(tmp_path, {"mon": server})
+    assert (problem.host, problem.field) == ("mon", "monitoring_listen_address")
+    assert "without authentication" in problem.message and "ssh -L 3000" in problem.message
+    assert problem.allowed.startswith("a loopback IP address")
+
+
+def test_prometheus_on_any_loopback_address_passes(tmp_path):
+    server = {**SERVER, **GPU, "ssh_hostname": "10.0.0.5", "monitoring_listen_address": "127.0.0.2"}
+    assert problems_of(tmp_path, {"mon": server}) == []
