@@ -266,13 +266,31 @@ def dkms_conf(upstream: str) -> bytes:
     return f'PACKAGE_NAME="nvidia"\nPACKAGE_VERSION="{upstream}"\nAUTOINSTALL="yes"\n'.encode()
 
 
+# nvidia-persistenced's unit as NVIDIA packages it for its CUDA repositories:
+# NVIDIA/yum-packaging-nvidia-persistenced, nvidia-persistenced.service (branches 570 and main,
+# commit fe5d7c890f0dd4bd7881c8355bccab94c8e9ff69; the file last changed in 3249255, 2018):
+# After=syslog.target, Type=forking, PIDFile=/var/run/nvidia-persistenced/nvidia-persistenced.pid,
+# Restart=always, ExecStart=/usr/bin/nvidia-persistenced --verbose,
+# ExecStopPost=/bin/rm -rf /var/run/nvidia-persistenced/*, TimeoutSec=300,
+# WantedBy=multi-user.target. Upstream's own sample, NVIDIA/nvidia-persistenced tag 590.48.01,
+# init/systemd/nvidia-persistenced.service.template, is Type=forking with
+# ExecStart=/usr/bin/nvidia-persistenced --user __USER__. The unit of the Debian 12 repository's
+# nvidia-persistenced_*.deb that this repository stands in for was not read (no public
+# packaging of it was found); the RPM one is copied here. Two differences, on purpose: the
+# stand-in daemon stays in the foreground and writes no pid file, so Type=simple and no
+# PIDFile= (tests/unit/test_aptrepo.py pins Type=simple and the foreground daemon); the
+# Description says "(test double)".
 PERSISTENCED_SERVICE = b"""\
 [Unit]
 Description=NVIDIA Persistence Daemon (test double)
+After=syslog.target
 
 [Service]
 Type=simple
+Restart=always
 ExecStart=/usr/bin/nvidia-persistenced --verbose
+ExecStopPost=/bin/rm -rf /var/run/nvidia-persistenced/*
+TimeoutSec=300
 
 [Install]
 WantedBy=multi-user.target
@@ -281,12 +299,34 @@ WantedBy=multi-user.target
 
 # Fabric Manager's unit, as NVIDIA's package names it (nvidia-fabricmanager.service); the
 # stand-in daemon stays running, as nv-fabricmanager does once the fabric is up.
+# Source: systemd/nvidia-fabricmanager.service of NVIDIA's redist archive
+# fabricmanager-linux-x86_64-<version>-archive, as imported unchanged in
+# pexip/os-nvidia-fabricmanager, tags upstream/525.147.05 and upstream/535.216.01 (commit
+# e33138fe239be5ffba853e2674f6929ad5e10dd2); NVIDIA/apt-packaging-fabric-manager
+# (debian/templates/nvidia-fabricmanager-BRANCH.install.in) installs that file as
+# /lib/systemd/system/nvidia-fabricmanager.service. It reads: Description=NVIDIA fabric manager
+# service, After= and Requires=network-online.target, User=root, PrivateTmp=false,
+# Type=forking, TimeoutStartSec=240, ExecStart= as below, LimitCORE=infinity,
+# WantedBy=multi-user.target. Left out here: Requires=/After=network-online.target (it would
+# pull the wait for the network into the test containers' boot) and LimitCORE=infinity
+# (raising the hard core limit inside a systemd-nspawn container may be refused, failing the
+# unit); Type=simple instead of forking because the stand-in daemons here and in
+# tests/hosts/ubuntu_archive.py stay in the foreground. From R570 the real unit starts FM
+# through a wrapper instead, ExecStartPre=/usr/bin/nvidia-fabricmanager-start.sh --mode precheck
+# (spectrocloud/CanvOS#700, https://github.com/spectrocloud/CanvOS/pull/700) and the start.sh
+# as ExecStart (its journal lines in NVIDIA/nvtrust#128,
+# https://github.com/NVIDIA/nvtrust/issues/128); that unit's full text was not found, and the
+# stand-in keeps nv-fabricmanager in ExecStart, which tests/integration/test_fabric_on_hosts.py
+# reads (`systemctl show -p ExecStart`).
 FABRICMANAGER_SERVICE = b"""\
 [Unit]
 Description=NVIDIA fabric manager service (test double)
 
 [Service]
+User=root
+PrivateTmp=false
 Type=simple
+TimeoutStartSec=240
 ExecStart=/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg
 
 [Install]
