@@ -11,8 +11,9 @@ export PATH="$HOME/.local/bin:$PATH"
 cpus=$(nproc 2>/dev/null || echo 2)
 default=$((cpus < 2 ? 2 : (cpus > 4 ? 4 : cpus)))
 shards=${PYINFRA_SGLANG_TEST_SHARDS:-$default}
-if ! [[ $shards =~ ^[1-9][0-9]*$ ]]; then
-    echo "PYINFRA_SGLANG_TEST_SHARDS=$shards: a whole number from 1" >&2
+# At most 16 (tests/sharding.py MAX_SHARDS): each shard boots hosts on a slice of its own.
+if ! [[ $shards =~ ^[1-9][0-9]?$ ]] || [ "$shards" -gt 16 ]; then
+    echo "PYINFRA_SGLANG_TEST_SHARDS=$shards: a whole number from 1 to 16" >&2
     exit 2
 fi
 if [ "$shards" -eq 1 ]; then

@@ -31,6 +31,11 @@ SHARD_ENV = "PYINFRA_SGLANG_TEST_SHARD"
 UNKNOWN_MODULE_S = 60.0
 
 
+# The most shards side by side: every shard needs addresses of its own for the hosts a module
+# boots at once (up to 8), and each shard is a process of its own on a 2-16 core machine.
+MAX_SHARDS = 16
+
+
 def parse_shard(text: str) -> tuple[int, int]:
     """``K/N`` -> (K, N), 1 <= K <= N; ValueError naming what is allowed."""
     try:
@@ -39,6 +44,11 @@ def parse_shard(text: str) -> tuple[int, int]:
         raise ValueError(f"--shard {text!r}: write K/N, e.g. 1/2") from None
     if not 1 <= index <= count:
         raise ValueError(f"--shard {text!r}: K is from 1 to N")
+    if count > MAX_SHARDS:
+        raise ValueError(
+            f"--shard {text!r}: N is at most {MAX_SHARDS} (each shard boots its hosts on its "
+            "own slice of 240 loopback addresses and runs on this machine's CPUs)"
+        )
     return index, count
 
 

@@ -4,6 +4,10 @@ never overlap."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from tests.sharding import address_slice, deal, module_weights, parse_shard
@@ -49,3 +53,22 @@ def test_address_slices_of_the_shards_never_overlap_and_stay_in_range():
 def test_a_bad_shard_is_refused_saying_what_is_allowed(text):
     with pytest.raises(ValueError, match="K/N|K is from 1 to N"):
         parse_shard(text)
+
+
+@pytest.mark.parametrize("text", ["1/17", "1/1000", "16/99999"])
+def test_a_shard_count_beyond_the_bound_is_refused(text):
+    with pytest.raises(ValueError, match="N is at most 16"):
+        parse_shard(text)
+
+
+@pytest.mark.parametrize("shards", ["17", "99", "0", "1e3", "9" * 5000, "-1"])
+def test_the_test_script_refuses_a_shard_count_out_of_bounds(shards):
+    script = Path(__file__).resolve().parents[2] / "scripts/test.sh"
+    done = subprocess.run(
+        ["bash", str(script), "--collect-only"],
+        env={**os.environ, "PYINFRA_SGLANG_TEST_SHARDS": shards},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 2 and "a whole number from 1 to 16" in done.stderr
