@@ -34,6 +34,19 @@ def _action(name: str, pci: str | None) -> str:
     return text.replace("{pci}", pci or "<GPU>")
 
 
+def gpu_number(text: object) -> int | None:
+    """A GPU index as nvidia-smi, dcgmi and the kernel write it (a few ASCII digits), or None
+    for anything else: int() would take "٣" or refuse a 5000-digit "index" with a traceback."""
+    text = str(text).strip()
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 4 else None
+
+
+def _by_index(item: tuple) -> tuple:
+    """Sort key for (index, ...) pairs: GPUs by number, anything unreadable last, by text."""
+    number = gpu_number(item[0])
+    return (number is None, number or 0, str(item[0]))
+
+
 def _gpu_indexes(gpus: list[dict]) -> dict[str, int]:
     """PCI key -> nvidia-smi index of each GPU read (``pci.bus_id`` and ``index``)."""
     indexes = {}
@@ -41,7 +54,8 @@ def _gpu_indexes(gpus: list[dict]) -> dict[str, int]:
         bus_id = gpu.get("pci.bus_id")
         if bus_id:
             index = gpu.get("index")
-            indexes[pci_key(bus_id)] = int(index) if index and index.isdigit() else position
+            number = gpu_number(index) if index else None
+            indexes[pci_key(bus_id)] = position if number is None else number
     return indexes
 
 
@@ -172,7 +186,7 @@ def findings_for_nvlink(counters: dict[str, dict[str, dict[str, int]]]) -> list[
     """A GPU whose NVLink CRC, replay or recovery counters are not 0 (``nvidia-smi nvlink
     -e``, parse_nvlink_errors)."""
     findings = []
-    for gpu, links in sorted(counters.items(), key=lambda item: int(item[0])):
+    for gpu, links in sorted(counters.items(), key=_by_index):
         bad = {
             link: {name: count for name, count in names.items() if count}
             for link, names in links.items()
@@ -182,7 +196,7 @@ def findings_for_nvlink(counters: dict[str, dict[str, dict[str, int]]]) -> list[
             continue
         listed = "; ".join(
             f"link {link}: " + ", ".join(f"{name} {count}" for name, count in sorted(names.items()))
-            for link, names in sorted(bad.items(), key=lambda item: int(item[0]))
+            for link, names in sorted(bad.items(), key=_by_index)
         )
         message = (
             f"GPU {gpu}: NVLink error counters are not 0 ({listed}). Note them, clear them "
@@ -190,7 +204,7 @@ def findings_for_nvlink(counters: dict[str, dict[str, dict[str, int]]]) -> list[
             f"a failing link. What to do then: {_action('drain-reset', None)}; if they still "
             f"grow, {_action('replace', None)}."
         )
-        findings.append(Finding("warn", "nvlink-errors", message, int(gpu), {"links": bad}))
+        findings.append(Finding("warn", "nvlink-errors", message, gpu_number(gpu), {"links": bad}))
     return findings
 
 
@@ -218,7 +232,7 @@ def findings_for_clocks(samples: list[list[dict]], load_kind: str) -> tuple[list
     readings = _reason_samples(samples)
     share = data.gpu_health().clocks.min_share
     findings = []
-    for gpu, reasons in sorted(readings.items(), key=lambda item: int(item[0])):
+    for gpu, reasons in sorted(readings.items(), key=_by_index):
         held = {
             reason.rsplit(".", 1)[1]: round(sum(values) / len(values), 2)
             for reason, values in reasons.items()
@@ -235,7 +249,9 @@ def findings_for_clocks(samples: list[list[dict]], load_kind: str) -> tuple[list
             f"persists, {_action('drain-reset', None)}; if it still does, "
             f"{_action('replace', None)}."
         )
-        findings.append(Finding("warn", "clock-throttled", message, int(gpu), {"share": held}))
+        findings.append(
+            Finding("warn", "clock-throttled", message, gpu_number(gpu), {"share": held})
+        )
     return findings, sum(1 for sample in samples if any(_reason_samples([sample]).values()))
 
 
@@ -312,7 +328,7 @@ def findings_for_dcgm(diag: dict | None) -> list[Finding]:
             + (f" ({detail})" if detail else "")
             + f". What to do: {what}."
         )
-        gpu = int(bad[0]) if len(bad) == 1 else None
+        gpu = gpu_number(bad[0]) if len(bad) == 1 else None
         level = "fail" if test["result"] == "Fail" else "warn"
         evidence = {"test": test["name"], "result": test["result"], "gpus": test["gpus"]}
         findings.append(Finding(level, "dcgm-diag", message, gpu, evidence))

@@ -178,3 +178,30 @@ def test_analyze_names_each_xid_with_its_gpu_from_the_smi_q():
     (xid,) = [f for f in result["findings"] if f["code"] == "gpu-xid"]
     assert xid["gpu"] == 1 and xid["level"] == "fail" and result["result"] == "fail"
     assert "Double Bit ECC Error" in xid["message"]
+
+
+HUGE = "9" * 5000  # past int()'s 4300-digit limit: a bare int() raised ValueError
+
+
+def test_gpu_indexes_no_gpu_could_have_are_judged_not_crashed():
+    """Hostile or broken indexes reach the judges from nvidia-smi, dcgmi and the kernel log's
+    text: each finding still comes, with no GPU number where the text is not one (issue 46)."""
+    from pyinfra_sglang.audit.health import findings_for_dcgm, gpu_number
+    from pyinfra_sglang.parsers.dcgm import parse_dcgm_diag
+
+    assert [gpu_number(t) for t in ("0", " 7 ", "1234", "12345", HUGE, "٣", "-1", "", "x")] == [
+        0, 7, 1234, None, None, None, None, None, None,
+    ]  # fmt: skip
+    counters = {HUGE: {"0": {"crc errors": 1}}, "1": {HUGE: {"replay errors": 2}}}
+    findings = findings_for_gpu_health([], None, None, counters, [], "none")
+    assert [(f.code, f.gpu) for f in findings] == [("nvlink-errors", 1), ("nvlink-errors", None)]
+    held = [[{"index": "abc", "clocks_event_reasons.hw_slowdown": "Active"}]]
+    (finding,), _ = findings_for_clocks(held, "decode")
+    assert (finding.code, finding.gpu) == ("clock-throttled", None)
+    table = [
+        "+-----  Hardware  ----------+------------------------------------------------+",
+        f"| GPU Memory                | Fail - GPU: {HUGE} |",
+    ]
+    diag = {"present": True, "level": 2, "rc": 0, **parse_dcgm_diag(table), "head": []}
+    [failed] = findings_for_dcgm(diag)
+    assert (failed.level, failed.code, failed.gpu) == ("fail", "dcgm-diag", None)
