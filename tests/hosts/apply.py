@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import runpy
 import subprocess
 import sys
@@ -55,7 +56,7 @@ class ApplyResult:
         if self.results is None:
             raise AssertionError(f"no results: the run did not complete\n{self.describe()}")
         if host is not None and host not in self.reached_hosts():
-            raise AssertionError(f"{host} is in no operation's results\n{self.describe()}")
+            raise AssertionError(f"{host} was not reached by the run\n{self.describe()}")
         return [
             op["name"]
             for op in self.operations
@@ -67,12 +68,18 @@ class ApplyResult:
         return (self.report or {}).get("results")
 
     def reached_hosts(self) -> set[str]:
-        """Hosts some operation ran on, successfully or not."""
-        return {
+        """Hosts some operation ran on, successfully or not, and hosts pyinfra connected to
+        (its "[host] Connected" line): a deploy may have no operation for a host at all."""
+        ran = {
             name
             for op in self.operations
             for name in (*op["success"], *op["no_change"], *op["error"])
         }
+        connected = {
+            match[1]
+            for match in re.finditer(r"^\s*\[([^\]\n]+)\] Connected\s*$", self.stderr, re.M)
+        }
+        return ran | connected
 
     def unchanged_problems(
         self, hosts: tuple[str, ...] | list[str] | None = None, *, returncode: int = 0
@@ -92,7 +99,11 @@ class ApplyResult:
         if self.results is None:
             return [*problems, "no results printed: the run did not complete"]
         reached = self.reached_hosts()
-        problems += [f"{name}: in no operation's results" for name in hosts if name not in reached]
+        problems += [
+            f"{name}: not reached (in no operation's results, never connected)"
+            for name in hosts
+            if name not in reached
+        ]
         problems += [
             f"{op['name']}: failed on {', '.join(op['error'])}"
             for op in self.operations

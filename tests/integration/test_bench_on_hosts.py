@@ -37,7 +37,12 @@ RUN_FILES = {
 }
 
 
-def bench(inventory, results: Path, returncode: int = 0, **data: str):
+BENCH_OP = "Benchmark the SGLang server and diagnose its bottleneck"
+
+
+def bench(inventory, results: Path, failing: tuple[str, ...] = (), **data: str):
+    """Run deploy/bench.py; ``failing``: the hosts whose benchmark must fail (a regression
+    fails the host's operation). Nothing may change on any host, and no other failure."""
     options = [
         option
         for key, value in {**SETTINGS, "bench_results_dir": str(results), **data}.items()
@@ -47,7 +52,8 @@ def bench(inventory, results: Path, returncode: int = 0, **data: str):
     result = apply(inventory, BENCH, options=tuple(options), timeout=600)
     result.wall_s = time.monotonic() - started
     # A benchmark never changes a host; it exits 1 only where a host's results fail it.
-    result.assert_unchanged(returncode=returncode)
+    expected = [f"{BENCH_OP}: failed on {', '.join(sorted(failing))}"] if failing else []
+    assert result.unchanged_problems(returncode=1 if failing else 0) == expected, result.describe()
     return result
 
 
@@ -173,7 +179,7 @@ def test_a_throughput_drop_fails_the_host(hosts, inventory, tmp_path):
             for x in lines
         )
     )
-    result = bench(inventory, tmp_path, returncode=1)
+    result = bench(inventory, tmp_path, failing=(regressed.address,))
     # The operation's own lines, not the end-of-run summary (which repeats the first failure).
     run_output = result.stderr.split("--> Summary, one line a host:")[0]
     failures = [x for x in run_output.splitlines() if "bench failed:" in x]

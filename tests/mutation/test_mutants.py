@@ -63,8 +63,8 @@ MUTANTS = (
     Mutant(
         "idempotence helper: a host missing from the results passes",
         "tests/hosts/apply.py",
-        "name not in reached]",
-        "False]",
+        "            if name not in reached\n",
+        "            if False\n",
         ("tests/unit/test_apply_result.py",),
     ),
 )

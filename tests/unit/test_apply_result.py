@@ -58,11 +58,22 @@ def test_a_host_the_run_never_reached_is_named(tmp_path):
     # pyinfra prints its results for the host it reached: an unreached one is only absent.
     assert result.report is not None and result.changed("@local") == []
     problems = problems_of(result)
-    assert f"{UNREACHABLE}: in no operation's results" in problems
-    with pytest.raises(AssertionError, match="in no operation's results"):
+    assert f"{UNREACHABLE}: not reached (in no operation's results, never connected)" in problems
+    with pytest.raises(AssertionError, match="was not reached by the run"):
         result.changed(UNREACHABLE)
     # Even where the exit code was expected, the absent host still fails the check.
-    assert result.unchanged_problems(returncode=1) == [f"{UNREACHABLE}: in no operation's results"]
+    assert result.unchanged_problems(returncode=1) == [
+        f"{UNREACHABLE}: not reached (in no operation's results, never connected)"
+    ]
+
+
+def test_a_deploy_with_no_operation_for_a_host_still_reached_it(tmp_path):
+    """A role that has nothing to do on a host (host-driver mode, monitoring off) yields no
+    operation: pyinfra's results are empty, yet the host was connected to and unchanged."""
+    inventory = write_inventory(tmp_path / "inventory.py", {"hosts": [("@local", {})]})
+    result = apply(inventory, deploy(tmp_path, "pass\n"))
+    assert result.report is not None and result.operations == []
+    result.assert_unchanged()
 
 
 def test_limit_narrows_the_hosts_expected(tmp_path):
