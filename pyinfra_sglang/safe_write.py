@@ -92,13 +92,14 @@ class OutputFolder:
         return found
 
     def check_private(self) -> None:
-        """Refuse a folder someone else owns or any user may write: what it holds could have
-        been put there by another user (a planted results folder)."""
+        """Refuse a folder someone else owns or that users other than its owner may write
+        (its group included): what it holds could have been put there by another user (a
+        planted results folder)."""
         found = os.fstat(self.fd) if self.fd is not None else os.lstat(self.path)
-        if found.st_uid != os.geteuid() or found.st_mode & stat.S_IWOTH:
+        if found.st_uid != os.geteuid() or found.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
             raise UnsafeOutputError(
-                f"{self.path}: owned by another user or writable by every user: refusing to "
-                "trust what it holds"
+                f"{self.path}: owned by another user or writable by its group or every user: "
+                "refusing to trust what it holds (chmod go-w it, or resume from your own)"
             )
 
     def read(self, name: str, private: bool = False) -> bytes | None:

@@ -243,8 +243,14 @@ def test_only_the_users_own_journal_in_a_folder_only_it_may_write_is_resumed(tmp
         open_journal(shared, SPACE, START, OBJECTIVE)
     (shared / JOURNAL_FILE).chmod(0o644)
     shared.chmod(0o777)
-    with pytest.raises(JournalError, match="writable by every user: refusing to trust"):
+    with pytest.raises(JournalError, match="writable by its group or every user: refusing"):
         open_journal(shared, SPACE, START, OBJECTIVE)
+    # Its group may write it: any member could have planted the journal (issue 46, LOW).
+    shared.chmod(0o770)
+    with pytest.raises(JournalError, match="writable by its group or every user: refusing"):
+        open_journal(shared, SPACE, START, OBJECTIVE)
+    shared.chmod(0o750)
+    assert len(open_journal(shared, SPACE, START, OBJECTIVE)) == 1
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a file to another user")
