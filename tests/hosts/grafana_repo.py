@@ -89,7 +89,7 @@ SERVER = script(
     '  case " $* " in *" admin reset-admin-password --password-from-stdin "*) ;;\n'
     '    *) echo "grafana cli (test double): only admin reset-admin-password '
     '--password-from-stdin" >&2; exit 2;; esac\n'
-    "  IFS= read -r password || [ -n \"$password\" ] || exit 1\n"
+    '  IFS= read -r password || [ -n "$password" ] || exit 1\n'
     f'  printf %s "$password" | sha256sum | cut -d" " -f1 > {ADMIN_RECORD}\n'
     f"  id -un > {ADMIN_RECORD}.by\n"
     "  exit 0\n"
