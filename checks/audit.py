@@ -48,6 +48,7 @@ from checks.facts import (
     SecureBootState,
     SnapshotDamage,
     SnapshotFiles,
+    StateFile,
     SystemdUnitState,
     Virtualization,
 )
@@ -229,10 +230,13 @@ def read_flash_attn(packages: dict[str, str]) -> dict | None:
 def read_watchdog() -> dict:
     """The watchdog's timer and its state file (root's: the audit runs as root)."""
     timer = watchdog_timer_unit()
+    state = host.get_fact(StateFile, path=watchdog_state_path())
     return {
         "timer_unit": timer,
         "timer": host.get_fact(SystemdUnitState, unit=timer),
-        "state": host.get_fact(JsonRecord, path=watchdog_state_path()),
+        "state": state["record"],
+        # There, yet no JSON object in it: unreadable, which is no "not written yet".
+        "state_present": state["present"],
     }
 
 

@@ -74,6 +74,7 @@ from pyinfra_sglang.parsers.system import (
     parse_python_packages,
     parse_python_version,
     parse_repository_entries,
+    parse_state_file,
     parse_systemd_show,
     parse_virtualization,
 )
@@ -507,6 +508,23 @@ class JsonRecord(FactBase[dict | None]):
 
     def process(self, output) -> dict | None:
         return parse_json_record(output)
+
+
+class StateFile(FactBase[dict]):
+    """A program's JSON state file at ``path``: {"present", "record"} (parse_state_file), so
+    a file that is there but holds no JSON object is told from one never written."""
+
+    def command(self, path: str) -> str:
+        q = shlex.quote(path)
+        # Not UTF-8: nothing after "present" (the record is then unreadable, not garbled).
+        return (
+            f"if [ -e {q} ]; then echo present; "
+            f"if iconv -f UTF-8 -t UTF-8 {q} >/dev/null 2>&1; then head -c 1048576 {q}; fi; "
+            "fi; true"
+        )
+
+    def process(self, output) -> dict:
+        return parse_state_file(output)
 
 
 class FreeBytes(FactBase[int | None]):

@@ -21,7 +21,11 @@ and leaves a journal line that says so, every run, until the oldest restart is a
 
 Its state (failures in a row, the last check, the last restarts with their times and
 outcomes) is a JSON file, root's 0600, in a 0700 folder under /var/lib (the unit's
-StateDirectory=); the audit reads it. Lines go to stdout with sd-daemon(3) priority prefixes
+StateDirectory=); the audit reads it, through ``check_state`` as this program does. A field of
+it that is not what this program writes (a wrong type, a count out of range, a time that is
+not finite or lies ahead of the clock: the clock went back) is read as absent, with a warning
+line that names the file and the field: a state file cannot crash the watchdog, nor hold its
+restarts off for years. Lines go to stdout with sd-daemon(3) priority prefixes
 (``<3>`` error, ``<4>`` warning, ``<5>`` notice, ``<6>`` info), which journald reads.
 
 Standard library only, Python 3.9+, no imports from pyinfra-sglang but its siblings.
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -62,6 +67,16 @@ SYSTEMD_SETUP_STATUSES = range(200, 244)
 SETUP_FAILURES_TOLERATED = 2
 # The markers a deploy leaves beside a service file while it changes it.
 DEPLOY_MARKERS = (".new", ".last-good", ".absent")
+# What the state file may hold (check_state): the program writes a few kB; a time may be this
+# far ahead of the clock that reads it (clocks of a host and its controller, NTP steps);
+# failures in a row stay far below this (one a timer interval, reset by each restart).
+STATE_MAX_BYTES = 1 << 20
+CLOCK_SKEW_S = 60.0
+MAX_COUNT = 10**9
+MAX_TEXT = 1000
+MAX_RESTARTS_READ = 1000
+INT_DIGITS_READ = 30
+PROBLEMS_SHOWN = 3
 
 
 # --- the deploy's rules for a unit that is starting -------------------------------------
@@ -93,20 +108,236 @@ def new_state() -> dict:
     return {"failures": 0, "last_check": None, "restarts": [], "held": None}
 
 
-def load_state(path: str) -> dict:
-    """The state in ``path``; a fresh one when there is none or it is unreadable."""
+class _LongInt:
+    """An integer of too many digits for the state, as json reads it here: never converted
+    (a 10**6-digit int takes seconds where Python has no int_max_str_digits, before 3.9.14)."""
+
+    def __init__(self, digits: str):
+        self.digits = len(digits.lstrip("-"))
+
+
+def _parse_int(digits: str) -> object:
+    return int(digits) if len(digits) <= INT_DIGITS_READ else _LongInt(digits)
+
+
+def _shown(value: object) -> str:
+    """``value`` in a warning, bounded: no nested value is written out."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, _LongInt):
+        return f"an integer of {value.digits} digits"
+    if isinstance(value, int):
+        return (
+            str(value) if value.bit_length() <= 64 else f"an integer of {value.bit_length()} bits"
+        )
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        return ("-Infinity" if value < 0 else "Infinity") if math.isinf(value) else repr(value)
+    if isinstance(value, str):
+        return repr(value if len(value) <= 40 else value[:40] + "...")
+    return {dict: "an object", list: "a list"}.get(type(value), type(value).__name__)
+
+
+def _ahead(seconds: float) -> str:
+    if seconds < 2 * 86400:
+        return f"{seconds:.0f} s"
+    return (
+        f"{seconds / 86400:.0f} days"
+        if seconds < 365 * 86400
+        else f"{seconds / 31557600:.3g} years"
+    )
+
+
+def _time(value: object, now: float | None, clock: str, ahead_s: float = 0.0) -> str | None:
+    """Why ``value`` is no time the watchdog wrote (None when it is one): a finite number of
+    seconds since 1970, at most CLOCK_SKEW_S (plus ``ahead_s``) after ``now``, when known."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"is {_shown(value)}, not a time in seconds"
     try:
-        with open(path, encoding="utf-8") as file:
-            value = json.load(file)
-    except (OSError, ValueError):
-        return new_state()
+        seconds = float(value)
+    except OverflowError:
+        return f"is {_shown(value)}, not a time in seconds"
+    if not math.isfinite(seconds):
+        return f"is {_shown(value)}, not a finite time"
+    if seconds < 0:
+        return f"is {_shown(value)}, before 1970"
+    if now is not None and seconds > now + ahead_s + CLOCK_SKEW_S:
+        return f"is {_ahead(seconds - now)} after {clock} (did the clock go back?)"
+    return None
+
+
+def _text(value: object) -> bool:
+    return value is None or (isinstance(value, str) and len(value) <= MAX_TEXT)
+
+
+def _duration(value: object) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return 0 <= float(value) < 1e9
+    except OverflowError:
+        return False
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
+
+
+def _last_check(value: object, now: float | None, clock: str) -> tuple[dict | None, str | None]:
+    if value is None:
+        return None, None
+    if not isinstance(value, dict):
+        return None, f"last_check is {_shown(value)}, not an object"
+    why = _time(value.get("at"), now, clock)
+    if why:
+        return None, f"last_check.at {why}"
+    if value.get("ok") not in (True, False, None):
+        return None, f"last_check.ok is {_shown(value.get('ok'))}, not true, false or null"
+    if not _text(value.get("reason")):
+        return None, f"last_check.reason is {_shown(value.get('reason'))}, not a short text"
+    return {"at": float(value["at"]), "ok": value.get("ok"), "reason": value.get("reason")}, None
+
+
+def _restart(
+    value: object, index: int, now: float | None, clock: str
+) -> tuple[dict | None, list[str]]:
+    """The restart entry ``value`` rebuilt from what it holds, with what could not be used;
+    None when its time cannot be: a restart is counted by its time."""
+    where = f"restarts[{index}]"
+    if not isinstance(value, dict):
+        return None, [f"{where} is {_shown(value)}, not an object: left out"]
+    why = _time(value.get("at"), now, clock)
+    if why:
+        return None, [f"{where}.at {why}: left out"]
+    entry = {"at": float(value["at"])}
+    problems: list[str] = []
+    for key in ("reason", "outcome"):
+        entry[key] = value.get(key)
+        if not _text(entry[key]):
+            problems.append(
+                f"{where}.{key} is {_shown(entry[key])}, not a short text: read as null"
+            )
+            entry[key] = None
+    took = value.get("took_s")
+    entry["took_s"] = None
+    if _duration(took):
+        entry["took_s"] = None if took is None else float(took)  # type: ignore[arg-type]
+    else:
+        problems.append(f"{where}.took_s is {_shown(took)}, not seconds: read as null")
+    return entry, problems
+
+
+def _held(value: object, now: float | None, clock: str) -> tuple[dict | None, str | None]:
+    if value is None:
+        return None, None
+    if not isinstance(value, dict):
+        return None, f"held is {_shown(value)}, not an object"
+    for key, ahead_s in (("since", 0.0), ("until", HOUR_S)):
+        why = _time(value.get(key), now, clock, ahead_s)
+        if why:
+            return None, f"held.{key} {why}"
+    return {"since": float(value["since"]), "until": float(value["until"])}, None
+
+
+def check_state(
+    value: object, now: float | None, clock: str = "this host's clock"
+) -> tuple[dict, list[tuple[str, str]]]:
+    """The state the JSON ``value`` holds, every field checked, and the problems: (the field,
+    what is wrong with it and how it was read); a field that is not what this program writes
+    is read as absent, as in a fresh state. Times may not be later than ``now`` (beyond
+    CLOCK_SKEW_S; a hold ends at most an hour after); ``now`` None (the audit, which judges a
+    record again later) checks them against the state's own last check instead."""
     state = new_state()
-    if isinstance(value, dict):
-        state.update({key: value[key] for key in state if key in value})
-    if not isinstance(state["restarts"], list):
-        state["restarts"] = []
-    if not isinstance(state["failures"], int):
-        state["failures"] = 0
+    if not isinstance(value, dict):
+        return state, [("top level", f"its top level is {_shown(value)}, not an object")]
+    problems: list[tuple[str, str]] = []
+    failures = value.get("failures", 0)
+    if _count(failures):
+        state["failures"] = failures
+    else:
+        why = f"is {_shown(failures)}, not a count from 0 to {MAX_COUNT}: read as 0"
+        problems.append(("failures", f"failures {why}"))
+    state["last_check"], why = _last_check(value.get("last_check"), now, clock)
+    if why:
+        problems.append(("last_check", f"{why}: read as absent"))
+    if now is None and state["last_check"] is not None:
+        now, clock = state["last_check"]["at"], "the watchdog's last check"
+    restarts = value.get("restarts", [])
+    if not isinstance(restarts, list):
+        problems.append(("restarts", f"restarts is {_shown(restarts)}, not a list: read as none"))
+        restarts = []
+    if len(restarts) > MAX_RESTARTS_READ:
+        problems.append(
+            (
+                "restarts",
+                f"restarts holds {len(restarts)} entries: the first "
+                f"{len(restarts) - MAX_RESTARTS_READ} left out",
+            )
+        )
+    first = max(0, len(restarts) - MAX_RESTARTS_READ)
+    for index, item in enumerate(restarts[first:], start=first):
+        entry, wrong = _restart(item, index, now, clock)
+        if entry is not None:
+            state["restarts"].append(entry)
+        problems += [("restarts", why) for why in wrong]
+    state["held"], why = _held(value.get("held"), now, clock)
+    if why:
+        problems.append(("held", f"{why}: read as absent"))
+    return state, problems
+
+
+def problem_lines(problems: list[tuple[str, str]]) -> list[str]:
+    """One line a field, its first few problems and how many more."""
+    fields: dict[str, list[str]] = {}
+    for field, why in problems:
+        fields.setdefault(field, []).append(why)
+    lines = []
+    for whys in fields.values():
+        more = len(whys) - PROBLEMS_SHOWN
+        lines.append("; ".join(whys[:PROBLEMS_SHOWN]) + (f"; and {more} more" if more > 0 else ""))
+    return lines
+
+
+def parse_state(data: bytes) -> tuple[object, str | None]:
+    """The JSON value of a state file's bytes, or why there is none: empty, too large, not
+    UTF-8, not JSON or nested too deep."""
+    if len(data) > STATE_MAX_BYTES:
+        return None, f"is larger than {STATE_MAX_BYTES} bytes"
+    if not data.strip():
+        return None, "is empty"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return None, f"is not UTF-8 (byte {error.start})"
+    try:
+        return json.loads(text, parse_int=_parse_int), None
+    except RecursionError:
+        return None, "nests too deeply to be read"
+    except ValueError as error:
+        return None, f"is not JSON ({str(error)[:MESSAGE_CHARS]})"
+
+
+def load_state(path: str, now: float | None = None) -> dict:
+    """The state in ``path``, checked (check_state): a field that cannot be used is read as
+    absent, said in one warning line a field; a fresh state when there is no file (the first
+    run: said nothing) or none of it can be read (said)."""
+    try:
+        with open(path, "rb") as file:
+            value, unreadable = parse_state(file.read(STATE_MAX_BYTES + 1))
+    except FileNotFoundError:
+        return new_state()
+    except OSError as error:
+        value, unreadable = None, f"cannot be read ({error.strerror or error})"
+    if unreadable:
+        say(4, f"watchdog state {path}: {unreadable}: starting from a fresh state")
+        return new_state()
+    state, problems = check_state(value, now)
+    for line in problem_lines(problems):
+        fresh = "; starting from a fresh state" if line.startswith("its top level") else ""
+        say(4, f"watchdog state {path}: {line}{fresh}")
     return state
 
 
@@ -121,12 +352,8 @@ def save_state(path: str, state: dict) -> None:
 
 
 def recent_restarts(state: dict, now: float) -> list[dict]:
-    """The restarts of the last hour, oldest first."""
-    return [
-        entry
-        for entry in state["restarts"]
-        if isinstance(entry, dict) and now - float(entry.get("at", 0)) < HOUR_S
-    ]
+    """The restarts of the last hour (a checked state: each has its time)."""
+    return [entry for entry in state["restarts"] if now - entry["at"] < HOUR_S]
 
 
 # --- the host ---------------------------------------------------------------------------
@@ -252,7 +479,7 @@ def restart(args: argparse.Namespace, state: dict, why: str, now: float) -> None
 
 def run_once(args: argparse.Namespace, now: float | None = None) -> int:
     now = time.time() if now is None else now
-    state = load_state(args.state)
+    state = load_state(args.state, now)
     busy = deploy_in_progress(args.guard)
     if busy:
         say(6, f"not checked: a deploy is changing {args.unit} ({busy} exists)")
@@ -298,7 +525,7 @@ def run_once(args: argparse.Namespace, now: float | None = None) -> int:
         return 0
     recent = recent_restarts(state, now)
     if len(recent) >= args.max_restarts_per_hour:
-        allowed = float(recent[0]["at"]) + HOUR_S
+        allowed = min(entry["at"] for entry in recent) + HOUR_S
         state["held"] = {"since": (state["held"] or {}).get("since", now), "until": allowed}
         save_state(args.state, state)
         say(

@@ -305,9 +305,19 @@ def parse_json_record(output: Iterable[str]) -> dict | None:
         return None
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # deep nesting: the parser's recursion, no record
         return None
     return value if isinstance(value, dict) else None
+
+
+def parse_state_file(output: Iterable[str]) -> dict:
+    """StateFile's output: {"present": bool, "record": the JSON object or None}. A file that
+    is present with no JSON object in it (empty, cut off, not UTF-8, a list) is told apart
+    from one that is not there: the first is unreadable, the second not written yet."""
+    lines = list(output)
+    if not lines or lines[0].strip() != "present":
+        return {"present": False, "record": None}
+    return {"present": True, "record": parse_json_record(lines[1:])}
 
 
 def parse_python_version(output: Iterable[str]) -> str | None:
