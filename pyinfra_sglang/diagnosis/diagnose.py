@@ -492,8 +492,12 @@ def _per_concurrency_findings(by_step: dict, server: dict | None) -> list[Findin
 
 
 def _server_timeline(server: dict | None) -> bool:
+    """Is there a server timeline to judge? A malformed one (not a list of readings) counts:
+    server_report then says it could not be read, instead of this crashing on it."""
     timeline = (server or {}).get("timeline")
-    return bool(timeline) and any(isinstance(r.get("t"), (int, float)) for r in timeline)
+    if not isinstance(timeline, list):
+        return timeline is not None
+    return any(not isinstance(r, dict) or isinstance(r.get("t"), (int, float)) for r in timeline)
 
 
 def _server_side(results: dict, steps: list, by_step: dict) -> tuple[dict | None, list]:

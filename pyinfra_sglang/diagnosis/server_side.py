@@ -18,17 +18,26 @@ each step is also judged from the server's numbers:
 
 With the GPU verdicts beside them, the scaling table says per concurrency what the throughput
 and the per-stream rate were, where the throughput stops growing and which limit binds there.
+
+The timeline is judged only once it passes served_benchmark/server_metrics.py's
+check_server_metrics (objects of numbers within bounds, times increasing): one that does not
+gives no server verdict, and the report says it could not read the server side, and why.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 from pyinfra_sglang import data
 from pyinfra_sglang.audit.findings import Finding
 from pyinfra_sglang.data_models import DiagnosisServer
 from pyinfra_sglang.diagnosis.roofline import stream_rate
+from pyinfra_sglang.served_benchmark.server_metrics import (
+    MAX_VALUE,
+    ServerMetricsError,
+    check_server_metrics,
+)
 
 # Limits of the server that bind a load; then flags of a step that measured no prefill.
 BINDING = ("admission-capped", "kv-capacity-bound")
@@ -51,7 +60,11 @@ class ServerLimits:
 
 
 def _int(value) -> int | None:
-    return int(value) if isinstance(value, (int, float)) and value > 0 else None
+    """A positive whole count, or None: bench_serving's server_info is not checked as the
+    timeline is, so a bool, NaN, an infinity or an absurd size reads as unknown."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= MAX_VALUE:
+        return int(value)
+    return None
 
 
 def server_limits(bench: list[dict], server: Mapping | None) -> ServerLimits:
@@ -326,7 +339,17 @@ def server_report(
     """The server's side of a run with steps: limits, each step's numbers and verdicts, the
     verdicts per concurrency, the scaling table and the headline; and the findings (one per
     concurrency and code). ``steps``: the measured steps on the samples' axis, ``rows``: their
-    bench_serving rows by position, ``offset``: Unix seconds minus the samples' axis."""
+    bench_serving rows by position, ``offset``: Unix seconds minus the samples' axis.
+
+    A ``server`` that fails check_server_metrics gives :func:`unreadable_report` and no
+    finding; its timeline is emptied in place, so that no later reader of the same results
+    (the report's server chart) draws what was refused."""
+    try:
+        check_server_metrics(server)
+    except ServerMetricsError as error:
+        if isinstance(server, dict) and server.get("timeline") is not None:
+            server["timeline"] = []
+        return unreadable_report(str(error)), []
     timeline = [
         {**r, "t": r["t"] - offset}
         for r in server.get("timeline") or []
@@ -374,9 +397,23 @@ def server_report(
     return report, findings
 
 
+def unreadable_report(reason: str) -> dict:
+    """The server's side of a run whose server_metrics.json could not be read: no limits,
+    steps or scaling rows, and a headline that says so in place of a verdict."""
+    return {
+        "unreadable": reason,
+        "limits": {f.name: None for f in fields(ServerLimits)},
+        "steps": [],
+        "scaling": [],
+        "headline": f"could not read the server side ({reason}): no server verdict",
+    }
+
+
 def scaling_text(report: Mapping) -> list[str]:
     """The scaling table and the headline as text lines."""
     lines = ["Scaling (SGLang's own numbers beside the GPU verdict):"]
+    if report.get("unreadable"):
+        return [*lines, f"  {report['headline']}"]
     limits = report["limits"]
     lines.append(
         "  limits: "
