@@ -91,9 +91,17 @@ CODES: dict[str, Code] = {
     # --- audit: GPU health (audit/health.py; data/gpu_health.toml) ---------------------------
     "gpu-health": Code(
         ("ok",),
-        "what was read of the GPUs' health, all clean: no Xid in the kernel log since boot, no "
-        "uncorrectable ECC error, pending or failed row remapping or retired page, NVLink "
-        "error counters 0, clocks not held down by the hardware under load",
+        "what was read of the GPUs' health, all clean, saying how much was read: no Xid in the "
+        "kernel log since boot, no uncorrectable ECC error on the GPUs whose counters were "
+        "read (N of M), no pending or failed row remapping or retired page, NVLink error "
+        "counters 0, clocks not held down by the hardware under load",
+    ),
+    "gpu-health-unread": Code(
+        ("warn",),
+        "a GPU health reading that could not be made, naming what and why: a GPU whose "
+        "uncorrectable ECC counters were not read (ECC disabled, every counter N/A, or a "
+        "capture without the ECC section), or an `nvidia-smi -q` read with no GPU in it; "
+        "never an ok about it",
     ),
     "gpu-xid": Code(
         ("warn", "fail"),

@@ -272,11 +272,10 @@ def findings_for_gpu_health(
         read.append("no Xid in the kernel log since boot")
     if memory is not None:
         findings += findings_for_memory(memory, gpus)
-        if memory:
-            read.append(
-                f"no uncorrectable ECC error, pending or failed row remapping or retired "
-                f"page on {len(memory)} GPU(s)"
-            )
+        unread, said = _ecc_unread(memory, gpus)
+        findings += unread
+        if said:
+            read.append(said)
     if nvlink is not None:
         findings += findings_for_nvlink(nvlink)
         links = sum(len(links) for links in nvlink.values())
@@ -285,10 +284,52 @@ def findings_for_gpu_health(
     findings += clock_findings
     if clock_read:
         read.append(f"clocks not held down by the hardware under load ({clock_read} samples)")
-    if read and not findings:
+    # What could not be read is said as a warning of its own; the ok still says what was.
+    if read and all(f.code == "gpu-health-unread" for f in findings):
         message = "GPU health: " + "; ".join(read) + "."
         findings.append(Finding("ok", "gpu-health", message))
     return findings
+
+
+ECC_FIELDS = (
+    "dram_uncorrectable_volatile",
+    "sram_uncorrectable_volatile",
+    "dram_uncorrectable_aggregate",
+    "sram_uncorrectable_aggregate",
+)
+
+
+def _ecc_unread(memory: list[dict], gpus: list[dict]) -> tuple[list[Finding], str | None]:
+    """``gpu-health-unread`` for the GPUs whose uncorrectable ECC counters were not read (all
+    N/A, as with ECC off, or no ECC section), and the ok's words for what was read."""
+    if not memory:
+        message = (
+            "nvidia-smi -q gave no GPU section: no ECC, row remapping or retired-page "
+            "counter was read, so nothing is known of the GPUs' memory errors."
+        )
+        return [Finding("warn", "gpu-health-unread", message)], None
+    indexes = _gpu_indexes(gpus)
+    findings = []
+    read = 0
+    for position, row in enumerate(memory):
+        if any(row.get(field) is not None for field in ECC_FIELDS):
+            read += 1
+            continue
+        gpu, where = _where(row, position, indexes)
+        message = (
+            f"{where}: its uncorrectable ECC counters were not read (none printed, or all "
+            "N/A: ECC disabled, or a capture without the ECC section), so its memory errors "
+            "are unknown. Read `nvidia-smi -q -d ECC`; ECC on a data-center GPU is enabled "
+            "with `nvidia-smi -e 1` and a reset."
+        )
+        findings.append(Finding("warn", "gpu-health-unread", message, gpu))
+    if not read:
+        return findings, None
+    said = (
+        f"no uncorrectable ECC error on the {read} of {len(memory)} GPU(s) whose counters "
+        "were read, no pending or failed row remapping or retired page"
+    )
+    return findings, said
 
 
 def findings_for_dcgm(diag: dict | None) -> list[Finding]:

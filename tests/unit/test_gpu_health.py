@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from pyinfra_sglang.audit.analyze import analyze
 from pyinfra_sglang.audit.health import findings_for_clocks, findings_for_gpu_health
 from pyinfra_sglang.parsers.gpu_health import (
@@ -107,8 +109,10 @@ def test_pending_row_remap_warns_drain_and_reset():
     memory = parse_health_q(public("remapped_rows_pending_gpud_pr80.txt"))
     assert memory[0]["remapped_uncorrectable"] == 4 and memory[0]["remap_pending"] is True
     findings = findings_for_gpu_health([], None, memory, None, [], "none")
-    assert codes(findings) == {"row-remap-pending": "warn"}
+    # The capture is the Remapped Rows section alone: its ECC counters were never read.
+    assert codes(findings) == {"row-remap-pending": "warn", "gpu-health-unread": "warn"}
     assert "drain and reset" in findings[0].message
+    assert "uncorrectable ECC counters were not read" in findings[1].message
 
 
 def test_failed_remap_and_uncorrectable_ecc_fail():
@@ -205,3 +209,50 @@ def test_gpu_indexes_no_gpu_could_have_are_judged_not_crashed():
     diag = {"present": True, "level": 2, "rc": 0, **parse_dcgm_diag(table), "head": []}
     [failed] = findings_for_dcgm(diag)
     assert (failed.level, failed.code, failed.gpu) == ("fail", "dcgm-diag", None)
+
+
+def _ecc_lines(value: str) -> list[str]:
+    """The real H200 -q block, each uncorrectable ECC counter replaced by ``value``."""
+    lines = block(H200, H200_Q)
+    out = []
+    for line in lines:
+        key, colon, _ = line.partition(":")
+        out.append(f"{key}: {value}" if colon and "Uncorrectable" in key else line)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("case", "lines"),
+    [
+        ("ECC disabled: every counter N/A", lambda: _ecc_lines("N/A")),
+        ("every counter NaN", lambda: _ecc_lines("nan")),
+        ("every counter negative", lambda: _ecc_lines("-1")),
+        (
+            "no ECC, remap or retired-page section",
+            lambda: [
+                line
+                for line in block(H200, H200_Q)
+                if not any(s in line for s in ("Uncorrectable", "Remap", "Retired", "Pending"))
+            ],
+        ),
+    ],
+)
+def test_ecc_counters_not_read_are_never_an_ok(case, lines):
+    """Issue 47: analyze --smi-q said "ok gpu-health: no uncorrectable ECC error" for each of
+    these; the GPU's memory errors are unknown, and the finding says so."""
+    memory = parse_health_q(lines())
+    findings = findings_for_gpu_health([], None, memory, None, [], "none")
+    assert [(f.level, f.code) for f in findings] == [("warn", "gpu-health-unread")] * len(memory)
+    assert all("ECC counters were not read" in f.message for f in findings)
+
+
+def test_ecc_read_on_every_gpu_is_an_ok_that_says_how_many():
+    memory = parse_health_q(block(H200, H200_Q))
+    [ok] = findings_for_gpu_health([], None, memory, None, [], "none")
+    assert ok.code == "gpu-health" and f"on the {len(memory)} of {len(memory)} GPU(s)" in ok.message
+
+
+def test_a_capture_with_no_gpu_is_a_warning():
+    [unread] = findings_for_gpu_health([], None, [], None, [], "none")
+    assert (unread.level, unread.code) == ("warn", "gpu-health-unread")
+    assert "no GPU section" in unread.message
