@@ -140,8 +140,11 @@ CODES: dict[str, Code] = {
     "dcgm-diag": Code(
         ("ok", "warn", "fail"),
         "`dcgmi diag -r <audit_dcgm_level>` where dcgmi is on PATH: fail per test with a Fail "
-        "result, warn per Warn result (or no result read), ok when every test passed; ok "
-        'with "not run" where dcgmi is absent (no DCGM is not a problem)',
+        "result (Failed, FAIL and Error too, in any case), warn per Warn result, per result "
+        "word it does not know, when no result was read, and when dcgmi did not exit 0 (124: "
+        "cut off by the audit's timeout; the tests not reached never ran); ok when it exited "
+        '0 and every test passed; ok with "not run" where dcgmi is absent (no DCGM is not a '
+        "problem)",
     ),
     # --- audit: the model's weights ----------------------------------------------------------
     "model": Code(("ok",), "the model's snapshot (or local path) is on the host, whole"),

@@ -373,14 +373,26 @@ def findings_for_dcgm(diag: dict | None) -> list[Finding]:
         level = "fail" if test["result"] == "Fail" else "warn"
         evidence = {"test": test["name"], "result": test["result"], "gpus": test["gpus"]}
         findings.append(Finding(level, "dcgm-diag", message, gpu, evidence))
+    rc = diag.get("rc")
+    if rc != 0 and not any(f.level == "fail" for f in findings):
+        # A run cut off by its timeout (124) or ended by an error printed some rows and not
+        # the rest: what it did not reach was never run, so no pass is claimed.
+        why = "cut off by the audit's timeout" if rc == 124 else "not a clean end"
+        read = sum(1 for test in judged if test["result"] == "Pass")
+        message = (
+            f"{command} exited {rc} ({why}) after {len(judged)} test result(s), {read} of "
+            "them passes: the tests it had not reached were never run. Run it by hand, or "
+            "raise [diag] timeout_s (data/dcgm.toml) for this level."
+        )
+        findings.append(Finding("warn", "dcgm-diag", message, evidence={"rc": rc}))
     if findings:
         return findings
     skipped = len(tests) - len(judged)
     version = (diag.get("metadata") or {}).get("DCGM Version")
     message = (
-        f"{command}: {len(judged)} test(s) passed"
+        f"{command}: exit 0, {len(judged)} test(s) passed"
         + (f", {skipped} skipped" if skipped else "")
         + (f" (DCGM {version})" if version else "")
         + "."
     )
-    return [Finding("ok", "dcgm-diag", message, evidence={"passed": len(judged)})]
+    return [Finding("ok", "dcgm-diag", message, evidence={"passed": len(judged), "rc": rc})]

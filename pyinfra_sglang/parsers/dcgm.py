@@ -27,10 +27,25 @@ class DiagResult(TypedDict):
 
 _ROW = re.compile(r"^\|(?P<name>[^|]*)\|(?P<value>[^|]*)\|\s*$")
 _SECTION = re.compile(r"^[|+]-+\s+(?P<category>[A-Za-z][A-Za-z ]*?)\s+-+\+")
-_RESULT = "|".join(("Fail", "Warn", "Pass", "Skip"))
+# A result word in any case and its longer forms (Failed, FAIL, Error, Warning, Passed,
+# Skipped): each is one of data/dcgm.toml's results (_WORDS); Error is a failure.
+_WORDS = {
+    "fail": "Fail",
+    "failed": "Fail",
+    "failure": "Fail",
+    "error": "Fail",
+    "warn": "Warn",
+    "warning": "Warn",
+    "pass": "Pass",
+    "passed": "Pass",
+    "skip": "Skip",
+    "skipped": "Skip",
+}
+_RESULT = "|".join(sorted(_WORDS, key=len, reverse=True))
 _GPU_RESULT = re.compile(
-    rf"^(?:GPU\s*(?P<gpu>\d+)\s*:\s*(?P<r1>{_RESULT})|(?P<r2>{_RESULT})\b"
-    r"(?:\s*-\s*GPU(?:s)?\s*:\s*(?P<gpus>[\d, ]+|All))?)"
+    rf"^(?:GPU\s*(?P<gpu>\d+)\s*:\s*(?P<r1>{_RESULT})\b|(?P<r2>{_RESULT})\b"
+    r"(?:\s*-\s*GPU(?:s)?\s*:\s*(?P<gpus>[\d, ]+|All))?)",
+    re.IGNORECASE,
 )
 
 
@@ -78,8 +93,13 @@ def parse_dcgm_diag(lines: Iterable[str]) -> DiagResult:
         elif not tests:
             continue  # a capture starting inside a wrapped row of an earlier test
         test = tests[-1]
+        if name and not found and value:
+            # A result word dcgmi's known ones do not hold: not a pass, and said.
+            test["result"] = "Warn"
+            test["details"].append(f"unrecognized result {value!r}")
+            continue
         if found and (name or detail is None):
-            status = found["r1"] or found["r2"]
+            status = _WORDS[(found["r1"] or found["r2"]).lower()]
             test["result"] = worst([test["result"], status]) if test["gpus"] or not name else status
             for gpu in _gpus(found):
                 test["gpus"][gpu] = status

@@ -95,9 +95,9 @@ def test_a_warn_warns_and_a_skip_is_not_judged():
 def test_every_pass_is_one_ok_naming_the_count_and_version():
     [finding] = findings_for_dcgm(diag(DCGM4_PASS))
     assert (finding.level, finding.code) == ("ok", "dcgm-diag")
-    assert finding.message == "dcgmi diag -r 1: 1 test(s) passed (DCGM 4.2.3)."
+    assert finding.message == "dcgmi diag -r 1: exit 0, 1 test(s) passed (DCGM 4.2.3)."
     [nine] = findings_for_dcgm(diag(DEPLOYMENT_PASS, level=3))
-    assert nine.message == "dcgmi diag -r 3: 9 test(s) passed."
+    assert nine.message == "dcgmi diag -r 3: exit 0, 9 test(s) passed."
 
 
 def test_absent_dcgmi_is_a_not_run_note_never_a_failure_and_unread_gives_nothing():
@@ -200,3 +200,32 @@ UNIT = "nvidia-dcgm"
 )
 def test_dcgm_operations(op, facts, args, commands, noops, executing):
     assert run_operation(op, facts, executing, **args) == (commands, noops)
+
+
+def _diag(rows: list[str], rc: int) -> dict:
+    table = ["+-----  Hardware  ----------+------------------------------------------------+"]
+    table += [f"| {name:<25} | {value:<46} |" for name, value in rows]
+    return {"present": True, "level": 1, "rc": rc, **parse_dcgm_diag(table), "head": []}
+
+
+def test_a_run_cut_off_by_its_timeout_is_never_a_pass():
+    """Issue 47: rc 124 after five Pass rows was "5 test(s) passed"."""
+    rows = [(f"Test {n}", "Pass") for n in range(5)]
+    [cut] = findings_for_dcgm(_diag(rows, 124))
+    assert cut.level == "warn" and "exited 124 (cut off by the audit's timeout)" in cut.message
+    assert "5 test result(s), 5 of them passes" in cut.message
+    [ok] = findings_for_dcgm(_diag(rows, 0))
+    assert ok.level == "ok" and "exit 0, 5 test(s) passed" in ok.message
+
+
+@pytest.mark.parametrize(
+    ("word", "level"),
+    [("Failed", "fail"), ("FAIL", "fail"), ("Error", "fail"), ("fail", "fail"),
+     ("Warning", "warn"), ("Broken", "warn"), ("Passed", "ok"), ("PASS", "ok")],
+)  # fmt: skip
+def test_result_words_in_any_case_and_unknown_ones_are_judged(word, level):
+    """A Failed, Error or FAIL row beside a Pass once counted as skipped."""
+    findings = findings_for_dcgm(_diag([("Memory", "Pass"), ("Stress", word)], 0))
+    assert {f.level for f in findings} == {level}
+    if word == "Broken":
+        assert "unrecognized result 'Broken'" in findings[0].message
