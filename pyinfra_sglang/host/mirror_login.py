@@ -23,12 +23,15 @@ def login_problem(login: tuple[str, str]) -> str | None:
     """Why apt's and curl's netrc files cannot hold ``login`` (never showing it); None when
     they can. A user without a password is refused too: apt would send none."""
     if any(
-        not word or any(c.isspace() or not c.isprintable() or c == '"' for c in word)
+        not word
+        or word.startswith("#")  # curl's netrc reads a token starting with '#' as a comment
+        or any(c.isspace() or not c.isprintable() or c == '"' for c in word)
         for word in login
     ):
         return (
-            "the user or password is empty or holds a space, a quote or a control character, "
-            "which apt's auth.conf cannot hold; allowed: a user and a password of printable "
-            'characters other than space and "'
+            "the user or password is empty, starts with '#' or holds a space, a quote or a "
+            "control character, which apt's auth.conf cannot hold (nor curl's netrc); allowed: "
+            'a user and a password of printable characters other than space and ", not '
+            "starting with #"
         )
     return None

@@ -131,11 +131,38 @@ CudaVersion = Annotated[
 HIDDEN_FROM_THE_SERVICE = ("/home", "/root", "/run/user")
 
 
+# What a unit's paths may be: systemd refuses a path component over 255 bytes (NAME_MAX)
+# and unit settings resolve paths up to PATH_MAX; far below both, a path stays usable.
+MAX_HOST_PATH = 1024
+MAX_PATH_PART = 255
+
+
+def _path_fits(path: str) -> str:
+    if len(path) > MAX_HOST_PATH or any(len(part) > MAX_PATH_PART for part in path.split("/")):
+        raise ValueError(
+            f"a path of {len(path)} characters, or with a part over {MAX_PATH_PART}: systemd "
+            f"refuses such a path in a unit; at most {MAX_HOST_PATH} characters, each part "
+            f"at most {MAX_PATH_PART}"
+        )
+    return path
+
+
 def _visible_to_the_service(path: str) -> str:
     hidden = [p for p in HIDDEN_FROM_THE_SERVICE if path == p or path.startswith(p + "/")]
     if hidden:
         raise ValueError(f"{path} is under {hidden[0]}, which the sandboxed service cannot see")
     return path
+
+
+def _apt_line_fits(url: HttpUrl) -> HttpUrl:
+    # The URL goes on an apt source line as it is, where '#' starts a comment: the line
+    # would lose its suite and apt refuse the whole list.
+    if "#" in str(url):
+        raise ValueError(
+            "a '#' (a URL fragment, or a '#' in the login) cannot stand on an apt source line, "
+            "where it starts a comment; write it as %23 inside a path, drop a fragment"
+        )
+    return url
 
 
 def _mirror_login_fits(url: HttpUrl) -> HttpUrl:
@@ -291,7 +318,10 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("compute, full"),
     )
-    nvidia_apt_mirror: Annotated[HttpUrl, AfterValidator(_mirror_login_fits)] | None = Field(
+    nvidia_apt_mirror: (
+        Annotated[HttpUrl, AfterValidator(_apt_line_fits), AfterValidator(_mirror_login_fits)]
+        | None
+    ) = Field(
         None,
         description=(
             "Base URL that replaces https://developer.download.nvidia.com/compute/cuda/repos "
@@ -337,7 +367,9 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("true, false"),
     )
-    sglang_model_profile: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")] = Field(
+    sglang_model_profile: Annotated[
+        str, Field(pattern=r"^[a-z0-9][a-z0-9.-]*$", max_length=200)
+    ] = Field(
         "glm-5-nvfp4",
         description="Model profile (model, quantization, backends, tuned flags) to serve.",
         json_schema_extra=_allowed("a profile name: lowercase letters, digits, '.', '-'"),
@@ -375,6 +407,7 @@ class HostConfig(BaseModel):
         Annotated[
             str,
             Field(pattern=SAFE_HOST_PATH),
+            AfterValidator(_path_fits),
             AfterValidator(_visible_to_the_service),
             AfterValidator(_not_a_system_tree),
         ]
@@ -443,7 +476,7 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("3.N, such as 3.12"),
     )
-    venv_path: Annotated[str, Field(pattern=SAFE_HOST_PATH)] = Field(
+    venv_path: Annotated[str, Field(pattern=SAFE_HOST_PATH), AfterValidator(_path_fits)] = Field(
         None,  # filled in by _versioned_venv
         description=(
             "Where the SGLang virtualenv lives on the host; unset: one per SGLang, Python and "
@@ -751,7 +784,7 @@ class HostConfig(BaseModel):
         ),
         json_schema_extra=_allowed("true, false"),
     )
-    monitoring_grafana_apt_url: HttpUrl | None = Field(
+    monitoring_grafana_apt_url: Annotated[HttpUrl, AfterValidator(_apt_line_fits)] | None = Field(
         None,
         description=(
             "A mirror of Grafana's apt repository (suite stable, component main); unset: "

@@ -665,9 +665,18 @@ def load_profile(name: str, extra_dirs: Iterable[str | Path] = ()) -> Profile:
     search = _search_path(extra_dirs)
     for folder in search:
         candidate = folder.joinpath(name + SUFFIX)
-        if candidate.is_file():
+        try:
+            found = candidate.is_file()
+        except OSError as error:  # a name or folder the filesystem cannot hold (too long)
+            raise ProfileError(
+                f"cannot look for profile {name!r} in {folder}: {error.strerror}"
+            ) from None
+        if found:
             return _profile_from_text(name, str(candidate), _read_profile_text(candidate))
-    known = available_profiles(extra_dirs)
+    try:
+        known = available_profiles(extra_dirs)
+    except OSError as error:
+        raise ProfileError(f"cannot list the profile folders: {error.strerror}") from None
     close = difflib.get_close_matches(name, list(known), n=1)
     hint = f" (did you mean {close[0]}?)" if close else ""
     raise ProfileError(

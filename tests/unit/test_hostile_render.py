@@ -331,53 +331,9 @@ CARRIER_BY_ID = {carrier.id: carrier for carrier in CARRIERS}
 
 # Accepted values that break the file they land in (or the validation itself): the case, and
 # what breaks. Each is an expected failure until it is fixed (strict: a fix makes it pass).
-_APT_COMMENT = (
-    "{field}: a URL holding '#' (a fragment, or an unencoded '#' ending the authority) "
-    "validates and is written as it is into {file}; apt reads '#' outside [...] as the start "
-    "of a comment, so the source line loses its suite and apt refuses the whole sources list "
-    "('E: Malformed entry 1 in list file ... (Suite)')"
-)
-_HASHES = (
-    ("url-path", "hash"),
-    ("url-path", "leading-hash"),
-    ("url-query", "hash"),
-    ("url-query", "leading-hash"),
-    ("url-password", "leading-hash"),
-)
-_LONG_PROFILE_PATH = (
-    "{field} takes any length; validate_inventory raises OSError (File name too long, from "
-    "load_profile's Path.is_file) instead of naming the problem"
-)
-KNOWN_BUGS: dict[tuple[str, str], str] = {
-    **{
-        (f"{field}.{carrier}", text): _APT_COMMENT.format(field=field, file=file)
-        for field, file in (
-            ("nvidia_apt_mirror", "the cuda-repo list file (templates/cuda-repo.list.j2)"),
-            ("monitoring_grafana_apt_url", "Grafana's sources list (roles/monitoring.py)"),
-        )
-        for carrier, text in _HASHES
-    },
-    ("nvidia_apt_mirror.url-password", "encoded-hash"): (
-        "a mirror password that decodes to '#...' (https://user:%23a@mirror/) is written "
-        "unquoted into curl's netrc for the keyring download (roles/nvidia_repo.py "
-        "_netrc_written); curl reads a token starting with '#' as a comment and sends an empty "
-        "password (apt's auth.conf reads it whole)"
-    ),
-    ("sglang_model_profile.name", "long"): _LONG_PROFILE_PATH.format(
-        field="sglang_model_profile (pattern ^[a-z0-9][a-z0-9.-]*$)"
-    ),
-    ("sglang_model_profile.suffix", "long"): _LONG_PROFILE_PATH.format(
-        field="sglang_model_profile (pattern ^[a-z0-9][a-z0-9.-]*$)"
-    ),
-    ("sglang_profile_dirs.folder", "long"): _LONG_PROFILE_PATH.format(
-        field="a folder of sglang_profile_dirs"
-    ),
-    ("venv_path.suffix", "long"): (
-        "venv_path (SAFE_HOST_PATH) takes any length; past PATH_MAX the interpreter's path in "
-        "ExecStart makes systemd refuse sglang.service and sglang-router.service ('Failed to "
-        "resolve unit specifiers', 'bad unit file setting', the unit will not be started)"
-    ),
-}
+# The first run found 15 (a '#' in an apt mirror's URL or Grafana's apt URL, a '#' password
+# in curl's netrc, unbounded profile names and folders, an unbounded venv_path); all fixed.
+KNOWN_BUGS: dict[tuple[str, str], str] = {}
 
 
 def _text_typed(annotation: Any) -> bool:

@@ -59,7 +59,13 @@ def test_apts_machine_names_scheme_port_and_path():
 
 
 @pytest.mark.parametrize(
-    "url", ["https://deploy:two%20words@mirror.example/", "https://deploy@mirror.example/"]
+    "url",
+    [
+        "https://deploy:two%20words@mirror.example/",
+        "https://deploy@mirror.example/",
+        # curl reads a netrc token starting with '#' as a comment: an empty password sent.
+        "https://deploy:%23secret@mirror.example/",
+    ],
 )
 def test_a_login_a_netrc_file_cannot_hold_is_refused_without_showing_it(url):
     # Validation refuses it first (issue 35 N11: a user-only login passed validate, and only
