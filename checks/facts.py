@@ -924,6 +924,7 @@ class UnitLeftovers(FactBase[list[str]]):
 _UNREAD = "### unread"
 _NO_DCGMI = "### no dcgmi"
 _RC = "### rc="
+_XID_TOTAL = "### xid-total "
 
 
 def _read_or_none(output) -> list[str] | None:
@@ -936,14 +937,30 @@ class KernelXids(FactBase[list | None]):
     when neither could be read."""
 
     def command(self) -> str:
+        # At most 20 lines per GPU and Xid, not the last N lines: a flood of one Xid (13 and
+        # 31 are any GPU user's to cause) never pushes a rarer one (79) out of what is read.
+        # Past that, the last line and the total count come at the end ("### xid-total").
+        per_key = (
+            "awk '{ k = $0; if (match($0, /Xid \\([^)]*\\): [0-9]+/)) "
+            "k = substr($0, RSTART, RLENGTH); if (++n[k] < 20) print; else last[k] = $0 } "
+            f'END {{ for (k in last) print "{_XID_TOTAL}" n[k] " " last[k] }}\''
+        )
         return (
             "{ dmesg 2>/dev/null || journalctl -k -b --no-pager -q 2>/dev/null "
-            f"|| echo '{_UNREAD}'; }} | grep -E 'NVRM: Xid|^{_UNREAD}' | tail -n 2000; true"
+            f"|| echo '{_UNREAD}'; }} | grep -E 'NVRM: Xid|^{_UNREAD}' | {per_key}; true"
         )
 
     def process(self, output) -> list | None:
         lines = _read_or_none(output)
-        return None if lines is None else list(parse_xid_lines(lines))
+        if lines is None:
+            return None
+        events = list(parse_xid_lines(line for line in lines if not line.startswith(_XID_TOTAL)))
+        for line in lines:
+            if line.startswith(_XID_TOTAL):
+                total, _, rest = line[len(_XID_TOTAL) :].partition(" ")
+                for event in parse_xid_lines([rest]):
+                    events.append({**event, "total": int(total) if total.isdigit() else None})
+        return events
 
 
 class NvidiaMemoryHealth(FactBase[list | None]):

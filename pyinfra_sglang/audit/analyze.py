@@ -20,7 +20,12 @@ from pyinfra_sglang.audit.links import findings_for_links, pcie_links
 from pyinfra_sglang.audit.report import format_table
 from pyinfra_sglang.audit.topology import findings_for_p2p, findings_for_topology, p2p_all_ok
 from pyinfra_sglang.host.fabric import parse_fabric_sections
-from pyinfra_sglang.parsers.gpu_health import parse_health_q, parse_xid_lines
+from pyinfra_sglang.parsers.gpu_health import (
+    KernelLogError,
+    kernel_log_lines,
+    parse_health_q,
+    parse_xid_lines,
+)
 from pyinfra_sglang.parsers.nvidia_smi import GpuQueryError, parse_smi_q, read_gpu_query_csv
 from pyinfra_sglang.parsers.topo import TopoError, read_topo, topology_has_nvlink
 
@@ -224,7 +229,12 @@ def analyze(
         findings += findings_for_fabric_state(parse_fabric_sections(kept))
     # GPU health: the kernel log's Xids (named with the GPU of their PCI address where the
     # other inputs list it) and the -q ECC, row remapping and retired pages sections.
-    xids = list(parse_xid_lines(kernel_log)) if kernel_log is not None else None
+    xids = None
+    if kernel_log is not None:
+        try:
+            xids = list(parse_xid_lines(kernel_log_lines(kernel_log)))
+        except KernelLogError as error:
+            raise AnalyzeError(f"--kernel-log: {error}") from None
     memory = parse_health_q(kept) if smi_q is not None and query_csv is None else None
     findings += findings_for_gpu_health(rows, xids, memory, None, [], "none")
     return {

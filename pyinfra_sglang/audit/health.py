@@ -71,6 +71,11 @@ def findings_for_xids(events: list[XidEvent], gpus: list[dict]) -> list[Finding]
     catalogue = {entry.code: entry for entry in data.gpu_health().xid}
     indexes = _gpu_indexes(gpus)
     counts = Counter((event["pci"], event["xid"]) for event in events)
+    # The audit's read keeps 19 lines per GPU and Xid, then the last with the total seen.
+    for event in events:
+        total = event.get("total")
+        if isinstance(total, int) and total > counts[(event["pci"], event["xid"])]:
+            counts[(event["pci"], event["xid"])] = total
     last = {(event["pci"], event["xid"]): event["detail"] for event in events}
     findings = []
     for pci, xid in sorted(counts):

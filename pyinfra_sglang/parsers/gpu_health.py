@@ -40,6 +40,41 @@ def parse_xid_lines(lines: Iterable[str]) -> list[XidEvent]:
     return events
 
 
+# dmesg --color=always and journalctl's colors: CSI sequences, stripped before reading.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# A line of a kernel log: dmesg's "[  12.345678]" or dmesg -T's "[Sun Feb 23 ...]" stamp,
+# journalctl -k's "HOST kernel:", or the driver's own "NVRM:" text.
+_KERNEL_LINE = re.compile(r"^\s*\[[^\]]+\]\s|(?:^|\s)kernel:\s|NVRM:")
+
+
+class KernelLogError(ValueError):
+    """Input given as a kernel log that is none: its message says what it is instead."""
+
+
+def kernel_log_lines(lines: Iterable[str]) -> list[str]:
+    """The lines of a kernel log given as text, color escapes stripped. KernelLogError for
+    an empty input, one that is not text (gzip, UTF-16, binary: NUL bytes or bytes that are
+    not UTF-8, read as U+FFFD), and one with no line shaped like a kernel log's."""
+    read = [_ANSI.sub("", line) for line in lines]
+    text = [line for line in read if line.strip()]
+    if not text:
+        raise KernelLogError("empty: no line was read, so no Xid could be looked for")
+    head = "".join(text[:50])
+    if "\x00" in head or "\ufffd" in head:
+        raise KernelLogError(
+            "not a text kernel log: it holds NUL bytes or bytes that are not UTF-8 (a gzipped, "
+            "UTF-16 or binary file?); give `dmesg` or `journalctl -k -b` output as plain text "
+            "(zcat or iconv it first)"
+        )
+    if not any(_KERNEL_LINE.search(line) for line in text):
+        raise KernelLogError(
+            f"no line of its {len(text)} looks like a kernel log's (dmesg's [seconds] stamps, "
+            "journalctl -k's 'HOST kernel:', the driver's 'NVRM:'): give `dmesg` or "
+            "`journalctl -k -b` output"
+        )
+    return read
+
+
 def pci_key(address: str) -> str:
     """A PCI address as the kernel's Xid lines name a GPU ("0000:3b:00"): nvidia-smi's
     "00000000:3B:00.0" and the kernel's "0000:3b:00" give the same key."""

@@ -256,3 +256,30 @@ def test_a_capture_with_no_gpu_is_a_warning():
     [unread] = findings_for_gpu_health([], None, [], None, [], "none")
     assert (unread.level, unread.code) == ("warn", "gpu-health-unread")
     assert "no GPU section" in unread.message
+
+
+def test_a_flood_of_one_xid_never_pushes_a_rarer_one_out_of_the_audits_read(tmp_path):
+    """Issue 47: the audit kept the kernel log's last 2000 Xid lines, so 3000 Xid 13 (any GPU
+    user can cause them) after one Xid 79 hid the 79, while the line said "since boot". The
+    fact's own shell command, run here on such a log in place of dmesg."""
+    import subprocess
+
+    from checks.facts import KernelXids
+    from pyinfra_sglang.audit.health import findings_for_xids
+
+    log = tmp_path / "kern.log"
+    flood = "[{t}] NVRM: Xid (PCI:0000:10:00): 13, pid=42, Graphics Exception\n"
+    log.write_text(
+        "".join(flood.format(t=n) for n in range(50))
+        + "[99.0] NVRM: Xid (PCI:0000:10:00): 79, pid=0, GPU has fallen off the bus.\n"
+        + "".join(flood.format(t=100 + n) for n in range(3000))
+    )
+    fact = KernelXids()
+    command = fact.command().replace("dmesg 2>/dev/null", f"cat {log}")
+    out = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True)
+    events = fact.process(out.stdout.splitlines())
+    assert len(out.stdout.splitlines()) == 21  # bounded: 19 + the total line, and the 79
+    by_xid = {f.evidence["xid"]: f for f in findings_for_xids(events, [])}
+    assert by_xid[79].level == "fail" and by_xid[79].evidence["count"] == 1
+    assert by_xid[13].evidence["count"] == 3050 and "(3050 times)" in by_xid[13].message
+    assert by_xid[13].evidence["last"].startswith("pid=42")

@@ -8,6 +8,8 @@ import gzip
 import json
 from pathlib import Path
 
+import pytest
+
 from pyinfra_sglang.audit.drift import findings_for_persistence
 from pyinfra_sglang.audit.judge import judge
 from pyinfra_sglang.audit.links import findings_for_links
@@ -143,3 +145,34 @@ def test_analyze_takes_each_matrix_from_a_file_holding_both(tmp_path, capsys):
     assert result["topology"]["nvlink"] is True
     assert [f["code"] for f in result["findings"]] == ["topology"]
     assert captured_lines("h200x2-nvlink-vm", "nvidia-smi topo -m") == TOPO
+
+
+XID_79 = (FIXTURES / "public" / "xid_79_pid0_journalctl.txt").read_text()
+
+
+@pytest.mark.parametrize(
+    ("case", "content", "said"),
+    [
+        ("empty", b"", "empty: no line was read"),
+        ("blank lines", b"\n\n  \n", "empty: no line was read"),
+        ("not a kernel log", b"index, name\n0, NVIDIA H200\n", "looks like a kernel log's"),
+        ("UTF-16", XID_79.encode("utf-16"), "not a text kernel log"),
+        ("gzipped", gzip.compress(XID_79.encode()), "not a text kernel log"),
+    ],
+)
+def test_a_kernel_log_that_is_none_is_refused_never_ok(tmp_path, capsys, case, content, said):
+    """Issue 47: each of these said "no Xid in the kernel log since boot"."""
+    code, out, err = run_analyze(tmp_path, capsys, kernel_log=content)
+    assert (code, out) == (2, "") and "--kernel-log" in err and said in err, err
+
+
+def test_a_colored_dmesg_is_read_through_its_escapes(tmp_path, capsys):
+    """dmesg --color=always colors the stamp and the subsystem prefix apart from the text
+    ("NVRM: " then "Xid ..."): Xid 79 is still found (it said "no Xid")."""
+    colored = "\n".join(
+        "\x1b[32m[ 1234.5678]\x1b[0m \x1b[33mNVRM: \x1b[0m" + line.split(" kernel: NVRM: ", 1)[1]
+        for line in XID_79.splitlines()
+        if " kernel: NVRM: " in line
+    )
+    code, out, err = run_analyze(tmp_path, capsys, kernel_log=colored.encode())
+    assert code == 1 and "gpu-xid" in out and "79" in out, out + err
