@@ -217,6 +217,15 @@ def analyze(
     read is reported as passing."""
     kept: list[str] = []  # the -q text, read once more for its Fabric sections (capped)
     rows = _rows(query_csv, _keeping(smi_q, kept) if smi_q is not None else None)
+    if query_csv is not None and smi_q is not None:
+        # The CSV gives the rows; the -q is still read, for what only it holds (ECC, row
+        # remapping, retired pages, the fabric): given, it counts, or it is refused.
+        seen = _Seen(_keeping(smi_q, kept))
+        try:
+            if not parse_smi_q(seen):
+                raise _nothing("--smi-q", seen)
+        except GpuQueryError as error:
+            raise AnalyzeError(f"--smi-q: {error}") from None
     matrix = _matrix("--topo", topo)
     peers = _matrix("--p2p", p2p)
     gpu_count = len(rows) or len(matrix) or len(peers)
@@ -225,7 +234,7 @@ def analyze(
         findings += findings_for_topology(matrix, gpu_count)
     if p2p is not None:
         findings += findings_for_p2p(peers, gpu_count, vm=None)
-    if smi_q is not None and query_csv is None:
+    if smi_q is not None:
         findings += findings_for_fabric_state(parse_fabric_sections(kept))
     # GPU health: the kernel log's Xids (named with the GPU of their PCI address where the
     # other inputs list it) and the -q ECC, row remapping and retired pages sections.
@@ -235,7 +244,7 @@ def analyze(
             xids = list(parse_xid_lines(kernel_log_lines(kernel_log)))
         except KernelLogError as error:
             raise AnalyzeError(f"--kernel-log: {error}") from None
-    memory = parse_health_q(kept) if smi_q is not None and query_csv is None else None
+    memory = parse_health_q(kept) if smi_q is not None else None
     findings += findings_for_gpu_health(rows, xids, memory, None, [], "none")
     return {
         "gpus": pcie_links(rows),

@@ -176,3 +176,16 @@ def test_a_colored_dmesg_is_read_through_its_escapes(tmp_path, capsys):
     )
     code, out, err = run_analyze(tmp_path, capsys, kernel_log=colored.encode())
     assert code == 1 and "gpu-xid" in out and "79" in out, out + err
+
+
+def test_smi_q_beside_a_query_csv_still_counts(tmp_path, capsys):
+    """Issue 47: with --query-csv, every -q check (ECC, row remapping, the fabric) was
+    dropped while the -q file was listed as analyzed; docs/audit.md shows that pair."""
+    smi_q = (FIXTURES / "h200x2-nvlink-vm" / "smi_q.txt").read_text().splitlines()
+    broken = [
+        f"{line.split(':')[0]}: 3" if "DRAM Uncorrectable" in line else line for line in smi_q
+    ]
+    code, out, err = run_analyze(tmp_path, capsys, query_csv=H200, smi_q=broken)
+    assert code == 1 and "ecc-uncorrectable" in out, out + err
+    code, out, err = run_analyze(tmp_path, capsys, query_csv=H200, smi_q=["not a -q capture"])
+    assert code == 2 and "--smi-q" in err, err
