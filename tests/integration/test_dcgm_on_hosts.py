@@ -43,7 +43,9 @@ def test_dcgm_is_installed_running_judged_then_nothing_changes(
             [diag] = findings(report_dir, h.address)["dcgm-diag"]
             assert diag["level"] == "ok", diag
             # The replayed table: DCGM 4.2.3, its one test (Software) passed.
-            assert diag["message"] == "dcgmi diag -r 1: exit 0, 1 test(s) passed (DCGM 4.2.3).", diag
+            assert diag["message"] == "dcgmi diag -r 1: exit 0, 1 test(s) passed (DCGM 4.2.3).", (
+                diag
+            )
     finally:
         for h in hosts:
             host_pool.run(
