@@ -218,7 +218,8 @@ def judge_step(
                 f"{label}: the KV cache{size} ran {usage or 0:.0%} full with up to {queued:.0f} "
                 f"requests queued and {retracted or 0:.0f} retracted: KV capacity binds. "
                 "Raise mem_fraction_static, store the KV cache in fp8 (kv_cache_dtype), or "
-                "serve on more GPUs (`pyinfra-sglang plan` gives the memory fit).",
+                "serve on more GPUs (`pyinfra-sglang validate` refuses a profile whose weights "
+                "and KV cache do not fit the GPUs an inventory plans for).",
                 evidence={
                     "peak_token_usage": usage,
                     "queued": queued,
