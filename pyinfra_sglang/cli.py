@@ -719,6 +719,7 @@ def _render_from_inventory(args: argparse.Namespace) -> dict:
         gpu_set = service_files.planned_gpus(config, profile, node.nnodes)
         planned = service_files.planned_gpu(profile, config.expected_gpu_model)
         how = f"planned: {planned.name if planned else 'an unknown GPU'}"
+        gpu_set, how = _planned_with_options(args, gpu_set, how)
     from pyinfra_sglang.serving.placement import place
 
     placement = place(profile, gpu_set, node, config.sglang_version)
@@ -742,6 +743,31 @@ def _render_from_inventory(args: argparse.Namespace) -> dict:
         "removes": list(rendered.stale),
         "estimate": _interconnect_estimate(placement, planned),
     }
+
+
+def _planned_with_options(args: argparse.Namespace, gpu_set, how: str):
+    """The planned GPUs with what --gpu-mem-gb, --pcie-only and --topo say of them: each
+    option given counts (they were ignored without --gpus)."""
+    import dataclasses
+
+    from pyinfra_sglang.parsers.topo import topology_has_nvlink, widest_pcie_path
+
+    changes: dict = {}
+    said = []
+    if args.gpu_mem_gb is not None:
+        changes["memory_gb"] = args.gpu_mem_gb
+        said.append("--gpu-mem-gb")
+    if args.topo is not None:
+        matrix = _read_topology(args.topo)
+        changes["pcie_only"] = gpu_set.count > 1 and not topology_has_nvlink(matrix)
+        changes["widest_path"] = widest_pcie_path(matrix)
+        said.append("--topo")
+    if args.pcie_only:
+        changes["pcie_only"] = True
+        said.append("--pcie-only")
+    if not changes:
+        return gpu_set, how
+    return dataclasses.replace(gpu_set, **changes), f"{how}; {', '.join(said)} given"
 
 
 def _render_mode_problem(args: argparse.Namespace) -> str | None:

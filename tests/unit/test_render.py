@@ -1170,3 +1170,20 @@ def test_a_value_that_reads_as_a_flag_is_refused(field, value):
     # A negative number is a value to argparse: chunked_prefill_size = -1 turns chunking off.
     off = load_profile("dense-bf16").model_copy(update={"chunked_prefill_size": -1})
     assert "-1" in server_args(off, "0.5.23", 1, "127.0.0.1", 30000, CONFIG)
+
+
+def test_inventory_preview_counts_topo_memory_and_pcie_options(capsys, preview_inventory):
+    """Issue 47: with --inventory and no --gpus, --topo, --gpu-mem-gb and --pcie-only were
+    ignored: the preview printed the planned NVLink box's env whatever the file said."""
+    plain = _preview(capsys, preview_inventory, "node-a")
+    env = {f["path"]: f["content"] for f in plain["files"]}["/etc/sglang/sglang.env"]
+    assert "NCCL_P2P_LEVEL" not in env  # planned: B200s, NVLinked
+    topo = str(PUBLIC_TOPO / "topo_8x_rtxpro6000_server_asus_pix_node_sys_ansi.txt")
+    given = _preview(capsys, preview_inventory, "node-a", "--topo", topo)
+    env = {f["path"]: f["content"] for f in given["files"]}["/etc/sglang/sglang.env"]
+    assert "NCCL_P2P_LEVEL=SYS" in env and given["gpus"]["pcie_only"] is True
+    argv = ["render", "--inventory", str(preview_inventory), "--inventory-host", "node-a"]
+    assert main([*argv, "--topo", topo]) == 0
+    assert "--topo given" in capsys.readouterr().out.splitlines()[0]
+    memory = _preview(capsys, preview_inventory, "node-a", "--gpu-mem-gb", "96", "--pcie-only")
+    assert memory["gpus"]["memory_gb"] == 96 and memory["gpus"]["pcie_only"] is True
