@@ -115,20 +115,30 @@ def findings_for_p2p(
     missing = [(a, b, cell) for a, b, cell in pairs if cell != "OK"]
     if not missing:
         return [Finding("ok", "p2p", f"P2P reads OK between every GPU pair ({len(pairs)}).")]
-    where = (
-        f"This host is a VM ({vm}): P2P needs the hypervisor to expose the GPUs as a "
-        "GPUDirect clique (and ACS off on the host). "
-        if vm
-        else "IOMMU translation or PCIe ACS on the bridges can block it. "
+    clique = (
+        "the hypervisor must expose the GPUs as a GPUDirect clique (QEMU's vfio-pci "
+        "x-nv-gpudirect-clique, Proxmox's args; docs/pcie-p2p.md#in-a-vm-the-gpudirect-clique-"
+        "qemu-proxmox) and ACS be off on the host"
     )
+    every_ns = all(cell == "NS" for _, _, cell in missing) and len(missing) == len(pairs)
+    if vm:
+        where = f"This host is a VM ({vm}): {clique}. "
+    elif every_ns:
+        # Every pair "not supported": what a VM without a clique reports, and what a bare
+        # host whose IOMMU or ACS blocks peer reads can report too (vm unknown here).
+        where = (
+            f"Every pair is NS: in a VM, {clique}; on bare metal, IOMMU translation or PCIe "
+            "ACS on the bridges blocks it (docs/pcie-p2p.md). "
+        )
+    else:
+        where = "IOMMU translation or PCIe ACS on the bridges can block it (docs/pcie-p2p.md). "
     shown = ", ".join(f"{a}-{b} {cell}" for a, b, cell in missing[:6])
     return [
         Finding(
             "warn",
             "p2p-unavailable",
             f"P2P reads unavailable for {len(missing)} of {len(pairs)} GPU pairs ({shown}); "
-            f"NCCL falls back to copies through host memory. {where}"
-            "Check with `nvidia-smi topo -p2p r`.",
+            f"NCCL falls back to copies through host memory. {where}".rstrip(),
             evidence={"pairs": {f"{a}-{b}": cell for a, b, cell in missing}},
         )
     ]

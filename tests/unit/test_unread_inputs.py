@@ -189,3 +189,13 @@ def test_smi_q_beside_a_query_csv_still_counts(tmp_path, capsys):
     assert code == 1 and "ecc-uncorrectable" in out, out + err
     code, out, err = run_analyze(tmp_path, capsys, query_csv=H200, smi_q=["not a -q capture"])
     assert code == 2 and "--smi-q" in err, err
+
+
+def test_an_all_ns_p2p_matrix_names_the_vms_clique(tmp_path, capsys):
+    """Issue 47: an all-NS matrix pasted from a VM got ACS/IOMMU advice alone, and was told
+    to run the very command it came from."""
+    all_ns = [line.replace("OK", "NS") for line in P2P_R]
+    code, out, err = run_analyze(tmp_path, capsys, p2p=all_ns)
+    text = " ".join(out.split())
+    assert "p2p-unavailable" in text and "GPUDirect clique" in text, out + err
+    assert "x-nv-gpudirect-clique" in text and "Check with" not in text
