@@ -154,7 +154,7 @@ def _rows(query_csv: Iterable[str] | None, smi_q: Iterable[str] | None) -> list[
     if query_csv is not None:
         seen = _Seen(query_csv)
         try:
-            csv = read_gpu_query_csv(seen, keep=1)
+            csv = read_gpu_query_csv(seen)
         except GpuQueryError as error:
             raise AnalyzeError(f"--query-csv: {error}") from None
         if not csv.fields:
@@ -165,7 +165,7 @@ def _rows(query_csv: Iterable[str] | None, smi_q: Iterable[str] | None) -> list[
             raise _nothing("--query-csv", seen, found)
         if not csv.samples[-1]:
             raise _nothing("--query-csv", seen, f"a header ({', '.join(csv.fields)}) but no row")
-        return csv.samples[-1]
+        return merged_samples(csv.samples)
     if smi_q is not None:
         seen = _Seen(smi_q)
         try:
@@ -176,6 +176,37 @@ def _rows(query_csv: Iterable[str] | None, smi_q: Iterable[str] | None) -> list[
             raise _nothing("--smi-q", seen)
         return rows
     return []
+
+
+_GPU_KEYS = ("index", "pci.bus_id", "uuid")
+
+
+def merged_samples(samples: list[list[dict]]) -> list[dict]:
+    """One row per GPU from the blocks of a capture: of blocks with the same fields (an `-l`
+    loop) the last stands; a block of other fields adds its columns (two `--query-gpu`
+    commands in one capture file: each counts), its readings standing over earlier ones. A
+    GPU is known by its index, bus id or uuid, any of them linking the blocks."""
+    # Blocks of the same fields are samples of one command: the last of them stands (a file
+    # may hold two machines' captures of one command: the last is judged, as before).
+    last_of: dict[frozenset, list[dict]] = {}
+    for sample in samples:
+        if sample:
+            last_of.pop(frozenset(sample[0]), None)
+            last_of[frozenset(sample[0])] = sample
+    rows: list[dict] = []
+    known: dict[tuple[str, str], dict] = {}
+    for sample in last_of.values():
+        for row in sample:
+            keys = [(key, row[key]) for key in _GPU_KEYS if row.get(key)]
+            merged = next((known[key] for key in keys if key in known), None)
+            if merged is None:
+                merged = {}
+                rows.append(merged)
+            merged.update(row)
+            for key in _GPU_KEYS:
+                if merged.get(key):
+                    known[(key, merged[key])] = merged
+    return rows
 
 
 def _matrix(option: str, lines: Iterable[str] | None) -> dict:
@@ -211,10 +242,10 @@ def analyze(
     kernel_log: Iterable[str] | None = None,
 ) -> dict:
     """``{"gpus", "topology": {"matrix", "nvlink"}, "p2p", "findings"}`` from whichever
-    outputs are given, each read as it streams. A query CSV with several samples is judged on
-    its last one (the last row per GPU); files carry no load, so link generations are judged
-    as possibly idle. An input holding no GPU row raises AnalyzeError: nothing that was not
-    read is reported as passing."""
+    outputs are given, each read as it streams. A query CSV with several samples of one
+    command is judged on the last; blocks of other fields add their columns (merged_samples);
+    files carry no load, so link generations are judged as possibly idle. An input holding
+    no GPU row raises AnalyzeError: nothing that was not read is reported as passing."""
     kept: list[str] = []  # the -q text, read once more for its Fabric sections (capped)
     rows = _rows(query_csv, _keeping(smi_q, kept) if smi_q is not None else None)
     if query_csv is not None and smi_q is not None:
