@@ -78,6 +78,7 @@ from pyinfra_sglang.diagnosis.steps import (
     sample_offset,
     steps_on_sample_axis,
 )
+from pyinfra_sglang.terminal import brief
 
 __all__ = ["diagnose", "diagnose_results", "format_report", "load_results", "stream_rate"]
 
@@ -126,20 +127,15 @@ def is_plain_profile_name(name: object) -> bool:
 # --- reading, with the types each file must hold ---------------------------------------------
 
 
-def _shown(value: object) -> str:
-    text = json.dumps(value) if not isinstance(value, float) else repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 def _object(where: str, value: object) -> dict:
     if not isinstance(value, dict):
-        raise ResultsError(f"{where} is {_shown(value)}, not a JSON object")
+        raise ResultsError(f"{where} is {brief(value)}, not a JSON object")
     return value
 
 
 def _list(where: str, value: object) -> list:
     if not isinstance(value, list):
-        raise ResultsError(f"{where} is {_shown(value)}, not a list")
+        raise ResultsError(f"{where} is {brief(value)}, not a list")
     return value
 
 
@@ -150,7 +146,7 @@ def _numbers(where: str, mapping: dict, keys: tuple[str, ...], null: bool = True
             continue
         if not is_reading(mapping[key]):
             raise ResultsError(
-                f"{where}: {key} is {_shown(mapping[key])}, not a number from 0 to "
+                f"{where}: {key} is {brief(mapping[key])}, not a number from 0 to "
                 f"{limits().max_number:g}"
             )
 
@@ -159,7 +155,7 @@ def _index(where: str, value: object) -> None:
     top = limits().max_gpus - 1
     if not (isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= top):
         raise ResultsError(
-            f"{where}: index is {_shown(value)}, not a GPU index (0 to {top}; max_gpus in {WHERE})"
+            f"{where}: index is {brief(value)}, not a GPU index (0 to {top}; max_gpus in {WHERE})"
         )
 
 
@@ -226,7 +222,7 @@ def _checked_samples(path: Path) -> list[dict]:
             where = f"{path}: row {number}"
             _object(where, row)
             if not is_number(row.get("t")):
-                raise ResultsError(f"{where}: t is {_shown(row.get('t'))}, not a number")
+                raise ResultsError(f"{where}: t is {brief(row.get('t'))}, not a number")
             gpus = [key for key in row if key.isdigit()]
             readings = _check_gpu_count(where, len(gpus), readings)
             for key in gpus:
@@ -239,7 +235,7 @@ def _checked_samples(path: Path) -> list[dict]:
                     and all(is_reading(v) for v in values[:CAPTURE_VALUES])
                 ):
                     raise ResultsError(
-                        f"{where}: GPU {key} is {_shown(values)}, not a list of "
+                        f"{where}: GPU {key} is {brief(values)}, not a list of "
                         f"{CAPTURE_VALUES} numbers from 0 to {limits().max_number:g}"
                     )
         samples = samples_from_capture(rows)
@@ -250,7 +246,7 @@ def _checked_samples(path: Path) -> list[dict]:
         where = f"{path}: sample {number}"
         _object(where, sample)
         if not is_number(sample.get("t")):
-            raise ResultsError(f"{where}: t is {_shown(sample.get('t'))}, not a number")
+            raise ResultsError(f"{where}: t is {brief(sample.get('t'))}, not a number")
         gpus = _list(f"{where}: gpus", sample.get("gpus"))
         readings = _check_gpu_count(where, len(gpus), readings)
         seen: set[int] = set()
@@ -264,7 +260,7 @@ def _checked_samples(path: Path) -> list[dict]:
             seen.add(gpu["index"])
             _numbers(at, gpu, SAMPLE_GPU_NUMBERS)
             if gpu.get("name") is not None and not isinstance(gpu["name"], str):
-                raise ResultsError(f"{at}: name is {_shown(gpu['name'])}, not text")
+                raise ResultsError(f"{at}: name is {brief(gpu['name'])}, not text")
             if gpu.get("nvlink_raw") is not None:
                 raw = _object(f"{at}: nvlink_raw", gpu["nvlink_raw"])
                 _numbers(f"{at}: nvlink_raw", raw, tuple(raw))
@@ -298,7 +294,7 @@ def _checked_links(path: Path) -> dict:
         for key in ("vm", "container"):
             value = virtualization.get(key)
             if value is not None and not isinstance(value, str):
-                raise ResultsError(f"{path}: virtualization: {key} is {_shown(value)}, not text")
+                raise ResultsError(f"{path}: virtualization: {key} is {brief(value)}, not text")
     return links
 
 
@@ -317,7 +313,7 @@ def _checked_bench(path: Path) -> list[dict]:
             and 1 <= concurrency <= top
         ):
             raise ResultsError(
-                f"{where}: max_concurrency is {_shown(concurrency)}, not a whole number from "
+                f"{where}: max_concurrency is {brief(concurrency)}, not a whole number from "
                 f"1 to {top} (max_concurrency in {WHERE})"
             )
     return rows
@@ -381,7 +377,7 @@ def load_results(folder: str | Path) -> dict:
 
 def _tp_size(value: object) -> int:
     if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
-        raise ResultsError(f"profile.json: tp_size is {_shown(value)}, not a GPU count (1 or more)")
+        raise ResultsError(f"profile.json: tp_size is {brief(value)}, not a GPU count (1 or more)")
     return value
 
 
@@ -406,19 +402,19 @@ def roofline_from(spec: dict) -> DecodeRoofline:
         name, gpu, dirs = spec["profile"], spec["gpu"], spec.get("profile_dirs", [])
         if not is_plain_profile_name(name):
             raise ResultsError(
-                f"profile.json: profile is {_shown(name)}, not a profile name (letters, digits, "
+                f"profile.json: profile is {brief(name)}, not a profile name (letters, digits, "
                 "'.', '_', '-'; no path)"
             )
         if not isinstance(gpu, str):
-            raise ResultsError(f"profile.json: gpu is {_shown(gpu)}, not a GPU name")
+            raise ResultsError(f"profile.json: gpu is {brief(gpu)}, not a GPU name")
         if not (isinstance(dirs, list) and all(isinstance(d, str) for d in dirs)):
             raise ResultsError(
-                f"profile.json: profile_dirs is {_shown(dirs)}, not a list of folders"
+                f"profile.json: profile_dirs is {brief(dirs)}, not a list of folders"
             )
         return roofline_for(load_profile(name, dirs), gpu, tp_size)
     for key in ROOFLINE_NUMBERS:
         if not (is_number(spec[key]) and spec[key] > 0):
-            raise ResultsError(f"profile.json: {key} is {_shown(spec[key])}, not a number above 0")
+            raise ResultsError(f"profile.json: {key} is {brief(spec[key])}, not a number above 0")
     roof = DecodeRoofline(
         tp_size=tp_size,
         memory_bandwidth_gbs=float(spec["memory_bandwidth_gbs"]),

@@ -17,13 +17,13 @@ not read the server side rather than judge on it.
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 
 from pyinfra import logger
 
 from pyinfra_sglang import data
+from pyinfra_sglang.terminal import brief
 from pyinfra_sglang.versions import parse_version
 
 METRICS_FILE = "metrics.txt"
@@ -56,16 +56,6 @@ class ServerMetricsError(ValueError):
     """A server_metrics.json that cannot be read: the file and the field named."""
 
 
-def _shown(value: object) -> str:
-    if isinstance(value, float) or isinstance(value, int) and abs(value) < 10**40:
-        return repr(value)
-    try:
-        text = json.dumps(value)
-    except ValueError:  # an int past Python's digit limit for str()
-        return "a number of more than 4300 digits"
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 def out_of_bounds(key: str, value: object) -> str | None:
     """Why ``value`` is no reading of ``key`` (a poll's time, a share, a count or a rate),
     or None when it is one: a finite number (no bool) from 0 to MAX_VALUE, a share to 1.
@@ -73,7 +63,7 @@ def out_of_bounds(key: str, value: object) -> str | None:
     top = 1.0 if key in SHARES or key in SUMMARY_SHARES else MAX_VALUE
     if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= top:
         return None
-    return f"{key} is {_shown(value)}, not a number from 0 to {top:g}"
+    return f"{key} is {brief(value)}, not a number from 0 to {top:g}"
 
 
 def check_server_metrics(server: object, where: str = SERVER_METRICS_FILE) -> dict:
@@ -82,7 +72,7 @@ def check_server_metrics(server: object, where: str = SERVER_METRICS_FILE) -> di
     readings objects with increasing times (a reading without a time, as older files have,
     is let be). ServerMetricsError ``<where>: <field> ...`` for the first that is not."""
     if not isinstance(server, dict):
-        raise ServerMetricsError(f"{where}: is {_shown(server)}, not a JSON object")
+        raise ServerMetricsError(f"{where}: is {brief(server)}, not a JSON object")
     for key in SUMMARY_NUMBERS:
         if server.get(key) is not None and (why := out_of_bounds(key, server[key])):
             raise ServerMetricsError(f"{where}: {why}")
@@ -90,12 +80,12 @@ def check_server_metrics(server: object, where: str = SERVER_METRICS_FILE) -> di
     if timeline is None:
         return server
     if not isinstance(timeline, list):
-        raise ServerMetricsError(f"{where}: timeline is {_shown(timeline)}, not a list")
+        raise ServerMetricsError(f"{where}: timeline is {brief(timeline)}, not a list")
     last = None
     for position, reading in enumerate(timeline):
         at = f"{where}: timeline[{position}]"
         if not isinstance(reading, dict):
-            raise ServerMetricsError(f"{at} is {_shown(reading)}, not a JSON object")
+            raise ServerMetricsError(f"{at} is {brief(reading)}, not a JSON object")
         for key, value in reading.items():
             if key == "t" and value is None:
                 continue
@@ -105,7 +95,7 @@ def check_server_metrics(server: object, where: str = SERVER_METRICS_FILE) -> di
         if when is not None:
             if last is not None and when <= last:
                 raise ServerMetricsError(
-                    f"{at}: t is {_shown(when)}, not after the reading before ({_shown(last)})"
+                    f"{at}: t is {brief(when)}, not after the reading before ({brief(last)})"
                 )
             last = when
     return server
