@@ -107,6 +107,17 @@ def _validate_host_data(
     return (None if problems else config), problems
 
 
+# A host's inventory name: RFC 1123 labels (letters, digits, hyphens; dots between; '_' too,
+# which pyinfra aliases often hold), an IP address without a zone, or one of pyinfra's
+# connector names (@local, @docker/ID, ...). The name reaches the metrics firewall's nft
+# file, the node and DCGM exporters' units and Prometheus's targets as it is.
+_HOST_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+_HOST_NAME = re.compile(rf"{_HOST_LABEL}(?:\.{_HOST_LABEL})*\.?")
+_CONNECTOR_NAME = re.compile(r"@[a-z]+(?:/[A-Za-z0-9._:@/-]+)?")
+# A Linux interface name, as an IPv6 zone may give it (IFNAMSIZ: at most 15 characters).
+_INTERFACE = re.compile(r"[A-Za-z0-9_.-]{1,15}")
+
+
 def _address_problems(
     host: str, values: dict[str, Any], source_of: dict[str, str]
 ) -> list[Problem]:
@@ -114,7 +125,7 @@ def _address_problems(
     address: a host name or an IP address, whose IPv6 zone (a link-local address needs one
     to be reached) is an interface name. Named here, not as the file it would break."""
     address = values.get("ssh_hostname")
-    if address is None or (isinstance(address, str) and _plain_address(address)):
+    if address is None or (isinstance(address, str) and _names_a_host(address, zone_allowed=True)):
         return []
     return [
         Problem(
@@ -131,7 +142,9 @@ def _address_problems(
     ]
 
 
-def _plain_address(text: str) -> bool:
+def _names_a_host(text: str, zone_allowed: bool) -> bool:
+    """Is ``text`` a DNS name or an IP address (its IPv6 zone, where allowed, an interface
+    name)?"""
     if len(text) <= 253 and _HOST_NAME.fullmatch(text):
         return True
     try:
@@ -139,30 +152,13 @@ def _plain_address(text: str) -> bool:
     except ValueError:
         return False
     zone = getattr(address, "scope_id", None)
-    return zone is None or _INTERFACE.fullmatch(zone) is not None
-
-
-# A host's inventory name: RFC 1123 labels (letters, digits, hyphens; dots between; '_' too,
-# which pyinfra aliases often hold), an IP address without a zone, or one of pyinfra's
-# connector names (@local, @docker/ID, ...). The name reaches the metrics firewall's nft
-# file, the node and DCGM exporters' units and Prometheus's targets as it is.
-_HOST_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
-_HOST_NAME = re.compile(rf"{_HOST_LABEL}(?:\.{_HOST_LABEL})*\.?")
-_CONNECTOR_NAME = re.compile(r"@[a-z]+(?:/[A-Za-z0-9._:@/-]+)?")
-# A Linux interface name, as an IPv6 zone may give it (IFNAMSIZ: at most 15 characters).
-_INTERFACE = re.compile(r"[A-Za-z0-9_.-]{1,15}")
+    return zone is None or (zone_allowed and _INTERFACE.fullmatch(zone) is not None)
 
 
 def host_name_problem(name: str) -> Problem | None:
     """Why ``name`` cannot name a host here, or None. Checked before anything else: a name
     holding a newline or a quote would add lines to files the hosts load as root."""
-    if len(name) <= 253 and (_HOST_NAME.fullmatch(name) or _CONNECTOR_NAME.fullmatch(name)):
-        return None
-    try:
-        address = ip_address(name)
-    except ValueError:
-        address = None
-    if address is not None and not getattr(address, "scope_id", None):
+    if _names_a_host(name, zone_allowed=False) or _CONNECTOR_NAME.fullmatch(name):
         return None
     return Problem(
         host=repr(name),
