@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from pyinfra_sglang import data
@@ -364,11 +365,8 @@ class _Check:
             if not isinstance(rows, list):
                 self.problems.append(f"the legacy rows are {_shown(rows)}, not a list")
             else:
-                for position, row in enumerate(rows):
+                for position, row in self._objects(rows, "legacy row", "{what} {position}"):
                     where = f"legacy row {position}"
-                    if not isinstance(row, dict):
-                        self.problems.append(f"{where} is not an object")
-                        continue
                     self.datasource(row.get("datasource"), where)
                     self.panels(row.get("panels"), where)
         self.templating(dashboard.get("templating"))
@@ -397,11 +395,8 @@ class _Check:
             if not isinstance(listed, list):
                 self.problems.append(f"{parent or 'the dashboard'}: its panels are not a list")
                 continue
-            for position, panel in enumerate(listed):
-                if not isinstance(panel, dict):
-                    where = f"{parent + ' > ' if parent else ''}panel at position {position}"
-                    self.problems.append(f"{where} is not an object")
-                    continue
+            panel_at = f"{parent + ' > ' if parent else ''}panel"
+            for position, panel in self._objects(listed, panel_at):
                 where = _panel_where(panel, position, parent)
                 if panel.get("libraryPanel") is not None:
                     self.problems.append(
@@ -417,10 +412,7 @@ class _Check:
         if not isinstance(targets, list):
             self.problems.append(f"{where}: targets are {_shown(targets)}, not a list")
             return
-        for position, target in enumerate(targets):
-            if not isinstance(target, dict):
-                self.problems.append(f"{where}: target at position {position} is not an object")
-                continue
+        for position, target in self._objects(targets, f"{where}: target"):
             ref = target.get("refId")
             at = f"{where}, target {_shown(ref) if ref is not None else position}"
             self.datasource(target.get("datasource"), at)
@@ -456,6 +448,18 @@ class _Check:
             f"(uid {self.uid})"
         )
 
+    def _objects(
+        self, items: list, what: str, shape: str = "{what} at position {position}"
+    ) -> Iterator[tuple[int, dict]]:
+        """(position, item) for each object among ``items``; any other item is a problem,
+        "<what> at position N is not an object" (``shape`` words it otherwise)."""
+        for position, item in enumerate(items):
+            if isinstance(item, dict):
+                yield position, item
+            else:
+                where = shape.format(what=what, position=position)
+                self.problems.append(f"{where} is not an object")
+
     def _section(self, section: Any, name: str) -> list:
         if section is None:
             return []
@@ -466,10 +470,8 @@ class _Check:
         return listed
 
     def templating(self, templating: Any) -> None:
-        for position, variable in enumerate(self._section(templating, "templating")):
-            if not isinstance(variable, dict):
-                self.problems.append(f"templating variable at position {position} is not an object")
-                continue
+        listed = self._section(templating, "templating")
+        for position, variable in self._objects(listed, "templating variable"):
             name = variable.get("name")
             where = f"templating variable {_shown(name) if name is not None else position}"
             self.datasource(variable.get("datasource"), where)
@@ -515,10 +517,8 @@ class _Check:
                         return
 
     def annotations(self, annotations: Any) -> None:
-        for position, annotation in enumerate(self._section(annotations, "annotations")):
-            if not isinstance(annotation, dict):
-                self.problems.append(f"annotation at position {position} is not an object")
-                continue
+        listed = self._section(annotations, "annotations")
+        for position, annotation in self._objects(listed, "annotation"):
             name = annotation.get("name")
             where = f"annotation {_shown(name) if name is not None else position}"
             queries = [(annotation.get(k), f"{where} {k}") for k in ("expr", "query")]
