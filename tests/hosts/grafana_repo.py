@@ -80,9 +80,11 @@ WantedBy=multi-user.target
 """
 
 # `grafana cli ... admin reset-admin-password --password-from-stdin` (the role's way to apply
-# a changed password) stores the password's sha256 and who ran it where Grafana keeps its
-# database; `grafana server` stores it only when none is there, as Grafana applies
-# admin_password only when it creates the admin user (its first start).
+# a changed password; grafana/grafana pkg/cmd/grafana-cli/commands/commands.go at db64da7a)
+# stores the password's sha256 and who ran it where Grafana keeps its database; `grafana
+# server` stores it only when none is there, as Grafana applies admin_password only when it
+# creates the admin user (https://gitlab.com/gitlab-org/omnibus-gitlab/-/issues/4230: a
+# changed setting does not change the password). Any other `grafana cli` use exits 2.
 ADMIN_RECORD = "/var/lib/grafana/standin-admin.sha256"
 SERVER = script(
     'if [ "$1" = cli ]; then\n'
