@@ -31,6 +31,11 @@ from pyinfra_sglang.host.host_driver import (
     parse_host_driver_state,
 )
 from pyinfra_sglang.host.secure_boot import parse_mok_enrolled, parse_secure_boot_state
+from pyinfra_sglang.host.transfer_folder import (
+    FolderState,
+    folder_state_command,
+    parse_folder_state,
+)
 from pyinfra_sglang.parsers.dcgm import parse_dcgm_diag
 from pyinfra_sglang.parsers.files import (
     count_gpu_classes,
@@ -651,6 +656,17 @@ class FileStates(FactBase[dict[str, dict | None]]):
 
     def process(self, output) -> dict[str, dict | None]:
         return parse_file_states(output)
+
+
+class PrivateFolder(FactBase[FolderState]):
+    """The state of a folder as the user the fact runs as (``path`` relative: to that user's
+    home); read unelevated, it is the transfer folder of pyinfra_sglang.host.transfer_folder."""
+
+    def command(self, path: str) -> str:
+        return folder_state_command(path)
+
+    def process(self, output) -> FolderState:
+        return parse_folder_state(output)
 
 
 class NvidiaTopology(FactBase[dict[str, dict[str, str]]]):

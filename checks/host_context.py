@@ -3,11 +3,15 @@ arguments, its place in a multi-node group, and shipping a host program to it.""
 
 from __future__ import annotations
 
+import hashlib
 import shlex
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
-from pyinfra.api import StringCommand
+from pyinfra.api import OperationError, StringCommand
 from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
 
+from pyinfra_sglang.host.transfer_folder import UNELEVATED, elevated
 from pyinfra_sglang.host_programs import program_path
 from pyinfra_sglang.inventory import HostConfig, node_position_in
 from pyinfra_sglang.serving.placement import NodePosition
@@ -19,6 +23,32 @@ def connector_arguments(host) -> dict:
     calls from inside an operation must pass them on, or they run as the SSH user."""
     current = host.current_op_global_arguments or {}
     return {key: current[key] for key in CONNECTOR_ARGUMENT_KEYS if key in current}
+
+
+@contextmanager
+def transfer_arguments(host) -> Iterator[Callable[[str], dict]]:
+    """For ``put_file``/``get_file`` calls from inside an operation: a function of the remote
+    path giving the keyword arguments of the call. Under elevation pyinfra passes the file
+    through a temporary file of a predictable name (pyinfra_sglang.host.transfer_folder); here
+    that file lies in a new folder only the SSH user can enter (``mktemp -d``, as that user),
+    removed after."""
+    arguments = connector_arguments(host)
+    if not elevated(arguments):
+        yield lambda remote: arguments
+        return
+    ok, output = host.run_shell_command("mktemp -d", **UNELEVATED)
+    lines = [line.line.strip() for line in output]
+    folder = lines[-1] if ok and lines else ""
+    if not folder.startswith("/") or not folder.isprintable():
+        raise OperationError(f"host {host.name}: mktemp -d failed as the SSH user: {lines}")
+    try:
+        # One name a remote path, as pyinfra names its own (sha1 of the path).
+        yield lambda remote: {
+            **arguments,
+            "remote_temp_filename": f"{folder}/pyinfra-{hashlib.sha1(remote.encode()).hexdigest()}",
+        }
+    finally:
+        host.run_shell_command(f"rm -rf -- {shlex.quote(folder)}", **UNELEVATED)
 
 
 def run_on_host(host, command: str | StringCommand, **arguments) -> tuple[bool, str]:

@@ -21,7 +21,12 @@ from pyinfra.api.exceptions import PyinfraError
 
 from checks.facts import NvidiaGpus, PythonPackages, SystemdUnitState, Virtualization
 from checks.failures import fail_host
-from checks.host_context import connector_arguments, host_position, run_on_host
+from checks.host_context import (
+    connector_arguments,
+    host_position,
+    run_on_host,
+    transfer_arguments,
+)
 from pyinfra_sglang.diagnosis.diagnose import diagnose_results, format_report, load_results
 from pyinfra_sglang.diagnosis.samples import read_json_lines
 from pyinfra_sglang.host_programs import program_path
@@ -114,9 +119,10 @@ def _run_on_host(config: HostConfig, settings: BenchSettings, run_dir: Path) -> 
         script = bench_script(config, settings, folder, key_file)
         uploads = [(str(program_path(name)), f"{folder}/{name}") for name in PROGRAMS]
         uploads.append((io.BytesIO(script.encode()), f"{folder}/{SCRIPT}"))
-        for local, remote in uploads:
-            if not host.put_file(local, remote, **connector_arguments(host)):
-                return f"cannot upload {remote}"
+        with transfer_arguments(host) as transfer:
+            for local, remote in uploads:
+                if not host.put_file(local, remote, **transfer(remote)):
+                    return f"cannot upload {remote}"
         calls = settings.repeat * len(settings.concurrencies) + 1  # and the warm-up
         # The script bounds each call itself; this bounds the whole if the host stops answering.
         passed, output = run_on_host(
@@ -125,11 +131,13 @@ def _run_on_host(config: HostConfig, settings: BenchSettings, run_dir: Path) -> 
             _timeout=calls * run_settings().timeout_s + 300,
         )
         _, listing = run_on_host(host, f"ls {shlex.quote(folder)}")
-        for name in FETCHED:
-            if name in listing.split():
-                host.get_file(f"{folder}/{name}", str(run_dir / name), **connector_arguments(host))
-                if name in SCRUBBED:
-                    scrub_secrets(run_dir / name)
+        with transfer_arguments(host) as transfer:
+            for name in FETCHED:
+                if name in listing.split():
+                    remote = f"{folder}/{name}"
+                    host.get_file(remote, str(run_dir / name), **transfer(remote))
+                    if name in SCRUBBED:
+                        scrub_secrets(run_dir / name)
         return None if passed else f"the benchmark failed:\n{output}"
     finally:
         run_on_host(host, f"rm -rf {shlex.quote(folder)}")

@@ -22,9 +22,11 @@ from roles.nvidia_driver import nvidia_driver
 from roles.nvidia_repo import nvidia_repo
 from roles.python_env import python_env
 from roles.sglang_service import sglang_service_role
+from roles.transfers import transfer_folder
 
 run_summary(state)
 host_config(host)
+transfer_folder()  # before the first upload
 
 base()
 nvidia_repo()

@@ -30,7 +30,7 @@ from checks.facts import (
     read_once,
     read_together,
 )
-from checks.host_context import connector_arguments, run_on_host
+from checks.host_context import run_on_host, transfer_arguments
 from pyinfra_sglang import data
 from pyinfra_sglang.host.platform import Platform, resolve_platform
 
@@ -187,31 +187,14 @@ def service_running(service: str):
     yield from systemd.service._inner(service=service, running=True, enabled=True)
 
 
-# Connector arguments that make pyinfra upload through a temporary file of the SSH user's.
-_ELEVATING = ("_sudo", "_doas", "_dzdo", "_su_user")
-
-
 def upload_into(host_, content: bytes, staging: str, what: str) -> None:
     """Write ``content`` into ``staging``, a file that exists already with its final mode:
     the SFTP server (or cp, under sudo) writes into it and keeps that mode, so a secret is
-    never readable by others, not even while it is uploaded. ``what`` names it in errors;
-    the content is never shown."""
-    arguments = connector_arguments(host_)
-    temp = None
-    if any(arguments.get(key) for key in _ELEVATING):
-        # pyinfra uploads as the SSH user to a temporary file first, with the SFTP server's
-        # default mode (0644): make that file 0600 beforehand (mktemp), as the SSH user.
-        ok, output = host_.run_shell_command("mktemp")
-        lines = [line.line for line in output] if ok else []
-        if not lines:
-            raise OperationError(f"could not upload {what}: mktemp failed")
-        temp = lines[-1].strip()
-        arguments = {**arguments, "remote_temp_filename": temp}
-    try:
-        uploaded = host_.put_file(io.BytesIO(content), staging, **arguments)
-    finally:
-        if temp:
-            host_.run_shell_command(f"rm -f {shlex.quote(temp)}")
+    never readable by others, not even while it is uploaded; under sudo the SSH user's own
+    copy lies in a folder only it can enter (transfer_arguments). ``what`` names it in
+    errors; the content is never shown."""
+    with transfer_arguments(host_) as transfer:
+        uploaded = host_.put_file(io.BytesIO(content), staging, **transfer(staging))
     if not uploaded:
         raise OperationError(f"could not upload {what}")
 

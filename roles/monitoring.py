@@ -20,7 +20,7 @@ from pyinfra.operations import files, systemd
 from pyinfra.operations.util import any_changed
 
 from checks.facts import read_once
-from checks.host_context import connector_arguments, run_on_host
+from checks.host_context import run_on_host, transfer_arguments
 from pyinfra_sglang import data
 from pyinfra_sglang.inventory import host_config
 from pyinfra_sglang.monitoring import render
@@ -199,7 +199,9 @@ def grafana_old_dashboards_removed(user: str, paths: list[str]):
 
 def _dashboard_checked(state, host, url: str, staging: str) -> bool:
     buffer = io.BytesIO()
-    if not host.get_file(staging, buffer, **connector_arguments(host)):
+    with transfer_arguments(host) as transfer:
+        read = host.get_file(staging, buffer, **transfer(staging))
+    if not read:
         raise OperationError(f"host {host.name}: could not read back {staging}")
     reason = dashboard_refusal(buffer.getvalue())
     if reason is None:

@@ -6,6 +6,8 @@ off removes the table."""
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 from tests.hosts.apply import apply, write_inventory
@@ -91,4 +93,84 @@ def test_only_the_monitoring_server_reaches_the_metrics_ports(metrics_pool, tmp_
     assert gone.returncode != 0 and not gone.stdout.strip(), gone
     assert reach() == everyone
     again = apply(off, DEPLOY)
+    again.assert_unchanged()
+
+
+# --- uploads under sudo (issue 46, deliverable 5) ------------------------------------------
+
+RULES = "/etc/sglang-firewall/metrics.nft"
+UNIT = "/etc/systemd/system/sglang-metrics-firewall.service"
+TRANSFER = "/home/deployer/.cache/pyinfra-sglang/transfer"
+
+
+def _predictable(dest: str) -> str:
+    """Where pyinfra's SSH connector would stage ``dest`` under sudo by default
+    (api/host.py get_temp_filename: the temporary folder, "pyinfra-" and the sha1 of dest)."""
+    return f"/tmp/pyinfra-{hashlib.sha1(dest.encode()).hexdigest()}"
+
+
+def _sudoer_and_planter(pool, gpu) -> None:
+    """``deployer``, a sudoer the deploy logs in as with the pool's key, and ``mallory``, a
+    local user who plants what pyinfra's predictable upload names would hit: a symlink to a
+    file of the deployer's, and a world-writable file of her own."""
+    pool.run(
+        gpu,
+        # sudo looks its host's name up: in /etc/hosts, not from a resolver it cannot reach.
+        'echo "127.0.1.1 $(hostname)" >> /etc/hosts && '
+        "useradd -m -s /bin/bash deployer && useradd -m -s /bin/bash mallory && "
+        "install -d -o deployer -g deployer -m 700 /home/deployer/.ssh && "
+        "install -o deployer -g deployer -m 600 /root/.ssh/authorized_keys /home/deployer/.ssh/ && "
+        "echo 'deployer ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/deployer && "
+        "chmod 440 /etc/sudoers.d/deployer && "
+        "runuser -u deployer -- sh -c 'echo deployer-data > /home/deployer/victim' && "
+        f"runuser -u mallory -- ln -s /home/deployer/victim {_predictable(RULES)} && "
+        f"runuser -u mallory -- sh -c 'echo planted > {_predictable(UNIT)} && "
+        f"chmod 666 {_predictable(UNIT)}'",
+    )
+
+
+def test_uploads_under_sudo_never_touch_what_another_user_planted(
+    metrics_pool, tmp_path, site_secrets
+):
+    mon, gpu = metrics_pool.boot(2)
+    _sudoer_and_planter(metrics_pool, gpu)
+    common = {
+        **metrics_pool.inventory_data(),
+        "sglang_model_profile": "dense-bf16",
+        "sglang_host": "0.0.0.0",
+        "sglang_metrics_public": True,
+        "sglang_api_key_file": str(site_secrets / "api-key"),
+    }
+    inventory = write_inventory(
+        tmp_path / "sudo.py",
+        {
+            "gpu_hosts": [
+                (mon.address, {**common, "monitoring_role": "server", "monitoring_grafana": False}),
+                (gpu.address, {**common, "ssh_user": "deployer", "_sudo": True}),
+            ]
+        },
+    )
+    first = apply(inventory, DEPLOY)
+    assert first.returncode == 0 and not first.errors(), first.describe()
+
+    def held(command: str) -> str:
+        return metrics_pool.run(gpu, command).stdout.strip()
+
+    # What root installed is the role's, root's own.
+    assert held(f"stat -c '%U %G %a' {RULES} {UNIT}").splitlines() == [
+        "root root 600",
+        "root root 644",
+    ]
+    assert mon.address in held(f"cat {RULES}") and "ExecStart" in held(f"cat {UNIT}")
+    # What mallory planted is as she left it, and the file her link named was not written.
+    assert held("cat /home/deployer/victim") == "deployer-data"
+    assert held(f"readlink {_predictable(RULES)}") == "/home/deployer/victim"
+    assert held(f"stat -c '%U %a' {_predictable(UNIT)}; cat {_predictable(UNIT)}").splitlines() == [
+        "mallory 666",
+        "planted",
+    ]
+    # The uploads passed through the deployer's own folder, left empty; none through /tmp.
+    assert held(f"stat -c '%U %a' {TRANSFER}; ls -A {TRANSFER}") == "deployer 700"
+    assert held("find /tmp -maxdepth 1 -user deployer -name 'pyinfra-*'") == ""
+    again = apply(inventory, DEPLOY)
     again.assert_unchanged()

@@ -226,11 +226,17 @@ def test_pyinfra_docstring_format_gives_summary_and_arguments():
 
 def test_the_roles_table_follows_site_py_and_every_role_says_what_it_does():
     modules = site_modules()
-    assert modules[:3] == ["roles.base", "roles.nvidia_repo", "roles.nvidia_driver"]
+    assert modules[:4] == [
+        "roles.transfers",
+        "roles.base",
+        "roles.nvidia_repo",
+        "roles.nvidia_driver",
+    ]
     assert "roles.reboot" in modules  # imported by a role: its operation runs alone too
     text = roles_markdown()
     rows = [line for line in text.splitlines() if line.startswith("| [`roles/")]
-    assert rows[0].startswith("| [`roles/base.py`](#rolesbasepy-base) | Refuse an unsupported ")
+    assert rows[0].startswith("| [`roles/transfers.py`](#rolestransferspy-transfer-folder) |")
+    assert rows[1].startswith("| [`roles/base.py`](#rolesbasepy-base) | Refuse an unsupported ")
     # One row a deploy, in site.py's order, each linking to its section's heading.
     paths = [row.split("`")[1] for row in rows]
     assert paths.index("roles/model.py") < paths.index("roles/sglang_service.py")

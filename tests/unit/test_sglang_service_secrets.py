@@ -64,6 +64,7 @@ class LocalHost:
         self.current_op_global_arguments = arguments or {}
         self.fail_on = fail_on
         self.mode_when_written: dict[str, int] = {}
+        self.folder_when_written: dict[str, tuple[int, int]] = {}
         self.commands: list[str] = []
         self.uploads: list[dict] = []
 
@@ -82,6 +83,8 @@ class LocalHost:
             os.umask(old)
         with os.fdopen(fd, "wb") as out:
             self.mode_when_written[path] = stat.S_IMODE(os.fstat(out.fileno()).st_mode)
+            folder = os.stat(os.path.dirname(path))
+            self.folder_when_written[path] = (folder.st_uid, stat.S_IMODE(folder.st_mode))
             if self.fail_on and path.endswith(self.fail_on):
                 out.write(data[: len(data) // 2])
                 raise OSError("the SSH connection broke")
@@ -216,15 +219,17 @@ def test_a_leftover_staging_file_is_replaced_not_reused(tmp_path, paths):
 
 
 @needs_root
-def test_under_sudo_the_temporary_upload_is_0600_too(tmp_path, paths):
+def test_under_sudo_the_temporary_upload_lies_in_a_private_folder(tmp_path, paths):
     host = LocalHost(tmp_path, arguments={"_sudo": True})
     files = rendered(paths)
     install(host, files)
     temps = [upload["temp"] for upload in host.uploads]
-    assert all(temps), host.uploads  # our own mktemp file, not pyinfra's default one
+    assert all(temps), host.uploads  # in our own mktemp -d folder, not pyinfra's /tmp name
+    assert len({Path(temp).parent for temp in temps}) == len(temps)  # a new folder each
     for temp in temps:
-        assert host.mode_when_written[temp] == 0o600
-        assert not Path(temp).exists()
+        # Written inside a folder only this user could enter, removed with it after.
+        assert host.folder_when_written[temp] == (os.getuid(), 0o700)
+        assert not Path(temp).parent.exists()
     for f in files:
         assert Path(f.path).read_text() == f.content
         assert oct(host.mode_when_written[f.path + engine.STAGING_SUFFIX])[2:] == f.mode

@@ -1,11 +1,14 @@
 """Apply only the multi-node firewall role (tests/integration/test_multinode_firewall_on_hosts.py):
 its hosts sit on a private network that cannot reach the stand-in package repositories the
-rest of deploy/site.py needs. Validation runs first, as in deploy/site.py."""
+rest of deploy/site.py needs. Validation and the transfer folder come first, as in
+deploy/site.py."""
 
 from pyinfra import host
 
 from pyinfra_sglang.inventory import host_config
 from roles.multinode_firewall import multinode_firewall
+from roles.transfers import transfer_folder
 
 host_config(host)
+transfer_folder()
 multinode_firewall()
