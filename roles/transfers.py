@@ -57,11 +57,15 @@ def transfer_folder() -> None:
     chosen = arguments.get("_temp_dir")
     path = str(chosen or DEFAULT_FOLDER)
     found = host.get_fact(PrivateFolder, path=path, **UNELEVATED)
+    folder = {}
     if found.path:
-        host.data._temp_dir = found.path  # before the operation, which then has it too
+        # For every later operation; this deploy's own arguments were read before it.
+        host.data._temp_dir = found.path
+        folder = {"_temp_dir": found.path}
     transfer_folder_private(
         name="Pass file transfers under sudo through a folder only the SSH user can enter",
         path=path,
         ours=not chosen,
         **UNELEVATED,
+        **folder,
     )
