@@ -16,6 +16,19 @@ so this program carries its host-side rules (``unit_failure``, ``setup_failure``
 imports them from here). While a deploy is changing the service (its ``.new``,
 ``.last-good`` or ``.absent`` files beside the service's) the watchdog checks nothing.
 
+A failed check counts only when the server is neither loading nor working:
+
+- *loading*: while the unit has been active (systemd's ActiveEnterTimestampMonotonic) for
+  less than ``--start-timeout``, a refused connection or SGLang's 503 "starting" is the load,
+  not a failure (SGLang binds its port only once the model is loaded, and answers 503 while
+  it warms up: http_server.py, 0.5.17);
+- *working*: the server's token counters on ``/metrics`` (``sglang:realtime_tokens_total``,
+  which every prefill chunk and decode step moves from 0.5.17 on; before it the prompt and
+  generation totals) are read before and after the check; when they moved by more than the
+  check's own tokens, the server is saturated, not hung (a long prefill starves SGLang's own
+  ``/health``: sgl-project/sglang #22511). A server whose counters cannot be read is judged
+  by the check alone, and the journal line says so.
+
 At most ``--max-restarts-per-hour`` restarts in any hour: beyond them it restarts nothing
 and leaves a journal line that says so, every run, until the oldest restart is an hour old.
 
@@ -45,11 +58,12 @@ import urllib.request
 
 try:  # imported as part of pyinfra_sglang (the deploy, the tests)
     from .api_key import read_api_key
-    from .decode_client import DEFAULT_EXPECT, MASK, decode_check, safe_text
+    from .decode_client import DEFAULT_EXPECT, DEFAULT_MAX_TOKENS, MASK, decode_check, safe_text
 except ImportError:  # run as a script on a host, beside them
     from api_key import read_api_key  # type: ignore[no-redef]
     from decode_client import (  # type: ignore[no-redef]
         DEFAULT_EXPECT,
+        DEFAULT_MAX_TOKENS,
         MASK,
         decode_check,
         safe_text,
@@ -77,6 +91,20 @@ MAX_TEXT = 1000
 MAX_RESTARTS_READ = 1000
 INT_DIGITS_READ = 30
 PROBLEMS_SHOWN = 3
+# A loading server: its port is not bound yet, or it answers 503 while it warms up.
+STARTING_REASONS = ("connection-refused", "loading")
+# The token counters of /metrics that show work (summed over their series): every prefill
+# chunk and decode step (0.5.17 on), else finished requests' prompt and generated tokens.
+PROGRESS_COUNTERS = (
+    "sglang:realtime_tokens_total",
+    "sglang:prompt_tokens_total",
+    "sglang:generation_tokens_total",
+)
+# The check's own tokens, which must not pass for other work: two answers (streamed, then
+# not) of up to DEFAULT_MAX_TOKENS each, with their prompts.
+OWN_TOKENS = 2 * (DEFAULT_MAX_TOKENS + 512)
+METRICS_MAX_BYTES = 16 << 20
+METRICS_TIMEOUT_S = 10.0
 
 
 # --- the deploy's rules for a unit that is starting -------------------------------------
@@ -412,6 +440,96 @@ def monotonic() -> float:
     return time.monotonic()
 
 
+def active_for_s(unit: str) -> float | None:
+    """How long ``unit`` has been active, from systemd's monotonic clock (the clock of
+    time.monotonic(): no wall-clock step moves it); None when systemd does not say."""
+    shown = systemctl("show", "-p", "ActiveEnterTimestampMonotonic", "--value", unit).stdout
+    value = shown.strip()
+    if not value.isdigit() or int(value) == 0 or len(value) > 20:
+        return None
+    return max(0.0, monotonic() - int(value) / 1e6)
+
+
+def parse_progress(text: str) -> float | None:
+    """The sum of PROGRESS_COUNTERS over their series in a Prometheus text page; None when
+    the page holds none of them (metrics off, another server)."""
+    total, found = 0.0, False
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        name, _, rest = line.partition("{")
+        if rest:
+            rest = rest.rpartition("}")[2]
+        else:
+            name, _, rest = line.partition(" ")
+        if name.strip() not in PROGRESS_COUNTERS:
+            continue
+        fields = rest.split()
+        try:
+            value = float(fields[0]) if fields else math.nan
+        except ValueError:
+            continue
+        if math.isfinite(value) and value >= 0:
+            total, found = total + value, True
+    return total if found else None
+
+
+def read_progress(url: str, key: str | None) -> tuple[float | None, str]:
+    """(the server's token counters, or None) and why none, from ``url``/metrics (with the
+    API key: SGLang guards /metrics with it unless told otherwise)."""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    request = urllib.request.Request(f"{url}/metrics", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=METRICS_TIMEOUT_S) as response:
+            body = response.read(METRICS_MAX_BYTES + 1)
+    except urllib.error.HTTPError as error:
+        return None, f"/metrics answered {error.code}"
+    except (OSError, ValueError) as error:
+        return None, f"/metrics could not be read ({type(error).__name__})"
+    if len(body) > METRICS_MAX_BYTES:
+        return None, f"/metrics is larger than {METRICS_MAX_BYTES} bytes"
+    progress = parse_progress(body.decode("utf-8", "replace"))
+    if progress is None:
+        return None, f"/metrics holds none of {', '.join(PROGRESS_COUNTERS)}"
+    return progress, ""
+
+
+def not_counted(
+    reason: str,
+    active_s: float | None,
+    start_timeout: float,
+    before: tuple[float | None, str],
+    after: tuple[float | None, str],
+) -> tuple[str, str] | None:
+    """(state reason, journal line) when a failed check with ``reason`` is not a failure: the
+    server is loading (active for less than its start timeout and refusing or answering 503)
+    or working (its token counters moved by more than the check's own tokens). None: it
+    counts."""
+    if reason in STARTING_REASONS and active_s is not None and active_s < start_timeout:
+        return "starting", (
+            f"decode check not counted: the server is loading ({reason}; active for "
+            f"{active_s:.0f} s of its {start_timeout:.0f} s start timeout)"
+        )
+    (was, _), (now, _) = before, after
+    if was is not None and now is not None and now - was > OWN_TOKENS:
+        return "busy", (
+            f"decode check not counted ({reason}): the server is working, {now - was:.0f} "
+            f"tokens processed during the check (its /metrics counters; the check's own "
+            f"are at most {OWN_TOKENS})"
+        )
+    return None
+
+
+def unread_progress(before: tuple[float | None, str], after: tuple[float | None, str]) -> str:
+    """What the journal line of a counted failure says about the counters."""
+    (was, why_before), (now, why_after) = before, after
+    if was is None or now is None:
+        return f"; whether the server was working is unknown: {why_before or why_after}"
+    if now < was:
+        return "; its /metrics counters went back (the server restarted during the check)"
+    return f"; {now - was:.0f} tokens processed during the check"
+
+
 def wait_healthy(unit: str, health_url: str, timeout_s: float) -> str | None:
     """None once ``health_url`` answers 200; else why not: the unit failed (a setup failure
     is waited out twice), or ``timeout_s`` passed. The deploy's wait, on the host."""
@@ -497,6 +615,7 @@ def run_once(args: argparse.Namespace, now: float | None = None) -> int:
         except (OSError, ValueError) as error:
             say(3, f"cannot read the API key from {args.api_key_file}: {error}")
             return 1
+    before = read_progress(args.url, key)
     result = decode_check(args.url, expect=args.expect, api_key=key, timeout=args.timeout)
     reason = result["reason"]
     # decode_check masks the key in what it returns; masked here again all the same.
@@ -514,11 +633,18 @@ def run_once(args: argparse.Namespace, now: float | None = None) -> int:
         state["held"] = None
         save_state(args.state, state)
         return 0
+    after = read_progress(args.url, key)
+    excused = not_counted(reason, active_for_s(args.unit), args.start_timeout, before, after)
+    if excused:
+        state["last_check"] = {"at": now, "ok": None, "reason": excused[0]}
+        save_state(args.state, state)
+        say(5, f"{excused[1]}: {message}")
+        return 0
     state["failures"] = int(state["failures"]) + 1
     say(
         4,
-        f"decode check failed ({reason}), {state['failures']} of {args.failures} in a row: "
-        f"{message}",
+        f"decode check failed ({reason}), {state['failures']} of {args.failures} in a row"
+        f"{unread_progress(before, after)}: {message}",
     )
     if state["failures"] < args.failures:
         save_state(args.state, state)

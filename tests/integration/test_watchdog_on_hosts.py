@@ -1,9 +1,11 @@
 """The watchdog (sglang_watchdog) on a real Debian 12 test host serving the stand-in SGLang
 server: installed by deploy/site.py (twice: the second apply changes nothing), its timer
-runs the decode check; a healthy server is never restarted; a server that hangs generation
-while /health answers 200 (the stand-in's hang switch, as sgl-project/sglang #6624, #4191) is
-restarted after the failures in a row; the hourly limit then holds, with its journal line;
-the audit shows the state and the restart; off again, it is removed."""
+runs the decode check; a healthy server is never restarted, nor one that is loading (its
+warm-up held) or saturated (its check queued while its token counters move); a server that
+hangs generation while /health answers 200 (the stand-in's hang switch, as
+sgl-project/sglang #6624, #4191) is restarted after the failures in a row; the hourly limit
+then holds, with its journal line; the audit shows the state and the restart; off again, it
+is removed."""
 
 from __future__ import annotations
 
@@ -23,6 +25,9 @@ WATCHDOG_OP = "SGLang service | Run the watchdog: a decode check every 30 s"
 NO_WATCHDOG_OP = "SGLang service | No watchdog"
 STATE = "/var/lib/sglang-watchdog/state.json"
 HANG_FILE = "/run/sglang-standin/30000.hang-generation"
+SATURATED_FILE = "/run/sglang-standin/30000.saturated"
+READY_GATE = "/run/sglang-standin/ready-gate"
+LOADING_DROPIN = "/run/systemd/system/sglang.service.d/loading.conf"
 WATCHDOG = (
     "--data",
     "sglang_watchdog=true",
@@ -116,6 +121,43 @@ def test_the_watchdog_restarts_a_hung_server_within_its_limit(
             "root",
         ]
 
+        # Loading: restarted with its warm-up held (nothing listens, then /health and chat
+        # answer 503), the failed checks are the load, not failures; no restart.
+        run(
+            f"mkdir -p {LOADING_DROPIN.rsplit('/', 1)[0]} && printf '%s\\n' '[Service]' "
+            f"'Environment=SGLANG_STANDIN_READY_FILE={READY_GATE}' "
+            f"'Environment=SGLANG_STANDIN_LOAD_S=4' > {LOADING_DROPIN} && "
+            f"rm -f {READY_GATE} && systemctl daemon-reload && systemctl restart sglang.service"
+        )
+        loading = main_pid(host_pool, host)
+        for _ in range(3):
+            check_now(host_pool, host)
+        starting = state(host_pool, host)
+        assert starting["failures"] == 0 and starting["restarts"] == [], starting
+        assert starting["last_check"]["reason"] == "starting", starting
+        assert main_pid(host_pool, host) == loading
+        assert "decode check not counted: the server is loading (" in journal(host_pool, host)
+        run(f"touch {READY_GATE} && rm -f {LOADING_DROPIN} && systemctl daemon-reload")
+        deadline = time.monotonic() + 30
+        while state(host_pool, host)["last_check"]["ok"] is not True:
+            assert time.monotonic() < deadline, journal(host_pool, host)
+            check_now(host_pool, host)
+        pid = loading
+
+        # Saturated: the check queues past its timeout while the server's token counters
+        # move (other clients' work): busy, not hung; no restart.
+        run(f"echo {pid} > {SATURATED_FILE}")
+        for _ in range(3):
+            check_now(host_pool, host)
+        busy = state(host_pool, host)
+        assert busy["failures"] == 0 and busy["restarts"] == [], busy
+        assert busy["last_check"]["reason"] == "busy", busy
+        assert main_pid(host_pool, host) == pid
+        assert "decode check not counted (timeout): the server is working" in journal(
+            host_pool, host
+        )
+        run(f"rm -f {SATURATED_FILE}")
+
         # Hung while alive: /health answers 200, generation never returns.
         run(f"echo {pid} > {HANG_FILE}")
         with urllib.request.urlopen(f"http://{host.address}:30000/health", timeout=10) as r:
@@ -173,7 +215,11 @@ def test_the_watchdog_restarts_a_hung_server_within_its_limit(
         assert "(timeout; healthy again)" in restarts["message"]
         assert state(host_pool, host) == held  # no run of the watchdog during the audit
     finally:
-        host_pool.run(host, f"rm -f {HANG_FILE}", check=False)
+        host_pool.run(
+            host,
+            f"rm -f {HANG_FILE} {SATURATED_FILE} {LOADING_DROPIN}; systemctl daemon-reload",
+            check=False,
+        )
         # Off again: the watchdog is removed, then nothing changes.
         back = apply(inventory, options=only)
         assert back.returncode == 0, back.describe()

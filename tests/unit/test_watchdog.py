@@ -8,6 +8,7 @@ import json
 import os
 import re
 import stat
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -17,6 +18,8 @@ from pyinfra_sglang.host_programs import watchdog as program
 from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.inventory.validation import validate_host_data
 from pyinfra_sglang.serving.watchdog import watchdog_argv, watchdog_files
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
 
 API_KEY = "sk-watchdog-SECRET-0123456789"
 
@@ -113,6 +116,13 @@ class Host:
         self.active = active
         self.calls: list[tuple] = []
         self.healthy_after_restart = True
+        self.reason = "timeout"  # of a failed check
+        self.active_for_s: float | None = None  # systemd does not say, unless set
+        self.progress: list[tuple[float | None, str]] = []  # /metrics readings, in order
+
+    def read_progress(self, url, key):
+        self.calls.append(("metrics", url, key))
+        return self.progress.pop(0) if self.progress else (None, "/metrics answered 404")
 
     def systemctl(self, *args):
         self.calls.append(("systemctl", *args))
@@ -126,7 +136,7 @@ class Host:
         ok = self.answers.pop(0)
         return {
             "ok": ok,
-            "reason": "pass" if ok else "timeout",
+            "reason": "pass" if ok else self.reason,
             "message": "ok" if ok else f"no answer within {timeout} s (key {API_KEY})",
             "ttft_s": 0.01 if ok else None,
         }
@@ -142,6 +152,8 @@ def host(monkeypatch, tmp_path):
         fake = Host(answers, **kwargs)
         monkeypatch.setattr(program, "systemctl", fake.systemctl)
         monkeypatch.setattr(program, "decode_check", fake.decode_check)
+        monkeypatch.setattr(program, "read_progress", fake.read_progress)
+        monkeypatch.setattr(program, "active_for_s", lambda unit: fake.active_for_s)
         monkeypatch.setattr(
             program, "health_status", lambda url: 200 if fake.healthy_after_restart else 503
         )
@@ -230,6 +242,107 @@ def test_a_server_that_does_not_come_back_is_said_so(host, tmp_path, capsys, mon
     [entry] = state(tmp_path)["restarts"]
     assert entry["outcome"] == "http://127.0.0.1:30000/health not healthy after 30 s"
     assert "did not come back after the watchdog's restart" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("reason", ["connection-refused", "loading"])
+def test_a_loading_server_is_not_failed_within_its_start_timeout(host, tmp_path, capsys, reason):
+    fake = host([False] * 4)
+    fake.reason = reason
+    fake.active_for_s = 12.0  # of its 30 s start timeout
+    run(tmp_path, now=100.0)
+    run(tmp_path, now=130.0)
+    assert state(tmp_path)["failures"] == 0 and fake.restarts == 0
+    assert state(tmp_path)["last_check"] == {"at": 130.0, "ok": None, "reason": "starting"}
+    assert f"the server is loading ({reason}; active for 12 s of its 30 s start timeout)" in (
+        capsys.readouterr().out
+    )
+    # Past its start timeout the same answers are failures.
+    fake.active_for_s = 31.0
+    run(tmp_path, now=160.0)
+    run(tmp_path, now=190.0)
+    assert fake.restarts == 1
+
+
+@pytest.mark.parametrize("active_for_s", [None, 5.0])
+def test_only_the_answers_of_a_load_are_excused(host, tmp_path, active_for_s):
+    # A hang (timeout) right after the start, or a start time systemd does not give: counted.
+    fake = host([False, False])
+    fake.active_for_s = active_for_s
+    fake.reason = "timeout" if active_for_s else "connection-refused"
+    run(tmp_path, now=100.0)
+    run(tmp_path, now=130.0)
+    assert fake.restarts == 1
+
+
+def test_a_saturated_server_that_progresses_is_not_restarted(host, tmp_path, capsys):
+    fake = host([False] * 6)
+    working = 1000.0 + program.OWN_TOKENS + 1
+    fake.progress = [(1000.0, ""), (working, "")] * 3
+    for index in range(3):
+        run(tmp_path, now=100.0 + 30 * index)
+    assert fake.restarts == 0 and state(tmp_path)["failures"] == 0
+    assert state(tmp_path)["last_check"]["reason"] == "busy"
+    out = capsys.readouterr().out
+    assert f"the server is working, {program.OWN_TOKENS + 1} tokens processed" in out
+    assert API_KEY not in out
+    # Metrics read with the key, before and after the check.
+    assert [call[0] for call in fake.calls[:4]] == ["systemctl", "metrics", "decode", "metrics"]
+    assert fake.calls[1][2] == API_KEY
+
+
+@pytest.mark.parametrize(
+    ("readings", "said"),
+    [
+        ([(1000.0, ""), (1100.0, "")], "; 100 tokens processed during the check"),
+        ([(1000.0, ""), (1000.0 + program.OWN_TOKENS, "")], "tokens processed during the check"),
+        ([(None, "/metrics answered 401"), (None, "x")], "unknown: /metrics answered 401"),
+        ([(1000.0, ""), (None, "/metrics could not be read (TimeoutError)")], "unknown"),
+        ([(5000.0, ""), (10.0, "")], "counters went back"),
+    ],
+)
+def test_a_hung_server_or_unread_counters_count_the_failure(host, tmp_path, capsys, readings, said):
+    fake = host([False, False])
+    fake.progress = readings * 2
+    run(tmp_path, now=100.0)
+    run(tmp_path, now=130.0)
+    assert fake.restarts == 1
+    assert said in capsys.readouterr().out
+
+
+def test_progress_is_read_from_a_real_sglang_metrics_page():
+    page = (FIXTURES / "sglang-0.5.17-h200/capped/metrics.txt").read_text()
+    first = page.split("### poll ")[1].split("\n", 1)[1]
+    expected = sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in first.splitlines()
+        if line.startswith(("sglang:prompt_tokens_total{", "sglang:generation_tokens_total{"))
+    )
+    assert expected > 0 and program.parse_progress(first) == expected
+
+
+@pytest.mark.parametrize(
+    ("page", "value"),
+    [
+        ("", None),
+        ("# HELP sglang:realtime_tokens_total x\n", None),
+        ("sglang:num_running_reqs 3\n", None),
+        ('sglang:realtime_tokens_total{mode="decode"} 10\n', 10.0),
+        (
+            'sglang:realtime_tokens_total{mode="decode",x="a} b"} 10\n'
+            "sglang:prompt_tokens_total 5\n",
+            15.0,
+        ),
+        ("sglang:generation_tokens_total NaN\n", None),
+        ("sglang:generation_tokens_total -4\n", None),
+        ("sglang:generation_tokens_total +Inf\n", None),
+        ("sglang:generation_tokens_total abc\n", None),
+        ("sglang:generation_tokens_total\n", None),
+        ("sglang:generation_tokens_total_x 5\n", None),
+        ("sglang:generation_tokens_total 7 1700000000000\n", 7.0),  # with a timestamp
+    ],
+)
+def test_progress_reads_only_finite_counts_of_its_counters(page, value):
+    assert program.parse_progress(page) == value
 
 
 def test_nothing_is_checked_while_a_deploy_changes_the_service(host, tmp_path):

@@ -32,6 +32,11 @@ A server that hangs while alive (sgl-project/sglang #6624, #4191): while the fil
 ``<record folder>/<port>.hang-generation`` holds the server's pid, /health still answers 200
 and chat completions never answer (until the server stops); a restart, a new pid, clears it.
 
+A server saturated by other work: while ``<record folder>/<port>.saturated`` holds the
+server's pid, a new chat completion waits in the queue (until the file goes or the server
+stops) while the other load keeps the token counters moving at SATURATED_TOKENS_S, as a
+server busy with long prefills: its requests are slow, yet it progresses.
+
 A real /metrics replayed: while ``<record folder>/<port>.metrics`` exists, /metrics answers
 its text (a capture of a real SGLang's /metrics, tests/fixtures/sglang-*/), not the
 stand-in's own counters.
@@ -71,6 +76,10 @@ MAX_LOAD_S = 1.0
 DEFAULT_RUN_DIR = "/run/sglang-standin"
 # Decode with CUDA graphs off against on, real SGLang 0.5.17 on one H200 (4237 / 916 tok/s).
 GRAPHS_OFF_SLOWDOWN = 4.6
+# The other load of a saturated server: about real 0.5.17's decode rate at concurrency 32 on
+# one H200 (4237 tok/s, tests/fixtures/sglang-0.5.17-h200/tune).
+SATURATED_TOKENS_S = 4000
+SATURATED_STEP_S = 0.1
 # Non-secret variables of the service's environment worth asserting on.
 RECORDED_ENV = (
     "HF_HOME",
@@ -205,9 +214,13 @@ class State:
             "num_running_reqs": 0,
             "num_queue_reqs": 0,
             "used_tokens": 0,
+            # sglang:realtime_tokens_total (0.5.17): each prefill and decode step counts.
+            "realtime_prefill_compute": 0,
+            "realtime_decode": 0,
         }
         # Generation hangs while this file names this process (generation_hung).
         self.hang_file: Path | None = None
+        self.saturated_file: Path | None = None
         self.metrics_file: Path | None = None
         self.peers: set[int] = set()
         self.peer_conns: dict[int, socket.socket] = {}  # rank -> its open rendezvous connection
@@ -237,6 +250,26 @@ def generation_hung(state: State) -> bool:
         )
     except OSError:
         return False
+
+
+def saturated(state: State) -> bool:
+    """Is this process saturated by other work? While ``<run dir>/<port>.saturated`` holds
+    its pid (as generation_hung)."""
+    try:
+        return state.saturated_file is not None and state.saturated_file.read_text().strip() == (
+            str(os.getpid())
+        )
+    except OSError:
+        return False
+
+
+def other_load(state: State) -> None:
+    """The work of the other clients while the server is saturated: tokens at
+    SATURATED_TOKENS_S, in steps of SATURATED_STEP_S."""
+    while not state.stop.wait(SATURATED_STEP_S):
+        if saturated(state):
+            step = int(SATURATED_TOKENS_S * SATURATED_STEP_S)
+            state.count(realtime_decode=step, generation_tokens_total=step)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -372,6 +405,14 @@ class Handler(BaseHTTPRequestHandler):
             self.state.stop.wait()
             self.close_connection = True
             return None
+        if saturated(self.state):
+            # Queued behind the other load until it eases (or the server stops).
+            self.state.count(num_queue_reqs=1)
+            try:
+                while saturated(self.state) and not self.state.stop.wait(SATURATED_STEP_S):
+                    pass
+            finally:
+                self.state.count(num_queue_reqs=-1)
         try:
             request = json.loads(body or b"null")
             if not isinstance(request, dict):
@@ -392,6 +433,7 @@ class Handler(BaseHTTPRequestHandler):
                 num_running_reqs=1,
                 used_tokens=tokens,
                 prompt_tokens_total=completion.prompt_tokens,
+                realtime_prefill_compute=completion.prompt_tokens,
             )
             try:
                 if request.get("stream"):
@@ -435,8 +477,11 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     def generated(self, count: int):
-        """One step per token, at the server's pace, from the rank-0 scheduler process."""
-        return self.state.schedulers.tokens(count, self.state.token_delay)
+        """One step per token, at the server's pace, from the rank-0 scheduler process; each
+        counted as SGLang counts a decode step."""
+        for token in self.state.schedulers.tokens(count, self.state.token_delay):
+            self.state.count(realtime_decode=1)
+            yield token
 
     def write_chunk(self, data: bytes) -> None:
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
@@ -478,6 +523,16 @@ class Handler(BaseHTTPRequestHandler):
                 f"# TYPE sglang:{name} {kind}",
                 f"sglang:{name}{label} {float(counters[name])}",
             ]
+        lines += [
+            "# HELP sglang:realtime_tokens_total Total number of tokens processed (updated on "
+            "each log interval). mode: prefill_compute, prefill_cache, decode.",
+            "# TYPE sglang:realtime_tokens_total counter",
+        ]
+        for mode in ("prefill_compute", "decode"):
+            mode_label = label[:-1] + f',mode="{mode}"}}'
+            lines.append(
+                f"sglang:realtime_tokens_total{mode_label} {float(counters['realtime_' + mode])}"
+            )
         return "\n".join(lines) + "\n"
 
 
@@ -674,6 +729,7 @@ def main(argv: list[str] | None = None) -> int:
 
     run_dir = Path(os.environ.get("SGLANG_STANDIN_RUN_DIR") or DEFAULT_RUN_DIR)
     state.hang_file = run_dir / f"{args.port}.hang-generation"
+    state.saturated_file = run_dir / f"{args.port}.saturated"
     state.metrics_file = run_dir / f"{args.port}.metrics"
     record = Record(
         run_dir / f"{args.port}.json",
@@ -805,6 +861,7 @@ def main(argv: list[str] | None = None) -> int:
         log(READY_LINE)
         record.update(state="ready", ready_at=time.time(), peers_joined=sorted(state.peers))
         state.ready.set()
+        threading.Thread(target=other_load, args=(state,), name="other-load", daemon=True).start()
         break
     state.stop.wait()
 
