@@ -68,7 +68,7 @@ URL = f"http://127.0.0.1:{PORT}"
 API_KEY = "sk-realengine-0123456789abcdef"
 MASK = "********"
 BENCH_HOME = "/tmp/realbench"
-PROGRAMS = ("gpu_sampler.py", "api_key.py", "bench_driver.py", "decode_client.py")
+PROGRAMS = ("gpu_sampler.py", "api_key.py", "bench_driver.py", "decode_client.py", "watchdog.py")
 # Each scenario: the profile rendered, and the benchmark's settings (inventory fields).
 SCENARIOS = {
     "tiny": {"profile": "real-tiny", "bench": None},
@@ -107,6 +107,9 @@ SCENARIOS = {
         "bench": {"concurrencies": [1, 8], "input_len": 6000, "output_len": 64, "repeat": 2},
         "before": False,
     },
+    # The watchdog's judgement (its host program's own functions) on the real engine: during
+    # the load, under a long-prefill load that saturates it, and with its scheduler stopped.
+    "watchdog": {"profile": "real-8b", "overrides": {}, "bench": None},
 }
 # Passed through from the machine: NVLink multicast stays off (the device tool's rule).
 PASSED_THROUGH = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS")
@@ -147,7 +150,12 @@ def prepare(args: argparse.Namespace) -> int:
             print(f"render failed for {scenario}", file=sys.stderr)
             return 1
         (RUN / f"{scenario}.render").write_text(rendered)
-        plan = {"scenario": scenario, "model": profile.model, "bench": None}
+        plan = {
+            "scenario": scenario,
+            "model": profile.model,
+            "bench": None,
+            "start_timeout_s": profile.start_timeout_s,
+        }
         if spec["bench"]:
             b = spec["bench"]
             config = HostConfig(
@@ -570,6 +578,193 @@ def scenario_tiny(server: Server, out: Path, held: list) -> None:
     )
 
 
+# The watchdog scenario: a check's own timeout, the timer's interval and failures in a row as
+# a short test timer would have them (the inventory's floor is 30 s); the long-prefill load:
+# as many clients as keep the KV cache full and a queue behind it, each sending prompts of
+# LOAD_PROMPT_TOKENS token ids (no tokenizer in the way) for a few tokens each.
+WD_CHECK_TIMEOUT_S = 10.0
+WD_INTERVAL_S = 15.0
+WD_FAILURES = 2
+LOAD_CLIENTS = 192
+LOAD_PROMPT_TOKENS = 7000
+LOAD_NEW_TOKENS = 16
+
+
+def _watchdog_program():
+    """The watchdog host program as shipped (RUN/watchdog.py beside its siblings)."""
+    sys.path.insert(0, str(RUN))
+    import watchdog  # the shipped host program, found at run time
+
+    return watchdog
+
+
+def _scheduler_pids(server: Server) -> list[int]:
+    """SGLang's scheduler processes (their title: ``sglang::scheduler...``)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            title = (entry / "cmdline").read_bytes().split(b"\0")[0]
+        except OSError:
+            continue
+        if title.startswith(b"sglang::scheduler"):
+            found.append(int(entry.name))
+    return found
+
+
+def _gauges(text: str) -> dict[str, float]:
+    """The running and queued requests of a /metrics page."""
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        for name in ("sglang:num_running_reqs", "sglang:num_queue_reqs"):
+            if line.startswith(name + "{") or line.startswith(name + " "):
+                values[name] = values.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+    return values
+
+
+def watchdog_tick(wd, server: Server, start_timeout: float, case: str, seen: dict) -> dict:
+    """One run of the watchdog's judgement, as its host program makes it (read_progress,
+    decode_check, not_counted; ``seen["answered"]`` once a check got an answer, as its
+    state's answered_activation), with SGLang's own /health and /health_generate beside it."""
+    row: dict = {"case": case, "t_s": round(time.time() - server.started, 1)}
+    statuses: dict = {}
+
+    def probe(path: str) -> None:
+        began = time.time()
+        status = http("GET", path, timeout=30)[0]
+        statuses[path] = {"status": status, "took_s": round(time.time() - began, 1)}
+
+    probes = [threading.Thread(target=probe, args=(p,)) for p in ("/health", "/health_generate")]
+    for thread in probes:
+        thread.start()
+    before = wd.read_progress(URL, API_KEY)
+    began = time.time()
+    result = wd.decode_check(URL, expect="Paris", api_key=API_KEY, timeout=WD_CHECK_TIMEOUT_S)
+    row["check"] = {
+        "reason": result["reason"],
+        "ok": result["ok"],
+        "took_s": round(time.time() - began, 1),
+        "message": str(result.get("message") or "")[:160],
+    }
+    after = wd.read_progress(URL, API_KEY)
+    for thread in probes:
+        thread.join()
+    row.update(statuses)
+    row["progress"] = {"before": before[0], "after": after[0], "unread": before[1] or after[1]}
+    status, _, page = http("GET", "/metrics", key=API_KEY, timeout=10)
+    row["gauges"] = _gauges(page.decode(errors="replace")) if status == 200 else {}
+    # Type=simple: active from the start; loading until a check got an answer.
+    loading_s = None if seen.get("answered") else time.time() - server.started
+    if result["reason"] not in wd.UNANSWERED:
+        seen["answered"] = True
+    if result["ok"]:
+        row["verdict"] = "pass"
+    else:
+        excused = wd.not_counted(result["reason"], loading_s, start_timeout, before, after)
+        row["verdict"] = excused[0] if excused else "counted"
+        row["line"] = excused[1] if excused else wd.unread_progress(before, after)
+    return row
+
+
+def _long_prefill_load(stop: threading.Event, sent: list) -> None:
+    body = {
+        "input_ids": [1000 + (i * 7919) % 20000 for i in range(LOAD_PROMPT_TOKENS)],
+        "sampling_params": {"max_new_tokens": LOAD_NEW_TOKENS, "temperature": 0},
+    }
+    while not stop.is_set():
+        sent.append(http("POST", "/generate", body, key=API_KEY, timeout=600)[0])
+
+
+def scenario_watchdog(server: Server, out: Path, held: list, start_timeout: float) -> None:
+    wd = _watchdog_program()
+    rows: list[dict] = []
+    seen: dict = {}
+
+    def save() -> None:
+        (out / "watchdog.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    # 1. Loading: a tick every few seconds from the start until /health answers 200.
+    ready = False
+    while server.alive() and time.time() - server.started < 600:
+        row = watchdog_tick(wd, server, start_timeout, "loading", seen)
+        rows.append(row)
+        if row["/health"]["status"] == 200:
+            ready = True
+            break
+        time.sleep(3)
+    save()
+    loading = [r for r in rows if r["case"] == "loading" and r["/health"]["status"] != 200]
+    held.append(("server ready", ready, f"{time.time() - server.started:.0f} s"))
+    held.append(
+        (
+            "loading: no failed check counted",
+            bool(loading) and all(r["verdict"] == "starting" for r in loading),
+            f"{len(loading)} checks: " + ", ".join(sorted({r["check"]["reason"] for r in loading})),
+        )
+    )
+    if not ready:
+        return
+    rows.append(watchdog_tick(wd, server, start_timeout, "idle", seen))
+
+    # 2. Saturated by long prefills: the check queues past its timeout while tokens move.
+    stop, sent = threading.Event(), []
+    clients = [
+        threading.Thread(target=_long_prefill_load, args=(stop, sent), daemon=True)
+        for _ in range(LOAD_CLIENTS)
+    ]
+    for client in clients:
+        client.start()
+    time.sleep(20)  # the KV cache fills and a queue forms
+    for _ in range(3):
+        rows.append(watchdog_tick(wd, server, start_timeout, "saturated", seen))
+    save()
+    saturated = [r for r in rows if r["case"] == "saturated"]
+    held.append(
+        (
+            "saturated: a check that did not pass was not counted",
+            all(r["verdict"] in ("pass", "busy") for r in saturated),
+            "; ".join(
+                f"{r['check']['reason']} -> {r['verdict']}, /health {r['/health']['status']}, "
+                f"/health_generate {r['/health_generate']['status']}"
+                for r in saturated
+            ),
+        )
+    )
+    stop.set()
+
+    # 3. The scheduler stopped (SIGSTOP): the timer's runs count failures until a restart.
+    pids = _scheduler_pids(server)
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    stopped_at, failures, decided = time.time(), 0, None
+    try:
+        while decided is None and time.time() - stopped_at < 180:
+            tick = time.time()
+            row = watchdog_tick(wd, server, start_timeout, "sigstop", seen)
+            failures = failures + 1 if row["verdict"] == "counted" else 0
+            row["failures_in_a_row"] = failures
+            rows.append(row)
+            if failures >= WD_FAILURES:
+                decided = time.time() - stopped_at
+                break
+            time.sleep(max(0.0, WD_INTERVAL_S - (time.time() - tick)))
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+    save()
+    bound = WD_FAILURES * WD_INTERVAL_S + WD_CHECK_TIMEOUT_S + 30
+    held.append(
+        (
+            f"scheduler stopped: restart decided within failures x interval ({bound:.0f} s)",
+            bool(pids) and decided is not None and decided <= bound,
+            f"{len(pids)} scheduler(s) stopped; decided after "
+            + (f"{decided:.0f} s" if decided is not None else "never"),
+        )
+    )
+    held.append(("long-prefill requests answered", bool(sent), f"{len(sent)} done"))
+
+
 def server_site() -> str:
     return os.environ.get("SGL_SITE", "/tmp/sglsite")
 
@@ -617,6 +812,8 @@ def device(args: argparse.Namespace) -> int:
     try:
         if args.scenario == "tiny":
             scenario_tiny(server, out, held)
+        elif args.scenario == "watchdog":
+            scenario_watchdog(server, out, held, plan["start_timeout_s"])
         else:
             ready = wait_ready(server, 600)
             held.append(("server ready", ready, f"{time.time() - server.started:.0f} s"))

@@ -19,9 +19,11 @@ imports them from here). While a deploy is changing the service (its ``.new``,
 A failed check counts only when the server is neither loading nor working:
 
 - *loading*: while the unit has been active (systemd's ActiveEnterTimestampMonotonic) for
-  less than ``--start-timeout``, a refused connection or SGLang's 503 "starting" is the load,
-  not a failure (SGLang binds its port only once the model is loaded, and answers 503 while
-  it warms up: http_server.py, 0.5.17);
+  less than ``--start-timeout`` and no check has got an answer since, a refused connection
+  or SGLang's 503 is the load, not a failure (SGLang binds its port only once the model is
+  loaded, and answers 503 while it warms up: http_server.py, 0.5.17). Once a check got an
+  answer, a 503 is a server gone bad (SGLang's /health answers 503 also when its one-token
+  generation gets nothing back within 20 s);
 - *working*: the server's token counters on ``/metrics`` (``sglang:realtime_tokens_total``,
   which every prefill chunk and decode step moves from 0.5.17 on; before it the prompt and
   generation totals) are read before and after the check; when they moved by more than the
@@ -93,6 +95,8 @@ INT_DIGITS_READ = 30
 PROBLEMS_SHOWN = 3
 # A loading server: its port is not bound yet, or it answers 503 while it warms up.
 STARTING_REASONS = ("connection-refused", "loading")
+# Reasons of a check that got no answer from the model; any other is an answer.
+UNANSWERED = (*STARTING_REASONS, "timeout")
 # The token counters of /metrics that show work (summed over their series): every prefill
 # chunk and decode step (0.5.17 on), else finished requests' prompt and generated tokens.
 PROGRESS_COUNTERS = (
@@ -133,7 +137,15 @@ def setup_failure(status: dict) -> bool:
 
 
 def new_state() -> dict:
-    return {"failures": 0, "last_check": None, "restarts": [], "held": None}
+    # answered_activation: the unit's ActiveEnterTimestampMonotonic (µs) when a check last
+    # got an answer: that start has loaded, so its 503s are no longer the load.
+    return {
+        "failures": 0,
+        "last_check": None,
+        "restarts": [],
+        "held": None,
+        "answered_activation": None,
+    }
 
 
 class _LongInt:
@@ -314,7 +326,23 @@ def check_state(
     state["held"], why = _held(value.get("held"), now, clock)
     if why:
         problems.append(("held", f"{why}: read as absent"))
+    answered = value.get("answered_activation")
+    if answered is None or (_count(answered) or _stamp(answered)):
+        state["answered_activation"] = answered
+    else:
+        problems.append(
+            (
+                "answered_activation",
+                f"answered_activation is {_shown(answered)}, not a systemd timestamp: "
+                "read as absent",
+            )
+        )
     return state, problems
+
+
+def _stamp(value: object) -> bool:
+    """A systemd monotonic timestamp in µs (a 64-bit count)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**64
 
 
 def problem_lines(problems: list[tuple[str, str]]) -> list[str]:
@@ -440,14 +468,26 @@ def monotonic() -> float:
     return time.monotonic()
 
 
-def active_for_s(unit: str) -> float | None:
-    """How long ``unit`` has been active, from systemd's monotonic clock (the clock of
+def active_since_us(unit: str) -> int | None:
+    """When ``unit`` last became active, on systemd's monotonic clock (µs; the clock of
     time.monotonic(): no wall-clock step moves it); None when systemd does not say."""
     shown = systemctl("show", "-p", "ActiveEnterTimestampMonotonic", "--value", unit).stdout
     value = shown.strip()
-    if not value.isdigit() or int(value) == 0 or len(value) > 20:
+    if not value.isdigit() or len(value) > 19 or int(value) == 0:
         return None
-    return max(0.0, monotonic() - int(value) / 1e6)
+    return int(value)
+
+
+def seconds_since(stamp_us: int) -> float:
+    return max(0.0, monotonic() - stamp_us / 1e6)
+
+
+def loading_for_s(state: dict, stamp_us: int | None) -> float | None:
+    """How long the server has been loading: active since ``stamp_us`` without a check that
+    got an answer since; None once one did (or systemd gives no time): no grace then."""
+    if stamp_us is None or state.get("answered_activation") == stamp_us:
+        return None
+    return seconds_since(stamp_us)
 
 
 def parse_progress(text: str) -> float | None:
@@ -496,19 +536,19 @@ def read_progress(url: str, key: str | None) -> tuple[float | None, str]:
 
 def not_counted(
     reason: str,
-    active_s: float | None,
+    loading_s: float | None,
     start_timeout: float,
     before: tuple[float | None, str],
     after: tuple[float | None, str],
 ) -> tuple[str, str] | None:
     """(state reason, journal line) when a failed check with ``reason`` is not a failure: the
-    server is loading (active for less than its start timeout and refusing or answering 503)
-    or working (its token counters moved by more than the check's own tokens). None: it
-    counts."""
-    if reason in STARTING_REASONS and active_s is not None and active_s < start_timeout:
+    server is loading (active for ``loading_s``, less than its start timeout, with no check
+    answered since, and refusing or answering 503) or working (its token counters moved by
+    more than the check's own tokens). None: it counts."""
+    if reason in STARTING_REASONS and loading_s is not None and loading_s < start_timeout:
         return "starting", (
             f"decode check not counted: the server is loading ({reason}; active for "
-            f"{active_s:.0f} s of its {start_timeout:.0f} s start timeout)"
+            f"{loading_s:.0f} s of its {start_timeout:.0f} s start timeout)"
         )
     (was, _), (now, _) = before, after
     if was is not None and now is not None and now - was > OWN_TOKENS:
@@ -615,9 +655,13 @@ def run_once(args: argparse.Namespace, now: float | None = None) -> int:
         except (OSError, ValueError) as error:
             say(3, f"cannot read the API key from {args.api_key_file}: {error}")
             return 1
+    stamp = active_since_us(args.unit)
     before = read_progress(args.url, key)
     result = decode_check(args.url, expect=args.expect, api_key=key, timeout=args.timeout)
     reason = result["reason"]
+    loading_s = loading_for_s(state, stamp)
+    if reason not in UNANSWERED:
+        state["answered_activation"] = stamp
     # decode_check masks the key in what it returns; masked here again all the same.
     message = str(result["message"] or "")
     if key:
@@ -634,7 +678,7 @@ def run_once(args: argparse.Namespace, now: float | None = None) -> int:
         save_state(args.state, state)
         return 0
     after = read_progress(args.url, key)
-    excused = not_counted(reason, active_for_s(args.unit), args.start_timeout, before, after)
+    excused = not_counted(reason, loading_s, args.start_timeout, before, after)
     if excused:
         state["last_check"] = {"at": now, "ok": None, "reason": excused[0]}
         save_state(args.state, state)

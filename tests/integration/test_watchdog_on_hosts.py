@@ -56,7 +56,8 @@ def state(host_pool, test_host) -> dict:
 def check_now(host_pool, test_host) -> None:
     """One run of the watchdog's own unit, as its timer starts it (a oneshot: returns when
     the run ended, the restart and health wait included)."""
-    host_pool.run(test_host, "systemctl start sglang-watchdog.service")
+    done = host_pool.run(test_host, "systemctl start sglang-watchdog.service", check=False)
+    assert done.returncode == 0, journal(host_pool, test_host)
 
 
 def journal(host_pool, test_host) -> str:

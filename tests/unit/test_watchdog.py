@@ -117,7 +117,8 @@ class Host:
         self.calls: list[tuple] = []
         self.healthy_after_restart = True
         self.reason = "timeout"  # of a failed check
-        self.active_for_s: float | None = None  # systemd does not say, unless set
+        self.active_for_s = 0.0  # since the unit became active (at stamp)
+        self.stamp: int | None = None  # systemd does not say, unless set
         self.progress: list[tuple[float | None, str]] = []  # /metrics readings, in order
 
     def read_progress(self, url, key):
@@ -153,7 +154,8 @@ def host(monkeypatch, tmp_path):
         monkeypatch.setattr(program, "systemctl", fake.systemctl)
         monkeypatch.setattr(program, "decode_check", fake.decode_check)
         monkeypatch.setattr(program, "read_progress", fake.read_progress)
-        monkeypatch.setattr(program, "active_for_s", lambda unit: fake.active_for_s)
+        monkeypatch.setattr(program, "active_since_us", lambda unit: fake.stamp)
+        monkeypatch.setattr(program, "seconds_since", lambda stamp: fake.active_for_s)
         monkeypatch.setattr(
             program, "health_status", lambda url: 200 if fake.healthy_after_restart else 503
         )
@@ -248,7 +250,7 @@ def test_a_server_that_does_not_come_back_is_said_so(host, tmp_path, capsys, mon
 def test_a_loading_server_is_not_failed_within_its_start_timeout(host, tmp_path, capsys, reason):
     fake = host([False] * 4)
     fake.reason = reason
-    fake.active_for_s = 12.0  # of its 30 s start timeout
+    fake.stamp, fake.active_for_s = 5_000_000, 12.0  # of its 30 s start timeout
     run(tmp_path, now=100.0)
     run(tmp_path, now=130.0)
     assert state(tmp_path)["failures"] == 0 and fake.restarts == 0
@@ -263,15 +265,32 @@ def test_a_loading_server_is_not_failed_within_its_start_timeout(host, tmp_path,
     assert fake.restarts == 1
 
 
-@pytest.mark.parametrize("active_for_s", [None, 5.0])
-def test_only_the_answers_of_a_load_are_excused(host, tmp_path, active_for_s):
+@pytest.mark.parametrize("stamp", [None, 5_000_000])
+def test_only_the_answers_of_a_load_are_excused(host, tmp_path, stamp):
     # A hang (timeout) right after the start, or a start time systemd does not give: counted.
     fake = host([False, False])
-    fake.active_for_s = active_for_s
-    fake.reason = "timeout" if active_for_s else "connection-refused"
+    fake.stamp, fake.active_for_s = stamp, 5.0
+    fake.reason = "timeout" if stamp else "connection-refused"
     run(tmp_path, now=100.0)
     run(tmp_path, now=130.0)
     assert fake.restarts == 1
+
+
+def test_once_a_start_answered_its_503s_are_failures(host, tmp_path):
+    # SGLang's /health answers 503 also when it gets no token back within 20 s: after an
+    # answer in this start, that is a server gone bad, not the load.
+    fake = host([True, False, False])
+    fake.stamp, fake.active_for_s = 5_000_000, 12.0
+    run(tmp_path, now=100.0)
+    assert state(tmp_path)["answered_activation"] == 5_000_000
+    fake.reason = "loading"
+    run(tmp_path, now=130.0)
+    run(tmp_path, now=160.0)
+    assert fake.restarts == 1
+    # A new start (another stamp) is loading again.
+    fake.stamp, fake.answers = 9_000_000, [False]
+    run(tmp_path, now=400.0)
+    assert state(tmp_path)["last_check"]["reason"] == "starting"
 
 
 def test_a_saturated_server_that_progresses_is_not_restarted(host, tmp_path, capsys):
