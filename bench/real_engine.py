@@ -667,13 +667,17 @@ def watchdog_tick(wd, server: Server, start_timeout: float, case: str, seen: dic
     return row
 
 
-def _long_prefill_load(stop: threading.Event, sent: list) -> None:
-    body = {
-        "input_ids": [1000 + (i * 7919) % 20000 for i in range(LOAD_PROMPT_TOKENS)],
-        "sampling_params": {"max_new_tokens": LOAD_NEW_TOKENS, "temperature": 0},
-    }
+def _long_prefill_load(stop: threading.Event, sent: list, client: int) -> None:
+    """One client's requests, each prompt its own (no prefix cache hit): real prefill work."""
+    request = 0
     while not stop.is_set():
+        seed = client * 1_000_003 + request
+        body = {
+            "input_ids": [1000 + (seed + i * 7919) % 20000 for i in range(LOAD_PROMPT_TOKENS)],
+            "sampling_params": {"max_new_tokens": LOAD_NEW_TOKENS, "temperature": 0},
+        }
         sent.append(http("POST", "/generate", body, key=API_KEY, timeout=600)[0])
+        request += 1
 
 
 def scenario_watchdog(server: Server, out: Path, held: list, start_timeout: float) -> None:
@@ -710,8 +714,8 @@ def scenario_watchdog(server: Server, out: Path, held: list, start_timeout: floa
     # 2. Saturated by long prefills: the check queues past its timeout while tokens move.
     stop, sent = threading.Event(), []
     clients = [
-        threading.Thread(target=_long_prefill_load, args=(stop, sent), daemon=True)
-        for _ in range(LOAD_CLIENTS)
+        threading.Thread(target=_long_prefill_load, args=(stop, sent, n), daemon=True)
+        for n in range(LOAD_CLIENTS)
     ]
     for client in clients:
         client.start()

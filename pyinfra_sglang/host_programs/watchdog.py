@@ -24,12 +24,13 @@ A failed check counts only when the server is neither loading nor working:
   loaded, and answers 503 while it warms up: http_server.py, 0.5.17). Once a check got an
   answer, a 503 is a server gone bad (SGLang's /health answers 503 also when its one-token
   generation gets nothing back within 20 s);
-- *working*: the server's token counters on ``/metrics`` (``sglang:realtime_tokens_total``,
+- *working*: the server's token counter on ``/metrics`` (``sglang:realtime_tokens_total``,
   which every prefill chunk and decode step moves from 0.5.17 on; before it the prompt and
-  generation totals) are read before and after the check; when they moved by more than the
-  check's own tokens, the server is saturated, not hung (a long prefill starves SGLang's own
-  ``/health``: sgl-project/sglang #22511). A server whose counters cannot be read is judged
-  by the check alone, and the journal line says so.
+  generation totals) is read before and after the check; when a check timed out (or /health
+  answered 503) while the counter moved by more than the check's own tokens, the server is
+  saturated, not hung (a long prefill starves SGLang's own ``/health``: sgl-project/sglang
+  #22511). A wrong or empty answer counts whatever the load. A server whose counter cannot
+  be read is judged by the check alone, and the journal line says so.
 
 At most ``--max-restarts-per-hour`` restarts in any hour: beyond them it restarts nothing
 and leaves a journal line that says so, every run, until the oldest restart is an hour old.
@@ -97,13 +98,16 @@ PROBLEMS_SHOWN = 3
 STARTING_REASONS = ("connection-refused", "loading")
 # Reasons of a check that got no answer from the model; any other is an answer.
 UNANSWERED = (*STARTING_REASONS, "timeout")
-# The token counters of /metrics that show work (summed over their series): every prefill
-# chunk and decode step (0.5.17 on), else finished requests' prompt and generated tokens.
-PROGRESS_COUNTERS = (
-    "sglang:realtime_tokens_total",
-    "sglang:prompt_tokens_total",
-    "sglang:generation_tokens_total",
-)
+# The token counters of /metrics that show work, each summed over its series: every prefill
+# chunk and decode step (0.5.17 on); where a server has none, finished requests' prompt and
+# generated tokens (one or the other: they count the same tokens).
+REALTIME_COUNTER = "sglang:realtime_tokens_total"
+FINISHED_COUNTERS = ("sglang:prompt_tokens_total", "sglang:generation_tokens_total")
+PROGRESS_COUNTERS = (REALTIME_COUNTER, *FINISHED_COUNTERS)
+# A check that timed out, or SGLang's /health 503 (its one-token generation got nothing back
+# within 20 s, as under long prefills: sgl-project/sglang #22511), may be a queue behind
+# other work; any other failure is the server's answer.
+BUSY_REASONS = ("timeout", "loading")
 # The check's own tokens, which must not pass for other work: two answers (streamed, then
 # not) of up to DEFAULT_MAX_TOKENS each, with their prompts.
 OWN_TOKENS = 2 * (DEFAULT_MAX_TOKENS + 512)
@@ -491,9 +495,10 @@ def loading_for_s(state: dict, stamp_us: int | None) -> float | None:
 
 
 def parse_progress(text: str) -> float | None:
-    """The sum of PROGRESS_COUNTERS over their series in a Prometheus text page; None when
-    the page holds none of them (metrics off, another server)."""
-    total, found = 0.0, False
+    """The server's token counter in a Prometheus text page: REALTIME_COUNTER summed over its
+    series, else the FINISHED_COUNTERS; None when the page holds none of them (metrics off,
+    another server)."""
+    sums: dict[str, float] = {}
     for line in text.splitlines():
         if line.startswith("#"):
             continue
@@ -510,8 +515,11 @@ def parse_progress(text: str) -> float | None:
         except ValueError:
             continue
         if math.isfinite(value) and value >= 0:
-            total, found = total + value, True
-    return total if found else None
+            sums[name.strip()] = sums.get(name.strip(), 0.0) + value
+    if REALTIME_COUNTER in sums:
+        return sums[REALTIME_COUNTER]
+    finished = [sums[name] for name in FINISHED_COUNTERS if name in sums]
+    return sum(finished) if finished else None
 
 
 def read_progress(url: str, key: str | None) -> tuple[float | None, str]:
@@ -551,6 +559,8 @@ def not_counted(
             f"{loading_s:.0f} s of its {start_timeout:.0f} s start timeout)"
         )
     (was, _), (now, _) = before, after
+    if reason not in BUSY_REASONS:
+        return None
     if was is not None and now is not None and now - was > OWN_TOKENS:
         return "busy", (
             f"decode check not counted ({reason}): the server is working, {now - was:.0f} "

@@ -328,6 +328,15 @@ def test_a_hung_server_or_unread_counters_count_the_failure(host, tmp_path, caps
     assert said in capsys.readouterr().out
 
 
+def test_a_wrong_answer_counts_whatever_the_load(host, tmp_path):
+    fake = host([False, False])
+    fake.reason = "wrong-answer"
+    fake.progress = [(1000.0, ""), (1000.0 + 10 * program.OWN_TOKENS, "")] * 2
+    run(tmp_path, now=100.0)
+    run(tmp_path, now=130.0)
+    assert fake.restarts == 1
+
+
 def test_progress_is_read_from_a_real_sglang_metrics_page():
     page = (FIXTURES / "sglang-0.5.17-h200/capped/metrics.txt").read_text()
     first = page.split("### poll ")[1].split("\n", 1)[1]
@@ -346,9 +355,16 @@ def test_progress_is_read_from_a_real_sglang_metrics_page():
         ("# HELP sglang:realtime_tokens_total x\n", None),
         ("sglang:num_running_reqs 3\n", None),
         ('sglang:realtime_tokens_total{mode="decode"} 10\n', 10.0),
+        # The realtime counter where there is one: the totals count the same tokens again.
+        (
+            'sglang:realtime_tokens_total{mode="decode"} 10\n'
+            'sglang:realtime_tokens_total{mode="prefill_compute"} 30\n'
+            "sglang:generation_tokens_total 7\n",
+            40.0,
+        ),
         (
             'sglang:realtime_tokens_total{mode="decode",x="a} b"} 10\n'
-            "sglang:prompt_tokens_total 5\n",
+            'sglang:realtime_tokens_total{mode="prefill_compute"} 5\n',
             15.0,
         ),
         ("sglang:generation_tokens_total NaN\n", None),
