@@ -337,6 +337,37 @@ def test_a_wrong_answer_counts_whatever_the_load(host, tmp_path):
     assert fake.restarts == 1
 
 
+def test_the_judgement_on_real_sglang_readings():
+    """Real SGLang 0.5.17 on an H100 (tests/fixtures/sglang-0.5.17-h100-watchdog/): loading,
+    saturated by long prefills, and with its scheduler stopped; the program's judgement on
+    each reading is the one the device run recorded, and the right one for its case."""
+    rows = [
+        json.loads(line)
+        for line in (FIXTURES / "sglang-0.5.17-h100-watchdog/watchdog.jsonl")
+        .read_text()
+        .splitlines()
+    ]
+    answered, verdicts = False, {}
+    for row in rows:
+        reason = row["check"]["reason"]
+        loading_s = None if answered else row["t_s"]
+        answered = answered or reason not in program.UNANSWERED
+        progress = row["progress"]
+        excused = program.not_counted(
+            reason, loading_s, 600.0, (progress["before"], ""), (progress["after"], "")
+        )
+        verdict = excused[0] if excused else "counted"
+        assert verdict == row["verdict"], row
+        verdicts.setdefault(row["case"], []).append((reason, verdict))
+    loading = [verdict for reason, verdict in verdicts["loading"] if reason in program.UNANSWERED]
+    assert len(loading) == 58 and set(loading) == {"starting"}
+    assert verdicts["saturated"] == [("timeout", "busy")] * 3
+    assert verdicts["sigstop"] == [("timeout", "counted")] * 2
+    # The check's own tokens, alone on the server, stay under the allowance.
+    idle = next(row for row in rows if row["case"] == "idle")
+    assert 0 < idle["progress"]["after"] - idle["progress"]["before"] < program.OWN_TOKENS
+
+
 def test_progress_is_read_from_a_real_sglang_metrics_page():
     page = (FIXTURES / "sglang-0.5.17-h200/capped/metrics.txt").read_text()
     first = page.split("### poll ")[1].split("\n", 1)[1]
