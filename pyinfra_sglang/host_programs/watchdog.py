@@ -331,7 +331,7 @@ def check_state(
     if why:
         problems.append(("held", f"{why}: read as absent"))
     answered = value.get("answered_activation")
-    if answered is None or (_count(answered) or _stamp(answered)):
+    if answered is None or _stamp(answered):
         state["answered_activation"] = answered
     else:
         problems.append(
