@@ -643,10 +643,9 @@ def render_router_env(spec: RouterSpec) -> str:
         lines.append(
             f"{router.worker_urls_variable}={_env_value(router.worker_urls_variable, urls)}"
         )
-    # The header keeps the path render.py had before it moved to serving/ (as the unit
-    # templates do): a changed byte in a deployed file would restart every server.
     return (
-        "# Managed by pyinfra-sglang (pyinfra_sglang/render.py); local edits are overwritten.\n"
+        "# Managed by pyinfra-sglang (pyinfra_sglang/serving/render.py); local edits are "
+        "overwritten.\n"
         "# Environment of sglang-router.service (systemd EnvironmentFile); 0600: it holds the\n"
         "# router's secrets (its API key, worker URLs with logins), which its launcher passes\n"
         "# to the router in-process, never on a command line.\n"
