@@ -78,6 +78,11 @@ from pyinfra_sglang.diagnosis.steps import (
     sample_offset,
     steps_on_sample_axis,
 )
+from pyinfra_sglang.served_benchmark.server_metrics import (
+    METRICS_FILE,
+    SERVER_METRICS_FILE,
+    summarize_polls,
+)
 from pyinfra_sglang.terminal import brief
 
 __all__ = ["diagnose", "diagnose_results", "format_report", "load_results", "stream_rate"]
@@ -349,10 +354,59 @@ def served_settings(profile: dict | None) -> dict | None:
     return served or None
 
 
+def _server_results(folder: Path, notes: list[str]) -> dict | None:
+    """server_metrics.json, or, in a run folder as the benchmark leaves it on the host (its
+    raw poll file and no summary: deploy/bench.py writes the summary on the controller),
+    the same summary made here from metrics.txt, said in ``notes``."""
+    summary, polls = folder / SERVER_METRICS_FILE, folder / METRICS_FILE
+    if summary.is_file() or not polls.is_file():
+        return _checked_server(summary)
+    try:
+        text = read_capped(polls)
+    except (OSError, UnicodeDecodeError) as error:
+        raise ResultsError(f"{polls}: cannot be read: {error}") from None
+    version = _settings_version(folder)
+    warnings: list[str] = []
+    try:
+        server = summarize_polls(text.splitlines(), version, warnings)
+    except ValueError as error:  # a release data/sglang_bench.toml has no series for
+        raise ResultsError(f"{polls}: {error}") from None
+    if server is None:
+        notes.append(f"{polls.name}: no poll answered with the server's queue and KV usage")
+        return None
+    dropped = f"; {len(warnings)} value(s) or poll(s) dropped" if warnings else ""
+    notes.append(
+        f"the server side read from {polls.name} ({server['polls']} polls{dropped}): "
+        f"no {SERVER_METRICS_FILE}, which deploy/bench.py writes from it"
+    )
+    return server
+
+
+def _settings_version(folder: Path) -> str | None:
+    """The SGLang release settings.json records (the poll file's series depend on it)."""
+    settings = _optional_json(folder / "settings.json")
+    inner = settings.get("settings") if isinstance(settings, dict) else None
+    version = inner.get("sglang_version") if isinstance(inner, dict) else None
+    return (
+        version if isinstance(version, str) and re.fullmatch(r"\d+(\.\d+){1,3}", version) else None
+    )
+
+
+def _sampled_gpu(samples: list[dict]) -> str | None:
+    """The GPU name the sampler recorded first (all GPUs of a host are one model)."""
+    for sample in samples[:1]:
+        for gpu in sample.get("gpus") or []:
+            name = gpu.get("name") if isinstance(gpu, dict) else None
+            if isinstance(name, str) and name.strip() and name.isprintable() and len(name) < 100:
+                return name.strip()
+    return None
+
+
 def load_results(folder: str | Path) -> dict:
     """Everything a results folder holds, parsed and checked: samples, gpu_facts,
     virtualization, bench, server, profile, steps (each None or empty where its file is
-    absent). ResultsError naming the file and what is wrong in it."""
+    absent), and notes: what was read in place of a file that was not there.
+    ResultsError naming the file and what is wrong in it."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ResultsError(f"{folder}: {'not a folder' if folder.exists() else 'no such folder'}")
@@ -362,16 +416,26 @@ def load_results(folder: str | Path) -> dict:
     samples = _checked_samples(found[0])
     links = _checked_links(folder / "links.json")
     profile = _optional_json(folder / "profile.json")
+    notes: list[str] = []
     if profile is not None:
         _object(str(folder / "profile.json"), profile)
+        gpu = _sampled_gpu(samples)
+        if not profile.get("gpu") and gpu:
+            # Older runs: the GPU table's rates (the prefill floor's dense rate) by its name.
+            profile = {**profile, "gpu": gpu}
+            notes.append(
+                f"profile.json names no GPU: {gpu}, as samples.jsonl names it, stands for it "
+                "(its rates from data/gpus.toml)"
+            )
     return {
         "samples": samples,
         "gpu_facts": {g["index"]: g for g in links.get("gpus", [])},
         "virtualization": links.get("virtualization"),
         "bench": _checked_bench(folder / "bench.jsonl"),
-        "server": _checked_server(folder / "server_metrics.json"),
+        "server": _server_results(folder, notes),
         "profile": profile,
         "steps": _checked_steps(folder / "steps.jsonl", samples),
+        "notes": notes,
     }
 
 
@@ -562,7 +626,13 @@ def diagnose_results(results: dict) -> dict:
         for key in series:
             del row[key]
         summaries.append({**row, "pcie_link": name, "pcie_capacity_gbs": capacity})
-    report = {"findings": findings, "gpus": summaries, "roofline": None, "steps": None}
+    report = {
+        "findings": findings,
+        "gpus": summaries,
+        "roofline": None,
+        "steps": None,
+        "notes": list(results.get("notes") or []),
+    }
     if by_step is not None and server_side is not None:
         report["server"] = server_side
     if by_step is not None:
@@ -613,8 +683,10 @@ def _step_text(step: dict) -> str:
 
 
 def format_report(report: dict) -> str:
-    """The report as text: per-GPU summary, findings with evidence, the roofline."""
-    lines = ["GPU samples (median/p90):"]
+    """The report as text: what was read in place of a missing file, per-GPU summary,
+    findings with evidence, the roofline."""
+    lines = [f"Read: {note}" for note in report.get("notes") or []]
+    lines += ["GPU samples (median/p90):"]
     for g in report["gpus"]:
         nvlink = ""
         if g["nvlink_busier_gbs"]:
