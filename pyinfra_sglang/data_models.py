@@ -345,6 +345,7 @@ class FabricManager(_Data):
     service: str
     nvswitch_pci_class: str
     attached_states: tuple[str, ...]
+    unattached_states: tuple[str, ...]
     ready_state: str
     ready_status: str
     # Platform family (platforms.toml driver_family) -> candidate names, {branch} filled in.

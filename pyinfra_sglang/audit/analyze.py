@@ -26,7 +26,13 @@ from pyinfra_sglang.parsers.gpu_health import (
     parse_health_q,
     parse_xid_lines,
 )
-from pyinfra_sglang.parsers.nvidia_smi import GpuQueryError, parse_smi_q, read_gpu_query_csv
+from pyinfra_sglang.parsers.nvidia_smi import (
+    ANSI_ESCAPE,
+    SMI_Q_GPU_LINE,
+    GpuQueryError,
+    parse_smi_q,
+    read_gpu_query_csv,
+)
 from pyinfra_sglang.parsers.topo import TopoError, read_topo, topology_has_nvlink
 
 # A line longer than this is cut (the rest skipped): a binary or one-line file of any size
@@ -168,14 +174,58 @@ def _rows(query_csv: Iterable[str] | None, smi_q: Iterable[str] | None) -> list[
         return merged_samples(csv.samples)
     if smi_q is not None:
         seen = _Seen(smi_q)
+        shape = _SmiQShape()
         try:
-            rows = parse_smi_q(seen)
+            rows = parse_smi_q(shape.watch(seen))
         except GpuQueryError as error:
             raise AnalyzeError(f"--smi-q: {error}") from None
         if not rows:
             raise _nothing("--smi-q", seen)
+        cut = shape.cut_off(len(rows))
+        if cut:
+            raise AnalyzeError(
+                f"--smi-q: {cut}: the output is cut off (a paste or a capture stopped early?); "
+                "give the whole `nvidia-smi -q`"
+            )
         return rows
     return []
+
+
+class _SmiQShape:
+    """What a whole `nvidia-smi -q` shows of itself: its "Attached GPUs" count, and a section
+    of about the same length for each GPU (one model, one driver: the same fields)."""
+
+    # The last GPU's section shorter than this share of the shortest other one: cut off
+    # (sections of one output differ by a few lines: the processes listed).
+    SHORTEST_SHARE = 0.8
+
+    def __init__(self):
+        self.attached: int | None = None
+        self.lengths: list[int] = []
+
+    def watch(self, lines: Iterable[str]) -> Iterator[str]:
+        for line in lines:
+            stripped = line.strip()
+            key, colon, value = stripped.partition(":")
+            if colon and key.strip() == "Attached GPUs" and self.attached is None:
+                self.attached = int(value) if value.strip().isdigit() else None
+            if SMI_Q_GPU_LINE.fullmatch(ANSI_ESCAPE.sub("", stripped)):
+                self.lengths.append(0)
+            elif self.lengths and stripped:
+                self.lengths[-1] += 1
+            yield line
+
+    def cut_off(self, gpus: int) -> str | None:
+        if self.attached is not None and gpus < self.attached:
+            return f"it holds {gpus} of the {self.attached} GPUs its Attached GPUs line counts"
+        if len(self.lengths) > 1:
+            shortest = min(self.lengths[:-1])
+            if self.lengths[-1] < self.SHORTEST_SHARE * shortest:
+                return (
+                    f"the last GPU's section has {self.lengths[-1]} lines, the others at "
+                    f"least {shortest}"
+                )
+        return None
 
 
 _GPU_KEYS = ("index", "pci.bus_id", "uuid")
@@ -225,7 +275,26 @@ def _matrix(option: str, lines: Iterable[str] | None) -> dict:
             else "no GPU row"
         )
         raise _nothing(option, seen, other)
+    gaps = _matrix_gaps(matrix)
+    if gaps:
+        raise AnalyzeError(
+            f"{option}: the matrix is cut off ({gaps}): a paste or a capture stopped early? "
+            "give the whole output"
+        )
     return matrix
+
+
+def _matrix_gaps(matrix: dict) -> str | None:
+    """What a GPU matrix lacks: a row for each GPU of its columns, a cell for each column of
+    each row (a whole `nvidia-smi topo` output has both)."""
+    columns = sorted({column for cells in matrix.values() for column in cells})
+    rows = [name for name in columns if name not in matrix]
+    if rows:
+        return f"no row for {', '.join(rows)}"
+    short = [name for name, cells in matrix.items() if set(cells) != set(columns)]
+    if short:
+        return f"{', '.join(short)}'s row lacks cells"
+    return None
 
 
 def _keeping(lines: Iterable[str], kept: list[str]) -> Iterator[str]:

@@ -121,6 +121,15 @@ def findings_for_fabric_state(gpus: list) -> list[Finding]:
     fm = data.nvidia().fabric_manager
     evidence = {"fabric": [{k: g.get(k) for k in ("index", "state", "status")} for g in gpus]}
     if not fabric_attached(gpus):
+        unread = [g for g in gpus if g.get("state") not in fm.unattached_states]
+        if unread:
+            shown = ", ".join(f"GPU {g.get('index')}: {g.get('state')!r}" for g in unread)
+            message = (
+                f"the Fabric State of {len(unread)} of {len(gpus)} GPU(s) could not be read "
+                f"({shown}; known: {', '.join(fm.attached_states + fm.unattached_states)}): "
+                "whether Fabric Manager is needed is not known. Give the whole `nvidia-smi -q`."
+            )
+            return [Finding("warn", "fabric-manager", message, evidence=evidence)]
         states = ", ".join(sorted({str(g.get("state")) for g in gpus}))
         message = f"no NVSwitch fabric (Fabric State {states}): Fabric Manager is not needed."
         return [Finding("ok", "fabric-manager", message, evidence=evidence)]

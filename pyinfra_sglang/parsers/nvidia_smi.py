@@ -330,13 +330,14 @@ def parse_gpu_query_under_load(output: Iterable[str]) -> dict:
 
 
 # The underline escapes `nvidia-smi` prints around headers.
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 # `nvidia-smi -q` paths of the fields shared with --query-gpu (data/nvidia_smi.toml).
 _SMI_Q_FIELDS = dict(data.nvidia_smi().smi_q.fields)
 _SMI_Q_PATHS = {path: key for key, path in _SMI_Q_FIELDS.items()}
-_SMI_Q_GPU = re.compile(r"GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]")
+# A GPU's own line in `nvidia-smi -q`: its section follows.
+SMI_Q_GPU_LINE = re.compile(r"GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]")
 
 
 def parse_smi_q(lines: Iterable[str]) -> list[dict[str, str | None]]:
@@ -351,10 +352,10 @@ def parse_smi_q(lines: Iterable[str]) -> list[dict[str, str | None]]:
     path: list[str] = []
     sections: set[str] = set()  # the GPU lines seen: a GPU's section twice is refused
     for raw in lines:
-        line = _ANSI.sub("", raw.rstrip("\r\n"))
+        line = ANSI_ESCAPE.sub("", raw.rstrip("\r\n"))
         stripped = line.strip()
         indent = len(line) - len(line.lstrip(" "))
-        if _SMI_Q_GPU.fullmatch(stripped):
+        if SMI_Q_GPU_LINE.fullmatch(stripped):
             if stripped in sections:
                 raise GpuQueryError(
                     f"{stripped} appears twice: one GPU's section given twice (two "
