@@ -48,6 +48,7 @@ from pyinfra_sglang.parsers.files import (
     parse_venvs_by_age,
 )
 from pyinfra_sglang.parsers.gpu_health import (
+    log_coverage,
     parse_health_q,
     parse_nvlink_errors,
     parse_xid_lines,
@@ -941,6 +942,7 @@ _UNREAD = "### unread"
 _NO_DCGMI = "### no dcgmi"
 _RC = "### rc="
 _XID_TOTAL = "### xid-total "
+_XID_READ = "### xid-read "
 
 
 def _read_or_none(output) -> list[str] | None:
@@ -948,35 +950,51 @@ def _read_or_none(output) -> list[str] | None:
     return None if _UNREAD in (line.strip() for line in lines) else lines
 
 
-class KernelXids(FactBase[list | None]):
-    """The kernel log's Xid lines since boot (dmesg, else journalctl -k -b), parsed; None
-    when neither could be read."""
+class KernelXids(FactBase[dict | None]):
+    """The kernel log's Xid lines of this boot, parsed, and what was read: journald's kernel
+    messages of this boot where it has them (kept whole, as the ring buffer is not), else
+    dmesg's ring buffer; ``{"events": [...], "read": "<source>, since <first stamp>, N
+    lines"}``. None when neither could be read."""
 
     def command(self) -> str:
         # At most 20 lines per GPU and Xid, not the last N lines: a flood of one Xid (13 and
         # 31 are any GPU user's to cause) never pushes a rarer one (79) out of what is read.
-        # Past that, the last line and the total count come at the end ("### xid-total").
-        per_key = (
-            "awk '{ k = $0; if (match($0, /Xid \\([^)]*\\): [0-9]+/)) "
-            "k = substr($0, RSTART, RLENGTH); if (++n[k] < 20) print; else last[k] = $0 } "
-            f'END {{ for (k in last) print "{_XID_TOTAL}" n[k] " " last[k] }}\''
+        # Past that, the last line and the total count come at the end ("### xid-total"),
+        # then the source, the lines read and the first of them ("### xid-read").
+        read = (
+            "awk '/^### xid-source / { src = $3; next } /^### unread/ { print; next } "
+            "{ if (++lines == 1) first = $0 } /NVRM: Xid/ { k = $0; "
+            "if (match($0, /Xid \\([^)]*\\): [0-9]+/)) k = substr($0, RSTART, RLENGTH); "
+            "if (++n[k] < 20) print; else last[k] = $0 } "
+            f'END {{ for (k in last) print "{_XID_TOTAL}" n[k] " " last[k]; '
+            f'if (src != "") print "{_XID_READ}" src " " lines + 0 " " first }}\''
         )
+        journal = "journalctl -k -b --no-pager -q -o short-iso"
         return (
-            "{ dmesg 2>/dev/null || journalctl -k -b --no-pager -q 2>/dev/null "
-            f"|| echo '{_UNREAD}'; }} | grep -E 'NVRM: Xid|^{_UNREAD}' | {per_key}; true"
+            f"{{ if {journal} 2>/dev/null | grep -q .; then echo '### xid-source journald'; "
+            f"{journal} 2>/dev/null; elif dmesg >/dev/null 2>&1; then "
+            "echo '### xid-source dmesg'; dmesg 2>/dev/null; "
+            f"else echo '{_UNREAD}'; fi; }} | {read}; true"
         )
 
-    def process(self, output) -> list | None:
+    def process(self, output) -> dict | None:
         lines = _read_or_none(output)
         if lines is None:
             return None
-        events = list(parse_xid_lines(line for line in lines if not line.startswith(_XID_TOTAL)))
+        marked = (_XID_TOTAL, _XID_READ)
+        events = list(parse_xid_lines(line for line in lines if not line.startswith(marked)))
+        read = None
         for line in lines:
             if line.startswith(_XID_TOTAL):
                 total, _, rest = line[len(_XID_TOTAL) :].partition(" ")
                 for event in parse_xid_lines([rest]):
                     events.append({**event, "total": int(total) if total.isdigit() else None})
-        return events
+            elif line.startswith(_XID_READ):
+                source, _, rest = line[len(_XID_READ) :].partition(" ")
+                count, _, first = rest.partition(" ")
+                if count.isdigit() and len(count) < 12:
+                    read = log_coverage(first, int(count), source)
+        return {"events": events, "read": read}
 
 
 class NvidiaMemoryHealth(FactBase[list | None]):

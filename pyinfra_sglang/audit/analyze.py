@@ -23,6 +23,7 @@ from pyinfra_sglang.host.fabric import parse_fabric_sections
 from pyinfra_sglang.parsers.gpu_health import (
     KernelLogError,
     kernel_log_lines,
+    log_coverage,
     parse_health_q,
     parse_xid_lines,
 )
@@ -338,14 +339,17 @@ def analyze(
         findings += findings_for_fabric_state(parse_fabric_sections(kept))
     # GPU health: the kernel log's Xids (named with the GPU of their PCI address where the
     # other inputs list it) and the -q ECC, row remapping and retired pages sections.
-    xids = None
+    xids = read = None
     if kernel_log is not None:
         try:
-            xids = list(parse_xid_lines(kernel_log_lines(kernel_log)))
+            log = kernel_log_lines(kernel_log)
         except KernelLogError as error:
             raise AnalyzeError(f"--kernel-log: {error}") from None
+        xids = list(parse_xid_lines(log))
+        text = [line for line in log if line.strip()]
+        read = {"events": xids, "read": log_coverage(text[0], len(text), "file")}
     memory = parse_health_q(kept) if smi_q is not None else None
-    findings += findings_for_gpu_health(rows, xids, memory, None, [], "none")
+    findings += findings_for_gpu_health(rows, read, memory, None, [], "none")
     return {
         "gpus": pcie_links(rows),
         "topology": {"matrix": matrix, "nvlink": topology_has_nvlink(matrix)},

@@ -92,9 +92,10 @@ CODES: dict[str, Code] = {
     "gpu-health": Code(
         ("ok",),
         "what was read of the GPUs' health, all clean, saying how much was read: no Xid in the "
-        "kernel log since boot, no uncorrectable ECC error on the GPUs whose counters were "
-        "read (N of M), no pending or failed row remapping or retired page, NVLink error "
-        "counters 0, clocks not held down by the hardware under load",
+        "kernel log read (its source, from when, how many lines), no uncorrectable ECC "
+        "error on the GPUs whose counters were read (N of M), no pending or failed row "
+        "remapping or retired page, NVLink error counters 0, clocks not held down by the "
+        "hardware under load",
     ),
     "gpu-health-unread": Code(
         ("warn",),
@@ -105,7 +106,7 @@ CODES: dict[str, Code] = {
     ),
     "gpu-xid": Code(
         ("warn", "fail"),
-        "an Xid in the kernel log since boot, per GPU (its PCI address) and Xid, with the "
+        "an Xid in the kernel log of this boot, per GPU (its PCI address) and Xid, with the "
         "meaning and action of NVIDIA's Xid catalogue (data/gpu_health.toml): fail for the "
         "fatal ones (48, 62, 64, 74, 79, 95, 109, 119, 120, 140, 143, 149, 154, 155), warn for "
         "the others and for an Xid not in the catalogue subset",

@@ -260,9 +260,23 @@ def findings_for_clocks(samples: list[list[dict]], load_kind: str) -> tuple[list
     return findings, sum(1 for sample in samples if any(_reason_samples([sample]).values()))
 
 
+def xids_read(xids: list | dict) -> tuple[list[XidEvent], str]:
+    """The Xid events of a kernel log read and what the read covered, in words: KernelXids
+    gives ``{"events", "read"}``; a record of an earlier release (a list) said nothing of
+    what it read, so neither is this said."""
+    if isinstance(xids, dict):
+        events = xids.get("events")
+        read = xids.get("read")
+        return (
+            events if isinstance(events, list) else [],
+            read if isinstance(read, str) and read else "the kernel log (its extent not known)",
+        )
+    return xids, "the kernel log read (its extent not recorded)"
+
+
 def findings_for_gpu_health(
     gpus: list[dict],
-    xids: list[XidEvent] | None,
+    xids: list[XidEvent] | dict | None,
     memory: list[dict] | None,
     nvlink: dict | None,
     clock_samples: list[list[dict]],
@@ -273,8 +287,9 @@ def findings_for_gpu_health(
     findings: list[Finding] = []
     read = []
     if xids is not None:
-        findings += findings_for_xids(xids, gpus)
-        read.append("no Xid in the kernel log since boot")
+        events, covered = xids_read(xids)
+        findings += findings_for_xids(events, gpus)
+        read.append(f"no Xid in {covered}")
     if memory is not None:
         findings += findings_for_memory(memory, gpus)
         unread, said = _ecc_unread(memory, gpus)

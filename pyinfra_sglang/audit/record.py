@@ -157,10 +157,10 @@ class AuditFacts:
     fabric_manager_service: dict | None = None
     fabric_manager_package: list | None = None
     cuda_init: dict | None = None
-    # GPU health: the kernel log's Xid lines since boot (KernelXids), the `nvidia-smi -q -d
+    # GPU health: the kernel log's Xid lines of this boot (KernelXids), the `nvidia-smi -q -d
     # ECC,ROW_REMAPPER,PAGE_RETIREMENT` rows (NvidiaMemoryHealth) and the NVLink error
     # counters (NvidiaNvlinkErrors). None: not read (records made before).
-    kernel_xids: list | None = None
+    kernel_xids: list | dict | None = None
     memory_health: list | None = None
     nvlink_errors: dict | None = None
     # `dcgmi diag -r <audit_dcgm_level>` (DcgmDiag): {"present", "level", "rc", "metadata",

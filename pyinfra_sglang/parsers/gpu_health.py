@@ -75,6 +75,39 @@ def kernel_log_lines(lines: Iterable[str]) -> list[str]:
     return read
 
 
+# dmesg's "[  12.345678]" (seconds since boot); journalctl's short-iso stamp and its
+# default "Dec 06 05:00:01" (or syslog's) at the start of a line.
+_DMESG_STAMP = re.compile(r"^\s*\[\s*(?P<s>\d+\.\d+)\]")
+_ISO_STAMP = re.compile(
+    r"^(?P<t>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:[+-]\d{2}:?\d{2}|Z)?)\s"
+)
+_SYSLOG_STAMP = re.compile(r"^(?P<t>[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2})\s")
+
+
+def log_coverage(first_line: str, lines: int, source: str) -> str:
+    """What a kernel log read covers, in words: its source, from when (the first line's
+    stamp) and how many lines. dmesg's ring buffer drops its oldest lines when full: a first
+    stamp past boot says so."""
+    count = f"{lines:,} line{'s' if lines != 1 else ''}"
+    where = {
+        "journald": "journald's kernel messages of this boot",
+        "dmesg": "the kernel's ring buffer (dmesg)",
+    }.get(source, "the kernel log given")
+    dmesg = _DMESG_STAMP.match(first_line)
+    if dmesg:
+        seconds = float(dmesg["s"])
+        since = (
+            "from boot"
+            if seconds < 60
+            else f"from {seconds:,.0f} s after boot (older lines were dropped before it)"
+        )
+        return f"{where}, {since}, {count}"
+    stamp = _ISO_STAMP.match(first_line) or _SYSLOG_STAMP.match(first_line)
+    if stamp:
+        return f"{where}, since {stamp['t']}, {count}"
+    return f"{where}, {count} (its first line has no time stamp)"
+
+
 def pci_key(address: str) -> str:
     """A PCI address as the kernel's Xid lines name a GPU ("0000:3b:00"): nvidia-smi's
     "00000000:3B:00.0" and the kernel's "0000:3b:00" give the same key."""

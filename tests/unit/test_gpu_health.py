@@ -268,18 +268,74 @@ def test_a_flood_of_one_xid_never_pushes_a_rarer_one_out_of_the_audits_read(tmp_
     from pyinfra_sglang.audit.health import findings_for_xids
 
     log = tmp_path / "kern.log"
-    flood = "[{t}] NVRM: Xid (PCI:0000:10:00): 13, pid=42, Graphics Exception\n"
+    flood = "[{t}.000000] NVRM: Xid (PCI:0000:10:00): 13, pid=42, Graphics Exception\n"
     log.write_text(
         "".join(flood.format(t=n) for n in range(50))
         + "[99.0] NVRM: Xid (PCI:0000:10:00): 79, pid=0, GPU has fallen off the bus.\n"
         + "".join(flood.format(t=100 + n) for n in range(3000))
     )
     fact = KernelXids()
-    command = fact.command().replace("dmesg 2>/dev/null", f"cat {log}")
-    out = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True)
-    events = fact.process(out.stdout.splitlines())
-    assert len(out.stdout.splitlines()) == 21  # bounded: 19 + the total line, and the 79
-    by_xid = {f.evidence["xid"]: f for f in findings_for_xids(events, [])}
+    out = subprocess.run(
+        ["sh", "-c", kernel_log_command(fact, dmesg=log)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    read = fact.process(out.stdout.splitlines())
+    # Bounded: 19 + the total line, the 79, and what was read.
+    assert len(out.stdout.splitlines()) == 22
+    assert read["read"] == "the kernel's ring buffer (dmesg), from boot, 3,051 lines"
+    by_xid = {f.evidence["xid"]: f for f in findings_for_xids(read["events"], [])}
     assert by_xid[79].level == "fail" and by_xid[79].evidence["count"] == 1
     assert by_xid[13].evidence["count"] == 3050 and "(3050 times)" in by_xid[13].message
     assert by_xid[13].evidence["last"].startswith("pid=42")
+
+
+JOURNAL = "journalctl -k -b --no-pager -q -o short-iso"
+
+
+def kernel_log_command(fact, journal=None, dmesg=None) -> str:
+    """KernelXids' command with journald's and dmesg's output replaced by files (None: that
+    source gives nothing), so the test reads no log of this machine."""
+    command = fact.command().replace(JOURNAL, f"cat {journal}" if journal else "true")
+    command = command.replace("dmesg >/dev/null 2>&1", "true" if dmesg else "false")
+    return command.replace("dmesg 2>/dev/null", f"cat {dmesg}" if dmesg else "true")
+
+
+def test_the_audit_reads_journald_first_and_says_what_it_read(tmp_path):
+    import subprocess
+
+    from checks.facts import KernelXids
+    from pyinfra_sglang.audit.health import findings_for_gpu_health
+
+    journal = tmp_path / "journal.log"
+    journal.write_text(
+        "2026-12-06T05:00:01+0000 gpu-01 kernel: Linux version 6.1.0-28-amd64\n"
+        "2026-12-06T05:00:09+0000 gpu-01 kernel: NVRM: loading NVIDIA UNIX Open Kernel Module\n"
+    )
+    ring = tmp_path / "dmesg.log"
+    ring.write_text("[ 3612.000001] NVRM: Xid (PCI:0000:10:00): 79, pid=0, fallen off the bus.\n")
+    fact = KernelXids()
+
+    def read(**sources):
+        command = kernel_log_command(fact, **sources)
+        out = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True)
+        return fact.process(out.stdout.splitlines())
+
+    # journald first: the ring buffer is not read where journald has this boot's lines.
+    found = read(journal=journal, dmesg=ring)
+    assert found == {
+        "events": [],
+        "read": "journald's kernel messages of this boot, since 2026-12-06T05:00:01+0000, 2 lines",
+    }
+    [ok] = findings_for_gpu_health([{"index": "0"}], found, None, None, [], "none")
+    assert ok.level == "ok" and found["read"] in ok.message
+    # No journal: the ring buffer, which says how far back it reaches.
+    ring_read = read(dmesg=ring)
+    assert ring_read["read"] == (
+        "the kernel's ring buffer (dmesg), from 3,612 s after boot (older lines were "
+        "dropped before it), 1 line"
+    )
+    assert [e["xid"] for e in ring_read["events"]] == [79]
+    # Neither: nothing read, no finding from it (the audit says the log was not read).
+    assert read() is None
