@@ -556,7 +556,9 @@ class Monitoring(_Data):
 
 # --- gpu_health.toml ---------------------------------------------------------------------
 
-HealthAction = Literal["none", "restart-app", "reset", "drain-reset", "reboot", "replace"]
+HealthAction = Literal[
+    "none", "restart-app", "restart-fm", "reset", "drain-reset", "reboot", "replace"
+]
 
 
 class XidEntry(_Data):
@@ -566,6 +568,8 @@ class XidEntry(_Data):
     nvidia: str  # the catalogue's immediate resolution bucket
     action: HealthAction
     level: Literal["warn", "fail"]
+    # The action when it is the only Xid read (the catalogue's "Solo" branch of a workflow).
+    solo_action: HealthAction | None = None
 
 
 class NvlinkHealth(_Data):

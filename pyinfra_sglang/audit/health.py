@@ -64,6 +64,12 @@ def _bus_id(key: str) -> str:
     return f"0000{key}.0".upper()
 
 
+def _solo(xid: int, events: list[XidEvent]) -> bool:
+    """Is ``xid`` the only Xid read, on every GPU, with no line of it naming an earlier Xid
+    as its cause ("caused by previous Xid 149")?"""
+    return all(event["xid"] == xid and "previous Xid" not in event["detail"] for event in events)
+
+
 def findings_for_xids(events: list[XidEvent], gpus: list[dict]) -> list[Finding]:
     """One finding per GPU and Xid in the kernel log, with the catalogue's meaning and what to
     do; fail for the fatal ones (data/gpu_health.toml ``level``), warn otherwise and for an
@@ -94,6 +100,8 @@ def findings_for_xids(events: list[XidEvent], gpus: list[dict]) -> list[Finding]
             findings.append(Finding("warn", "gpu-xid", message, gpu=gpu, evidence=evidence))
             continue
         action, level = entry.action, entry.level
+        if entry.solo_action and _solo(xid, events):
+            action = entry.solo_action
         recovery = _RECOVERY.search(detail) if xid == 154 else None
         if recovery and recovery["action"] in data.gpu_health().xid_154:
             action = data.gpu_health().xid_154[recovery["action"]]

@@ -103,6 +103,21 @@ def test_xid_45_warns_and_follows_the_xid_behind_it():
     )
     assert [f.level for f in findings] == ["warn"] * 4
     assert all("caused by previous Xid" in f.evidence["last"] for f in findings)
+    # Not alone (each names the Xid behind it): follow that one, not Fabric Manager.
+    assert {f.evidence["action"] for f in findings} == {"none"}
+
+
+def test_xid_45_alone_means_restarting_fabric_manager():
+    # NVIDIA's catalogue, WORKFLOW_XID_45: alone, RESTART_FM; with other Xids, follow them.
+    # The real line without the words naming the Xid behind it, and no other Xid read.
+    line = public("xid_45_after_149_145_journalctl.txt")[1].split(" caused by")[0]
+    [finding] = findings_for_gpu_health([], parse_xid_lines([line]), None, None, [], "none")
+    assert finding.level == "warn" and finding.evidence["action"] == "restart-fm"
+    assert "systemctl restart nvidia-fabricmanager" in finding.message
+    # With another Xid in the read, it is no longer alone.
+    other = "kernel: NVRM: Xid (PCI:0000:dc:00): 79, pid=0, GPU has fallen off the bus."
+    findings = findings_for_gpu_health([], parse_xid_lines([line, other]), None, None, [], "none")
+    assert {f.evidence["xid"]: f.evidence["action"] for f in findings}[45] == "none"
 
 
 def test_pending_row_remap_warns_drain_and_reset():
