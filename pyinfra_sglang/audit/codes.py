@@ -75,12 +75,13 @@ CODES: dict[str, Code] = {
         "DKMS: usually its headers are missing",
     ),
     "fabric-manager": Code(
-        ("ok", "fail"),
+        ("ok", "warn", "fail"),
         "NVSwitch boards: NVIDIA Fabric Manager's service and its package's release against the "
         "loaded driver's, and every GPU's fabric state (`nvidia-smi -q` Fabric: Completed, "
         "Success); fails when Fabric Manager is needed here and down or at another release, "
         "or the fabric is not registered; a VM whose hypervisor manages the fabric passes when "
-        "it is registered; ok on a board with no NVSwitch fabric (State N/A)",
+        "it is registered; ok on a board with no NVSwitch fabric (State N/A or Not Supported); "
+        "warns (analyze) when a GPU's fabric state could not be read",
     ),
     "cuda-init": Code(
         ("ok", "fail"),
