@@ -24,7 +24,13 @@ from pyinfra.context import ContextObject
 from pyinfra_sglang import data
 from pyinfra_sglang.host.cache_dir import CacheDirState as CacheDirStateValue
 from pyinfra_sglang.host.cache_dir import parse_state
-from pyinfra_sglang.host.fabric import CUDA_INIT_PROBE, FabricDict, parse_cuda_init, parse_fabric
+from pyinfra_sglang.host.fabric import (
+    CUDA_INIT_PROBE,
+    FabricDict,
+    parse_cuda_init,
+    parse_fabric,
+    subnet_manager_modules,
+)
 from pyinfra_sglang.host.host_driver import (
     HostDriverStateDict,
     host_driver_state_command,
@@ -131,18 +137,20 @@ class NvidiaFabric(FactBase[FabricDict]):
     a driver) and each GPU's Fabric state from ``nvidia-smi -q`` (see parse_fabric)."""
 
     def command(self) -> str:
+        wanted = "|".join(subnet_manager_modules())
         return (
             "for d in /sys/bus/pci/devices/*; do "
             '[ -r "$d/vendor" ] && [ "$(cat "$d/vendor")" = 0x10de ] '
             '&& echo "pci $(cat "$d/class")"; '
             "done; "
+            f"awk '$1 ~ /^({wanted})$/ {{ print \"module \" $1 }}' /proc/modules 2>/dev/null; "
             "if command -v nvidia-smi >/dev/null 2>&1; then nvidia-smi -q 2>/dev/null | "
             "awk '/^GPU /{print; f=0; next} /^    [^ ]/{f=($1==\"Fabric\")} f'; fi; true"
         )
 
     @staticmethod
     def default() -> FabricDict:
-        return {"nvswitches": 0, "gpus": []}
+        return {"nvswitches": 0, "gpus": [], "modules": []}
 
     def process(self, output) -> FabricDict:
         return parse_fabric(output)

@@ -148,8 +148,8 @@ def subnet_manager_installed():
 
 @operation()
 def subnet_manager_modules():
-    """NVLink 5: the kernel modules FM's start script needs (ib_umad), loaded at boot and now;
-    in a container the outer host loads them."""
+    """NVLink 5: the kernel modules the subnet manager needs (mlx5_core, mlx5_ib, ib_umad),
+    loaded at boot and now; in a container the outer host loads them."""
     entry = needed_subnet_manager()
     if entry is None:
         host.noop("no NVLink 5 fabric here: no kernel module to load")

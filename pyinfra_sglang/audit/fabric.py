@@ -12,6 +12,7 @@ from pyinfra_sglang.host.fabric import (
     fabric_manager_problems,
     fabric_need,
     fabric_ready,
+    subnet_manager_for,
 )
 from pyinfra_sglang.parsers.system import detected_vm
 
@@ -24,16 +25,27 @@ def _not_ready(gpus: list[dict]) -> list[str]:
     ]
 
 
+def _missing_modules(fabric: dict, archs: list[str | None]) -> list[str] | None:
+    """The kernel modules NVLink 5's subnet manager needs that are not loaded (None: no
+    NVLink 5 here, or a record that did not read them)."""
+    entry = subnet_manager_for(archs)
+    if entry is None or "modules" not in fabric:
+        return None
+    return [m for m in entry.kernel_modules if m not in fabric["modules"]]
+
+
 def findings_for_fabric(
     fabric: dict | None,
     virtualization: dict | None,
     service: dict[str, str] | None,
     package: list | tuple | None,
     driver_version: str | None,
+    archs: list[str | None] | None = None,
 ) -> list[Finding]:
     """``fabric``: the NvidiaFabric fact (None: not read, a record made before); ``service``:
     Fabric Manager's unit state; ``package``: (name, Debian version) of the installed FM
-    package; ``driver_version``: the loaded driver's release."""
+    package; ``driver_version``: the loaded driver's release; ``archs``: the GPUs' ("sm_100":
+    NVLink 5 needs its subnet manager's kernel modules)."""
     if fabric is None:
         return []
     fm = data.nvidia().fabric_manager
@@ -88,6 +100,15 @@ def findings_for_fabric(
     )
     if not_ready:
         problems.append(f"the fabric is not registered ({'; '.join(not_ready)})")
+    missing = _missing_modules(fabric, archs or [])
+    container = (virtualization or {}).get("container") not in (None, "none", "unknown")
+    if missing and not container:
+        problems.append(
+            f"NVLink 5's subnet manager needs the kernel modules {', '.join(missing)}, not "
+            "loaded (NVIDIA's driver container waits for mlx5_core and ib_umad before it "
+            "starts Fabric Manager; mlx5_ib makes the ConnectX ports InfiniBand devices)"
+        )
+        evidence["modules_missing"] = missing
     if problems:
         return [
             Finding(

@@ -40,7 +40,7 @@ from pyinfra_sglang.audit.service import (
 )
 from pyinfra_sglang.audit.topology import findings_for_p2p, findings_for_topology, p2p_all_ok
 from pyinfra_sglang.audit.watchdog import findings_for_watchdog
-from pyinfra_sglang.host.nvidia import REBOOT_REQUIRED
+from pyinfra_sglang.host.nvidia import REBOOT_REQUIRED, compute_cap_arch
 from pyinfra_sglang.host.p2p import PeerPath
 from pyinfra_sglang.parsers.system import detected_vm
 from pyinfra_sglang.parsers.topo import topology_has_nvlink
@@ -210,6 +210,7 @@ def judge(expected: AuditExpectations, facts: AuditFacts) -> list[Finding]:
         facts.fabric_manager_service,
         facts.fabric_manager_package,
         facts.installed_module or loaded,
+        [compute_cap_arch(gpu.get("compute_cap")) for gpu in facts.gpus or []],
     )
     findings += findings_for_cuda_init(facts.cuda_init)
     if facts.audited_on:  # records made before were judged without it: they stay as made

@@ -26,9 +26,12 @@ class GpuFabricDict(TypedDict):
     clique_id: str | None
 
 
-class FabricDict(TypedDict):
+class FabricDict(TypedDict, total=False):
     nvswitches: int  # NVSwitch PCI functions visible in sysfs
     gpus: list[GpuFabricDict]
+    # Loaded kernel modules of those NVLink 5's subnet manager needs (absent in records made
+    # before they were read).
+    modules: list[str]
 
 
 _GPU = re.compile(r"GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]")
@@ -80,8 +83,19 @@ def parse_fabric(output: Iterable[str]) -> FabricDict:
     then ``nvidia-smi -q``'s GPU and Fabric lines."""
     lines = list(output)
     classes = [line.split(None, 1)[1] for line in lines if line.startswith("pci ")]
-    rest = [line for line in lines if not line.startswith("pci ")]
-    return {"nvswitches": count_nvswitches(classes), "gpus": parse_fabric_sections(rest)}
+    modules = [line.split(None, 1)[1].strip() for line in lines if line.startswith("module ")]
+    rest = [line for line in lines if not line.startswith(("pci ", "module "))]
+    return {
+        "nvswitches": count_nvswitches(classes),
+        "gpus": parse_fabric_sections(rest),
+        "modules": sorted(set(modules)),
+    }
+
+
+def subnet_manager_modules() -> tuple[str, ...]:
+    """Every kernel module a subnet manager entry (data/nvidia.toml) names."""
+    entries = data.nvidia().fabric_manager.subnet_manager
+    return tuple(sorted({m for entry in entries for m in entry.kernel_modules}))
 
 
 def fabric_attached(gpus: list[GpuFabricDict]) -> bool:

@@ -98,12 +98,28 @@ def test_the_facts_output_counts_nvswitch_functions_only():
     fabric = parse_fabric(output)
     assert fabric["nvswitches"] == 2
     assert fabric["gpus"][0]["state"] == "Not Started"
-    assert NvidiaFabric.default() == {"nvswitches": 0, "gpus": []}
+    assert NvidiaFabric.default() == {"nvswitches": 0, "gpus": [], "modules": []}
+
+
+def test_the_fact_reads_the_subnet_managers_modules_from_proc_modules(tmp_path):
+    # /proc/modules' format: name, size, users, users' names, state, address.
+    modules = tmp_path / "modules"
+    modules.write_text(
+        "ib_umad 45056 0 - Live 0x0000000000000000\n"
+        "mlx5_ib 466944 0 - Live 0x0000000000000000\n"
+        "mlx5_core 2498560 1 mlx5_ib, Live 0x0000000000000000\n"
+        "mlx5_core_x 1 0 - Live 0x0\n"
+        "nvidia 1 0 - Live 0x0\n"
+    )
+    command = NvidiaFabric().command().replace("/proc/modules", str(modules))
+    command = command.replace("/sys/bus/pci/devices/*", str(tmp_path / "none" / "*"))
+    out = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True)
+    assert parse_fabric(out.stdout.splitlines())["modules"] == ["ib_umad", "mlx5_core", "mlx5_ib"]
 
 
 def test_the_facts_awk_filter_keeps_the_fabric_sections_of_the_real_capture():
     command = NvidiaFabric().command()
-    awk = command[command.index("awk ") + 4 : command.index("; fi")]
+    awk = command[command.index("| awk ") + 6 : command.index("; fi")]
     out = subprocess.run(
         f"awk {awk[awk.index(chr(39)) :]} {H200_VM}", shell=True, capture_output=True, text=True
     ).stdout
@@ -165,8 +181,8 @@ def test_fabric_manager_names_per_family_and_what_is_installed():
 def test_nvlink5_needs_the_subnet_manager():
     assert subnet_manager_for(["sm_90", "sm_90"]) is None
     entry = subnet_manager_for(["sm_100"])
-    assert entry is not None and entry.packages == ("nvlsm",)
-    assert entry.kernel_modules == ("ib_umad",)
+    assert entry is not None and entry.packages == ("nvlsm", "infiniband-diags")
+    assert entry.kernel_modules == ("mlx5_core", "mlx5_ib", "ib_umad")
     assert subnet_manager_for(["sm_103"]) == entry
     assert subnet_manager_for([None]) is None
 
@@ -252,7 +268,7 @@ OP_CASES = [
         subnet_manager_installed,
         "blackwell",
         {NvidiaFabric: ATTACHED, Virtualization: BARE, NvidiaGpus: B200, DebPackages: {}},
-        commands=[str(apt_install(["nvlsm"], "--no-install-recommends"))],
+        commands=[str(apt_install(["nvlsm", "infiniband-diags"], "--no-install-recommends"))],
     ),
     op_case(
         subnet_manager_modules,
@@ -264,8 +280,9 @@ OP_CASES = [
             FileContents: None,
         },
         commands=[
-            "printf %s 'ib_umad\n' > /etc/modules-load.d/nvidia-fabricmanager.conf "
-            "&& modprobe -a ib_umad"
+            "printf %s 'mlx5_core\nmlx5_ib\nib_umad\n' > "
+            "/etc/modules-load.d/nvidia-fabricmanager.conf && modprobe -a mlx5_core mlx5_ib "
+            "ib_umad"
         ],
     ),
     op_case(
@@ -275,9 +292,24 @@ OP_CASES = [
             NvidiaFabric: ATTACHED,
             Virtualization: BARE,
             NvidiaGpus: B200,
+            FileContents: ["mlx5_core", "mlx5_ib", "ib_umad"],
+        },
+        noops=["/etc/modules-load.d/nvidia-fabricmanager.conf loads mlx5_core, mlx5_ib, ib_umad"],
+    ),
+    op_case(
+        subnet_manager_modules,
+        "blackwell-file-of-an-earlier-release",
+        {
+            NvidiaFabric: ATTACHED,
+            Virtualization: BARE,
+            NvidiaGpus: B200,
             FileContents: ["ib_umad"],
         },
-        noops=["/etc/modules-load.d/nvidia-fabricmanager.conf loads ib_umad"],
+        commands=[
+            "printf %s 'mlx5_core\nmlx5_ib\nib_umad\n' > "
+            "/etc/modules-load.d/nvidia-fabricmanager.conf && modprobe -a mlx5_core mlx5_ib "
+            "ib_umad"
+        ],
     ),
     op_case(
         subnet_manager_modules,
@@ -423,6 +455,22 @@ def test_a_vm_whose_hypervisor_manages_the_fabric():
 def test_a_record_made_before_is_not_judged():
     assert findings_for_fabric(None, BARE, None, None, None) == []
     assert findings_for_cuda_init(None) == []
+
+
+def test_nvlink5_fails_without_its_subnet_managers_modules():
+    # An HGX B200 on bare metal: FM runs, but mlx5_ib was never loaded.
+    fabric = {**ATTACHED, "modules": ["ib_umad", "mlx5_core"]}
+    args = (fabric, BARE, ACTIVE, FM_590, "590.48.01")
+    [finding] = findings_for_fabric(*args, ["sm_100"] * 8)
+    assert finding.level == "fail" and "kernel modules mlx5_ib, not loaded" in finding.message
+    assert finding.evidence["modules_missing"] == ["mlx5_ib"]
+    loaded = {**fabric, "modules": ["ib_umad", "mlx5_core", "mlx5_ib"]}
+    assert findings_for_fabric(loaded, *args[1:], ["sm_100"] * 8)[0].level == "ok"
+    # Hopper (NVLink 4) needs none; a record made before the modules were read says nothing.
+    assert findings_for_fabric(fabric, *args[1:], ["sm_90"] * 8)[0].level == "ok"
+    assert findings_for_fabric(ATTACHED, *args[1:], ["sm_100"] * 8)[0].level == "ok"
+    # In a container the outer host loads them (roles/fabric_manager.py): not judged here.
+    assert findings_for_fabric(fabric, NSPAWN, *args[2:], ["sm_100"] * 8)[0].level == "ok"
 
 
 def test_host_mode_problems_name_what_was_found():
