@@ -6,6 +6,7 @@ not read, or a refusal of the file. Variants are made in each test from real cap
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from pathlib import Path
@@ -201,9 +202,17 @@ def test_p2p_says_no_ok_about_what_it_could_not_read(tmp_path, capsys, case, con
         ("empty", ""),
         ("cut-off", XID_LOG[: len(XID_LOG) // 2].rsplit("NVRM", 1)[0]),
         ("utf-16", XID_LOG.encode("utf-16")),
+        ("gzip", gzip.compress(XID_LOG.encode())),
         ("not-a-log", "hello\nworld\n"),
     ],
     ids=lambda v: v if isinstance(v, str) and len(v) < 30 else "",
 )
 def test_the_xid_check_says_no_ok_about_what_it_could_not_read(tmp_path, capsys, case, content):
     assert_not_ok(analyze(tmp_path, capsys, "--kernel-log", content), ("xid",))
+
+
+def test_a_colored_log_with_an_xid_is_read_through_its_escapes(tmp_path, capsys):
+    # `dmesg --color=always`: the Xid 79 is found, never an ok.
+    colored = "".join(f"\x1b[32m{line}\x1b[0m\n" for line in XID_LOG.splitlines())
+    status, report, _ = analyze(tmp_path, capsys, "--kernel-log", colored)
+    assert status == 1 and {f["code"] for f in report["findings"]} == {"gpu-xid"}
