@@ -361,8 +361,9 @@ def _ecc_unread(memory: list[dict], gpus: list[dict]) -> tuple[list[Finding], st
 
 
 def findings_for_dcgm(diag: dict | None) -> list[Finding]:
-    """``dcgm-diag`` from ``dcgmi diag -r <level>`` (checks/facts.DcgmDiag: parse_dcgm_diag's
-    tests, or ``present`` false where dcgmi is not on PATH). None: not read (no finding)."""
+    """``dcgm-diag`` from ``dcgmi diag -r <level>`` (checks/facts/gpu_health.DcgmDiag:
+    parse_dcgm_diag's tests, or ``present`` false where dcgmi is not on PATH). None: not read
+    (no finding)."""
     if diag is None:
         return []
     level = diag.get("level")

@@ -1,5 +1,5 @@
 """NVSwitch systems and NVIDIA Fabric Manager (FM): what the host shows, and whether FM must
-run on it. Pure: the NvidiaFabric and CudaInit facts (checks/facts.py) hand their output
+run on it. Pure: the NvidiaFabric and CudaInit facts (checks/facts/nvidia.py) hand their output
 here; roles/fabric_manager.py and the audit (audit/fabric.py) decide from the results.
 
 On an NVSwitch board (HGX/DGX) CUDA does not initialize (CUDA_ERROR_SYSTEM_NOT_READY, 802)

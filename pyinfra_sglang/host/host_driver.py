@@ -3,7 +3,7 @@
 container or VM), what would fight NVIDIA's packages in managed mode, and, with
 ``nvidia_driver_source = "host"``, why the running driver cannot serve the inventory.
 
-Pure functions over facts (checks/facts.py ``HostDriverState``, ``DebPackages``,
+Pure functions over facts (checks/facts/nvidia.py ``HostDriverState``, ``DebPackages``,
 ``DkmsState``); the rules are data (data/host_driver.toml; docs/hosts.md)."""
 
 from __future__ import annotations
