@@ -54,7 +54,7 @@ def _exists(name: str, glob: bool) -> bool:
         return any(p.name.startswith(prefix) for p in (ROOT / folder).glob("*"))
     if (ROOT / name).exists() or (ROOT / f"{name}.py").exists():
         return True
-    # module.attribute (checks/facts.DcgmDiag): the module is the file.
+    # module.attribute (checks/facts/gpu_health.DcgmDiag): the module is the file.
     module, dot, _ = name.rpartition(".")
     return bool(dot) and (ROOT / f"{module}.py").is_file()
 

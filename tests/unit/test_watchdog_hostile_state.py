@@ -207,7 +207,7 @@ def test_the_watchdog_stays_python_3_9_and_standard_library_only():
 
 # --- the audit ----------------------------------------------------------------------------
 
-# The audit reads the file with checks/facts.py's JsonRecord: a file that is missing, empty,
+# The audit reads the file with checks/facts/files.py's JsonRecord: a file that is missing, empty,
 # not UTF-8, not JSON or JSON null reaches the judge as None, as a file not yet written does
 # ("no decode check yet"). The judge is given the rest as a recorded report carries it.
 NOT_JSON_OBJECT_OR_VALUE = {"empty", "not UTF-8", "not JSON"}
