@@ -52,7 +52,7 @@ def cuda_toolkit() -> None:
     """
     config = host_config(host)
     version = config.cuda_version
-    if config.nvidia_driver_source == "host":
+    if config.uses_host_driver:
         toolkits = read_once(host, HostDriverState)["toolkits"]
         found = ", ".join(f"CUDA {r} at {n}" for r, n in sorted(toolkits.items())) or "none"
         host_keeps(

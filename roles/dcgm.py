@@ -14,11 +14,11 @@ from pyinfra_sglang.inventory import host_config
 from roles.common import apt_install, apt_update, service_running
 
 
-def dcgm_plan(install: bool, driver_source: str, cuda_version: str) -> tuple[str | None, str]:
+def dcgm_plan(install: bool, host_driver: bool, cuda_version: str) -> tuple[str | None, str]:
     """DCGM's package for this host, or None and why nothing is installed."""
     if not install:
         return None, "no DCGM (nvidia_dcgm_install is off)"
-    if driver_source == "host":
+    if host_driver:
         return None, (
             'nvidia_dcgm_install: nvidia_driver_source = "host" installs nothing from '
             "NVIDIA's repository; DCGM stays as the host has it"
@@ -72,7 +72,7 @@ def dcgm() -> None:
     """
     config = host_config(host)
     package, reason = dcgm_plan(
-        config.nvidia_dcgm_install, config.nvidia_driver_source, config.cuda_version
+        config.nvidia_dcgm_install, config.uses_host_driver, config.cuda_version
     )
     if package is None:
         host.noop(reason)

@@ -217,7 +217,7 @@ def fabric_manager() -> None:
     + nvidia_driver_source: `host` checks the host's Fabric Manager instead
     """
     config = host_config(host)
-    if config.nvidia_driver_source == "host":
+    if config.uses_host_driver:
         refuse_host_fabric_manager(current_need(), config)
         return
     family = host_platform().driver_family

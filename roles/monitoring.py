@@ -300,9 +300,7 @@ def dcgm_exporter(plan: MonitoringPlan) -> None:
     listening only on the address of this host's DCGM target in the plan."""
     config = host_config(host)
     target = plan.target(JOB_DCGM, host.name)
-    package, _ = dcgm_plan(
-        config.nvidia_dcgm_install, config.nvidia_driver_source, config.cuda_version
-    )
+    package, _ = dcgm_plan(config.nvidia_dcgm_install, config.uses_host_driver, config.cuda_version)
     if target is None or package is None:
         return
     settings = data.monitoring().dcgm_exporter

@@ -397,7 +397,7 @@ def nvidia_driver() -> None:
     config = host_config(host)
     installed_software()
     running_driver()
-    if config.nvidia_driver_source == "host":
+    if config.uses_host_driver:
         host_driver_in_use(config)
         return
     family = host_platform().driver_family

@@ -358,7 +358,7 @@ def nvidia_repo() -> None:
     + nvidia_driver_source: `host` changes nothing
     """
     config = host_config(host)
-    if config.nvidia_driver_source == "host":
+    if config.uses_host_driver:
         host_keeps(
             name="Leave the host's apt sources as they are",
             what="NVIDIA's repository",

@@ -1039,6 +1039,12 @@ class HostConfig(BaseModel):
             values = {**values, "venv_path": versioned_venv_path(**release)}
         return values
 
+    @property
+    def uses_host_driver(self) -> bool:
+        """The driver, Fabric Manager and toolkits are the host's own (nvidia_driver_source =
+        "host"): the roles that install them change nothing. The one place this is asked."""
+        return self.nvidia_driver_source == "host"
+
     def routed(self) -> bool:
         """Does this host run SGLang's router?"""
         return bool(self.sglang_router_worker_urls)
@@ -1147,7 +1153,7 @@ class HostConfig(BaseModel):
     def _host_driver_is_not_installed(self) -> HostConfig:
         # The host's own driver is used as it is: settings of the driver the deploy would
         # install contradict it.
-        if self.nvidia_driver_source != "host":
+        if not self.uses_host_driver:
             return self
         for name in (
             "nvidia_driver_version",
@@ -1171,7 +1177,7 @@ class HostConfig(BaseModel):
         from pyinfra_sglang.host.nvidia import minor_version_compat_floor
 
         floor = minor_version_compat_floor(self.cuda_version)
-        if self.nvidia_driver_source == "managed" and floor and self.nvidia_driver_branch < floor:
+        if not self.uses_host_driver and floor and self.nvidia_driver_branch < floor:
             raise _field_error(
                 "nvidia_driver_branch",
                 f"branch {self.nvidia_driver_branch} does not run CUDA {self.cuda_version} "

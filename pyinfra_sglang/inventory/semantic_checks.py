@@ -152,7 +152,7 @@ def _warn_minor_version_compat(host: Host, config: HostConfig, warn: Callable[[s
     planned on, through minor-version compatibility and its limits, and said so."""
     from pyinfra_sglang.host.nvidia import TOOLKIT_SOURCE, driver_below_toolkit
 
-    if config.nvidia_driver_source != "managed":
+    if config.uses_host_driver:
         return
     why = driver_below_toolkit(
         config.cuda_version, config.nvidia_driver_branch, config.nvidia_driver_version

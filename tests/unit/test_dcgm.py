@@ -137,13 +137,13 @@ def test_every_cuda_major_the_inventory_allows_has_a_dcgm_package():
 
 
 def test_dcgm_plan_off_host_and_per_cuda_major():
-    assert dcgm_plan(False, "managed", "13.0") == (None, "no DCGM (nvidia_dcgm_install is off)")
-    package, reason = dcgm_plan(True, "host", "13.0")
+    assert dcgm_plan(False, False, "13.0") == (None, "no DCGM (nvidia_dcgm_install is off)")
+    package, reason = dcgm_plan(True, True, "13.0")
     assert package is None and 'nvidia_driver_source = "host" installs nothing' in reason
-    assert dcgm_plan(True, "managed", "12.9")[0] == "datacenter-gpu-manager-4-cuda12"
-    assert dcgm_plan(True, "managed", "13.1")[0] == "datacenter-gpu-manager-4-cuda13"
+    assert dcgm_plan(True, False, "12.9")[0] == "datacenter-gpu-manager-4-cuda12"
+    assert dcgm_plan(True, False, "13.1")[0] == "datacenter-gpu-manager-4-cuda13"
     with pytest.raises(ValueError, match=r"no DCGM package for CUDA 11.8 .*majors 12, 13"):
-        dcgm_plan(True, "managed", "11.8")
+        dcgm_plan(True, False, "11.8")
 
 
 def test_dcgm_switch_is_off_by_default_and_a_strict_bool():
