@@ -701,7 +701,13 @@ class HostConfig(BaseModel):
         3,
         ge=1,
         le=100,
-        description="Failed decode checks in a row after which the watchdog restarts the server.",
+        description=(
+            "Failed decode checks in a row after which the watchdog restarts the server. A "
+            "check is not counted while the server loads (a refused connection or a 503 "
+            "within the profile's `start_timeout_s` of its start, before its first answer) or "
+            "works (a timeout while `sglang:realtime_tokens_total` moves): so failures x "
+            "interval need not cover a long model load."
+        ),
         json_schema_extra=_allowed("1..100"),
     )
     sglang_watchdog_max_restarts_per_hour: Annotated[int, BeforeValidator(_no_bool)] = Field(
