@@ -551,8 +551,8 @@ def not_counted(
 ) -> tuple[str, str] | None:
     """(state reason, journal line) when a failed check with ``reason`` is not a failure: the
     server is loading (active for ``loading_s``, less than its start timeout, with no check
-    answered since, and refusing or answering 503) or working (its token counters moved by
-    more than the check's own tokens). None: it counts."""
+    answered since, and refusing or answering 503) or working (a timeout or a 503 while its
+    token counter moved by more than the check's own tokens). None: it counts."""
     if reason in STARTING_REASONS and loading_s is not None and loading_s < start_timeout:
         return "starting", (
             f"decode check not counted: the server is loading ({reason}; active for "
