@@ -196,24 +196,32 @@ class _SmiQShape:
     """What a whole `nvidia-smi -q` shows of itself: its "Attached GPUs" count, and a section
     of about the same length for each GPU (one model, one driver: the same fields)."""
 
-    # The last GPU's section shorter than this share of the shortest other one: cut off
-    # (sections of one output differ by a few lines: the processes listed).
+    # The last GPU's section shorter than this share of the shortest other one: cut off.
+    # The processes a GPU lists are left out of the count (they differ from GPU to GPU).
     SHORTEST_SHARE = 0.8
 
     def __init__(self):
         self.attached: int | None = None
         self.lengths: list[int] = []
+        self._gpu_indent = 0
+        self._in_processes = False
 
     def watch(self, lines: Iterable[str]) -> Iterator[str]:
         for line in lines:
-            stripped = line.strip()
+            text = ANSI_ESCAPE.sub("", line.rstrip("\r\n"))
+            stripped = text.strip()
+            indent = len(text) - len(text.lstrip(" "))
             key, colon, value = stripped.partition(":")
             if colon and key.strip() == "Attached GPUs" and self.attached is None:
                 self.attached = int(value) if value.strip().isdigit() else None
-            if SMI_Q_GPU_LINE.fullmatch(ANSI_ESCAPE.sub("", stripped)):
+            if SMI_Q_GPU_LINE.fullmatch(stripped):
                 self.lengths.append(0)
+                self._gpu_indent, self._in_processes = indent, False
             elif self.lengths and stripped:
-                self.lengths[-1] += 1
+                if indent <= self._gpu_indent + 4:  # a section of the GPU's own
+                    self._in_processes = key.strip() == "Processes"
+                if not self._in_processes:
+                    self.lengths[-1] += 1
             yield line
 
     def cut_off(self, gpus: int) -> str | None:

@@ -216,3 +216,27 @@ def test_a_colored_log_with_an_xid_is_read_through_its_escapes(tmp_path, capsys)
     colored = "".join(f"\x1b[32m{line}\x1b[0m\n" for line in XID_LOG.splitlines())
     status, report, _ = analyze(tmp_path, capsys, "--kernel-log", colored)
     assert status == 1 and {f["code"] for f in report["findings"]} == {"gpu-xid"}
+
+
+def test_a_gpu_listing_many_processes_is_no_cut_off(tmp_path, capsys):
+    # Real outputs differ by the processes each GPU lists: 40 on GPU 0 and none on GPU 1 is
+    # a whole output, not a cut one.
+    process = (
+        "        Process ID                        : {pid}\n"
+        "            Type                          : C\n"
+        "            Name                          : python3\n"
+        "            Used GPU Memory               : 1024 MiB\n"
+    )
+    busy = "".join(process.format(pid=1000 + n) for n in range(40))
+    first, second = SMI_Q.split("GPU 00000000:00:07.0", 1)
+    text = (
+        first.replace(
+            "    Processes                                          : None\n",
+            "    Processes\n" + busy,
+        )
+        + "GPU 00000000:00:07.0"
+        + second
+    )
+    assert text.count("Process ID") == 40
+    status, report, err = analyze(tmp_path, capsys, "--smi-q", text)
+    assert status in (0, 1) and report is not None, err
