@@ -17,7 +17,7 @@ from pyinfra import host, state
 from pyinfra.api import OperationError, deploy, operation
 from pyinfra.api.arguments import pop_global_arguments
 
-from checks.facts import PrivateFolder
+from checks.facts import PrivateFolder, read_once
 from pyinfra_sglang.host.transfer_folder import (
     DEFAULT_FOLDER,
     UNELEVATED,
@@ -31,7 +31,7 @@ def transfer_folder_private(path: str, ours: bool):
     """The transfer folder ``path`` (relative: to the SSH user's home) exists, belongs to the
     SSH user and only it can enter it; run unelevated. ``ours``: the default folder, created
     or narrowed to 0700 here; else only checked, and refused with the way out."""
-    found = host.get_fact(PrivateFolder, path=path, **UNELEVATED)
+    found = read_once(host, PrivateFolder, path=path, **UNELEVATED)
     action, why = folder_action(found, ours)
     if action == "ok":
         host.noop(why)
@@ -56,7 +56,7 @@ def transfer_folder() -> None:
         return
     chosen = arguments.get("_temp_dir")
     path = str(chosen or DEFAULT_FOLDER)
-    found = host.get_fact(PrivateFolder, path=path, **UNELEVATED)
+    found = read_once(host, PrivateFolder, path=path, **UNELEVATED)
     folder = {}
     if found.path:
         # For every later operation; this deploy's own arguments were read before it.
