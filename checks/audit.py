@@ -85,7 +85,7 @@ from pyinfra_sglang.host.nvidia import REBOOT_REQUIRED, all_kernel_module_packag
 from pyinfra_sglang.host.pcie import peer_probe_timeout_s
 from pyinfra_sglang.host_programs.decode_client import API_KEY_ENV
 from pyinfra_sglang.inventory import HostConfig, host_config, host_profile
-from pyinfra_sglang.report.run_summary import prefixed
+from pyinfra_sglang.run_summary import prefixed
 from pyinfra_sglang.serving.service_files import (
     UNIT_NAME,
     read_secret,

@@ -26,7 +26,7 @@ from pyinfra.api.state import BaseStateCallback, StateStage
 from pyinfra.context import ContextObject
 
 from pyinfra_sglang.inventory import host_config
-from pyinfra_sglang.report.run_summary import HostOutcome, one_line, summary_lines
+from pyinfra_sglang.run_summary import HostOutcome, one_line, summary_lines
 from pyinfra_sglang.serving.service_files import read_secrets
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")

@@ -32,7 +32,7 @@ from pyinfra_sglang.diagnosis.samples import read_json_lines
 from pyinfra_sglang.host_programs import program_path
 from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.report.page import default_output, read_run, write_ab_report, write_report
-from pyinfra_sglang.report.run_summary import prefixed
+from pyinfra_sglang.run_summary import prefixed
 from pyinfra_sglang.served_benchmark.ab_compare import (
     compare,
     comparison_json,

@@ -26,8 +26,8 @@ from checks.served_benchmark import bench_host
 from pyinfra_sglang.diagnosis.diagnose import diagnose_results, load_results
 from pyinfra_sglang.diagnosis.samples import read_json_lines
 from pyinfra_sglang.inventory import HostConfig
-from pyinfra_sglang.report.run_summary import prefixed
 from pyinfra_sglang.report.tuning_page import write_tuning_page
+from pyinfra_sglang.run_summary import prefixed
 from pyinfra_sglang.safe_write import write_file
 from pyinfra_sglang.served_benchmark.results import TIMESTAMP, host_folder, latest_run
 from pyinfra_sglang.served_benchmark.settings import BENCH_FILE, bench_settings

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from pyinfra_sglang.audit.findings import LEVELS, Finding, worst_level
-from pyinfra_sglang.report.run_summary import with_inventory
+from pyinfra_sglang.run_summary import with_inventory
 from pyinfra_sglang.safe_write import write_file
 from pyinfra_sglang.terminal import shown
 

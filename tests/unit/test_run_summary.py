@@ -1,4 +1,4 @@
-"""The end-of-run summary's text (pyinfra_sglang/report/run_summary.py), the inventory remediations
+"""The end-of-run summary's text (pyinfra_sglang/run_summary.py), the inventory remediations
 name, and how the summary reads pyinfra's CLI arguments (checks/run_summary.py)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pyinfra_sglang.audit.findings import Finding
 from pyinfra_sglang.audit.report import findings_for_inventory, format_table, unreachable_report
 from pyinfra_sglang.audit.service import findings_for_service
 from pyinfra_sglang.redact import mask_text
-from pyinfra_sglang.report.run_summary import (
+from pyinfra_sglang.run_summary import (
     REASON_CHARS,
     HostOutcome,
     one_line,
