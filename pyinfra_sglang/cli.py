@@ -238,11 +238,12 @@ def _inventory_reference_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _inventory_reference(args: argparse.Namespace) -> int:
     from pyinfra_sglang import inventory
+    from pyinfra_sglang.docgen.inventory_reference import reference_markdown, with_reference
 
     if args.write:
         path = Path(args.write)
         try:
-            path.write_text(inventory.with_reference(path.read_text()))
+            path.write_text(with_reference(path.read_text()))
         except (OSError, UnicodeDecodeError, ValueError) as error:
             print(f"inventory-reference: cannot update {path}: {error}", file=sys.stderr)
             return 2
@@ -265,7 +266,7 @@ def _inventory_reference(args: argparse.Namespace) -> int:
         ]
         _print_json({"fields": fields})
         return 0
-    sys.stdout.write(inventory.reference_markdown())
+    sys.stdout.write(reference_markdown())
     return 0
 
 

@@ -18,9 +18,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from pyinfra_sglang import cli, data, inventory
+from pyinfra_sglang import cli, data
 from pyinfra_sglang.audit.codes import codes_markdown
 from pyinfra_sglang.docgen.doc_markers import block, replace_block  # noqa: F401 (block: read through here)
+from pyinfra_sglang.docgen.inventory_reference import reference_markdown
 from pyinfra_sglang.docgen.role_reference import operations_markdown, roles_markdown
 from pyinfra_sglang.host.driver_plan import packages_markdown
 
@@ -135,7 +136,7 @@ def platforms_markdown() -> str:
 
 # Marker name -> (file under docs/, what generates its block).
 BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
-    "inventory-reference": ("inventory.md", inventory.reference_markdown),
+    "inventory-reference": ("inventory.md", reference_markdown),
     "finding-codes": ("audit.md", codes_markdown),
     "cli": ("cli.md", cli_markdown),
     "driver-packages": ("packages.md", packages_markdown),

@@ -10,7 +10,6 @@ any host is changed.
 - groups.py: multi-node members, their addresses, a host's place in its group;
 - rolling.py: the router each server stands behind, for rolling restarts;
 - loading.py: inventory files, and each host's validated config (cached per inventory);
-- reference.py: docs/inventory.md's field table, generated from the model.
 
 The names below are the package's public ones; core modules under the inventory (render,
 service_files, nvidia) import from ``inventory.model`` instead, so that nothing the model
@@ -33,7 +32,6 @@ from pyinfra_sglang.inventory.model import (
     versioned_venv_path,
 )
 from pyinfra_sglang.inventory.problems import InventoryError, Problem
-from pyinfra_sglang.inventory.reference import reference_markdown, with_reference
 from pyinfra_sglang.inventory.rolling import rolling_group
 from pyinfra_sglang.inventory.validation import (
     pyinfra_data_keys,
@@ -57,10 +55,8 @@ __all__ = [
     "multinode_member_addresses",
     "node_position_in",
     "pyinfra_data_keys",
-    "reference_markdown",
     "rolling_group",
     "validate_host_data",
     "validate_inventory",
     "versioned_venv_path",
-    "with_reference",
 ]

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from pyinfra_sglang.cli import main
+from pyinfra_sglang.docgen.inventory_reference import with_reference
 from pyinfra_sglang.inventory import (
     HostConfig,
     InventoryError,
     load_inventory_file,
     validate_host_data,
     validate_inventory,
-    with_reference,
 )
 
 REPO = Path(__file__).resolve().parents[2]

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from pyinfra_sglang import inventory
 from pyinfra_sglang.audit.codes import CODES, codes_markdown
 from pyinfra_sglang.audit.findings import LEVELS
 from pyinfra_sglang.cli import COMMANDS
 from pyinfra_sglang.docgen import reference_docs
+from pyinfra_sglang.docgen.inventory_reference import reference_markdown
 from pyinfra_sglang.docgen.reference_docs import block, cli_markdown, replace_block
 from pyinfra_sglang.docgen.role_reference import (
     MAX_DOCSTRING,
@@ -149,7 +149,7 @@ def _stale_message(path: Path) -> str:
     [
         ("audit.md", "finding-codes", codes_markdown),
         ("cli.md", "cli", cli_markdown),
-        ("inventory.md", "inventory-reference", inventory.reference_markdown),
+        ("inventory.md", "inventory-reference", reference_markdown),
         ("packaging.md", "offline-commands", reference_docs.command_names_markdown),
         ("roles.md", "roles", roles_markdown),
         ("roles.md", "role-operations", operations_markdown),
