@@ -23,9 +23,9 @@ from checks.facts import read_once
 from checks.host_context import run_on_host, transfer_arguments
 from pyinfra_sglang import data
 from pyinfra_sglang.inventory import host_config
+from pyinfra_sglang.inventory.monitoring import inventory_plan
 from pyinfra_sglang.monitoring import render
 from pyinfra_sglang.monitoring.dashboards import dashboard_refusal, gpu_dashboard_json
-from pyinfra_sglang.monitoring.inventory import inventory_plan
 from pyinfra_sglang.monitoring.targets import JOB_DCGM, MonitoringPlan
 from pyinfra_sglang.serving.service_files import read_secret
 from roles.common import apt_lists_updated, ensure_packages, upload_into

@@ -15,9 +15,9 @@ from pyinfra.operations import files
 from pyinfra_sglang import data
 from pyinfra_sglang.data_models import MonitoringFirewall
 from pyinfra_sglang.inventory import host_config
+from pyinfra_sglang.inventory.monitoring import inventory_hosts, monitored
 from pyinfra_sglang.monitoring import render
 from pyinfra_sglang.monitoring.firewall import MetricsFirewallPlan, metrics_firewall_plan
-from pyinfra_sglang.monitoring.inventory import inventory_hosts, monitored
 from roles.nft_table import rules_folder, table_loaded, table_removed
 
 

@@ -15,6 +15,6 @@ mkdir -m 700 "$scratch/secrets"
     done
 )
 cd "$scratch"
-uv run --project "$repo" python -m pyinfra_sglang.monitoring "$repo/inventories/monitoring.py" out
+uv run --project "$repo" python -m pyinfra_sglang.inventory.monitoring_files "$repo/inventories/monitoring.py" out
 promtool check config out/prometheus.yml
 promtool check rules out/sglang-alerts.yml

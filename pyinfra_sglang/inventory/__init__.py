@@ -10,6 +10,8 @@ any host is changed.
 - groups.py: multi-node members, their addresses, a host's place in its group;
 - rolling.py: the router each server stands behind, for rolling restarts;
 - loading.py: inventory files, and each host's validated config (cached per inventory);
+- monitoring.py: the inventory's monitoring plan (scrape targets, firewall), from the
+  validated configs; monitoring_files.py renders its Prometheus files for promtool.
 
 The names below are the package's public ones; core modules under the inventory (render,
 service_files, nvidia) import from ``inventory.model`` instead, so that nothing the model

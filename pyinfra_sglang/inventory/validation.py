@@ -26,6 +26,7 @@ from pyinfra import logger
 
 from pyinfra_sglang.inventory.masking import mask_secrets, secrets_in
 from pyinfra_sglang.inventory.model import USER_KEY_PREFIX, HostConfig, field_allowed
+from pyinfra_sglang.inventory.monitoring import inventory_errors
 from pyinfra_sglang.inventory.problems import InventoryError, Problem
 from pyinfra_sglang.inventory.semantic_checks import service_problems, ssh_problems
 
@@ -278,10 +279,6 @@ def _monitoring_problems(
 ) -> list[Problem]:
     """What roles/monitoring.py would refuse when it plans (two monitoring servers, an
     address the server cannot reach), as problems before any host changes."""
-    # Here, not at the top: monitoring.inventory imports inventory.groups, whose package
-    # __init__ imports this module (tests/build/check_imports.py imports each alone).
-    from pyinfra_sglang.monitoring.inventory import inventory_errors
-
     return [
         Problem(
             host=error.host,

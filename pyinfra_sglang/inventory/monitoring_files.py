@@ -1,6 +1,6 @@
 """Render the monitoring host's Prometheus files for an inventory, for promtool in CI:
 
-uv run python -m pyinfra_sglang.monitoring inventories/monitoring.py OUT
+uv run python -m pyinfra_sglang.inventory.monitoring_files inventories/monitoring.py OUT
 promtool check config OUT/prometheus.yml && promtool check rules OUT/sglang-alerts.yml
 """
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 from pyinfra_sglang import data
 from pyinfra_sglang.inventory.loading import host_config, load_inventory_file
+from pyinfra_sglang.inventory.monitoring import inventory_plan
 from pyinfra_sglang.monitoring import render
-from pyinfra_sglang.monitoring.inventory import inventory_plan
 
 
 def main(argv: list[str]) -> int:
