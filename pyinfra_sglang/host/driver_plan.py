@@ -8,8 +8,12 @@ from dataclasses import dataclass
 
 from pyinfra_sglang import data
 from pyinfra_sglang.data_models import DriverInstallPackages, FlavorPackages
-from pyinfra_sglang.host.nvidia import driver_packages, kernel_module_packages, pinning_package
-from pyinfra_sglang.inventory import HostConfig
+from pyinfra_sglang.host.nvidia import (
+    DriverNames,
+    driver_packages,
+    kernel_module_packages,
+    pinning_package,
+)
 
 HEADER_EXAMPLES = {
     "debian": "6.1.0-28-amd64 -> amd64, 6.1.0-28-cloud-amd64 -> cloud-amd64",
@@ -38,8 +42,8 @@ def driver_apt_plan(platform: str, install: str, modules: str, branch: int) -> D
     match = {p.nvidia_repo: p for p in data.platforms().platform}[platform]
     family = match.driver_family
     # The names alone: no toolkit to check the branch against (validation does, per host).
-    config = HostConfig.model_construct(
-        nvidia_driver_install=install, nvidia_kernel_modules=modules, nvidia_driver_branch=branch
+    config = DriverNames(
+        nvidia_driver_branch=branch, nvidia_driver_install=install, nvidia_kernel_modules=modules
     )
     headers = data.platforms().base.kernel_headers_metapackage
     return DriverAptPlan(

@@ -14,7 +14,16 @@ from pyinfra_sglang.host.fabric import is_fabric_manager_package
 
 class DriverChoice(Protocol):
     """The inventory's driver values the package names depend on (a HostConfig has them;
-    the inventory model imports this module, so it is not imported here)."""
+    the configuration imports this module, so it is not imported here)."""
+
+    nvidia_driver_branch: int
+    nvidia_driver_install: str
+    nvidia_kernel_modules: str
+
+
+@dataclass(frozen=True)
+class DriverNames:
+    """Those values alone, for a plan made without an inventory (`pyinfra-sglang packages`)."""
 
     nvidia_driver_branch: int
     nvidia_driver_install: str
