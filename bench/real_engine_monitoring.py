@@ -42,9 +42,9 @@ RATE_INTERVAL = "30s"
 
 def prepare(run: Path, scenario: str, config, dashboard: Path | None) -> None:
     """Write ``run/<scenario>-monitoring/``: prometheus.yml, the rules and queries.json."""
-    from pyinfra_sglang.inventory.model import host_profile
     from pyinfra_sglang.monitoring import render
     from pyinfra_sglang.monitoring.targets import InventoryHost, monitoring_plan
+    from pyinfra_sglang.serving.host_profile import host_profile
 
     folder = run / f"{scenario}-monitoring"
     folder.mkdir(parents=True, exist_ok=True)

@@ -238,7 +238,7 @@ def _inventory_reference_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _inventory_reference(args: argparse.Namespace) -> int:
     from pyinfra_sglang import inventory
-    from pyinfra_sglang.docgen.inventory_reference import reference_markdown, with_reference
+    from pyinfra_sglang.config.reference import reference_markdown, with_reference
 
     if args.write:
         path = Path(args.write)
@@ -645,7 +645,7 @@ def _render_from_flags(args: argparse.Namespace) -> dict:
     local = is_local_model(profile.model)
     gpu_set, spec = _given_gpus(args)
     node = NodePosition(args.nnodes, args.node_rank, args.dist_init_addr)
-    from pyinfra_sglang.serving.sglang_flags import unread_release
+    from pyinfra_sglang.config.releases_read import unread_release
 
     unread = unread_release(args.sglang_version, routed=False)
     if unread is not None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 
 from pyinfra_sglang import data
+from pyinfra_sglang.config import HostConfig
 from pyinfra_sglang.host.nvidia import cuda_paths
 from pyinfra_sglang.host.p2p import P2P_KEYS
-from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.monitoring.render import listen
 from pyinfra_sglang.serving.service_files import ROUTER_UNIT_PATH
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from pyinfra_sglang import cli, data
 from pyinfra_sglang.audit.codes import codes_markdown
-from pyinfra_sglang.docgen.doc_markers import block, replace_block  # noqa: F401 (block: read through here)
-from pyinfra_sglang.docgen.inventory_reference import reference_markdown
+from pyinfra_sglang.config.reference import reference_markdown
+from pyinfra_sglang.doc_markers import block, replace_block  # noqa: F401 (block: read through here)
 from pyinfra_sglang.docgen.role_reference import operations_markdown, roles_markdown
 from pyinfra_sglang.host.driver_plan import packages_markdown
 

@@ -1,7 +1,9 @@
 """The inventory: every value pyinfra-sglang reads from host and group data, validated before
 any host is changed.
 
-- model.py: ``HostConfig``, the fields by role, each value's own rules (how to add a field);
+The configuration it validates, ``HostConfig``, sits on its own floor below serving
+(pyinfra_sglang/config/); the names are handed on here for the roles and checks.
+
 - problems.py: ``Problem`` and ``InventoryError``, what validation reports;
 - validation.py: the validation driver, from a host's data or a whole inventory;
 - semantic_checks.py: what the service, driver, Secure Boot, network and SSH would refuse
@@ -13,11 +15,17 @@ any host is changed.
 - monitoring.py: the inventory's monitoring plan (scrape targets, firewall), from the
   validated configs; monitoring_files.py renders its Prometheus files for promtool.
 
-The names below are the package's public ones; core modules under the inventory (render,
-service_files, nvidia) import from ``inventory.model`` instead, so that nothing the model
-needs imports the validation that renders.
+The names below are the package's public ones; core modules below the inventory (serving,
+monitoring, the audit) import ``pyinfra_sglang.config`` instead.
 """
 
+from pyinfra_sglang.config import (
+    USER_KEY_PREFIX,
+    HostConfig,
+    ab_side_b,
+    field_allowed,
+    versioned_venv_path,
+)
 from pyinfra_sglang.inventory.groups import (
     member_address,
     multinode_member_addresses,
@@ -25,14 +33,6 @@ from pyinfra_sglang.inventory.groups import (
 )
 from pyinfra_sglang.inventory.loading import InventoryFileError, host_config, load_inventory_file
 from pyinfra_sglang.inventory.masking import mask_secrets
-from pyinfra_sglang.inventory.model import (
-    USER_KEY_PREFIX,
-    HostConfig,
-    ab_side_b,
-    field_allowed,
-    host_profile,
-    versioned_venv_path,
-)
 from pyinfra_sglang.inventory.problems import InventoryError, Problem
 from pyinfra_sglang.inventory.rolling import rolling_group
 from pyinfra_sglang.inventory.validation import (
@@ -40,6 +40,7 @@ from pyinfra_sglang.inventory.validation import (
     validate_host_data,
     validate_inventory,
 )
+from pyinfra_sglang.serving.host_profile import host_profile
 
 __all__ = [
     "USER_KEY_PREFIX",

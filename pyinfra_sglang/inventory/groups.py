@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyinfra.api.host import Host
 
-    from pyinfra_sglang.inventory.model import HostConfig
+    from pyinfra_sglang.config import HostConfig
 
 
 def member_address(member: Host) -> str:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from pyinfra.api.host import Host
     from pyinfra.api.inventory import Inventory
 
-    from pyinfra_sglang.inventory.model import HostConfig
+    from pyinfra_sglang.config import HostConfig
 
 
 # Validated once per inventory object: the deploy file runs once per host. Keyed weakly by

@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from pyinfra_sglang.inventory.groups import member_address
-from pyinfra_sglang.inventory.model import host_profile
 from pyinfra_sglang.monitoring.firewall import firewall_errors
 from pyinfra_sglang.monitoring.targets import (
     InventoryHost,
@@ -20,11 +19,12 @@ from pyinfra_sglang.monitoring.targets import (
     monitoring_plan,
     plan_errors,
 )
+from pyinfra_sglang.serving.host_profile import host_profile
 
 if TYPE_CHECKING:
     from pyinfra.api.inventory import Inventory
 
-    from pyinfra_sglang.inventory.model import HostConfig
+    from pyinfra_sglang.config import HostConfig
 
 
 def inventory_hosts(

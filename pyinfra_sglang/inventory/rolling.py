@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from pyinfra.api.host import Host
     from pyinfra.api.inventory import Inventory
 
-    from pyinfra_sglang.inventory.model import HostConfig
+    from pyinfra_sglang.config import HostConfig
 
 
 def _url_names(host: Host, config: HostConfig) -> set[str]:

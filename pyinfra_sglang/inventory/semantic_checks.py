@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 from pyinfra.api.exceptions import PyinfraError
 
+from pyinfra_sglang.config import HostConfig, ab_side_b, field_allowed
 from pyinfra_sglang.gpus import gpu_by_name
 from pyinfra_sglang.host.multinode_firewall import filtered_ports, port_in_filtered_ranges
 from pyinfra_sglang.inventory.groups import member_address, node_position_in
-from pyinfra_sglang.inventory.model import HostConfig, ab_side_b, field_allowed, host_profile
 from pyinfra_sglang.inventory.problems import Problem
+from pyinfra_sglang.serving.host_profile import host_profile
 
 if TYPE_CHECKING:
     from pyinfra.api.host import Host
@@ -171,7 +172,7 @@ def _warn_unread_release(
 ) -> None:
     """A release outside the ones read, accepted by sglang_allow_unread_release (the model
     refuses it otherwise): said once per host, since nothing checked its flags."""
-    from pyinfra_sglang.serving.sglang_flags import unread_release
+    from pyinfra_sglang.config.releases_read import unread_release
 
     unread = unread_release(config.sglang_version, config.routed())
     if unread:

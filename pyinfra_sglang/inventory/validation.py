@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 from pyinfra import logger
 
+from pyinfra_sglang.config import USER_KEY_PREFIX, HostConfig, field_allowed
 from pyinfra_sglang.inventory.masking import mask_secrets, secrets_in
-from pyinfra_sglang.inventory.model import USER_KEY_PREFIX, HostConfig, field_allowed
 from pyinfra_sglang.inventory.monitoring import inventory_errors
 from pyinfra_sglang.inventory.problems import InventoryError, Problem
 from pyinfra_sglang.inventory.semantic_checks import service_problems, ssh_problems

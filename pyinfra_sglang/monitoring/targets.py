@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from pyinfra_sglang import data
 
 if TYPE_CHECKING:
-    from pyinfra_sglang.inventory.model import HostConfig
+    from pyinfra_sglang.config import HostConfig
 
 # Prometheus job names; the alert rules select on them.
 JOB_SGLANG = "sglang"

@@ -9,7 +9,7 @@ import json
 import shlex
 from dataclasses import asdict, dataclass
 
-from pyinfra_sglang.inventory import HostConfig
+from pyinfra_sglang.config import HostConfig
 from pyinfra_sglang.served_benchmark.bench_serving import bench_module, run_settings
 from pyinfra_sglang.served_benchmark.server_metrics import METRICS_FILE, poll_loop
 from pyinfra_sglang.serving.service_files import server_url

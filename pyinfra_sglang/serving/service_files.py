@@ -20,6 +20,7 @@ from pyinfra.api.exceptions import OperationError
 
 from pyinfra_sglang import data
 from pyinfra_sglang.arch import as_sm
+from pyinfra_sglang.config import HostConfig
 from pyinfra_sglang.gpus import (
     GpuSpec,
     find_gpu,
@@ -30,9 +31,9 @@ from pyinfra_sglang.gpus import (
 from pyinfra_sglang.host.model_snapshot import is_local_model
 from pyinfra_sglang.host.nvidia import cuda_paths
 from pyinfra_sglang.host.p2p import PeerPath
-from pyinfra_sglang.inventory.model import HostConfig, host_profile
 from pyinfra_sglang.parsers.topo import topology_has_nvlink, widest_pcie_path
 from pyinfra_sglang.serving import memory_fit
+from pyinfra_sglang.serving.host_profile import host_profile
 from pyinfra_sglang.serving.placement import (
     GpuSet,
     NodePosition,

@@ -7,8 +7,9 @@ from __future__ import annotations
 import posixpath
 
 from pyinfra_sglang import data
+from pyinfra_sglang.config import HostConfig
 from pyinfra_sglang.host_programs import program_path
-from pyinfra_sglang.inventory import HostConfig, host_profile
+from pyinfra_sglang.serving.host_profile import host_profile
 from pyinfra_sglang.serving.render import RenderedFile, _render, exec_start
 from pyinfra_sglang.serving.service_files import UNIT_NAME, server_url, service_file_path
 

@@ -67,6 +67,7 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.server import Command
 
 from pyinfra_sglang import data
+from pyinfra_sglang.config import ab_side_b
 from pyinfra_sglang.host.mirror_login import split_login
 from pyinfra_sglang.host.model_snapshot import DEFAULT_ENDPOINT, hub_cache_dir, is_local_model
 from pyinfra_sglang.host.multinode_firewall import firewall_plan
@@ -78,12 +79,12 @@ from pyinfra_sglang.inventory import (
     validate_host_data,
     validate_inventory,
 )
-from pyinfra_sglang.inventory.model import ab_side_b, host_profile
 from pyinfra_sglang.monitoring import render as monitoring
 from pyinfra_sglang.monitoring.firewall import metrics_firewall_plan
 from pyinfra_sglang.monitoring.targets import JOB_DCGM, InventoryHost, monitoring_plan
 from pyinfra_sglang.paths import template
 from pyinfra_sglang.serving import profiles
+from pyinfra_sglang.serving.host_profile import host_profile
 from pyinfra_sglang.serving.placement import NodePosition
 from pyinfra_sglang.serving.service_files import node_position, planned_service_files
 from pyinfra_sglang.serving.watchdog import unit_files

@@ -144,7 +144,7 @@ def test_the_core_has_no_import_cycle():
 # the decisions it measures: the serving core, the host-side decisions, the inventory model,
 # the parsers and the shared floor never import it (the CLI and docgen, at the top, may).
 MEASUREMENT = ("audit", "diagnosis", "served_benchmark", "tuning", "report")
-BELOW_MEASUREMENT = ("serving", "host", "inventory", "parsers")
+BELOW_MEASUREMENT = ("serving", "host", "config", "inventory", "parsers")
 
 
 def _package(module: str) -> str:
@@ -165,3 +165,40 @@ def test_measurement_sits_above_what_it_measures():
     )
     assert any(_package(m) == "serving" for m in graph)  # the walk found the packages
     assert not upward, "upward imports inside the core:\n" + "\n".join(upward)
+
+
+# The configuration sits on its own floor: it reads the shared floor, the parsers and the
+# host-side decisions; serving, monitoring and measurement read it; the inventory (loading,
+# validation, which renders the service) sits above them all.
+FLOORS_ABOVE = {
+    "host": ("config", "serving", "monitoring", "inventory"),
+    "config": ("serving", "monitoring", "inventory", "docgen", "cli", *MEASUREMENT),
+    "serving": ("monitoring", "inventory", "docgen", "cli"),
+    "monitoring": ("inventory", "docgen", "cli"),
+}
+
+
+def imports_above(graph: dict[str, set[str]]) -> list[str]:
+    """Each import from a package of FLOORS_ABOVE into a package it must not read."""
+    found = []
+    for module, targets in graph.items():
+        above = FLOORS_ABOVE.get(_package(module), ())
+        for target in targets:
+            if target.removeprefix(f"{CORE}.").split(".")[0] in above:
+                found.append(f"{module} imports {target}")
+    return sorted(found)
+
+
+def test_the_configuration_floor_imports_only_below_it():
+    graph = import_graph()
+    assert f"{CORE}.config.host_config" in graph  # the walk found the floor
+    found = imports_above(graph)
+    assert not found, "imports above their floor:\n" + "\n".join(found)
+
+
+def test_the_floor_check_fails_on_an_import_up():
+    graph = {
+        f"{CORE}.serving.render": {f"{CORE}.config.host_config"},
+        f"{CORE}.config.host_config": {f"{CORE}.serving.profiles"},
+    }
+    assert imports_above(graph) == [f"{CORE}.config.host_config imports {CORE}.serving.profiles"]

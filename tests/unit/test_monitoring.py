@@ -13,7 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from pyinfra_sglang import data
-from pyinfra_sglang.inventory.model import HostConfig
+from pyinfra_sglang.config import HostConfig
 from pyinfra_sglang.monitoring import render
 from pyinfra_sglang.monitoring.dashboards import (
     capture_families,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pyinfra_sglang.audit.monitoring import findings_for_monitoring
 from pyinfra_sglang.audit.record import AuditExpectations, AuditFacts, monitoring_url
-from pyinfra_sglang.inventory.model import HostConfig
+from pyinfra_sglang.config import HostConfig
 from pyinfra_sglang.parsers.prometheus import parse_targets
 
 

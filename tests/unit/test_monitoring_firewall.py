@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pyinfra_sglang.inventory.model import HostConfig
+from pyinfra_sglang.config import HostConfig
 from pyinfra_sglang.monitoring import render
 from pyinfra_sglang.monitoring.firewall import firewall_errors, metrics_firewall_plan
 from pyinfra_sglang.monitoring.targets import InventoryHost, MonitoringPlanError

@@ -20,8 +20,9 @@ import pytest
 from pyinfra_sglang.audit.codes import CODES, codes_markdown
 from pyinfra_sglang.audit.findings import LEVELS
 from pyinfra_sglang.cli import COMMANDS
+from pyinfra_sglang.config import HostConfig
+from pyinfra_sglang.config.reference import reference_markdown
 from pyinfra_sglang.docgen import reference_docs
-from pyinfra_sglang.docgen.inventory_reference import reference_markdown
 from pyinfra_sglang.docgen.reference_docs import block, cli_markdown, replace_block
 from pyinfra_sglang.docgen.role_reference import (
     MAX_DOCSTRING,
@@ -35,7 +36,6 @@ from pyinfra_sglang.docgen.role_reference import (
     roles_markdown,
     site_modules,
 )
-from pyinfra_sglang.inventory.model import HostConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"

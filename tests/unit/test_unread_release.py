@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from pyinfra_sglang import data
+from pyinfra_sglang.config.releases_read import read_releases, unread_release
 from pyinfra_sglang.inventory import (
     InventoryError,
     load_inventory_file,
@@ -18,7 +19,6 @@ from pyinfra_sglang.inventory import (
 from pyinfra_sglang.serving import sglang_flags
 from pyinfra_sglang.serving.render import server_args
 from pyinfra_sglang.serving.service_files import router_requirements
-from pyinfra_sglang.serving.sglang_flags import read_releases, unread_release
 from pyinfra_sglang.versions import Version, parse_version
 
 ROUTED = {"sglang_router_worker_urls": ["http://10.0.0.1:30000", "http://10.0.0.2:30000"]}

@@ -1,6 +1,7 @@
 """Generated blocks inside hand-written docs: the text between a ``<!-- NAME:start -->`` line
-and a ``<!-- NAME:end -->`` marker. reference_docs.py fills them; the modules that generate
-one block (the inventory reference) use them without importing it."""
+and a ``<!-- NAME:end -->`` marker. docgen/reference_docs.py fills them all; a module that
+fills one block for a command of its own (config/reference.py, the inventory reference) uses
+them from here, on the shared floor, without importing the doc generator."""
 
 from __future__ import annotations
 

@@ -1,0 +1,53 @@
+"""A multi-node group: the hosts that serve one model together, their rendezvous and the
+firewall between them (roles/multinode_firewall.py, sglang_service.py)."""
+
+from __future__ import annotations
+
+from pydantic import Field, StrictBool
+
+from pyinfra_sglang.config.types import (
+    FieldGroup,
+    Port,
+    allowed,
+)
+
+
+class MultinodeFields(FieldGroup):
+    """A multi-node group: its members, rendezvous, trust and firewall."""
+
+    sglang_multinode_group: str | None = Field(
+        None,
+        description=(
+            "Inventory group whose hosts serve one model together (`--nnodes`; ranks in the "
+            "group's order; the first host is the rendezvous)."
+        ),
+        json_schema_extra=allowed("the name of a group this host is in, or unset"),
+    )
+
+    sglang_dist_init_port: Port = Field(
+        50000,
+        description="Port of the multi-node rendezvous on the group's first host.",
+        json_schema_extra=allowed("1..65535"),
+    )
+
+    sglang_multinode_trusted_network: StrictBool = Field(
+        False,
+        description=(
+            "Do the multi-node group's hosts talk over a private, trusted network? SGLang's "
+            "inter-node transport deserializes pickles from TCP (sglang#24618) and torch, NCCL "
+            "and ZMQ listen on all interfaces: a group with a public address is refused unless "
+            "this says the network between them is trusted (a VPN, a firewalled fabric)."
+        ),
+        json_schema_extra=allowed("true, false"),
+    )
+
+    sglang_multinode_firewall: StrictBool = Field(
+        True,
+        description=(
+            "Write an nftables table on each member of the multi-node group that admits only "
+            "the group's members to its rendezvous, ZMQ and NCCL ports (the rendezvous port "
+            "and the pinned ephemeral range, data/multinode_firewall.toml). Needs each "
+            "member's address (ssh_hostname, else its name) as an IP address."
+        ),
+        json_schema_extra=allowed("true, false"),
+    )
