@@ -22,7 +22,7 @@ CASES = {
         "-c",
         "import pyinfra_sglang.inventory, pyinfra_sglang.audit.analyze, "
         "pyinfra_sglang.diagnosis.diagnose, pyinfra_sglang.report.page, "
-        "pyinfra_sglang.served_benchmark.ab_compare",
+        "pyinfra_sglang.diagnosis.ab_compare",
     ],
 }
 

@@ -863,15 +863,15 @@ def device(args: argparse.Namespace) -> int:
 
 
 def summary(args: argparse.Namespace) -> int:
-    from pyinfra_sglang.diagnosis.diagnose import diagnose_results, load_results
-    from pyinfra_sglang.diagnosis.samples import read_json_lines
-    from pyinfra_sglang.diagnosis.server_side import scaling_text
-    from pyinfra_sglang.report.page import read_run, write_ab_report, write_report
-    from pyinfra_sglang.served_benchmark.ab_compare import (
+    from pyinfra_sglang.diagnosis.ab_compare import (
         compare,
         format_table,
         runs_by_concurrency,
     )
+    from pyinfra_sglang.diagnosis.diagnose import diagnose_results, load_results
+    from pyinfra_sglang.diagnosis.samples import read_json_lines
+    from pyinfra_sglang.diagnosis.server_side import scaling_text
+    from pyinfra_sglang.report.page import read_run, write_ab_report, write_report
     from pyinfra_sglang.served_benchmark.server_metrics import METRICS_FILE, summarize_polls
 
     folders = sorted(p for p in Path(args.folder).glob("*-*") if (p / "samples.jsonl").is_file())

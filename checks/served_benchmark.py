@@ -27,18 +27,18 @@ from checks.host_context import (
     run_on_host,
     transfer_arguments,
 )
+from pyinfra_sglang.diagnosis.ab_compare import (
+    compare,
+    comparison_json,
+    runs_by_concurrency,
+)
+from pyinfra_sglang.diagnosis.ab_compare import format_table as format_comparisons
 from pyinfra_sglang.diagnosis.diagnose import diagnose_results, format_report, load_results
 from pyinfra_sglang.diagnosis.samples import read_json_lines
 from pyinfra_sglang.host_programs import program_path
 from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.report.page import default_output, read_run, write_ab_report, write_report
 from pyinfra_sglang.run_summary import prefixed
-from pyinfra_sglang.served_benchmark.ab_compare import (
-    compare,
-    comparison_json,
-    runs_by_concurrency,
-)
-from pyinfra_sglang.served_benchmark.ab_compare import format_table as format_comparisons
 from pyinfra_sglang.served_benchmark.bench_serving import run_settings
 from pyinfra_sglang.served_benchmark.regression import regressions, throughput_by_concurrency
 from pyinfra_sglang.served_benchmark.results import (

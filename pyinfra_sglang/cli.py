@@ -981,8 +981,8 @@ COMMANDS = (
     Command(
         "ab-compare",
         "tell a throughput difference between two sets of benchmark runs from noise",
-        _lazy("pyinfra_sglang.served_benchmark.ab_compare:add_arguments"),
-        _lazy("pyinfra_sglang.served_benchmark.ab_compare:run"),
+        _lazy("pyinfra_sglang.diagnosis.ab_compare:add_arguments"),
+        _lazy("pyinfra_sglang.diagnosis.ab_compare:run"),
     ),
     Command(
         "report",

@@ -22,7 +22,6 @@ from dataclasses import asdict, dataclass
 from pyinfra_sglang import data
 from pyinfra_sglang.audit.findings import Finding
 from pyinfra_sglang.data_models import Diagnosis
-from pyinfra_sglang.diagnosis.roofline import DecodeRoofline, stream_rate
 from pyinfra_sglang.diagnosis.samples import (
     CpuSummary,
     GpuSummary,
@@ -34,6 +33,7 @@ from pyinfra_sglang.diagnosis.samples import (
 from pyinfra_sglang.gpus import find_gpu
 from pyinfra_sglang.host.pcie import pcie_bandwidth_gbs
 from pyinfra_sglang.parsers.system import detected_vm
+from pyinfra_sglang.serving.roofline import DecodeRoofline, stream_rate
 
 
 def thresholds() -> Diagnosis:

@@ -36,8 +36,9 @@ RESULTS_DIR holds:
 Each file is checked for the types it must hold (numbers where numbers are read, a JSON object
 where one is); a file that fails is named with what is wrong in it. Each is read within the
 caps of data/diagnosis.toml ``[limits]`` (bytes, JSON nesting, samples, GPUs, readings, steps,
-benchmark lines, the size of a number: diagnosis/limits.py); a file past one is refused, naming
-the cap. Samples without any GPU reading are refused too: there is nothing to diagnose.
+benchmark lines, the size of a number: served_benchmark/limits.py); a file past one is
+refused, naming the cap. Samples without any GPU reading are refused too: there is nothing
+to diagnose.
 
 The rules are in diagnosis/bottlenecks.py. The report lists each GPU's summary, the findings with
 their evidence and what to try next, and the roofline with each benchmark row's single-stream
@@ -59,9 +60,6 @@ from pyinfra.api.exceptions import PyinfraError
 
 from pyinfra_sglang.audit.findings import Finding
 from pyinfra_sglang.diagnosis.bottlenecks import diagnose, format_gbs, link_capacity, thresholds
-from pyinfra_sglang.diagnosis.limits import WHERE, OverCapError, check_count, limits, read_capped
-from pyinfra_sglang.diagnosis.limits import loads as capped_loads
-from pyinfra_sglang.diagnosis.roofline import DecodeRoofline, roofline_for, stream_rate
 from pyinfra_sglang.diagnosis.samples import (
     gpu_indexes,
     read_json_lines,
@@ -78,11 +76,20 @@ from pyinfra_sglang.diagnosis.steps import (
     sample_offset,
     steps_on_sample_axis,
 )
+from pyinfra_sglang.served_benchmark.limits import (
+    WHERE,
+    OverCapError,
+    check_count,
+    limits,
+    read_capped,
+)
+from pyinfra_sglang.served_benchmark.limits import loads as capped_loads
 from pyinfra_sglang.served_benchmark.server_metrics import (
     METRICS_FILE,
     SERVER_METRICS_FILE,
     summarize_polls,
 )
+from pyinfra_sglang.serving.roofline import DecodeRoofline, roofline_for, stream_rate
 from pyinfra_sglang.terminal import brief
 
 __all__ = ["diagnose", "diagnose_results", "format_report", "load_results", "stream_rate"]

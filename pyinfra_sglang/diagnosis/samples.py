@@ -15,7 +15,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from pyinfra_sglang.diagnosis.limits import check_count, loads, read_capped
+from pyinfra_sglang.served_benchmark.limits import check_count, loads, read_capped
 
 # NVML's PCIe counters are in KB/s of 1000 bytes (a saturated Gen5 x16 link read 62.1e6, just
 # under its 63.0 GB/s; as KiB it would exceed it).
@@ -35,8 +35,9 @@ CAPTURE_FIELDS = (
 def read_json_lines(path: str | Path, cap: str | None = None) -> list[dict]:
     """One object per line (the sampler's output, bench_serving's): blank lines skipped, a
     cut-off last line dropped (its writer was stopped mid-line). Read within the caps of
-    data/diagnosis.toml [limits] (diagnosis/limits.py): the file's bytes and nesting and, with
-    ``cap`` (a key there, e.g. ``max_samples``), its number of lines; OverCapError past one."""
+    data/diagnosis.toml [limits] (served_benchmark/limits.py): the file's bytes and nesting
+    and, with ``cap`` (a key there, e.g. ``max_samples``), its number of lines; OverCapError
+    past one."""
     lines = [line for line in read_capped(path).splitlines() if line.strip()]
     if cap is not None:
         check_count(path, len(lines), "lines", cap)

@@ -32,12 +32,12 @@ from dataclasses import asdict, dataclass, field, fields
 from pyinfra_sglang import data
 from pyinfra_sglang.audit.findings import Finding
 from pyinfra_sglang.data_models import DiagnosisServer
-from pyinfra_sglang.diagnosis.roofline import stream_rate
 from pyinfra_sglang.served_benchmark.server_metrics import (
     MAX_VALUE,
     ServerMetricsError,
     check_server_metrics,
 )
+from pyinfra_sglang.serving.roofline import stream_rate
 
 # Limits of the server that bind a load; then flags of a step that measured no prefill.
 BINDING = ("admission-capped", "kv-capacity-bound")

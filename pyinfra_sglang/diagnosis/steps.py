@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pyinfra_sglang.audit.findings import Finding
 from pyinfra_sglang.data_models import Diagnosis
 from pyinfra_sglang.diagnosis.bottlenecks import diagnose, thresholds
-from pyinfra_sglang.diagnosis.limits import limits
-from pyinfra_sglang.diagnosis.roofline import DecodeRoofline, stream_rate
+from pyinfra_sglang.served_benchmark.limits import limits
+from pyinfra_sglang.serving.roofline import DecodeRoofline, stream_rate
 
 # Findings about the server's settings, not about what limits a window's load.
 NOT_A_VERDICT = ("memory-capacity-bound",)

@@ -26,22 +26,22 @@ from pathlib import Path
 
 from pyinfra.api.exceptions import PyinfraError
 
-from pyinfra_sglang.diagnosis.diagnose import (
-    ResultsError,
-    diagnose_results,
-    load_results,
-)
-from pyinfra_sglang.diagnosis.limits import load_json
-from pyinfra_sglang.diagnosis.samples import gpu_indexes
-from pyinfra_sglang.diagnosis.steps import Step, is_number, sample_offset
-from pyinfra_sglang.report.charts import server_timeline_png, throughput_png, timeline_png
-from pyinfra_sglang.safe_write import OutputFolder, UnsafeOutputError
-from pyinfra_sglang.served_benchmark.ab_compare import (
+from pyinfra_sglang.diagnosis.ab_compare import (
     Comparison,
     compare,
     percent,
     runs_by_concurrency,
 )
+from pyinfra_sglang.diagnosis.diagnose import (
+    ResultsError,
+    diagnose_results,
+    load_results,
+)
+from pyinfra_sglang.diagnosis.samples import gpu_indexes
+from pyinfra_sglang.diagnosis.steps import Step, is_number, sample_offset
+from pyinfra_sglang.report.charts import server_timeline_png, throughput_png, timeline_png
+from pyinfra_sglang.safe_write import OutputFolder, UnsafeOutputError
+from pyinfra_sglang.served_benchmark.limits import load_json
 from pyinfra_sglang.served_benchmark.settings import BENCH_FILE, SAMPLES_FILE, STEPS_FILE
 
 PAGE = "report.html"

@@ -11,12 +11,12 @@ from pathlib import Path
 
 from pyinfra_sglang.audit.links import pcie_links
 from pyinfra_sglang.audit.report import safe_name
-from pyinfra_sglang.diagnosis.limits import load_json
-from pyinfra_sglang.diagnosis.roofline import roofline_for
 from pyinfra_sglang.gpus import UnknownGpuError
 from pyinfra_sglang.redact import redact
 from pyinfra_sglang.safe_write import read_file, refuse_link, write_file
+from pyinfra_sglang.served_benchmark.limits import load_json
 from pyinfra_sglang.serving.placement import Placement
+from pyinfra_sglang.serving.roofline import roofline_for
 
 SETTINGS_FILE = "settings.json"
 TIMESTAMP = "%Y%m%dT%H%M%SZ"

@@ -435,7 +435,7 @@ class Profile(BaseModel):
             "embeddings) is split within each attention data-parallel group only."
         ),
     )
-    # Decode roofline inputs (diagnosis/roofline.py): weights read per generated token.
+    # Decode roofline inputs (serving/roofline.py): weights read per generated token.
     active_params_b: float | None = Field(
         None, gt=0, description="Parameters read per token, billions (MoE: the active ones)."
     )

@@ -10,7 +10,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from pyinfra_sglang.diagnosis.limits import (
+from pyinfra_sglang.safe_write import OutputFolder
+from pyinfra_sglang.served_benchmark.limits import (
     OverCapError,
     check_count,
     check_depth,
@@ -18,7 +19,6 @@ from pyinfra_sglang.diagnosis.limits import (
     loads,
     over_cap,
 )
-from pyinfra_sglang.safe_write import OutputFolder
 from pyinfra_sglang.tuning.judge import Objective
 from pyinfra_sglang.tuning.search import Round
 from pyinfra_sglang.tuning.space import Space

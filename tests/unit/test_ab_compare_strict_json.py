@@ -9,7 +9,7 @@ import math
 import pytest
 
 from pyinfra_sglang.cli import main
-from pyinfra_sglang.served_benchmark import ab_compare as ab
+from pyinfra_sglang.diagnosis import ab_compare as ab
 
 
 def _folder(path, throughputs: list[tuple[int, float]]):

@@ -12,8 +12,8 @@ import pytest
 
 from pyinfra_sglang.cli import main
 from pyinfra_sglang.diagnosis.bottlenecks import diagnose, thresholds
-from pyinfra_sglang.diagnosis.roofline import DecodeRoofline
 from pyinfra_sglang.diagnosis.samples import read_json_lines
+from pyinfra_sglang.serving.roofline import DecodeRoofline
 
 RUN = Path(__file__).resolve().parents[1] / "fixtures" / "gpu" / "h200-llm-phases-sampler"
 CAPTURED = json.loads((RUN / "phases.json").read_text())

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from pyinfra_sglang.diagnosis.ab_compare import compare, runs_by_concurrency
 from pyinfra_sglang.diagnosis.diagnose import diagnose_results, format_report, load_results
 from pyinfra_sglang.diagnosis.samples import read_json_lines
 from pyinfra_sglang.host_programs import decode_client as decode
-from pyinfra_sglang.served_benchmark.ab_compare import compare, runs_by_concurrency
 from pyinfra_sglang.served_benchmark.results import scrub_secrets
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "sglang-0.5.17-h200"

@@ -1,11 +1,10 @@
-"""Decode roofline (pyinfra_sglang/diagnosis/roofline.py) and the profiles' model numbers behind
+"""Decode roofline (pyinfra_sglang/serving/roofline.py) and the profiles' model numbers behind
 it."""
 
 from __future__ import annotations
 
 import pytest
 
-from pyinfra_sglang.diagnosis.roofline import DecodeRoofline, roofline_for
 from pyinfra_sglang.gpus import UnknownGpuError
 from pyinfra_sglang.serving.profiles import (
     ProfileError,
@@ -13,6 +12,7 @@ from pyinfra_sglang.serving.profiles import (
     load_profile_file,
     merge_overrides,
 )
+from pyinfra_sglang.serving.roofline import DecodeRoofline, roofline_for
 
 REFERENCE_GPU = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 

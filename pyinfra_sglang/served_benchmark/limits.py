@@ -1,7 +1,9 @@
 """Caps on the results files that ``diagnose``, ``report`` and ``ab-compare`` read (data/
 diagnosis.toml ``[limits]``, each with why its number): a file over one is refused at once,
 naming the file, what exceeded the cap and the cap, rather than hanging, filling memory or
-ending in a RecursionError from json.loads on deep nesting."""
+ending in a RecursionError from json.loads on deep nesting. Here, beside the results folder
+(results.py) that writes those files, so the readers above it (diagnosis, report, tuning)
+and the folder's own reads share one set of caps."""
 
 from __future__ import annotations
 
