@@ -54,7 +54,7 @@ def write_csv(path: Path, rows: int) -> None:
 def run_once(checkout: Path, csv: Path) -> tuple[float, float, int]:
     """(wall seconds, peak RSS MiB, exit status) of one analyze run."""
     env = {**os.environ, "PYTHONPATH": str(checkout)}
-    code = "import sys; from pyinfra_sglang.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from pyinfra_sglang.cli.main import main; sys.exit(main(sys.argv[1:]))"
     start = time.perf_counter()
     process = subprocess.Popen(
         [sys.executable, "-c", code, "analyze", "--query-csv", str(csv), "--json"],

@@ -203,7 +203,7 @@ def render_with_overrides(profile_name: str, overrides: dict, profile_dir: Path)
     import contextlib
     import io
 
-    from pyinfra_sglang.cli import main as cli
+    from pyinfra_sglang.cli.main import main as cli
     from pyinfra_sglang.gpus import gpu_by_name
 
     profile_dir.mkdir(parents=True, exist_ok=True)

@@ -18,8 +18,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from pyinfra_sglang import cli, data
+from pyinfra_sglang import data
 from pyinfra_sglang.audit.codes import codes_markdown
+from pyinfra_sglang.cli import main as cli
 from pyinfra_sglang.config.reference import reference_markdown
 from pyinfra_sglang.doc_markers import block, replace_block  # noqa: F401 (block: read through here)
 from pyinfra_sglang.docgen.role_reference import operations_markdown, roles_markdown

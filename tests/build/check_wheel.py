@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pyinfra_sglang.cli import COMMANDS
+from pyinfra_sglang.cli.main import COMMANDS
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU_FIXTURES = ROOT / "tests" / "fixtures" / "gpu"

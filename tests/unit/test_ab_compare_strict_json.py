@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from pyinfra_sglang.cli import main
+from pyinfra_sglang.cli.main import main
 from pyinfra_sglang.diagnosis import ab_compare as ab
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from pyinfra_sglang.audit import analyze as analyze_module
 from pyinfra_sglang.audit.links import findings_for_links
-from pyinfra_sglang.cli import main
+from pyinfra_sglang.cli.main import main
 from pyinfra_sglang.parsers.nvidia_smi import (
     GpuQueryError,
     gpu_query_header,

@@ -9,7 +9,7 @@ RENDER = ["render", "--profile", "glm-5-nvfp4", "--gpus", "8", "--sglang-version
 
 
 def test_render_takes_any_spelling_of_the_arch(capsys):
-    from pyinfra_sglang.cli import main
+    from pyinfra_sglang.cli.main import main
 
     outputs = []
     for spelling in ("sm_120", "120", "12.0"):
@@ -22,7 +22,7 @@ def test_render_takes_any_spelling_of_the_arch(capsys):
 
 @pytest.mark.parametrize("spelling", ["sm_120a", "hopper", "sm120"])
 def test_render_refuses_what_is_no_gpu_architecture(capsys, spelling):
-    from pyinfra_sglang.cli import main
+    from pyinfra_sglang.cli.main import main
 
     with pytest.raises(SystemExit) as exited:
         main([*RENDER, "--arch", spelling])
@@ -40,7 +40,7 @@ def test_render_refuses_what_is_no_gpu_architecture(capsys, spelling):
     ],
 )
 def test_build_plan_takes_any_spelling_of_the_archs(capsys, spelling, env):
-    from pyinfra_sglang.cli import main
+    from pyinfra_sglang.cli.main import main
 
     assert main(["build-plan", "--cores", "32", "--mem-gb", "256", "--archs", spelling]) == 0
     assert f"FLASH_ATTN_CUDA_ARCHS={env!r}" in capsys.readouterr().out

@@ -448,7 +448,7 @@ def test_smi_q_parses_to_the_query_rows_of_the_same_machine():
 
 
 def test_analyze_cli_json_on_captured_files(tmp_path, capsys):
-    from pyinfra_sglang.cli import main
+    from pyinfra_sglang.cli.main import main
 
     topo = tmp_path / "topo.txt"
     topo.write_text("\n".join(captured_lines("h200x2-nvlink-vm", "nvidia-smi topo -m")))
@@ -490,7 +490,7 @@ def test_analyze_cli_json_on_captured_files(tmp_path, capsys):
 
 
 def test_analyze_cli_exits_1_on_a_degraded_link_and_names_it(tmp_path, capsys):
-    from pyinfra_sglang.cli import main
+    from pyinfra_sglang.cli.main import main
 
     query = tmp_path / "query.csv"
     query.write_text("\n".join(captured_lines("rtxpro6000x8-pcie-x8-of-x16", QUERY)))

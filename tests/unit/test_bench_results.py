@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from checks.served_benchmark import check_lines, why_not_ready
-from pyinfra_sglang.cli import main
+from pyinfra_sglang.cli.main import main
 from pyinfra_sglang.diagnosis import ab_compare as ab
 from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.served_benchmark.regression import (

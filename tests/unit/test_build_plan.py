@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pyinfra_sglang.cli import main
+from pyinfra_sglang.cli.main import main
 from pyinfra_sglang.host.flash_attn_build_plan import (
     BuildPlanError,
     BuildProgress,

@@ -1,4 +1,4 @@
-"""Every `pyinfra-sglang` subcommand (pyinfra_sglang/cli.py COMMANDS), given bad input: a clear
+"""Every `pyinfra-sglang` subcommand (pyinfra_sglang/cli/main.py COMMANDS), given bad input: a clear
 message on stderr and exit status 2, never a traceback."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pyinfra_sglang.cli import COMMANDS, main
+from pyinfra_sglang.cli.main import COMMANDS, main
 from tests.unit.test_sglang_standin import TIMEOUT, free_port
 
 GOOD_SAMPLE = {"t": 0.1, "gpus": [{"index": 0, "gpu_util": 5}], "cpu": None}

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pyinfra_sglang import cli
-from pyinfra_sglang.cli import COMMANDS, build_parser, main
+from pyinfra_sglang.cli.json_output import run_as_json
+from pyinfra_sglang.cli.main import COMMANDS, build_parser, main
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 TOPO = FIXTURES / "gpu" / "public" / "topo_8x_rtxpro6000_wrx90_2switch_pix_node_trimmed.txt"
@@ -201,5 +201,5 @@ def test_numbers_that_are_not_finite_become_null(capsys, monkeypatch):
         return 0
 
     args = argparse.Namespace(func=loose, command="loose", json=True)
-    assert cli._run_as_json(args) == 0
+    assert run_as_json(args) == 0
     assert strict(capsys.readouterr().out) == {"ratio": None, "rows": [None, 1.5]}

@@ -9,7 +9,7 @@ import sys
 HEAVY = ("pyinfra", "pydantic", "matplotlib", "jinja2")
 PROBE = """
 import sys
-from pyinfra_sglang import cli
+from pyinfra_sglang.cli import main as cli
 try:
     cli.main({argv!r})
 except SystemExit as stop:

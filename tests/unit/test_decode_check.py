@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pyinfra_sglang import cli
+from pyinfra_sglang.cli import main as cli
 from pyinfra_sglang.host_programs import api_key
 from pyinfra_sglang.host_programs import decode_client as decode
 from pyinfra_sglang.serving.render import render_config_yaml

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from pyinfra_sglang.cli import main
+from pyinfra_sglang.cli.main import main
 from pyinfra_sglang.diagnosis.bottlenecks import diagnose
 from pyinfra_sglang.diagnosis.diagnose import stream_rate
 from pyinfra_sglang.diagnosis.samples import load_samples, read_json_lines, summarize_gpu

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pyinfra_sglang.cli import main
+from pyinfra_sglang.cli.main import main
 from pyinfra_sglang.diagnosis.bottlenecks import diagnose, thresholds
 from pyinfra_sglang.diagnosis.samples import read_json_lines
 from pyinfra_sglang.serving.roofline import DecodeRoofline

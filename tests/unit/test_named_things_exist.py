@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pyinfra_sglang.cli import COMMANDS
+from pyinfra_sglang.cli.main import COMMANDS
 
 ROOT = Path(__file__).resolve().parents[2]
 TOP = ("pyinfra_sglang", "roles", "checks", "deploy", "templates", "bench", "docs", "tests")

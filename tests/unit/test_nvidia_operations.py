@@ -707,7 +707,7 @@ def test_reboot_timeout_is_a_bounded_whole_number():
 
 
 def test_the_packages_command_prints_debians_names_and_their_sources(capsys):
-    from pyinfra_sglang.cli import main
+    from pyinfra_sglang.cli.main import main
 
     assert main(["packages", "--platform", "debian12", "--modules", "proprietary"]) == 0
     out = capsys.readouterr().out
@@ -721,7 +721,7 @@ def test_the_packages_command_prints_debians_names_and_their_sources(capsys):
 
 
 def test_the_packages_command_shows_what_ubuntu_resolves_on_the_host(capsys):
-    from pyinfra_sglang.cli import main
+    from pyinfra_sglang.cli.main import main
 
     assert main(["packages", "--platform", "ubuntu2204", "--branch", "580"]) == 0
     out = capsys.readouterr().out

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pyinfra_sglang.cli import COMMANDS, main
+from pyinfra_sglang.cli.main import COMMANDS, main
 from tests.unit.captures import captured_lines
 from tests.unit.test_query_csv import GPU_QUERY_FIELDS
 

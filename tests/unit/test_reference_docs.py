@@ -19,7 +19,7 @@ import pytest
 
 from pyinfra_sglang.audit.codes import CODES, codes_markdown
 from pyinfra_sglang.audit.findings import LEVELS
-from pyinfra_sglang.cli import COMMANDS
+from pyinfra_sglang.cli.main import COMMANDS
 from pyinfra_sglang.config import HostConfig
 from pyinfra_sglang.config.reference import reference_markdown
 from pyinfra_sglang.docgen import reference_docs
@@ -195,7 +195,7 @@ def test_write_and_check_regenerate_a_stale_docs_folder(tmp_path):
 
 
 def test_inventory_reference_write_on_a_file_without_markers_says_so(tmp_path, capsys):
-    from pyinfra_sglang.cli import main
+    from pyinfra_sglang.cli.main import main
 
     target = tmp_path / "notes.md"
     target.write_text("# notes\n")

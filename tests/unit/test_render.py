@@ -13,7 +13,7 @@ from unittest.mock import patch
 import pytest
 
 from pyinfra_sglang import paths
-from pyinfra_sglang.cli import main
+from pyinfra_sglang.cli.main import main
 from pyinfra_sglang.serving.placement import (
     GpuFitError,
     GpuSet,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pyinfra_sglang.cli import main
+from pyinfra_sglang.cli.main import main
 from pyinfra_sglang.serving.placement import GpuSet, LayoutError, place
 from pyinfra_sglang.serving.profiles import load_profile, merge_overrides
 from pyinfra_sglang.serving.render import ServiceSpec, render_service_files, server_args

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pyinfra_sglang.cli import main
+from pyinfra_sglang.cli.main import main
 from pyinfra_sglang.diagnosis.samples import read_json_lines
 from pyinfra_sglang.diagnosis.steps import steps_on_sample_axis
 from pyinfra_sglang.report.page import read_run, write_report

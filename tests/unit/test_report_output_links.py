@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from pyinfra_sglang.cli import main
+from pyinfra_sglang.cli.main import main
 from pyinfra_sglang.report.page import UnsafeOutputError, read_run, write_ab_report, write_report
 from tests.report_runs import h200_sampler_run, host_run
 

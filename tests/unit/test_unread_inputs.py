@@ -14,7 +14,7 @@ from pyinfra_sglang.audit.drift import findings_for_persistence
 from pyinfra_sglang.audit.judge import judge
 from pyinfra_sglang.audit.links import findings_for_links
 from pyinfra_sglang.audit.record import GpuLoadReading
-from pyinfra_sglang.cli import main
+from pyinfra_sglang.cli.main import main
 from pyinfra_sglang.parsers.nvidia_smi import parse_gpu_query_csv, parse_smi_q
 from tests.unit.captures import captured_lines
 from tests.unit.test_audit_judge import expectations, h200_facts

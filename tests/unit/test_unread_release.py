@@ -194,7 +194,7 @@ def test_the_router_pins_were_read_as_far_as_the_flags():
 
 def test_render_from_flags_warns_about_an_unread_release(capsys):
     """A preview is not refused as a deploy is, but it says which spellings it used."""
-    from pyinfra_sglang.cli import main
+    from pyinfra_sglang.cli.main import main
 
     argv = ["render", "--profile", "dense-bf16", "--gpus", "1", "--arch", "sm_90"]
     assert main([*argv, "--sglang-version", "0.5.99"]) == 0

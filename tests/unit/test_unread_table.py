@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pyinfra_sglang.cli import main
+from pyinfra_sglang.cli.main import main
 from tests.unit.captures import captured_lines
 from tests.unit.test_query_csv import GPU_QUERY_FIELDS
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pyinfra_sglang.cli import main
+from pyinfra_sglang.cli.main import main
 from pyinfra_sglang.inventory import (
     HostConfig,
     InventoryError,
