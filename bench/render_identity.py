@@ -63,7 +63,9 @@ def render_all(tree: Path, all_cases: list[list[str]]) -> list[str]:
     program = (
         "import contextlib, io, json, sys\n"
         f"sys.path.insert(0, {str(tree)!r})\n"
-        "from pyinfra_sglang.cli.main import main\n"
+        # The CLI became a package (cli/main.py); an earlier commit has cli.py.
+        "try:\n    from pyinfra_sglang.cli.main import main\n"
+        "except ImportError:\n    from pyinfra_sglang.cli import main\n"
         "out = []\n"
         "for case in json.loads(sys.stdin.read()):\n"
         "    o, e = io.StringIO(), io.StringIO()\n"
