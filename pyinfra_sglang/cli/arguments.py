@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 
 
 def positive(text: str) -> int:
@@ -41,17 +40,20 @@ def at_most(most: int, what: str):
     return parse
 
 
-def bind_address(text: str) -> str:
-    """An IP address (IPv4 or IPv6) or a DNS name, as SGLang's --host takes it."""
+def bind_address(text: str):
+    """An IP address (IPv4 or IPv6, no zone), as the inventory's sglang_host takes it: the
+    address the deployed server binds to."""
     import ipaddress
 
     try:
-        return str(ipaddress.ip_address(text))
+        address = ipaddress.ip_address(text)
     except ValueError:
-        pass
-    if re.fullmatch(r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9-]{1,63})*", text):
-        return text
-    raise argparse.ArgumentTypeError(f"not an IP address or host name: {text!r}")
+        address = None
+    if address is None or getattr(address, "scope_id", None):
+        raise argparse.ArgumentTypeError(
+            f"not an IP address: {text!r} (the server binds to an IP address, as sglang_host)"
+        )
+    return address
 
 
 def host_port(text: str) -> str:
@@ -63,15 +65,6 @@ def host_port(text: str) -> str:
     except RenderError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
     return text
-
-
-def is_loopback(host: str) -> bool:
-    import ipaddress
-
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
 
 
 def number(text: str) -> float:

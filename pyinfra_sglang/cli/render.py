@@ -15,7 +15,6 @@ from pyinfra_sglang.cli.arguments import (
     gigabytes,
     gpu_arch,
     host_port,
-    is_loopback,
     key_value,
     port,
     profile_name,
@@ -84,7 +83,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="memory per GPU, GB (default: the largest GPU of --arch in data/gpus.toml)",
     )
     parser.add_argument(
-        "--host", type=bind_address, default=None, help="bind address (default 127.0.0.1)"
+        "--host",
+        type=bind_address,
+        default=None,
+        help="IP address the server binds to, as sglang_host (default 127.0.0.1)",
     )
     parser.add_argument("--port", type=port, default=None, help="port (default 30000)")
     parser.add_argument("--venv", default=None, help="virtualenv on the host")
@@ -212,23 +214,23 @@ def _interconnect_estimate(placement, spec) -> list[str]:
 
 
 def _render_from_flags(args: argparse.Namespace) -> dict:
-    from pyinfra_sglang import inventory
-    from pyinfra_sglang.host.model_snapshot import is_local_model
-    from pyinfra_sglang.serving import profiles, render
+    """What a host of the inventory's defaults would get, with the values the flags give:
+    rendered by service_files_for, the deploy's own function, secrets masked."""
+    from pyinfra_sglang.config import HostConfig, versioned_venv_path
+    from pyinfra_sglang.config.releases_read import unread_release
+    from pyinfra_sglang.serving import profiles
     from pyinfra_sglang.serving.placement import NodePosition, place
+    from pyinfra_sglang.serving.render import Secrets
+    from pyinfra_sglang.serving.service_files import service_files_for
 
-    defaults = inventory.HostConfig.model_fields
     profile = profiles.load_profile(args.profile, args.profile_dir)
-    local = is_local_model(profile.model)
     gpu_set, spec = _given_gpus(args)
     node = NodePosition(args.nnodes, args.node_rank, args.dist_init_addr)
-    from pyinfra_sglang.config.releases_read import unread_release
-
     unread = unread_release(args.sglang_version, routed=False)
     if unread is not None:
         # A preview is not refused as a deploy would be: it says what it rendered with.
         print(f"render: warning: {unread.why}; {unread.accepted}", file=sys.stderr)
-    if args.host and not is_loopback(args.host):
+    if args.host is not None and not args.host.is_loopback:
         # The preview renders an API key (masked); a deploy to that bind requires one.
         print(
             f"render: --host {args.host} is not a loopback address: a deploy serves it only "
@@ -236,24 +238,27 @@ def _render_from_flags(args: argparse.Namespace) -> dict:
             file=sys.stderr,
         )
     placement = place(profile, gpu_set, node, args.sglang_version)
-    service = render.ServiceSpec(
-        placement=placement,
-        host=args.host or str(defaults["sglang_host"].default),
-        port=args.port or defaults["sglang_port"].default,
-        venv_path=args.venv
-        or inventory.versioned_venv_path(
-            args.sglang_version,
-            defaults["python_version"].default,
-            defaults["cuda_version"].default,
-        ),
-        secrets=render.Secrets(api_key="(set)", hf_token="(set)"),
-        mask=True,
-        # As a host with no sglang_model_revision gets it (service_files.py): a Hub model
-        # at the profile's pinned commit, served offline from the downloaded snapshot.
-        model_revision=None if local else profile.revision,
-        offline=not local,
+    # The defaults, with what the flags say over them; not validated again, as the preview
+    # accepts what a deploy would refuse (an unread release, a public bind) and says so.
+    defaults = HostConfig()
+    config = defaults.model_copy(
+        update={
+            "sglang_version": args.sglang_version,
+            "sglang_model_profile": profile.name,
+            "sglang_profile_dirs": list(args.profile_dir),
+            "sglang_host": defaults.sglang_host if args.host is None else args.host,
+            "sglang_port": args.port or defaults.sglang_port,
+            "venv_path": args.venv
+            or versioned_venv_path(
+                args.sglang_version, defaults.python_version, defaults.cuda_version
+            ),
+        }
     )
-    files = render.render_service_files(service)
+    # Both secrets shown as set (masked): the preview has no key files to read.
+    rendered = service_files_for(
+        config, placement, Secrets(api_key="(set)", hf_token="(set)"), True
+    )
+    files = list(rendered.files)
     how = f"{spec.name}, the largest {args.arch} GPU known" if args.gpu_mem_gb is None else "given"
     nodes = f", node {node.rank} of {node.nnodes}" if node.nnodes > 1 else ""
     return {

@@ -387,7 +387,8 @@ RENDER += ["--sglang-version", "0.5.23"]
             "more cores than 4096",
         ),
         (["build-plan", "--cores", "8", "--mem-gb", "1e308"], "at most 1000000"),
-        ([*RENDER, "--host", "0.0.0.0 --api-key x"], "not an IP address or host name"),
+        ([*RENDER, "--host", "0.0.0.0 --api-key x"], "not an IP address"),
+        ([*RENDER, "--host", "gpu-01.example.internal"], "not an IP address"),
         (
             [*RENDER, "--nnodes", "2", "--dist-init-addr", "head:99999"],
             "dist_init_addr 'head:99999' is not HOST:PORT",

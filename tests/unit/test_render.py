@@ -1086,6 +1086,28 @@ def test_inventory_preview_is_what_the_core_renders_for_the_host(
         assert f"# ==> {file.path} (mode {file.mode}) <==\n{file.content}" in out
 
 
+def test_flag_preview_is_what_the_deploy_renders_for_a_default_host(capsys, tmp_path):
+    # render --profile ... builds the service through service_files_for, as the deploy
+    # does: the same files as an inventory host of the defaults with those values (the
+    # CUDA_HOME and CUDA PATH lines the deploy writes included; they were missing).
+    for name in ("api-key", "hf-token"):
+        (tmp_path / name).write_text("s3cret\n")
+    inventory_file = tmp_path / "inventory.py"
+    inventory_file.write_text(
+        'hosts = [("gpu-1", {"sglang_model_profile": "dense-bf16", "sglang_port": 30011, '
+        f'"sglang_api_key_file": "{tmp_path / "api-key"}", '
+        f'"hf_token_file": "{tmp_path / "hf-token"}"}})]\n'
+    )
+    gpus = ["--gpus", "2", "--arch", "sm_90"]
+    inventory = _preview(capsys, inventory_file, "gpu-1", *gpus)
+    argv = ["render", "--profile", "dense-bf16", "--sglang-version", "0.5.23", *gpus]
+    assert main([*argv, "--port", "30011", "--json"]) == 0
+    flagged = json.loads(capsys.readouterr().out)
+    assert flagged["files"] == inventory["files"]
+    env = flagged["files"][1]["content"]
+    assert "CUDA_HOME=/usr/local/cuda-13.1\n" in env and "/usr/local/cuda-13.1/bin:" in env
+
+
 def test_multinode_preview_carries_the_members_place(capsys, preview_inventory):
     for rank, host_name in enumerate(["node-a", "node-b"]):
         preview = _preview(capsys, preview_inventory, host_name)
