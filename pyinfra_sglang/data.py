@@ -1,9 +1,9 @@
 """Load the project's data files (pyinfra_sglang/data/*.toml) once, validated.
 
-Each file has a model in ``data_models.py`` and a typed accessor here (``data.nvidia()``,
-``data.python()``...), read and validated once per process. A malformed file fails at its
-first load with DataError naming the file and the key. There is no raw access: a reader
-adds the key to the file's model and reads the attribute.
+Each file has a model in ``data_models/<file>.py`` and a typed accessor here
+(``data.nvidia()``, ``data.python()``...), read and validated once per process. A malformed
+file fails at its first load with DataError naming the file and the key. There is no raw
+access: a reader adds the key to the file's model and reads the attribute.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The data files' models (pyinfra_sglang/data_models.py) and the references between files.
+"""The data files' models (pyinfra_sglang/data_models/, one module per file) and the
+references between files.
 
 Each model checks one file; the checks here hold across files (a platform's driver family has
 package tables in nvidia.toml, a profile's architecture is in gpus.toml...). Every check runs
