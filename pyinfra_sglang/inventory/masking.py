@@ -19,7 +19,7 @@ _SECRET_KEY = re.compile(rf"(?i)^[A-Za-z0-9_-]*?{_CREDENTIAL}$")
 
 
 def _secret_flag(arg: str) -> bool:
-    from pyinfra_sglang.serving.profiles import SECRET_SERVER_FLAGS, managed_flag_in
+    from pyinfra_sglang.serving.extra_args import SECRET_SERVER_FLAGS, managed_flag_in
 
     name = arg.split("=", 1)[0]
     return bool(_SECRET_FLAG.match(name)) or managed_flag_in(name) in SECRET_SERVER_FLAGS

@@ -32,8 +32,8 @@ from pydantic import (
 from pyinfra.api.exceptions import PyinfraError
 
 from pyinfra_sglang.arch import Arch, SmArch, as_sm
+from pyinfra_sglang.serving.extra_args import extra_args_problems
 from pyinfra_sglang.serving.layout import profile_layout_problems
-from pyinfra_sglang.serving.sglang_flags import flag_table
 from pyinfra_sglang.versions import parse_version
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9.-]*$"
@@ -45,32 +45,11 @@ MAX_PROFILE_BYTES = 256 * 1024
 # a unit with a NUL or a carriage return in it, and a newline would start a new setting.
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
-# Server flags the renderer sets itself, besides every spelling in data/sglang_flags.toml:
-# secrets (they go into the 0600 config file) and the aliases SGLang's own parser gives
-# managed flags (read from the real parsers of 0.5.9, 0.5.14 and 0.5.23; tests/compat
-# checks them): --model for --model-path, --tensor-parallel-size for --tp-size,
-# --nccl-init-addr for --dist-init-addr; --expert-parallel-size and --ep for --ep-size,
-# --data-parallel-size for --dp-size, --attention-data-parallel-size for --attn-dp-size.
-SECRET_SERVER_FLAGS = ("--api-key", "--admin-api-key")
-MANAGED_FLAG_ALIASES = (
-    "--model",
-    "--tensor-parallel-size",
-    "--nccl-init-addr",
-    "--expert-parallel-size",
-    "--ep",
-    "--data-parallel-size",
-    "--attention-data-parallel-size",
-)
-
 # The longest timeout a profile may set (24 h): StartLimitIntervalSec and TimeoutStopSec are
 # rendered from them, and systemd ignores a setting it cannot parse (a span past its 64-bit
 # microsecond counter) with a warning only: the crash-loop guard or the drain would be gone.
 # No start, drain or watchdog step of a server needs longer.
 MAX_TIMEOUT_S = 86400
-
-# A negative number is a value argparse takes after a flag (``--chunked-prefill-size -1``);
-# any other word starting with "-" it reads as an option of its own.
-_NEGATIVE_NUMBER = re.compile(r"^-\d+(\.\d+)?([eE][-+]?\d+)?$")
 
 Backend = Annotated[str, Field(pattern=r"^[a-z0-9_]+$")]
 # A KV cache dtype as a key of kv_bytes_per_token ("auto": the profile leaves it unset).
@@ -89,20 +68,6 @@ Release = Annotated[str, BeforeValidator(_release_text)]
 # An environment variable's name as systemd's EnvironmentFile and every shell take it.
 EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 
-# Fields a per-architecture table ([arch.sm_120]) may set: what the kernels of one GPU
-# architecture need. Its env is merged over the profile's; its min_sglang_version raises the
-# profile's.
-ARCH_FIELDS = (
-    "attention_backend",
-    "sparse_attention_prefill_backend",
-    "sparse_attention_decode_backend",
-    "kv_cache_dtype",
-    "mem_fraction_static",
-    "cuda_graph_max_bs",
-    "min_sglang_version",
-    "env",
-)
-
 
 class ProfileError(PyinfraError):
     """A profile that cannot be found, read or validated."""
@@ -111,84 +76,6 @@ class ProfileError(PyinfraError):
 def control_characters_in(text: str) -> list[str]:
     """The control characters in ``text``, as repr() shows them (empty: none)."""
     return sorted({repr(found)[1:-1] for found in CONTROL_CHARACTERS.findall(text)})
-
-
-def managed_server_flags() -> frozenset[str]:
-    """Every flag of ``sglang.launch_server`` that pyinfra-sglang sets itself: each spelling of
-    data/sglang_flags.toml in any release, their aliases and the secret flags."""
-    spellings = {s.flag for entry in flag_table().values() for s in entry.spellings}
-    return frozenset(spellings | set(SECRET_SERVER_FLAGS) | set(MANAGED_FLAG_ALIASES))
-
-
-def managed_flag_in(arg: str) -> str | None:
-    """The managed flag ``arg`` sets (``--flag``, ``--flag=value``, or an abbreviation
-    argparse would expand to it, such as ``--ho`` for ``--host``); None when it sets none."""
-    if not arg.startswith("--") or arg == "--":
-        return None
-    name = arg.split("=", 1)[0]
-    managed = managed_server_flags()
-    if name in managed:
-        return name
-    # argparse accepts any unambiguous prefix of a long option (allow_abbrev, SGLang's default).
-    expanded = sorted(flag for flag in managed if flag.startswith(name))
-    return expanded[0] if expanded else None
-
-
-def dash_value_problems(extra_args: Iterable[str]) -> list[str]:
-    """One line per extra argument that SGLang's parser would read as an option although it
-    stands where a value goes: a word of one "-" (``-x``; SGLang's flags are all ``--``), a
-    ``--flag=VALUE`` whose value starts with "-". Negative numbers (``-1``) are values; a
-    word of two dashes, ``--flag``, is a flag (managed_flag_problems checks it)."""
-    problems = []
-    for arg in extra_args:
-        if not isinstance(arg, str) or not arg.startswith("-") or _NEGATIVE_NUMBER.match(arg):
-            continue
-        if arg == "--":
-            continue  # the end of options: nothing after it is read as a flag
-        if not arg.startswith("--"):
-            problems.append(
-                f"{arg!r} starts with '-': SGLang's parser reads it as an option, not as the "
-                "value of the flag before it, and SGLang's flags start with '--'. A value "
-                "may start with '-' only when it is a number (-1)"
-            )
-        else:
-            name, equals, value = arg.partition("=")
-            if equals and value.startswith("-") and not _NEGATIVE_NUMBER.match(value):
-                problems.append(
-                    f"{name}'s value starts with '-' ({name}=-...): a flag's value may start "
-                    "with '-' only when it is a number (-1); a flag smuggled in as a value "
-                    "is refused"
-                )
-    return problems
-
-
-def extra_args_problems(extra_args: Iterable[str]) -> list[str]:
-    """Everything refused in a profile's extra_args: managed flags (dash_value_problems
-    too: a flag given as another flag's value is read by the parser as a flag)."""
-    args = list(extra_args)
-    return managed_flag_problems(args) + dash_value_problems(args)
-
-
-def managed_flag_problems(extra_args: Iterable[str]) -> list[str]:
-    """One line per extra argument that would set a managed flag."""
-    problems = []
-    for arg in extra_args:
-        flag = managed_flag_in(arg)
-        if flag is None:
-            continue
-        name = arg.split("=", 1)[0]
-        shown = name if name == flag else f"{name} (argparse reads it as {flag})"
-        if flag in SECRET_SERVER_FLAGS:
-            problems.append(
-                f"{shown} must not be on the command line; set sglang_api_key_file, it goes "
-                "into the server's 0600 config file"
-            )
-        else:
-            problems.append(
-                f"{shown} is set by pyinfra-sglang (from the profile's fields and the "
-                "inventory); extra_args must not set it"
-            )
-    return problems
 
 
 class ArchSettings(BaseModel):
@@ -206,6 +93,12 @@ class ArchSettings(BaseModel):
         None, description="Oldest SGLang release that runs the profile on this architecture."
     )
     env: dict[EnvName, str] = Field(default_factory=dict)
+
+
+# Fields a per-architecture table ([arch.sm_120]) may set: what the kernels of one GPU
+# architecture need. Its env is merged over the profile's; its min_sglang_version raises the
+# profile's.
+ARCH_FIELDS = tuple(ArchSettings.model_fields)
 
 
 class Profile(BaseModel):

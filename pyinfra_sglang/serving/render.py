@@ -30,12 +30,9 @@ from pyinfra_sglang import data, paths
 from pyinfra_sglang.data_models import Gateway
 from pyinfra_sglang.host.p2p import P2P_KEYS, P2PHint, disable_env, p2p_hint
 from pyinfra_sglang.redact import redact
+from pyinfra_sglang.serving.extra_args import extra_args_problems
 from pyinfra_sglang.serving.placement import Placement, check_min_version
-from pyinfra_sglang.serving.profiles import (
-    Profile,
-    control_characters_in,
-    extra_args_problems,
-)
+from pyinfra_sglang.serving.profiles import Profile, control_characters_in
 from pyinfra_sglang.serving.sglang_flags import (
     FlagVersionError,
     dp_attention_intents,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pyinfra_sglang.serving.profiles import (
+from pyinfra_sglang.serving.extra_args import (
     SECRET_SERVER_FLAGS,
     managed_flag_in,
     managed_server_flags,

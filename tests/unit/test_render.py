@@ -759,7 +759,7 @@ def test_worker_urls_without_logins_stay_on_the_command_line():
 
 
 def test_extra_args_cannot_set_managed_flags():
-    from pyinfra_sglang.serving.profiles import managed_server_flags
+    from pyinfra_sglang.serving.extra_args import managed_server_flags
 
     profile = load_profile("dense-bf16")
     managed = managed_server_flags()
