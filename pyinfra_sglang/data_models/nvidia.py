@@ -117,7 +117,6 @@ class FabricManager(DataModel):
 
 
 class Nvidia(DataModel):
-    driver_branches: tuple[int, ...]
     default_driver_branch: int
     cuda_versions: tuple[str, ...]
     default_cuda_version: str
@@ -130,3 +129,9 @@ class Nvidia(DataModel):
     nouveau: Nouveau
     cuda: CudaToolkit
     fabric_manager: FabricManager
+
+    @property
+    def driver_branches(self) -> tuple[int, ...]:
+        """The branches this project installs: those [[branch_support]] describes, in
+        order (one list, so a branch cannot be installable without its support row)."""
+        return tuple(sorted({row.branch for row in self.branch_support}))

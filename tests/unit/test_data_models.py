@@ -229,11 +229,11 @@ def driver_branches_are_described(d: Data) -> list[str]:
     problems = []
     if nvidia.default_driver_branch not in nvidia.driver_branches:
         problems.append(f"nvidia.toml default_driver_branch {nvidia.default_driver_branch}")
-    supported = {row.branch for row in nvidia.branch_support}
+    # The installable branches are read from branch_support: a branch is described once.
+    rows = [row.branch for row in nvidia.branch_support]
     problems += [
-        f"nvidia.toml branch_support has no row for branch {b}"
-        for b in nvidia.driver_branches
-        if b not in supported
+        f"nvidia.toml branch_support describes branch {b} twice"
+        for b in sorted({b for b in rows if rows.count(b) > 1})
     ]
     return problems
 
@@ -461,9 +461,9 @@ BROKEN = [
     (driver_branches_are_described, {"nvidia": _set("default_driver_branch", 600)}, None, "600"),
     (
         driver_branches_are_described,
-        {"nvidia": lambda raw: raw["branch_support"].pop()},
+        {"nvidia": lambda raw: raw["branch_support"].append(dict(raw["branch_support"][-1]))},
         None,
-        "branch 620",
+        "branch 620 twice",
     ),
     (
         driver_packages_have_sources,
