@@ -109,6 +109,37 @@ def command_names_markdown() -> str:
     return ", ".join(f"`{command.name}`" for command in cli.COMMANDS) + "\n"
 
 
+# --- the tuner's settings ---------------------------------------------------------------------
+
+
+def _tuning_value(value: object) -> str:
+    return f"`{str(value).lower() if isinstance(value, bool) else value}`"
+
+
+def tuning_settings_markdown() -> str:
+    """The settings deploy/tune.py searches (data/tuning.toml [settings]), in its search
+    order ([search] order), each with its values and where it applies."""
+    tuning = data.tuning()
+    rows = ["| setting | values | applies |", "| --- | --- | --- |"]
+    for name in tuning.search.order:
+        setting = tuning.settings[name]
+        where = []
+        if setting.profile_fields:
+            fields = ", ".join(f"`{field}`" for field in setting.profile_fields)
+            where.append(f"profiles that set {fields}")
+        if setting.divides_gpus:
+            where.append("values that divide the host's GPU count")
+        for field, value in setting.requires.items():
+            where.append(f"with `{field}` = {_tuning_value(value)}")
+        if setting.min_sglang_version:
+            where.append(f"SGLang {setting.min_sglang_version} and later")
+        if setting.archs:
+            where.append(", ".join(f"`{arch}`" for arch in setting.archs) + " only")
+        values = ", ".join(_tuning_value(value) for value in setting.values)
+        rows.append(f"| `{name}` | {values} | {'; '.join(where) or 'always'} |")
+    return "\n".join(rows) + "\n"
+
+
 # --- the supported platforms -----------------------------------------------------------------
 
 
@@ -139,6 +170,7 @@ def platforms_markdown() -> str:
 BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
     "inventory-reference": ("inventory.md", reference_markdown),
     "finding-codes": ("audit.md", codes_markdown),
+    "tuning-settings": ("benchmark-and-diagnosis.md", tuning_settings_markdown),
     "cli": ("cli.md", cli_markdown),
     "driver-packages": ("packages.md", packages_markdown),
     "offline-commands": ("packaging.md", command_names_markdown),

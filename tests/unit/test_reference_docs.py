@@ -148,6 +148,11 @@ def _stale_message(path: Path) -> str:
     ("file_name", "name", "generate"),
     [
         ("audit.md", "finding-codes", codes_markdown),
+        (
+            "benchmark-and-diagnosis.md",
+            "tuning-settings",
+            reference_docs.tuning_settings_markdown,
+        ),
         ("cli.md", "cli", cli_markdown),
         ("inventory.md", "inventory-reference", reference_markdown),
         ("packaging.md", "offline-commands", reference_docs.command_names_markdown),
