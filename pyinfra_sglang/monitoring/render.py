@@ -5,40 +5,13 @@ bytes (targets in the inventory's order, labels sorted)."""
 
 from __future__ import annotations
 
-import json
-from functools import cache
 from ipaddress import ip_address
-from typing import Any
 
-import jinja2
-
-from pyinfra_sglang import data, paths
+from pyinfra_sglang import data
 from pyinfra_sglang.data_models import MonitoringAlert
 from pyinfra_sglang.monitoring.firewall import MetricsFirewallPlan
 from pyinfra_sglang.monitoring.targets import JOB_DCGM, JOB_SGLANG, MonitoringPlan
-
-
-def _quoted(value: Any) -> str:
-    """A YAML double-quoted scalar (JSON's string syntax is one), non-ASCII kept."""
-    return json.dumps(str(value), ensure_ascii=False)
-
-
-@cache
-def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(paths.TEMPLATES)),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,
-    )
-    env.filters["quoted"] = _quoted
-    return env
-
-
-def _render(name: str, **context: Any) -> str:
-    return _environment().get_template(name).render(**context)
+from pyinfra_sglang.templating import render_template
 
 
 def listen(address: str, port: int) -> str:
@@ -59,7 +32,7 @@ def prometheus_config(plan: MonitoringPlan, listen_address: str) -> str:
         for job, targets in plan.by_job().items()
         if targets
     ]
-    return _render(
+    return render_template(
         "prometheus.yml.j2",
         scrape_interval_s=settings.scrape_interval_s,
         evaluation_interval_s=settings.evaluation_interval_s,
@@ -103,18 +76,18 @@ def alert_rules(plan: MonitoringPlan) -> list[MonitoringAlert]:
 
 
 def alert_rules_file(plan: MonitoringPlan) -> str:
-    return _render("prometheus-alerts.yml.j2", rules=alert_rules(plan))
+    return render_template("prometheus-alerts.yml.j2", rules=alert_rules(plan))
 
 
 def prometheus_defaults(listen_address: str) -> str:
-    return _render(
+    return render_template(
         "prometheus.default.j2",
         listen=listen(listen_address, data.monitoring().prometheus.port),
     )
 
 
 def node_exporter_defaults(address: str, server: str) -> str:
-    return _render(
+    return render_template(
         "prometheus-node-exporter.default.j2",
         listen=listen(address, data.monitoring().node_exporter.port),
         server=server,
@@ -125,7 +98,7 @@ def dcgm_exporter_dropin(listen_address: str, server: str) -> str:
     """The DCGM exporter's systemd drop-in: its unit's ExecStart, replaced by one listening
     on ``listen_address`` (host:port, as the plan's DCGM target scrapes it)."""
     settings = data.monitoring().dcgm_exporter
-    return _render(
+    return render_template(
         "nvidia-dcgm-exporter.dropin.conf.j2",
         binary=settings.binary,
         counters=settings.counters,
@@ -137,7 +110,7 @@ def dcgm_exporter_dropin(listen_address: str, server: str) -> str:
 def grafana_datasource(listen_address: str) -> str:
     settings = data.monitoring()
     bare = "127.0.0.1" if ip_address(listen_address).is_unspecified else listen_address
-    return _render(
+    return render_template(
         "grafana-datasource.yml.j2",
         uid=settings.grafana.datasource_uid,
         url=f"http://{listen(bare, settings.prometheus.port)}",
@@ -145,12 +118,14 @@ def grafana_datasource(listen_address: str) -> str:
 
 
 def grafana_dashboards_provider() -> str:
-    return _render("grafana-dashboards.yml.j2", path=data.monitoring().grafana.dashboards_dir)
+    return render_template(
+        "grafana-dashboards.yml.j2", path=data.monitoring().grafana.dashboards_dir
+    )
 
 
 def grafana_dropin(listen_address: str) -> str:
     grafana = data.monitoring().grafana
-    return _render(
+    return render_template(
         "grafana-server.dropin.conf.j2",
         listen=listen_address,
         port=grafana.port,
@@ -160,12 +135,12 @@ def grafana_dropin(listen_address: str) -> str:
 
 def metrics_firewall_rules(plan: MetricsFirewallPlan) -> str:
     """The metrics firewall's nftables file: the same plan renders the same bytes."""
-    return _render("sglang-metrics-firewall.nft.j2", plan=plan)
+    return render_template("sglang-metrics-firewall.nft.j2", plan=plan)
 
 
 def metrics_firewall_unit() -> str:
     settings = data.monitoring()
-    return _render(
+    return render_template(
         "sglang-metrics-firewall.service.j2",
         exporter_unit=f"{settings.node_exporter.service}.service",
         rules_path=settings.firewall.rules_path,

@@ -19,14 +19,12 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
 from urllib.parse import urlsplit
 
-import jinja2
 from pyinfra.api.exceptions import PyinfraError
 
-from pyinfra_sglang import data, paths
+from pyinfra_sglang import data
 from pyinfra_sglang.data_models import Gateway
 from pyinfra_sglang.host.p2p import P2P_KEYS, P2PHint, disable_env, p2p_hint
 from pyinfra_sglang.redact import redact
@@ -39,6 +37,7 @@ from pyinfra_sglang.serving.sglang_flags import (
     flag_table,
     mtp_intents,
 )
+from pyinfra_sglang.templating import render_template
 from pyinfra_sglang.versions import parse_version
 
 SERVER_MODULE = "sglang.launch_server"
@@ -287,22 +286,6 @@ def _absolute_path(path: str, what: str) -> str:
 # --- templates -------------------------------------------------------------------------
 
 
-@cache
-def _environment() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(paths.TEMPLATES)),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,
-    )
-
-
-def _render(template_name: str, **context: Any) -> str:
-    return _environment().get_template(template_name).render(**context)
-
-
 def render_unit(
     profile: Profile,
     argv: Sequence[str],
@@ -317,7 +300,7 @@ def render_unit(
         raise RenderError("--api-key must not be on the command line; it goes into the config file")
     settings = data.sglang_service()
     python = _absolute_path(venv_path, "venv_path").rstrip("/") + "/bin/python"
-    return _render(
+    return render_template(
         "sglang.service.j2",
         profile_name=profile.name,
         sglang_version=sglang_version,
@@ -451,7 +434,7 @@ def render_env(spec: EnvSpec, mask: bool = False) -> str:
     from the downloaded snapshot."""
     values = environment(spec, mask)
     note = nccl_p2p_env(spec.widest_path, spec.p2p, spec.extra)[1] if spec.pcie_only else None
-    return _render(
+    return render_template(
         "sglang.env.j2",
         environment=[(name, _env_value(name, value)) for name, value in values.items()],
         # A comment line like any value: a newline in it would start a variable of its own.
@@ -473,7 +456,9 @@ def config_entries(api_key: str | None, mask: bool = False) -> dict[str, str]:
 def render_config_yaml(api_key: str | None, mask: bool = False) -> str:
     """sglang.yaml for ``--config``: the API key; comments only when there is none (SGLang
     reads an empty config file as no settings)."""
-    return _render("sglang-config.yaml.j2", entries=list(config_entries(api_key, mask).items()))
+    return render_template(
+        "sglang-config.yaml.j2", entries=list(config_entries(api_key, mask).items())
+    )
 
 
 @dataclass(frozen=True)
@@ -610,7 +595,7 @@ def router_env_path() -> str:
 def render_router_unit(spec: RouterSpec) -> str:
     """sglang-router.service: the SGLang Model Gateway in front of ``spec.worker_urls``."""
     settings = data.sglang_service()
-    return _render(
+    return render_template(
         "sglang-router.service.j2",
         description=_systemd_text(
             f"SGLang Model Gateway, {spec.package} {spec.release} ({len(spec.worker_urls)} "

@@ -10,8 +10,9 @@ from pyinfra_sglang import data
 from pyinfra_sglang.config import HostConfig
 from pyinfra_sglang.host_programs import program_path
 from pyinfra_sglang.serving.host_profile import host_profile
-from pyinfra_sglang.serving.render import RenderedFile, _render, exec_start
+from pyinfra_sglang.serving.render import RenderedFile, exec_start
 from pyinfra_sglang.serving.service_files import UNIT_NAME, server_url, service_file_path
+from pyinfra_sglang.templating import render_template
 
 PYTHON = "/usr/bin/python3"
 # Beyond the check, the drain and the start: systemd's own steps.
@@ -83,7 +84,7 @@ def unit_files(config: HostConfig) -> tuple[RenderedFile, ...]:
         "syslog_identifier": service_unit().removesuffix(".service"),
         "state_directory": settings.state.directory,
     }
-    service = _render(
+    service = render_template(
         "sglang-watchdog.service.j2",
         exec_start=exec_start(watchdog_argv(config)),
         timeout_start_s=config.sglang_watchdog_timeout_s
@@ -92,7 +93,7 @@ def unit_files(config: HostConfig) -> tuple[RenderedFile, ...]:
         + TIMEOUT_MARGIN_S,
         **context,
     )
-    timer = _render("sglang-watchdog.timer.j2", **context)
+    timer = render_template("sglang-watchdog.timer.j2", **context)
     return (
         RenderedFile(settings.units.service, service, "644"),
         RenderedFile(settings.units.timer, timer, "644"),
