@@ -177,22 +177,25 @@ def _format_value(value: Any) -> str:
 
 
 def server_args(
-    profile: Profile,
-    sglang_version: str,
-    tp_size: int,
+    placement: Placement,
     host: str,
     port: int,
     config_path: str | None,
-    nnodes: int = 1,
-    node_rank: int = 0,
-    dist_init_addr: str | None = None,
     revision: str | None = None,
 ) -> list[str]:
-    """The arguments of ``python -m sglang.launch_server``, spelled for ``sglang_version``,
-    in the stable order of data/sglang_flags.toml, then the profile's extra_args.
+    """The arguments of ``python -m sglang.launch_server`` for the profile as ``placement``
+    runs it (its release, TP size and place in a multi-node group), spelled for that
+    release, in the stable order of data/sglang_flags.toml, then the profile's extra_args.
 
     FlagVersionError when the release is older than the profile allows or lacks a flag the
     profile asks for (all such flags named at once)."""
+    profile, sglang_version, tp_size = (
+        placement.profile,
+        placement.sglang_version,
+        placement.tp_size,
+    )
+    nnodes, node_rank = placement.node.nnodes, placement.node.rank
+    dist_init_addr = placement.node.dist_init_addr
     check_min_version(profile, sglang_version)
     _check_multinode(nnodes, node_rank, dist_init_addr)
     _check_config_path(config_path)
@@ -681,20 +684,15 @@ def render_service_files(spec: ServiceSpec) -> list[RenderedFile]:
     """The unit, the env file and the config file, in that order, for the profile as placed
     (the argv's own checks: flags for the release, multi-node values, paths)."""
     placement = spec.placement
-    profile, gpus, node = placement.profile, placement.gpus, placement.node
+    profile, gpus = placement.profile, placement.gpus
     files = data.sglang_service().files.model_dump()  # a copy: spec.file_paths go over it
     for key, path in (spec.file_paths or {}).items():
         files[key]["path"] = path
     argv = server_args(
-        profile,
-        placement.sglang_version,
-        placement.tp_size,
+        placement,
         spec.host,
         spec.port,
         config_path=files["config"]["path"],
-        nnodes=node.nnodes,
-        node_rank=node.rank,
-        dist_init_addr=node.dist_init_addr,
         revision=spec.model_revision,
     )
     env = render_env(

@@ -34,10 +34,11 @@ from pyinfra_sglang.gpus import known_archs
 from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.serving.placement import check_layout, profile_for_gpus
 from pyinfra_sglang.serving.profiles import available_profiles, load_profile, merge_overrides
-from pyinfra_sglang.serving.render import RenderError, render_config_yaml, server_args
+from pyinfra_sglang.serving.render import RenderError, render_config_yaml
 from pyinfra_sglang.serving.sglang_flags import FlagVersionError, flag_table
 from pyinfra_sglang.versions import parse_version
 from tests.compat.sglang_env import READY, EnvUnavailable, env_failed, sglang_env
+from tests.unit.test_render import placed_args
 
 pytestmark = pytest.mark.compat
 
@@ -128,7 +129,7 @@ def render(profile_name: str, version: str, arch: str, layout: Layout) -> list[s
         profile = merge_overrides(profile, dict(layout.moe))
         # As the service role: a layout SGLang refuses is never rendered.
         check_layout(profile, TP_SIZE, version, arch)
-    return server_args(
+    return placed_args(
         profile_for_gpus(profile, arch, version),
         version,
         TP_SIZE,

@@ -19,7 +19,7 @@ from pyinfra_sglang.serving.profiles import (
     load_profile_file,
     merge_overrides,
 )
-from pyinfra_sglang.serving.render import server_args
+from tests.unit.test_render import placed_args
 from tests.unit.test_validate_before_change import SSH_YES, only_problem, validate
 
 RTX = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
@@ -121,7 +121,7 @@ def test_mtp_costs_its_layer_its_kv_and_draft_graphs():
 
 
 def test_mtp_renders_the_speculative_flags_and_is_off_by_default():
-    argv = server_args(glm(mtp=True), "0.5.23", 8, "127.0.0.1", 30000, None)
+    argv = placed_args(glm(mtp=True), "0.5.23", 8, "127.0.0.1", 30000, None)
     at = argv.index("--speculative-algorithm")
     assert argv[at : at + 8] == [
         "--speculative-algorithm",
@@ -133,10 +133,10 @@ def test_mtp_renders_the_speculative_flags_and_is_off_by_default():
         "--speculative-num-draft-tokens",
         "4",
     ]
-    steps = server_args(glm(mtp=True, mtp_num_steps=2), "0.5.23", 8, "127.0.0.1", 30000, None)
+    steps = placed_args(glm(mtp=True, mtp_num_steps=2), "0.5.23", 8, "127.0.0.1", 30000, None)
     assert steps[steps.index("--speculative-num-steps") + 1] == "2"
     assert steps[steps.index("--speculative-num-draft-tokens") + 1] == "3"
-    plain = server_args(glm(), "0.5.23", 8, "127.0.0.1", 30000, None)
+    plain = placed_args(glm(), "0.5.23", 8, "127.0.0.1", 30000, None)
     assert not [word for word in plain if word.startswith("--speculative")]
 
 

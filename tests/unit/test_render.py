@@ -14,10 +14,12 @@ import pytest
 
 from pyinfra_sglang import paths
 from pyinfra_sglang.cli.main import main
+from pyinfra_sglang.serving.layout import Layout
 from pyinfra_sglang.serving.placement import (
     GpuFitError,
     GpuSet,
     NodePosition,
+    Placement,
     check_arch,
     check_fit,
     place,
@@ -59,10 +61,36 @@ API_KEY = "sk-test-Abc123:#&\"'x"
 HF_TOKEN = "hf_TestTokenValue123"
 
 
+def placed_args(
+    profile,
+    version: str,
+    tp_size: int,
+    host: str,
+    port: int,
+    config_path: str | None,
+    nnodes: int = 1,
+    node_rank: int = 0,
+    dist_init_addr: str | None = None,
+    revision: str | None = None,
+) -> list[str]:
+    """server_args for a Placement made of these values as they are: render's own checks
+    (multi-node values, releases, paths) are what these tests hold, not place()'s fit."""
+    gpus_per_node = max(1, tp_size // nnodes)
+    placement = Placement(
+        profile=profile,
+        tp_size=tp_size,
+        layout=Layout(tp_size),
+        gpus=GpuSet(gpus_per_node, 80.0),
+        node=NodePosition(nnodes, node_rank, dist_init_addr),
+        sglang_version=version,
+    )
+    return server_args(placement, host, port, config_path, revision=revision)
+
+
 def argv_for(profile_name: str, version: str, gpus: int, arch="sm_100", **kwargs) -> list[str]:
     """The argv of a profile as it runs on ``arch`` (its [arch.*] table applied)."""
     profile = load_profile(profile_name).for_arch(arch)
-    return server_args(
+    return placed_args(
         profile, version, tp_size_for(profile, gpus), "127.0.0.1", 30000, CONFIG, **kwargs
     )
 
@@ -331,7 +359,7 @@ def test_cuda_graphs_off_renders_the_deprecated_switch_only():
     profile = merge_overrides(
         load_profile("glm-5-nvfp4"), {"cuda_graph": False, "cuda_graph_max_bs": None}
     )
-    found = flags(server_args(profile, "0.5.23", 8, "127.0.0.1", 30000, CONFIG))
+    found = flags(placed_args(profile, "0.5.23", 8, "127.0.0.1", 30000, CONFIG))
     assert found["--disable-cuda-graph"] is True
     assert "--cuda-graph-max-bs" not in found and "--cuda-graph-max-bs-decode" not in found
 
@@ -348,7 +376,7 @@ def test_tp_size_from_gpus_or_profile():
 
 def test_multinode_flags():
     profile = load_profile("glm-5-nvfp4")
-    argv = server_args(
+    argv = placed_args(
         profile,
         "0.5.23",
         16,
@@ -368,9 +396,9 @@ def test_multinode_flags():
     assert found["--tp-size"] == "16"
     assert "--nnodes" not in flags(argv_for("glm-5-nvfp4", "0.5.23", 8))
     with pytest.raises(RenderError, match="need dist_init_addr"):
-        server_args(profile, "0.5.23", 16, "0.0.0.0", 30000, CONFIG, nnodes=2, node_rank=1)
+        placed_args(profile, "0.5.23", 16, "0.0.0.0", 30000, CONFIG, nnodes=2, node_rank=1)
     with pytest.raises(RenderError, match="node_rank 2 is outside 0..1"):
-        server_args(
+        placed_args(
             profile,
             "0.5.23",
             16,
@@ -386,8 +414,8 @@ def test_multinode_flags():
 def test_config_must_be_yaml_and_may_be_left_out():
     profile = load_profile("dense-bf16")
     with pytest.raises(RenderError, match=r"only .yaml/.yml"):
-        server_args(profile, "0.5.23", 1, "127.0.0.1", 30000, "/etc/sglang/sglang.toml")
-    assert "--config" not in server_args(profile, "0.5.23", 1, "127.0.0.1", 30000, None)
+        placed_args(profile, "0.5.23", 1, "127.0.0.1", 30000, "/etc/sglang/sglang.toml")
+    assert "--config" not in placed_args(profile, "0.5.23", 1, "127.0.0.1", 30000, None)
 
 
 # --- version and fit errors ------------------------------------------------------------
@@ -405,7 +433,7 @@ def test_intent_the_release_lacks_is_an_error_naming_flags_and_release():
         load_profile("glm-5-nvfp4").for_arch("sm_100"), {"min_sglang_version": None}
     )
     with pytest.raises(FlagVersionError) as error:
-        server_args(profile, "0.5.8", 8, "127.0.0.1", 30000, CONFIG)
+        placed_args(profile, "0.5.8", 8, "127.0.0.1", 30000, CONFIG)
     message = str(error.value)
     assert message.startswith("profile glm-5-nvfp4: SGLang 0.5.8 has no flag for ")
     assert (
@@ -584,7 +612,7 @@ def test_venv_path_of_unsafe_characters_is_refused(path):
 
 def test_unit_round_trips_odd_model_paths():
     profile = merge_overrides(load_profile("dense-bf16"), {"model": "/models/Qwen 8B (50%)"})
-    argv = server_args(profile, "0.5.23", 1, "127.0.0.1", 30000, CONFIG)
+    argv = placed_args(profile, "0.5.23", 1, "127.0.0.1", 30000, CONFIG)
     unit = render_unit(profile, argv, "0.5.23", VENV)
     assert unit_argv(unit)[3:] == argv
     assert "Description=SGLang server (dense-bf16: /models/Qwen 8B (50%%))" in unit
@@ -771,9 +799,9 @@ def test_extra_args_cannot_set_managed_flags():
     for args in (["--host", "0.0.0.0"], ["--ho", "0.0.0.0"], ["--api-k=x"], ["--tp=4"]):
         bad = profile.model_copy(update={"extra_args": args})
         with pytest.raises(RenderError, match="extra_args"):
-            server_args(bad, "0.5.23", 1, "127.0.0.1", 30000, CONFIG)
+            placed_args(bad, "0.5.23", 1, "127.0.0.1", 30000, CONFIG)
     fine = profile.model_copy(update={"extra_args": ["--disable-radix-cache", "--log-level=info"]})
-    argv = server_args(fine, "0.5.23", 1, "127.0.0.1", 30000, CONFIG)
+    argv = placed_args(fine, "0.5.23", 1, "127.0.0.1", 30000, CONFIG)
     assert argv[-2:] == ["--disable-radix-cache", "--log-level=info"]
 
 
@@ -1188,10 +1216,10 @@ def test_a_value_that_reads_as_a_flag_is_refused(field, value):
     """Issue 35 N7: rendered as a flag's value, argparse took these for flags of their own."""
     profile = load_profile("dense-bf16").model_copy(update={field: value})
     with pytest.raises(RenderError, match=re.escape(f" = '{value}' starts with '-'")):
-        server_args(profile, "0.5.23", 1, "127.0.0.1", 30000, CONFIG)
+        placed_args(profile, "0.5.23", 1, "127.0.0.1", 30000, CONFIG)
     # A negative number is a value to argparse: chunked_prefill_size = -1 turns chunking off.
     off = load_profile("dense-bf16").model_copy(update={"chunked_prefill_size": -1})
-    assert "-1" in server_args(off, "0.5.23", 1, "127.0.0.1", 30000, CONFIG)
+    assert "-1" in placed_args(off, "0.5.23", 1, "127.0.0.1", 30000, CONFIG)
 
 
 def test_inventory_preview_counts_topo_memory_and_pcie_options(capsys, preview_inventory):

@@ -7,15 +7,15 @@ import pytest
 from pyinfra_sglang.cli.main import main
 from pyinfra_sglang.serving.placement import GpuSet, LayoutError, place
 from pyinfra_sglang.serving.profiles import load_profile, merge_overrides
-from pyinfra_sglang.serving.render import ServiceSpec, render_service_files, server_args
-from tests.unit.test_render import flags
+from pyinfra_sglang.serving.render import ServiceSpec, render_service_files
+from tests.unit.test_render import flags, placed_args
 
 GLM5 = load_profile("glm-5-nvfp4")
 
 
 def argv(version: str, **overrides) -> list[str]:
     profile = merge_overrides(GLM5, overrides)
-    return server_args(profile, version, 8, "127.0.0.1", 30000, "/etc/sglang/sglang.yaml")
+    return placed_args(profile, version, 8, "127.0.0.1", 30000, "/etc/sglang/sglang.yaml")
 
 
 @pytest.mark.parametrize(

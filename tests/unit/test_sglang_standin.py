@@ -1022,8 +1022,9 @@ def test_flag_table_matches_sglang_flags_toml(tree):
 
 def test_every_rendered_command_line_and_config_is_accepted(tree, tmp_path):
     from pyinfra_sglang.serving.profiles import available_profiles, load_profile
-    from pyinfra_sglang.serving.render import render_config_yaml, server_args
+    from pyinfra_sglang.serving.render import render_config_yaml
     from pyinfra_sglang.serving.sglang_flags import FlagVersionError
+    from tests.unit.test_render import placed_args
 
     config = tmp_path / "sglang.yaml"
     config.write_text(render_config_yaml(API_KEY))
@@ -1032,7 +1033,7 @@ def test_every_rendered_command_line_and_config_is_accepted(tree, tmp_path):
         for name in available_profiles():
             for nodes in ({}, {"nnodes": 2, "node_rank": 1, "dist_init_addr": "10.0.0.1:50000"}):
                 try:
-                    argv = server_args(
+                    argv = placed_args(
                         load_profile(name), version, 8, "0.0.0.0", 30000, str(config), **nodes
                     )
                 except FlagVersionError:

@@ -17,9 +17,9 @@ from pyinfra_sglang.inventory import (
     validate_inventory,
 )
 from pyinfra_sglang.serving import sglang_flags
-from pyinfra_sglang.serving.render import server_args
 from pyinfra_sglang.serving.service_files import router_requirements
 from pyinfra_sglang.versions import Version, parse_version
+from tests.unit.test_render import placed_args
 
 ROUTED = {"sglang_router_worker_urls": ["http://10.0.0.1:30000", "http://10.0.0.2:30000"]}
 ALLOW = {"sglang_allow_unread_release": True}
@@ -130,7 +130,7 @@ def test_an_accepted_release_validates_warns_and_renders_with_the_newest_spellin
 
     profile = load_profile("glm-5-nvfp4")
     args = ("127.0.0.1", 30000, "/etc/sglang/config.yaml")
-    assert server_args(profile, "0.5.99", 8, *args) == server_args(profile, "0.5.23", 8, *args)
+    assert placed_args(profile, "0.5.99", 8, *args) == placed_args(profile, "0.5.23", 8, *args)
 
 
 def test_a_release_inside_the_range_does_not_warn_even_when_accepted(tmp_path, monkeypatch):
