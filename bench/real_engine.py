@@ -872,7 +872,8 @@ def summary(args: argparse.Namespace) -> int:
     from pyinfra_sglang.diagnosis.samples import read_json_lines
     from pyinfra_sglang.diagnosis.server_side import scaling_text
     from pyinfra_sglang.report.page import read_run, write_ab_report, write_report
-    from pyinfra_sglang.served_benchmark.server_metrics import METRICS_FILE, summarize_polls
+    from pyinfra_sglang.served_benchmark.folder import METRICS_FILE
+    from pyinfra_sglang.served_benchmark.server_metrics import summarize_polls
 
     folders = sorted(p for p in Path(args.folder).glob("*-*") if (p / "samples.jsonl").is_file())
     for folder in folders:

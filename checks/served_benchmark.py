@@ -40,9 +40,20 @@ from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.report.page import default_output, read_run, write_ab_report, write_report
 from pyinfra_sglang.run_summary import prefixed
 from pyinfra_sglang.served_benchmark.bench_serving import run_settings
+from pyinfra_sglang.served_benchmark.folder import (
+    BENCH_FILE,
+    LINKS_FILE,
+    LOG_FILE,
+    METRICS_FILE,
+    PROFILE_FILE,
+    SAMPLER_LOG_FILE,
+    SAMPLES_FILE,
+    SERVER_METRICS_FILE,
+    SETTINGS_FILE,
+    STEPS_FILE,
+)
 from pyinfra_sglang.served_benchmark.regression import regressions, throughput_by_concurrency
 from pyinfra_sglang.served_benchmark.results import (
-    SETTINGS_FILE,
     host_folder,
     latest_run,
     links_document,
@@ -53,16 +64,11 @@ from pyinfra_sglang.served_benchmark.results import (
     settings_document,
     write_json,
 )
-from pyinfra_sglang.served_benchmark.server_metrics import METRICS_FILE, summarize_polls
+from pyinfra_sglang.served_benchmark.server_metrics import summarize_polls
 from pyinfra_sglang.served_benchmark.settings import (
-    BENCH_FILE,
     DRIVER_PROGRAM,
     KEY_READER_PROGRAM,
-    LOG_FILE,
-    SAMPLER_LOG_FILE,
     SAMPLER_PROGRAM,
-    SAMPLES_FILE,
-    STEPS_FILE,
     BenchSettings,
     bench_script,
     bench_settings,
@@ -226,18 +232,18 @@ def bench_host(config: HostConfig, results_dir: str, compare_previous: bool = Tr
         # No settings.json: a failed run is never what a later run is compared with.
         yield fail_host("bench", [*failures, f"what it left is in {run_dir}"])
         return
-    write_json(run_dir / "links.json", links_document(gpus, virtualization))
+    write_json(run_dir / LINKS_FILE, links_document(gpus, virtualization))
     polled = (
         summarize_polls((run_dir / METRICS_FILE).read_text().splitlines(), version)
         if (run_dir / METRICS_FILE).is_file()
         else None
     )
     if polled:
-        write_json(run_dir / "server_metrics.json", polled)
+        write_json(run_dir / SERVER_METRICS_FILE, polled)
     # The Placement the service was rendered from: the record holds what the server runs
     # (the profile's [arch.*] table applied), which the diagnosis advises from.
     placement = host_placement(config, host.name, gpus, host_position(config, host))
-    write_json(run_dir / "profile.json", profile_document(placement, gpus))
+    write_json(run_dir / PROFILE_FILE, profile_document(placement, gpus))
     write_json(run_dir / SETTINGS_FILE, settings_document(settings.as_dict(), settings.digest()))
     logger.info(
         f"{host.print_prefix}benchmark done in {time.monotonic() - started:.1f} s: {run_dir}"

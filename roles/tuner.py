@@ -29,8 +29,9 @@ from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.report.tuning_page import write_tuning_page
 from pyinfra_sglang.run_summary import prefixed
 from pyinfra_sglang.safe_write import write_file
+from pyinfra_sglang.served_benchmark.folder import BENCH_FILE
 from pyinfra_sglang.served_benchmark.results import TIMESTAMP, host_folder, latest_run
-from pyinfra_sglang.served_benchmark.settings import BENCH_FILE, bench_settings
+from pyinfra_sglang.served_benchmark.settings import bench_settings
 from pyinfra_sglang.serving.placement import Placement
 from pyinfra_sglang.serving.service_files import host_placement
 from pyinfra_sglang.tuning.journal import JournalError, header

@@ -21,10 +21,10 @@ from pathlib import Path
 
 from pyinfra_sglang.diagnosis.samples import read_json_lines
 from pyinfra_sglang.diagnosis.steps import MAX_NUMBER, is_number, is_reading
+from pyinfra_sglang.served_benchmark.folder import BENCH_FILE
 from pyinfra_sglang.served_benchmark.limits import OverCapError
 from pyinfra_sglang.served_benchmark.noise_band import Comparison, compare
 from pyinfra_sglang.served_benchmark.regression import throughputs_by_concurrency
-from pyinfra_sglang.served_benchmark.settings import BENCH_FILE
 
 
 def _shown(value: object) -> str:

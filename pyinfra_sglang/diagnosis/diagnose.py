@@ -76,6 +76,17 @@ from pyinfra_sglang.diagnosis.steps import (
     sample_offset,
     steps_on_sample_axis,
 )
+from pyinfra_sglang.served_benchmark.folder import (
+    BENCH_FILE,
+    LINKS_FILE,
+    METRICS_FILE,
+    PROFILE_FILE,
+    SAMPLES_FILE,
+    SAMPLES_FILE_BEFORE,
+    SERVER_METRICS_FILE,
+    SETTINGS_FILE,
+    STEPS_FILE,
+)
 from pyinfra_sglang.served_benchmark.limits import (
     WHERE,
     OverCapError,
@@ -84,11 +95,7 @@ from pyinfra_sglang.served_benchmark.limits import (
     read_capped,
 )
 from pyinfra_sglang.served_benchmark.limits import loads as capped_loads
-from pyinfra_sglang.served_benchmark.server_metrics import (
-    METRICS_FILE,
-    SERVER_METRICS_FILE,
-    summarize_polls,
-)
+from pyinfra_sglang.served_benchmark.server_metrics import summarize_polls
 from pyinfra_sglang.serving.roofline import DecodeRoofline, roofline_for, stream_rate
 from pyinfra_sglang.terminal import brief
 
@@ -391,7 +398,7 @@ def _server_results(folder: Path, notes: list[str]) -> dict | None:
 
 def _settings_version(folder: Path) -> str | None:
     """The SGLang release settings.json records (the poll file's series depend on it)."""
-    settings = _optional_json(folder / "settings.json")
+    settings = _optional_json(folder / SETTINGS_FILE)
     inner = settings.get("settings") if isinstance(settings, dict) else None
     version = inner.get("sglang_version") if isinstance(inner, dict) else None
     return (
@@ -417,15 +424,15 @@ def load_results(folder: str | Path) -> dict:
     folder = Path(folder)
     if not folder.is_dir():
         raise ResultsError(f"{folder}: {'not a folder' if folder.exists() else 'no such folder'}")
-    found = [folder / n for n in ("samples.jsonl", "samples.json") if (folder / n).is_file()]
+    found = [folder / n for n in (SAMPLES_FILE, SAMPLES_FILE_BEFORE) if (folder / n).is_file()]
     if not found:
         raise ResultsError(f"{folder}: no samples.jsonl (the GPU sampler's output)")
     samples = _checked_samples(found[0])
-    links = _checked_links(folder / "links.json")
-    profile = _optional_json(folder / "profile.json")
+    links = _checked_links(folder / LINKS_FILE)
+    profile = _optional_json(folder / PROFILE_FILE)
     notes: list[str] = []
     if profile is not None:
-        _object(str(folder / "profile.json"), profile)
+        _object(str(folder / PROFILE_FILE), profile)
         gpu = _sampled_gpu(samples)
         if not profile.get("gpu") and gpu:
             # Older runs: the GPU table's rates (the prefill floor's dense rate) by its name.
@@ -438,10 +445,10 @@ def load_results(folder: str | Path) -> dict:
         "samples": samples,
         "gpu_facts": {g["index"]: g for g in links.get("gpus", [])},
         "virtualization": links.get("virtualization"),
-        "bench": _checked_bench(folder / "bench.jsonl"),
+        "bench": _checked_bench(folder / BENCH_FILE),
         "server": _server_results(folder, notes),
         "profile": profile,
-        "steps": _checked_steps(folder / "steps.jsonl", samples),
+        "steps": _checked_steps(folder / STEPS_FILE, samples),
         "notes": notes,
     }
 
@@ -456,7 +463,7 @@ def roofline_from(spec: dict) -> DecodeRoofline:
     """The roofline a profile.json describes: by profile and GPU name, or by its numbers.
     ResultsError for a spec that lacks them or holds the wrong types, or names a profile with
     anything but a plain name (a path would read any .toml file)."""
-    _object("profile.json", spec)
+    _object(PROFILE_FILE, spec)
     by_name = "profile" in spec
     needed = (
         ("gpu", "tp_size")

@@ -41,8 +41,14 @@ from pyinfra_sglang.diagnosis.samples import gpu_indexes
 from pyinfra_sglang.diagnosis.steps import Step, is_number, sample_offset
 from pyinfra_sglang.report.charts import server_timeline_png, throughput_png, timeline_png
 from pyinfra_sglang.safe_write import OutputFolder, UnsafeOutputError
+from pyinfra_sglang.served_benchmark.folder import (
+    BENCH_FILE,
+    SAMPLES_FILE,
+    SAMPLES_FILE_BEFORE,
+    SETTINGS_FILE,
+    STEPS_FILE,
+)
 from pyinfra_sglang.served_benchmark.limits import load_json
-from pyinfra_sglang.served_benchmark.settings import BENCH_FILE, SAMPLES_FILE, STEPS_FILE
 
 PAGE = "report.html"
 # bench_serving fields shown per run, with their headings and decimals.
@@ -119,7 +125,7 @@ def _check_has_results(folder: Path) -> None:
             f"{folder}: {'not a folder' if folder.exists() else 'no such folder'}, expected a "
             "deploy/bench.py run folder"
         )
-    if any((folder / name).is_file() for name in (SAMPLES_FILE, "samples.json")):
+    if any((folder / name).is_file() for name in (SAMPLES_FILE, SAMPLES_FILE_BEFORE)):
         return
     hint = ""
     runs = [p for p in folder.iterdir() if p.is_dir() and (p / SAMPLES_FILE).is_file()]
@@ -147,9 +153,9 @@ def read_run(folder: str | Path) -> Run:
     if not steps:
         notes.append(f"no {STEPS_FILE} with sampler times: the benchmark's steps are not marked")
     settings = None
-    if (folder / "settings.json").is_file():
+    if (folder / SETTINGS_FILE).is_file():
         try:
-            settings = load_json(folder / "settings.json").get("settings")
+            settings = load_json(folder / SETTINGS_FILE).get("settings")
         except (OSError, ValueError, AttributeError):
             notes.append("settings.json cannot be read: settings not shown")
     name = f"{folder.resolve().parent.name} / {folder.resolve().name}"

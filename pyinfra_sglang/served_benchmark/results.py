@@ -14,11 +14,11 @@ from pyinfra_sglang.audit.report import safe_name
 from pyinfra_sglang.gpus import UnknownGpuError
 from pyinfra_sglang.redact import redact
 from pyinfra_sglang.safe_write import read_file, refuse_link, write_file
+from pyinfra_sglang.served_benchmark.folder import BENCH_FILE, SETTINGS_FILE
 from pyinfra_sglang.served_benchmark.limits import load_json
 from pyinfra_sglang.serving.placement import Placement
 from pyinfra_sglang.serving.roofline import roofline_for
 
-SETTINGS_FILE = "settings.json"
 TIMESTAMP = "%Y%m%dT%H%M%SZ"
 
 
@@ -124,6 +124,6 @@ def previous_run(host_dir: Path, current: Path | None, digest: str) -> Path | No
             found = load_json(folder / SETTINGS_FILE).get("hash")
         except (OSError, ValueError, AttributeError):
             continue  # not a run folder, or one cut short
-        if found == digest and (folder / "bench.jsonl").is_file():
+        if found == digest and (folder / BENCH_FILE).is_file():
             return folder
     return None

@@ -23,10 +23,10 @@ import shlex
 from pyinfra import logger
 
 from pyinfra_sglang import data
+from pyinfra_sglang.served_benchmark.folder import METRICS_FILE, SERVER_METRICS_FILE
 from pyinfra_sglang.terminal import brief
 from pyinfra_sglang.versions import parse_version
 
-METRICS_FILE = "metrics.txt"
 POLL_MARK = "### poll"
 # The two gauges every release's poll records: the run's summary is judged on them.
 USAGE, QUEUED = "token_usage", "queued"
@@ -40,7 +40,6 @@ _SERIES = re.compile(
 # Every reading is a count, a total, a rate or a share: none is negative, none comes near this
 # (a counter of tokens at 1e15 is 30 years at a million tokens a second); Unix seconds neither.
 MAX_VALUE = 1e15
-SERVER_METRICS_FILE = "server_metrics.json"
 # The summary's numbers (the shares among them bounded by 1).
 SUMMARY_NUMBERS = (
     "kv_cache_usage",

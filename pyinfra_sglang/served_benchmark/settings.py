@@ -11,18 +11,17 @@ from dataclasses import asdict, dataclass
 
 from pyinfra_sglang.config import HostConfig
 from pyinfra_sglang.served_benchmark.bench_serving import bench_module, run_settings
-from pyinfra_sglang.served_benchmark.server_metrics import METRICS_FILE, poll_loop
+from pyinfra_sglang.served_benchmark.folder import (
+    BENCH_FILE,
+    LOG_FILE,
+    METRICS_FILE,
+    SAMPLER_LOG_FILE,
+    SAMPLES_FILE,
+    STEPS_FILE,
+)
+from pyinfra_sglang.served_benchmark.server_metrics import poll_loop
 from pyinfra_sglang.serving.service_files import server_url
 
-# The files the script leaves in its folder on the host, fetched by name.
-BENCH_FILE = "bench.jsonl"
-SAMPLES_FILE = "samples.jsonl"
-LOG_FILE = "bench.log"
-SAMPLER_LOG_FILE = "sampler.log"
-# One line per finished benchmark call, its Unix start and end on the host's clock (the
-# sampler's ``time``): bench_serving's own lines carry no time, and the report marks each
-# concurrency's span on the GPU timelines with these.
-STEPS_FILE = "steps.jsonl"
 SAMPLER_PROGRAM = "gpu_sampler.py"
 # host_programs/bench_driver.py: every call of a run in one process (no start-up per call).
 DRIVER_PROGRAM = "bench_driver.py"
