@@ -16,7 +16,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pyinfra_sglang import data
-from pyinfra_sglang.host.flash_attn_build_plan import flash_attn_default_jobs, plan_flash_attn_build
+from pyinfra_sglang.python_env.flash_attn_build_plan import (
+    flash_attn_default_jobs,
+    plan_flash_attn_build,
+)
 
 SIZES = [(2, 8), (16, 64), (32, 256), (64, 256), (128, 256), (128, 512), (128, 1024)]
 

@@ -69,8 +69,15 @@ from pyinfra_sglang.audit.report import (
     unreachable_report,
     write_report,
 )
-from pyinfra_sglang.host.flash_attn_build_plan import build_log_paths, built_archs
-from pyinfra_sglang.host.model_snapshot import (
+from pyinfra_sglang.driver.nvidia import (
+    REBOOT_REQUIRED,
+    all_kernel_module_packages,
+    upstream_version,
+)
+from pyinfra_sglang.gpu_links.pcie import peer_probe_timeout_s
+from pyinfra_sglang.host_programs.decode_client import API_KEY_ENV
+from pyinfra_sglang.inventory import HostConfig, host_config, host_profile
+from pyinfra_sglang.model_files.model_snapshot import (
     COMMIT,
     DEFAULT_ENDPOINT,
     cache_folder_name,
@@ -81,10 +88,7 @@ from pyinfra_sglang.host.model_snapshot import (
     ref_file,
     snapshot_folder,
 )
-from pyinfra_sglang.host.nvidia import REBOOT_REQUIRED, all_kernel_module_packages, upstream_version
-from pyinfra_sglang.host.pcie import peer_probe_timeout_s
-from pyinfra_sglang.host_programs.decode_client import API_KEY_ENV
-from pyinfra_sglang.inventory import HostConfig, host_config, host_profile
+from pyinfra_sglang.python_env.flash_attn_build_plan import build_log_paths, built_archs
 from pyinfra_sglang.run_summary import prefixed
 from pyinfra_sglang.serving.service_files import (
     UNIT_NAME,

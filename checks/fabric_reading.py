@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from checks.facts import CudaInit, NvidiaFabric, SystemdUnitState
 from pyinfra_sglang import data
-from pyinfra_sglang.host.fabric import installed_fabric_manager
+from pyinfra_sglang.driver.fabric import installed_fabric_manager
 
 
 def read_fabric(host, installed: dict[str, list[str]], venv: str) -> dict:

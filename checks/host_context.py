@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pyinfra.api import OperationError, StringCommand
 from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
 
-from pyinfra_sglang.host.transfer_folder import UNELEVATED, elevated
+from pyinfra_sglang.access.transfer_folder import UNELEVATED, elevated
 from pyinfra_sglang.host_programs import program_path
 from pyinfra_sglang.inventory import HostConfig, node_position_in
 from pyinfra_sglang.serving.placement import NodePosition
@@ -29,7 +29,7 @@ def connector_arguments(host) -> dict:
 def transfer_arguments(host) -> Iterator[Callable[[str], dict]]:
     """For ``put_file``/``get_file`` calls from inside an operation: a function of the remote
     path giving the keyword arguments of the call. Under elevation pyinfra passes the file
-    through a temporary file of a predictable name (pyinfra_sglang.host.transfer_folder); here
+    through a temporary file of a predictable name (pyinfra_sglang.access.transfer_folder); here
     that file lies in a new folder only the SSH user can enter (``mktemp -d``, as that user),
     removed after."""
     arguments = connector_arguments(host)

@@ -1,12 +1,12 @@
 """What the current host allows for GPU peer traffic, read from its facts: NVML's P2P status,
-ACS on the bridges above the GPUs, the IOMMU, whether it is a VM (pyinfra_sglang/host/p2p.py
+ACS on the bridges above the GPUs, the IOMMU, whether it is a VM (pyinfra_sglang/gpu_links/p2p.py
 turns them into the NCCL hint). The deploy and the audit read it alike, so both render the
 same env file."""
 
 from __future__ import annotations
 
 from checks.facts import IommuState, NvidiaP2P, PcieAcs, Virtualization, read_once
-from pyinfra_sglang.host.p2p import PeerPath
+from pyinfra_sglang.gpu_links.p2p import PeerPath
 from pyinfra_sglang.parsers.system import detected_vm
 
 

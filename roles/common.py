@@ -32,7 +32,7 @@ from checks.facts import (
 )
 from checks.host_context import run_on_host, transfer_arguments
 from pyinfra_sglang import data
-from pyinfra_sglang.host.platform import Platform, resolve_platform
+from pyinfra_sglang.driver.platform import Platform, resolve_platform
 
 
 def host_platform() -> Platform:

@@ -11,7 +11,7 @@ from pyinfra.api.exceptions import OperationError
 from pyinfra.operations import server
 
 from checks.facts import FileStates, HostDriverState, NvccRelease, read_once, read_together
-from pyinfra_sglang.host.nvidia import cuda_paths
+from pyinfra_sglang.driver.nvidia import cuda_paths
 from pyinfra_sglang.inventory import host_config
 from pyinfra_sglang.paths import template
 from roles.common import ensure_packages, template_file

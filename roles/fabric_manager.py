@@ -21,7 +21,7 @@ from checks.facts import (
     read_once,
 )
 from pyinfra_sglang import data
-from pyinfra_sglang.host.fabric import (
+from pyinfra_sglang.driver.fabric import (
     FabricNeed,
     fabric_manager_candidates,
     fabric_manager_problems,
@@ -30,7 +30,7 @@ from pyinfra_sglang.host.fabric import (
     subnet_manager_for,
     upstream,
 )
-from pyinfra_sglang.host.nvidia import (
+from pyinfra_sglang.driver.nvidia import (
     all_kernel_module_packages,
     compute_cap_arch,
     kernel_module_packages,

@@ -24,7 +24,9 @@ from checks.facts import JsonRecord, MemoryInfo, NvidiaGpus, PythonPackages, rea
 from checks.host_context import run_on_host
 from pyinfra_sglang import data
 from pyinfra_sglang.data_models import FlashAttn
-from pyinfra_sglang.host.flash_attn_build_plan import (
+from pyinfra_sglang.driver.nvidia import cuda_paths
+from pyinfra_sglang.inventory import host_config
+from pyinfra_sglang.python_env.flash_attn_build_plan import (
     BuildPlan,
     BuildProgress,
     archs_from_compute_caps,
@@ -35,8 +37,6 @@ from pyinfra_sglang.host.flash_attn_build_plan import (
     plan_flash_attn_build,
     rebuild_reason,
 )
-from pyinfra_sglang.host.nvidia import cuda_paths
-from pyinfra_sglang.inventory import host_config
 from pyinfra_sglang.terminal import shown
 from roles.common import systemd_run
 from roles.python_env import index_options, uv_path, venv_packages

@@ -1,6 +1,6 @@
 """The driver a host already holds, read at planning (before any change): with
 `nvidia_driver_source = "host"` it is used as it is, after the checks of
-pyinfra_sglang/host/host_driver.py; in managed mode, NVIDIA software another installer left
+pyinfra_sglang/driver/host_driver.py; in managed mode, NVIDIA software another installer left
 (the distribution's archive, a runfile, orphaned DKMS modules) is refused unless the
 inventory asks for the switch."""
 
@@ -20,7 +20,7 @@ from checks.facts import (
     Virtualization,
     read_once,
 )
-from pyinfra_sglang.host.host_driver import (
+from pyinfra_sglang.driver.host_driver import (
     HOST,
     ForeignDriver,
     RunningDriver,

@@ -29,8 +29,10 @@ from checks.facts import (
 from checks.host_context import run_on_host
 from pyinfra_sglang import data
 from pyinfra_sglang.data_models import ModelDownload
-from pyinfra_sglang.host.cache_dir import host_problem
-from pyinfra_sglang.host.model_snapshot import (
+from pyinfra_sglang.host_programs import program_path
+from pyinfra_sglang.inventory import host_config, host_profile
+from pyinfra_sglang.model_files.cache_dir import host_problem
+from pyinfra_sglang.model_files.model_snapshot import (
     DEFAULT_ENDPOINT,
     GB,
     ModelPlanError,
@@ -42,8 +44,6 @@ from pyinfra_sglang.host.model_snapshot import (
     ref_file,
     snapshot_folder,
 )
-from pyinfra_sglang.host_programs import program_path
-from pyinfra_sglang.inventory import host_config, host_profile
 from pyinfra_sglang.redact import redact
 from pyinfra_sglang.serving.render import _env_value as env_value
 from pyinfra_sglang.serving.render import cache_dirs
@@ -306,7 +306,7 @@ def cache_folders(cache: str) -> tuple[str, ...]:
 def cache_dirs_checked(cache: str) -> None:
     """The Hub cache and HF_HOME as the host has them, before anything changes: no
     symlinked component, no package's folder, and the service user's or empty (the role
-    never re-owns a tree: pyinfra_sglang/host/cache_dir.py)."""
+    never re-owns a tree: pyinfra_sglang/model_files/cache_dir.py)."""
     user = download_user()
     for found in read_once(host, CacheDirStates, paths=cache_folders(cache), user=user):
         problem = host_problem(found, user)

@@ -13,8 +13,8 @@ from pyinfra.operations import files, server
 
 from pyinfra_sglang import data
 from pyinfra_sglang.data_models import MultinodeFirewall
-from pyinfra_sglang.host.multinode_firewall import firewall_plan
 from pyinfra_sglang.inventory import HostConfig, host_config, multinode_member_addresses
+from pyinfra_sglang.network.multinode_firewall import firewall_plan
 from pyinfra_sglang.paths import template
 from pyinfra_sglang.serving.service_files import UNIT_NAME
 from roles.nft_table import rules_folder, table_loaded, table_removed

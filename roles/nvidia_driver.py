@@ -16,8 +16,7 @@ from pyinfra.facts.server import Which
 
 from checks.facts import AptPolicy, NvidiaGpus, NvidiaLoadedModule, Virtualization, read_once
 from pyinfra_sglang import data
-from pyinfra_sglang.gpus import refuse_other_gpu_model
-from pyinfra_sglang.host.nvidia import (
+from pyinfra_sglang.driver.nvidia import (
     REBOOT_REQUIRED,
     REBOOT_REQUIRED_PKGS,
     compute_cap_arch,
@@ -31,6 +30,7 @@ from pyinfra_sglang.host.nvidia import (
     pinning_prefix,
     upstream_version,
 )
+from pyinfra_sglang.gpus import refuse_other_gpu_model
 from pyinfra_sglang.inventory import host_config
 from pyinfra_sglang.paths import template
 from roles.common import (

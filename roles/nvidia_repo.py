@@ -23,8 +23,8 @@ from checks.facts import (
     read_together,
 )
 from pyinfra_sglang import data
-from pyinfra_sglang.host.mirror_login import login_problem, split_login
-from pyinfra_sglang.host.platform import Platform
+from pyinfra_sglang.driver.mirror_login import login_problem, split_login
+from pyinfra_sglang.driver.platform import Platform
 from pyinfra_sglang.inventory import HostConfig, host_config
 from pyinfra_sglang.parsers.system import same_repository
 from pyinfra_sglang.paths import template

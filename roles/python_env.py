@@ -1,7 +1,8 @@
 """The Python side: uv at a pinned version (installed with pip from the inventory's index:
 no curl-pipe-shell), a virtualenv with a pinned Python, and SGLang at its pin, after torch's
-CUDA build from the PyTorch index that matches the CUDA release (pyinfra_sglang/host/python_stack.py
-says why the order, and why each command sees one index)."""
+CUDA build from the PyTorch index that matches the CUDA release
+(pyinfra_sglang/python_env/python_stack.py says why the order, and why each command sees one
+index)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ from pyinfra.api import FileUploadCommand, QuoteString, StringCommand, deploy, o
 
 from checks.facts import PythonPackages, PythonVersion, read_once, read_together
 from pyinfra_sglang import data
-from pyinfra_sglang.host.python_stack import InstallPlan, install_plan, version_matches
 from pyinfra_sglang.inventory import HostConfig, host_config
+from pyinfra_sglang.python_env.python_stack import InstallPlan, install_plan, version_matches
 from roles.common import ensure_packages
 
 # Index URLs with credentials wait here for the one command that reads them: root's alone

@@ -12,7 +12,7 @@ from pyinfra.api import FunctionCommand, operation
 from pyinfra.api.exceptions import PyinfraError
 
 from checks.facts import FileDigests, MokEnrolled, SecureBootState, read_once
-from pyinfra_sglang.host.secure_boot import (
+from pyinfra_sglang.driver.secure_boot import (
     MokPair,
     mok_paths,
     read_mok_pair,

@@ -3,7 +3,7 @@
 pyinfra's files.put and files.template, under sudo (doas, dzdo, su), upload as the SSH user
 to ``<_temp_dir>/pyinfra-<sha1 of the destination>`` and copy that into place as root: in
 ``/tmp`` by default, where anyone can plant that name first
-(pyinfra_sglang.host.transfer_folder). ``transfer_folder`` points the host's ``_temp_dir``
+(pyinfra_sglang.access.transfer_folder). ``transfer_folder`` points the host's ``_temp_dir``
 (pyinfra's own argument) at the SSH user's ``~/.cache/pyinfra-sglang/transfer``, mode 0700,
 created as the SSH user; a ``_temp_dir`` the inventory sets is checked instead. Without
 elevation pyinfra writes straight into place, and nothing is done.
@@ -18,7 +18,7 @@ from pyinfra.api import OperationError, deploy, operation
 from pyinfra.api.arguments import pop_global_arguments
 
 from checks.facts import PrivateFolder, read_once
-from pyinfra_sglang.host.transfer_folder import (
+from pyinfra_sglang.access.transfer_folder import (
     DEFAULT_FOLDER,
     UNELEVATED,
     elevated,

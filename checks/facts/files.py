@@ -7,13 +7,13 @@ import shlex
 
 from pyinfra.api import FactBase
 
-from pyinfra_sglang.host.cache_dir import CacheDirState as CacheDirStateValue
-from pyinfra_sglang.host.cache_dir import parse_state
-from pyinfra_sglang.host.transfer_folder import (
+from pyinfra_sglang.access.transfer_folder import (
     FolderState,
     folder_state_command,
     parse_folder_state,
 )
+from pyinfra_sglang.model_files.cache_dir import CacheDirState as CacheDirStateValue
+from pyinfra_sglang.model_files.cache_dir import parse_state
 from pyinfra_sglang.parsers.files import (
     parse_counts,
     parse_file_states,
@@ -118,11 +118,11 @@ class FreeBytes(FactBase[int | None]):
 
 
 class CacheDirState(FactBase[CacheDirStateValue]):
-    """What is at the Hub cache's ``path`` (pyinfra_sglang/host/cache_dir.py judges it): its deepest
-    existing ancestor and where that resolves (a symlinked component shows as a difference),
-    the folder's owner, kind and emptiness, the first path below it not owned by ``user``
-    (find stops at the first; ``prune``, a folder below ``path`` judged on its own, is left
-    out), and the package dpkg says owns it."""
+    """What is at the Hub cache's ``path`` (pyinfra_sglang/model_files/cache_dir.py judges
+    it): its deepest existing ancestor and where that resolves (a symlinked component shows
+    as a difference), the folder's owner, kind and emptiness, the first path below it not
+    owned by ``user`` (find stops at the first; ``prune``, a folder below ``path`` judged on
+    its own, is left out), and the package dpkg says owns it."""
 
     def command(self, path: str, user: str, prune: str | None = None) -> str:
         p, u = shlex.quote(path), shlex.quote(user)
@@ -208,7 +208,7 @@ class FileStates(FactBase[dict[str, dict | None]]):
 
 class PrivateFolder(FactBase[FolderState]):
     """The state of a folder as the user the fact runs as (``path`` relative: to that user's
-    home); read unelevated, it is the transfer folder of pyinfra_sglang.host.transfer_folder."""
+    home); read unelevated, it is the transfer folder of pyinfra_sglang.access.transfer_folder."""
 
     def command(self, path: str) -> str:
         return folder_state_command(path)

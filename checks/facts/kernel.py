@@ -9,7 +9,7 @@ import shlex
 from pyinfra.api import FactBase
 
 from pyinfra_sglang import data
-from pyinfra_sglang.host.secure_boot import parse_mok_enrolled, parse_secure_boot_state
+from pyinfra_sglang.driver.secure_boot import parse_mok_enrolled, parse_secure_boot_state
 from pyinfra_sglang.parsers.pcie_acs import PcieAcsDict, parse_pcie_acs
 from pyinfra_sglang.parsers.system import (
     DkmsStateDict,

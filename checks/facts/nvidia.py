@@ -7,14 +7,14 @@ import shlex
 
 from pyinfra.api import FactBase
 
-from pyinfra_sglang.host.fabric import (
+from pyinfra_sglang.driver.fabric import (
     CUDA_INIT_PROBE,
     FabricDict,
     parse_cuda_init,
     parse_fabric,
     subnet_manager_modules,
 )
-from pyinfra_sglang.host.host_driver import (
+from pyinfra_sglang.driver.host_driver import (
     HostDriverStateDict,
     host_driver_state_command,
     parse_host_driver_state,

@@ -19,7 +19,7 @@ from pyinfra_sglang.audit.health import findings_for_gpu_health
 from pyinfra_sglang.audit.links import findings_for_links, pcie_links
 from pyinfra_sglang.audit.report import format_table
 from pyinfra_sglang.audit.topology import findings_for_p2p, findings_for_topology, p2p_all_ok
-from pyinfra_sglang.host.fabric import parse_fabric_sections
+from pyinfra_sglang.driver.fabric import parse_fabric_sections
 from pyinfra_sglang.parsers.gpu_health import (
     KernelLogError,
     kernel_log_lines,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pyinfra_sglang import data
 from pyinfra_sglang.audit.findings import Finding
 from pyinfra_sglang.audit.topology import NVLINK
+from pyinfra_sglang.gpu_links.pcie import pcie_bandwidth_gbs
 from pyinfra_sglang.gpus import find_gpu
-from pyinfra_sglang.host.pcie import pcie_bandwidth_gbs
 
 
 def low_fraction() -> float:

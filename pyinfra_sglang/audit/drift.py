@@ -6,13 +6,13 @@ from __future__ import annotations
 from pyinfra_sglang.audit.findings import Finding
 from pyinfra_sglang.audit.unread import unread_fields
 from pyinfra_sglang.gpus import other_gpu_models
-from pyinfra_sglang.host.flash_attn_build_plan import (
+from pyinfra_sglang.parsers.system import iommu_passthrough
+from pyinfra_sglang.python_env.flash_attn_build_plan import (
     archs_from_compute_caps,
     archs_text,
     rebuild_reason,
     uncovered_archs,
 )
-from pyinfra_sglang.parsers.system import iommu_passthrough
 
 RUN_SITE = "Run `pyinfra INVENTORY deploy/site.py` to converge it"
 HOST_SOURCE = 'nvidia_driver_source = "host"'
@@ -373,7 +373,7 @@ def findings_for_driver_update(
 ) -> list[Finding]:
     """Does apt offer a newer release of the pinned branch than the installed one?
     ``updating``: the inventory moves to it (nvidia_driver_update_within_branch)."""
-    from pyinfra_sglang.host.nvidia import newer_on_branch
+    from pyinfra_sglang.driver.nvidia import newer_on_branch
 
     if not newer_on_branch(installed, candidate, branch):
         return []
@@ -578,7 +578,7 @@ def findings_for_driver_support(
     audit's date ``today`` ("YYYY-MM-DD"; None in records made before it was recorded: not
     judged)? A feature branch, one off NVIDIA's matrix or past its end warns, naming the
     supported ones (data/nvidia.toml [[branch_support]])."""
-    from pyinfra_sglang.host.nvidia import (
+    from pyinfra_sglang.driver.nvidia import (
         branch_support,
         driver_branch_of,
         support_ended,
@@ -647,7 +647,7 @@ def findings_for_driver_toolkit(
     compatibility only (no JIT of newer PTX): a warning; below the floor: a failure. nvcc
     does not tell the update apart, so the GA row is the bar here (validation holds the
     inventory to the newest update's)."""
-    from pyinfra_sglang.host.nvidia import (
+    from pyinfra_sglang.driver.nvidia import (
         TOOLKIT_SOURCE,
         minor_version_compat_floor,
         toolkit_driver_minimums,

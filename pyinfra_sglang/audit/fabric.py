@@ -1,12 +1,12 @@
 """NVSwitch fabric and CUDA initialization: Fabric Manager's service and version against the
-driver's, the GPUs' fabric state, and whether cuInit succeeds (pyinfra_sglang/host/fabric.py
+driver's, the GPUs' fabric state, and whether cuInit succeeds (pyinfra_sglang/driver/fabric.py
 reads and decides; this judges)."""
 
 from __future__ import annotations
 
 from pyinfra_sglang import data
 from pyinfra_sglang.audit.findings import Finding
-from pyinfra_sglang.host.fabric import (
+from pyinfra_sglang.driver.fabric import (
     CUDA_RESULTS,
     fabric_attached,
     fabric_manager_problems,

@@ -40,8 +40,8 @@ from pyinfra_sglang.audit.service import (
 )
 from pyinfra_sglang.audit.topology import findings_for_p2p, findings_for_topology, p2p_all_ok
 from pyinfra_sglang.audit.watchdog import findings_for_watchdog
-from pyinfra_sglang.host.nvidia import REBOOT_REQUIRED, compute_cap_arch
-from pyinfra_sglang.host.p2p import PeerPath
+from pyinfra_sglang.driver.nvidia import REBOOT_REQUIRED, compute_cap_arch
+from pyinfra_sglang.gpu_links.p2p import PeerPath
 from pyinfra_sglang.parsers.system import detected_vm
 from pyinfra_sglang.parsers.topo import topology_has_nvlink
 

@@ -1,5 +1,5 @@
 """Can GPU peer traffic be trusted on this host? PCIe ACS on the bridges above the GPUs
-against the NCCL P2P setting the service runs with (pyinfra_sglang/host/p2p.py decides that
+against the NCCL P2P setting the service runs with (pyinfra_sglang/gpu_links/p2p.py decides that
 setting; IOMMU translation is judged by drift.findings_for_iommu, NVML's P2P status by
 topology.findings_for_p2p).
 
@@ -12,7 +12,7 @@ default (P2P up to PXB since 2.27) still uses it between GPUs behind one switch.
 from __future__ import annotations
 
 from pyinfra_sglang.audit.findings import Finding
-from pyinfra_sglang.host.p2p import PeerPath, acs_redirects, acs_unread, p2p_hint
+from pyinfra_sglang.gpu_links.p2p import PeerPath, acs_redirects, acs_unread, p2p_hint
 from pyinfra_sglang.parsers.topo import topology_has_nvlink, widest_pcie_path
 from pyinfra_sglang.serving.render import nccl_p2p_level
 

@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass, field, fields
 
 from pyinfra_sglang import data
 from pyinfra_sglang.config import HostConfig
-from pyinfra_sglang.host.nvidia import cuda_paths
-from pyinfra_sglang.host.p2p import P2P_KEYS
+from pyinfra_sglang.driver.nvidia import cuda_paths
+from pyinfra_sglang.gpu_links.p2p import P2P_KEYS
 from pyinfra_sglang.monitoring.render import listen
 from pyinfra_sglang.serving.service_files import ROUTER_UNIT_PATH
 
@@ -50,7 +50,7 @@ class AuditExpectations:
     # The inventory's expected_gpu_model (None: unset, or a record made before it).
     expected_gpu_model: str | None = None
     # NCCL_P2P_LEVEL / NCCL_P2P_DISABLE as the host's sglang_env sets them ({}: left to the
-    # host's reading; pyinfra_sglang/host/p2p.py).
+    # host's reading; pyinfra_sglang/gpu_links/p2p.py).
     nccl_p2p_env: dict[str, str] = field(default_factory=dict)
     # The exact driver release the inventory locks (nvidia_driver_version); None: the branch.
     driver_version: str | None = None

@@ -46,7 +46,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pyinfra_sglang.host.flash_attn_build_plan import BuildPlanError, plan_flash_attn_build
+    from pyinfra_sglang.python_env.flash_attn_build_plan import (
+        BuildPlanError,
+        plan_flash_attn_build,
+    )
 
     archs = args.archs or ["90"]
     try:

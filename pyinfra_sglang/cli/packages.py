@@ -10,7 +10,7 @@ from pyinfra_sglang.cli.json_output import add_json, print_json
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from pyinfra_sglang import data
-    from pyinfra_sglang.host.driver_plan import platform_names
+    from pyinfra_sglang.driver.driver_plan import platform_names
 
     nvidia = data.nvidia()
     parser.add_argument("--platform", choices=platform_names(), required=True)
@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from pyinfra_sglang.host.driver_plan import driver_apt_plan, format_plan
+    from pyinfra_sglang.driver.driver_plan import driver_apt_plan, format_plan
 
     plan = driver_apt_plan(args.platform, args.install, args.modules, args.branch)
     if args.json:

@@ -27,7 +27,7 @@ from pyinfra_sglang.config.fields.service import ServiceFields
 from pyinfra_sglang.config.fields.watchdog import WatchdogFields
 from pyinfra_sglang.config.releases_read import unread_release
 from pyinfra_sglang.config.types import control_characters, field_error
-from pyinfra_sglang.host.python_stack import stack_problem
+from pyinfra_sglang.python_env.python_stack import stack_problem
 
 # Keys an inventory may carry for its own use: never read, never refused.
 USER_KEY_PREFIX = "x_"

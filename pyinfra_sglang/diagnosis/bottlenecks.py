@@ -30,8 +30,8 @@ from pyinfra_sglang.diagnosis.samples import (
     summarize_cpu,
     summarize_gpu,
 )
+from pyinfra_sglang.gpu_links.pcie import pcie_bandwidth_gbs
 from pyinfra_sglang.gpus import find_gpu
-from pyinfra_sglang.host.pcie import pcie_bandwidth_gbs
 from pyinfra_sglang.parsers.system import detected_vm
 from pyinfra_sglang.serving.roofline import DecodeRoofline, stream_rate
 

@@ -24,7 +24,7 @@ from pyinfra_sglang.cli import main as cli
 from pyinfra_sglang.config.reference import reference_markdown
 from pyinfra_sglang.doc_markers import block, replace_block  # noqa: F401 (block: read through here)
 from pyinfra_sglang.docgen.role_reference import operations_markdown, roles_markdown
-from pyinfra_sglang.host.driver_plan import packages_markdown
+from pyinfra_sglang.driver.driver_plan import packages_markdown
 
 DOCS_DIR = Path(__file__).resolve().parents[2] / "docs"
 

@@ -23,9 +23,9 @@ from pyinfra.api.exceptions import PyinfraError
 
 from pyinfra_sglang.config import HostConfig, ab_side_b, field_allowed
 from pyinfra_sglang.gpus import gpu_by_name
-from pyinfra_sglang.host.multinode_firewall import filtered_ports, port_in_filtered_ranges
 from pyinfra_sglang.inventory.groups import member_address, node_position_in
 from pyinfra_sglang.inventory.problems import Problem
+from pyinfra_sglang.network.multinode_firewall import filtered_ports, port_in_filtered_ranges
 from pyinfra_sglang.serving.host_profile import host_profile
 
 if TYPE_CHECKING:
@@ -151,7 +151,7 @@ def service_problems(
 def _warn_minor_version_compat(host: Host, config: HostConfig, warn: Callable[[str], None]) -> None:
     """A driver branch (or locked release) older than the toolkit's newest update needs:
     planned on, through minor-version compatibility and its limits, and said so."""
-    from pyinfra_sglang.host.nvidia import TOOLKIT_SOURCE, driver_below_toolkit
+    from pyinfra_sglang.driver.nvidia import TOOLKIT_SOURCE, driver_below_toolkit
 
     if config.uses_host_driver:
         return
@@ -187,7 +187,7 @@ def _driver_problems(config: HostConfig, problem: Callable[..., Problem]) -> lis
     """A driver branch or kernel module flavor that can run none of the GPU architectures the
     profile runs on (proprietary modules for a Blackwell-only profile): the driver would
     install and find no GPU. GPUs a host reports are checked again by the driver role."""
-    from pyinfra_sglang.host.nvidia import driver_mismatches
+    from pyinfra_sglang.driver.nvidia import driver_mismatches
 
     try:
         archs = host_profile(config).archs or []
@@ -219,7 +219,11 @@ def _mok_problems(
 ) -> list[Problem]:
     """The MOK key pair, read on the controller: both files, a PEM key and a DER
     certificate; a warning when others can read the private key."""
-    from pyinfra_sglang.host.secure_boot import MokFileError, key_readable_by_others, read_mok_pair
+    from pyinfra_sglang.driver.secure_boot import (
+        MokFileError,
+        key_readable_by_others,
+        read_mok_pair,
+    )
 
     try:
         pair = read_mok_pair(config.nvidia_mok_key_file, config.nvidia_mok_cert_file)

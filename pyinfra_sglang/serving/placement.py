@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pyinfra.api.exceptions import PyinfraError
 
 from pyinfra_sglang.arch import Arch, as_sm
-from pyinfra_sglang.host.p2p import PeerPath
+from pyinfra_sglang.gpu_links.p2p import PeerPath
 from pyinfra_sglang.serving import memory_fit, parallelism
 from pyinfra_sglang.serving.attention_backends import (
     backend_problems,

@@ -392,7 +392,7 @@ class Profile(BaseModel):
 
     @model_validator(mode="after")
     def _revision_of_a_hub_model(self) -> Profile:
-        from pyinfra_sglang.host.model_snapshot import is_local_model
+        from pyinfra_sglang.model_files.model_snapshot import is_local_model
 
         if self.revision and is_local_model(self.model):
             raise ValueError(

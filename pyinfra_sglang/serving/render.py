@@ -26,7 +26,7 @@ from pyinfra.api.exceptions import PyinfraError
 
 from pyinfra_sglang import data
 from pyinfra_sglang.data_models import Gateway
-from pyinfra_sglang.host.p2p import P2P_KEYS, P2PHint, disable_env, p2p_hint
+from pyinfra_sglang.gpu_links.p2p import P2P_KEYS, P2PHint, disable_env, p2p_hint
 from pyinfra_sglang.redact import redact
 from pyinfra_sglang.serving.extra_args import extra_args_problems
 from pyinfra_sglang.serving.placement import Placement, check_min_version
@@ -361,7 +361,7 @@ def nccl_p2p_env(
 ) -> tuple[dict[str, str], str | None]:
     """The P2P variables of a PCIe-only host and the env file's comment on why: the level
     where P2P works, NCCL_P2P_DISABLE=1 where ACS/IOMMU redirect it, neither where NVML
-    reports none (pyinfra_sglang/host/p2p.py); nothing when the host's sglang_env sets one of
+    reports none (pyinfra_sglang/gpu_links/p2p.py); nothing when the host's sglang_env sets one of
     them. ``hint`` None: not read from a host (the level, no comment)."""
     if hint is None:
         return {"NCCL_P2P_LEVEL": nccl_p2p_level(widest_path)}, None

@@ -21,6 +21,8 @@ from pyinfra.api.exceptions import OperationError
 from pyinfra_sglang import data
 from pyinfra_sglang.arch import as_sm
 from pyinfra_sglang.config import HostConfig
+from pyinfra_sglang.driver.nvidia import cuda_paths
+from pyinfra_sglang.gpu_links.p2p import PeerPath
 from pyinfra_sglang.gpus import (
     GpuSpec,
     find_gpu,
@@ -28,9 +30,7 @@ from pyinfra_sglang.gpus import (
     known_archs,
     largest_gpu_of_arch,
 )
-from pyinfra_sglang.host.model_snapshot import is_local_model
-from pyinfra_sglang.host.nvidia import cuda_paths
-from pyinfra_sglang.host.p2p import PeerPath
+from pyinfra_sglang.model_files.model_snapshot import is_local_model
 from pyinfra_sglang.parsers.topo import topology_has_nvlink, widest_pcie_path
 from pyinfra_sglang.serving import memory_fit
 from pyinfra_sglang.serving.host_profile import host_profile

@@ -39,7 +39,7 @@ from base64 import urlsafe_b64encode
 from dataclasses import dataclass
 from pathlib import Path
 
-from pyinfra_sglang.host.python_stack import stack_for
+from pyinfra_sglang.python_env.python_stack import stack_for
 from tests.hosts.testhosts import cache_dir
 
 HERE = Path(__file__).resolve().parent

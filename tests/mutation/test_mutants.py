@@ -55,7 +55,7 @@ MUTANTS = (
     ),
     Mutant(
         "cache folder: a system tree is accepted",
-        "pyinfra_sglang/host/cache_dir.py",
+        "pyinfra_sglang/model_files/cache_dir.py",
         "    if trees:\n",
         "    if False:\n",
         ("tests/unit/test_cache_dir.py",),

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pyinfra_sglang.cli.main import main
-from pyinfra_sglang.host.flash_attn_build_plan import (
+from pyinfra_sglang.python_env.flash_attn_build_plan import (
     BuildPlanError,
     BuildProgress,
     archs_from_compute_caps,
@@ -140,7 +140,7 @@ def test_build_plan_command_takes_archs_with_semicolons_and_a_fraction_of_1(caps
 
 
 def test_built_archs_read_from_the_record_or_its_env():
-    from pyinfra_sglang.host.flash_attn_build_plan import built_archs
+    from pyinfra_sglang.python_env.flash_attn_build_plan import built_archs
 
     assert built_archs({"archs": ["120", "90"]}) == ("90", "120")
     # Records written before they held "archs": the variable the build ran with.
@@ -151,7 +151,7 @@ def test_built_archs_read_from_the_record_or_its_env():
 
 
 def test_rebuild_reason_names_what_the_build_lacks():
-    from pyinfra_sglang.host.flash_attn_build_plan import rebuild_reason
+    from pyinfra_sglang.python_env.flash_attn_build_plan import rebuild_reason
 
     assert rebuild_reason(("90",), ("90",), None) is None
     assert rebuild_reason(("90", "120"), ("120",), None) is None

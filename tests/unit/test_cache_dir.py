@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from checks.facts import CacheDirState
-from pyinfra_sglang.host.cache_dir import host_problem, parse_state, path_problem
 from pyinfra_sglang.inventory import HostConfig
+from pyinfra_sglang.model_files.cache_dir import host_problem, parse_state, path_problem
 
 ME = getpass.getuser()
 

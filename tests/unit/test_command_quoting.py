@@ -35,9 +35,9 @@ from checks.facts import (
     PythonVersion,
     Virtualization,
 )
-from pyinfra_sglang.host.flash_attn_build_plan import built_archs
 from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.parsers.system import parse_json_record
+from pyinfra_sglang.python_env.flash_attn_build_plan import built_archs
 from pyinfra_sglang.served_benchmark.settings import KEY_UNREADABLE, bench_script, bench_settings
 from roles import flash_attn, python_env
 from roles.base import kernel_headers

@@ -21,7 +21,7 @@ import pytest
 from pyinfra_sglang import data
 from pyinfra_sglang import data_models as m
 from pyinfra_sglang.arch import Arch, ArchError
-from pyinfra_sglang.host.driver_plan import HEADER_EXAMPLES
+from pyinfra_sglang.driver.driver_plan import HEADER_EXAMPLES
 from pyinfra_sglang.serving.profiles import Profile, available_profiles, load_profile
 from pyinfra_sglang.serving.render import _intent_values
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from pyinfra_sglang import data
-from pyinfra_sglang.host.nvidia import (
+from pyinfra_sglang.driver.nvidia import (
     arch_driver_needs,
     compute_cap_arch,
     driver_mismatches,

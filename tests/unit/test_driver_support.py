@@ -11,7 +11,7 @@ import pytest
 from pyinfra_sglang import data
 from pyinfra_sglang.audit.drift import findings_for_driver_support, findings_for_driver_toolkit
 from pyinfra_sglang.audit.judge import judge
-from pyinfra_sglang.host.nvidia import (
+from pyinfra_sglang.driver.nvidia import (
     branch_support,
     driver_below_toolkit,
     pinning_package,

@@ -12,7 +12,7 @@ from pyinfra.facts.files import FileContents
 
 from checks.facts import NvidiaFabric, NvidiaGpus, Virtualization
 from pyinfra_sglang.audit.fabric import findings_for_cuda_init, findings_for_fabric
-from pyinfra_sglang.host.fabric import (
+from pyinfra_sglang.driver.fabric import (
     fabric_attached,
     fabric_manager_candidates,
     fabric_manager_problems,
@@ -519,7 +519,7 @@ def test_the_probe_runs_with_python_and_says_why_it_did_not_probe():
 
 
 def test_a_branch_move_leaves_fabric_manager_to_its_role():
-    from pyinfra_sglang.host.nvidia import packages_off_branch
+    from pyinfra_sglang.driver.nvidia import packages_off_branch
 
     installed = {
         "nvidia-driver-cuda": ["590.48.01-1"],

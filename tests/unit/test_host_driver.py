@@ -1,12 +1,12 @@
 """The host's own driver: where it came from, what managed mode refuses, what host mode
-checks (pyinfra_sglang/host/host_driver.py), on real package names and versions
+checks (pyinfra_sglang/driver/host_driver.py), on real package names and versions
 (tests/fixtures/ubuntu-archive/, tests/fixtures/nvidia-repo/) and the real 2x H200 VM."""
 
 from __future__ import annotations
 
 import pytest
 
-from pyinfra_sglang.host.host_driver import (
+from pyinfra_sglang.driver.host_driver import (
     archive_driver_packages,
     archive_package_reason,
     driver_origin,

@@ -68,10 +68,7 @@ from pyinfra.facts.server import Command
 
 from pyinfra_sglang import data
 from pyinfra_sglang.config import ab_side_b
-from pyinfra_sglang.host.mirror_login import split_login
-from pyinfra_sglang.host.model_snapshot import DEFAULT_ENDPOINT, hub_cache_dir, is_local_model
-from pyinfra_sglang.host.multinode_firewall import firewall_plan
-from pyinfra_sglang.host.python_stack import install_plan
+from pyinfra_sglang.driver.mirror_login import split_login
 from pyinfra_sglang.inventory import (
     HostConfig,
     InventoryError,
@@ -79,10 +76,17 @@ from pyinfra_sglang.inventory import (
     validate_host_data,
     validate_inventory,
 )
+from pyinfra_sglang.model_files.model_snapshot import (
+    DEFAULT_ENDPOINT,
+    hub_cache_dir,
+    is_local_model,
+)
 from pyinfra_sglang.monitoring import render as monitoring
 from pyinfra_sglang.monitoring.firewall import metrics_firewall_plan
 from pyinfra_sglang.monitoring.targets import JOB_DCGM, InventoryHost, monitoring_plan
+from pyinfra_sglang.network.multinode_firewall import firewall_plan
 from pyinfra_sglang.paths import template
+from pyinfra_sglang.python_env.python_stack import install_plan
 from pyinfra_sglang.serving import profiles
 from pyinfra_sglang.serving.host_profile import host_profile
 from pyinfra_sglang.serving.placement import NodePosition

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pyinfra_sglang.audit.findings import Finding
 from pyinfra_sglang.audit.report import format_table
-from pyinfra_sglang.host.flash_attn_build_plan import BuildProgress, ninja_steps
 from pyinfra_sglang.host_programs.decode_client import _masker
 from pyinfra_sglang.inventory import validate_host_data
+from pyinfra_sglang.python_env.flash_attn_build_plan import BuildProgress, ninja_steps
 from pyinfra_sglang.terminal import shown
 
 ESC = "\x1b"

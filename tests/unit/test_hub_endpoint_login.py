@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from pyinfra_sglang.host.model_snapshot import ModelPlanError, hub_snapshot
+from pyinfra_sglang.model_files.model_snapshot import ModelPlanError, hub_snapshot
 
 COMMIT = "c" * 40
 

@@ -1,7 +1,7 @@
 """The Hub stand-in (tests/hosts/hubstandin.py) against the real huggingface_hub client: it
 downloads a snapshot from it, resumes a cut-off file with a Range request, and raises the
 client's own errors for a gated repository, a missing one and a missing revision. And the
-controller's planner (pyinfra_sglang/host/model_snapshot.py) against the same server."""
+controller's planner (pyinfra_sglang/model_files/model_snapshot.py) against the same server."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pyinfra_sglang.host.model_snapshot import ModelPlanError, hub_snapshot, needed_bytes
+from pyinfra_sglang.model_files.model_snapshot import ModelPlanError, hub_snapshot, needed_bytes
 from tests.hosts.hubstandin import LFS_THRESHOLD, Hub, Repo, serve
 
 huggingface_hub = pytest.importorskip("huggingface_hub")

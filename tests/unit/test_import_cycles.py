@@ -144,7 +144,9 @@ def test_the_core_has_no_import_cycle():
 # the decisions it measures: the serving core, the host-side decisions, the inventory model,
 # the parsers and the shared floor never import it (the CLI and docgen, at the top, may).
 MEASUREMENT = ("audit", "diagnosis", "served_benchmark", "tuning", "report")
-BELOW_MEASUREMENT = ("serving", "host", "config", "inventory", "parsers")
+# The host-side decisions, by concern: driver, Python env, model files, GPU links, network.
+HOST_DECISIONS = ("driver", "python_env", "model_files", "gpu_links", "network", "access")
+BELOW_MEASUREMENT = ("serving", *HOST_DECISIONS, "config", "inventory", "parsers")
 
 
 def _package(module: str) -> str:
@@ -171,7 +173,7 @@ def test_measurement_sits_above_what_it_measures():
 # host-side decisions; serving, monitoring and measurement read it; the inventory (loading,
 # validation, which renders the service) sits above them all.
 FLOORS_ABOVE = {
-    "host": ("config", "serving", "monitoring", "inventory"),
+    **{name: ("config", "serving", "monitoring", "inventory") for name in HOST_DECISIONS},
     "config": ("serving", "monitoring", "inventory", "docgen", "cli", *MEASUREMENT),
     "serving": ("monitoring", "inventory", "docgen", "cli"),
     "monitoring": ("inventory", "docgen", "cli"),

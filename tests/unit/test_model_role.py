@@ -136,8 +136,8 @@ def test_the_cache_folder_is_the_services_and_stays_visible_to_it():
     import pytest
     from pydantic import ValidationError
 
-    from pyinfra_sglang.host.model_snapshot import hub_cache_dir
     from pyinfra_sglang.inventory import HostConfig
+    from pyinfra_sglang.model_files.model_snapshot import hub_cache_dir
     from pyinfra_sglang.serving.render import EnvSpec, environment
 
     assert hub_cache_dir() == "/var/lib/sglang/huggingface/hub"
@@ -166,7 +166,7 @@ def test_the_download_lines_say_done_of_total_rate_eta_then_what_was_fetched():
 
 
 def test_a_revision_the_hub_lacks_names_the_profile_that_pinned_it():
-    from pyinfra_sglang.host.model_snapshot import ModelPlanError
+    from pyinfra_sglang.model_files.model_snapshot import ModelPlanError
     from roles.model import plan_refusal
 
     error = ModelPlanError(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import jinja2
 
-from pyinfra_sglang.host.multinode_firewall import filtered_ports, firewall_plan
+from pyinfra_sglang.network.multinode_firewall import filtered_ports, firewall_plan
 from pyinfra_sglang.paths import template
 
 
@@ -66,7 +66,7 @@ def test_the_unit_loads_after_nftables_and_before_the_network_and_sglang():
 def test_an_ipv4_mapped_member_lands_in_the_ipv4_set():
     """Issue 35 N11: ::ffff:10.20.0.12 went into the IPv6 set, and that member's IPv4 packets
     were dropped."""
-    from pyinfra_sglang.host.multinode_firewall import firewall_plan
+    from pyinfra_sglang.network.multinode_firewall import firewall_plan
 
     plan = firewall_plan("g", ["::ffff:10.20.0.12", "10.20.0.13", "[fd00::1]"], 5000)
     assert plan.members_ipv4 == ("10.20.0.12", "10.20.0.13")

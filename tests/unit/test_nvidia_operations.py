@@ -17,7 +17,7 @@ from checks.facts import (
     Virtualization,
 )
 from pyinfra_sglang import data
-from pyinfra_sglang.host.nvidia import (
+from pyinfra_sglang.driver.nvidia import (
     all_kernel_module_packages,
     cuda_paths,
     driver_branch_of,

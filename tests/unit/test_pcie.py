@@ -1,4 +1,4 @@
-"""PCIe link rates (data/pcie.toml, pyinfra_sglang/host/pcie.py)."""
+"""PCIe link rates (data/pcie.toml, pyinfra_sglang/gpu_links/pcie.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pyinfra_sglang.host.pcie import pcie_bandwidth_gbs, pcie_generation
+from pyinfra_sglang.gpu_links.pcie import pcie_bandwidth_gbs, pcie_generation
 
 H200 = Path(__file__).resolve().parents[1] / "fixtures" / "gpu" / "h200x2-nvlink-vm"
 

@@ -1,5 +1,6 @@
 """PCIe ACS above the GPUs: the PcieAcs fact on real lspci -vvv text (tests/fixtures/pcie),
-the P2P hint it leads to (pyinfra_sglang/host/p2p.py), the audit's judgement and the env file."""
+the P2P hint it leads to (pyinfra_sglang/gpu_links/p2p.py), the audit's judgement and the env
+file."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 from checks.facts import NvidiaGpus, NvidiaP2P, NvidiaTopology, PcieAcs
 from pyinfra_sglang.audit.p2p_path import findings_for_acs, findings_for_probe_hang
-from pyinfra_sglang.host.p2p import PeerPath, acs_redirects, acs_unread, p2p_hint
+from pyinfra_sglang.gpu_links.p2p import PeerPath, acs_redirects, acs_unread, p2p_hint
 from pyinfra_sglang.inventory import HostConfig, validate_host_data
 from pyinfra_sglang.parsers.nvidia_smi import GPU_QUERY_FIELDS
 from pyinfra_sglang.parsers.pcie_acs import parse_lspci_blocks

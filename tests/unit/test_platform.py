@@ -2,7 +2,7 @@
 
 import pytest
 
-from pyinfra_sglang.host.platform import UnsupportedPlatformError, resolve_platform
+from pyinfra_sglang.driver.platform import UnsupportedPlatformError, resolve_platform
 
 
 @pytest.mark.parametrize(

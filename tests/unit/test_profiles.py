@@ -80,7 +80,7 @@ def test_reference_profile():
 
 
 def test_a_profile_pins_its_own_models_commit_only(tmp_path):
-    from pyinfra_sglang.host.model_snapshot import model_revision
+    from pyinfra_sglang.model_files.model_snapshot import model_revision
 
     profile = load_profile("glm-5-nvfp4")
     pinned = profile.revision

@@ -11,8 +11,8 @@ from pyinfra.api.exceptions import OperationError
 from pyinfra.facts.hardware import Cpus
 
 from checks.facts import JsonRecord, MemoryInfo, NvidiaGpus, PythonPackages, PythonVersion
-from pyinfra_sglang.host.flash_attn_build_plan import BuildPlanError
-from pyinfra_sglang.host.python_stack import install_plan
+from pyinfra_sglang.python_env.flash_attn_build_plan import BuildPlanError
+from pyinfra_sglang.python_env.python_stack import install_plan
 from roles.flash_attn import flash_attn_built
 from roles.python_env import (
     missing_requirements,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pyinfra_sglang import data
-from pyinfra_sglang.host.python_stack import (
+from pyinfra_sglang.python_env.python_stack import (
     install_plan,
     stack_for,
     stack_problem,

@@ -1193,7 +1193,7 @@ def test_render_flags_for_a_multinode_member(capsys):
 def test_the_env_files_p2p_note_is_checked_like_every_value():
     """Issue 35 N5: the note (a comment line, from what the host reported) skipped the
     control-character check: a newline in it would start a variable of its own."""
-    from pyinfra_sglang.host.p2p import P2PHint
+    from pyinfra_sglang.gpu_links.p2p import P2PHint
 
     spec = EnvSpec(VENV, pcie_only=True, widest_path="PHB")
     fine = render_env(dataclasses.replace(spec, p2p=P2PHint("disable", "ACS redirects")))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from checks.facts import FileDigests, MokEnrolled, SecureBootState
-from pyinfra_sglang.host.secure_boot import (
+from pyinfra_sglang.driver.secure_boot import (
     MokFileError,
     parse_mok_enrolled,
     parse_secure_boot_state,

@@ -35,7 +35,7 @@ def _missing(*tools: str) -> bool:
 
 def _loads_libcuda() -> bool:
     from checks.facts import CudaInit
-    from pyinfra_sglang.host.fabric import parse_cuda_init
+    from pyinfra_sglang.driver.fabric import parse_cuda_init
 
     out = subprocess.run(
         CudaInit().command(venv="/nonexistent"), shell=True, capture_output=True, text=True

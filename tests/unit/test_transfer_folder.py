@@ -1,4 +1,4 @@
-"""The transfer folder under sudo (pyinfra_sglang.host.transfer_folder): its state read back
+"""The transfer folder under sudo (pyinfra_sglang.access.transfer_folder): its state read back
 from the real shell command run here, and what the role does with each state."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from pyinfra_sglang.host.transfer_folder import (
+from pyinfra_sglang.access.transfer_folder import (
     FolderState,
     elevated,
     folder_action,

@@ -20,8 +20,8 @@ from pyinfra_sglang.config.types import (
     one_of,
     version_text,
 )
-from pyinfra_sglang.host.mirror_login import login_problem, split_login
-from pyinfra_sglang.host.nvidia import minor_version_compat_floor
+from pyinfra_sglang.driver.mirror_login import login_problem, split_login
+from pyinfra_sglang.driver.nvidia import minor_version_compat_floor
 
 
 def int_from_digits(value: Any) -> Any:
@@ -46,7 +46,7 @@ CudaVersion = Annotated[
 
 def _mirror_login_fits(url: HttpUrl) -> HttpUrl:
     # Refused here as the NVIDIA repository role would refuse it
-    # (pyinfra_sglang/host/mirror_login.py).
+    # (pyinfra_sglang/driver/mirror_login.py).
     _, login = split_login(str(url))
     problem = login_problem(login) if login else None
     if problem:

@@ -14,7 +14,7 @@ from pyinfra_sglang.config.types import (
     allowed,
     path_fits,
 )
-from pyinfra_sglang.host.cache_dir import path_problem
+from pyinfra_sglang.model_files.cache_dir import path_problem
 
 # Folders the sandboxed service cannot see (ProtectHome=yes in templates/sglang.service.j2).
 HIDDEN_FROM_THE_SERVICE = ("/home", "/root", "/run/user")
@@ -29,7 +29,7 @@ def _visible_to_the_service(path: str) -> str:
 
 def _not_a_system_tree(path: str) -> str:
     # The service user comes to own the cache: never a system tree
-    # (pyinfra_sglang/host/cache_dir.py).
+    # (pyinfra_sglang/model_files/cache_dir.py).
     problem = path_problem(path)
     if problem:
         raise ValueError(problem)

@@ -21,8 +21,8 @@ from pyinfra_sglang.config.types import (
     one_of,
     version_text,
 )
+from pyinfra_sglang.gpu_links.p2p import check_p2p_env
 from pyinfra_sglang.gpus import UnknownGpuError, gpu_by_name, gpu_names
-from pyinfra_sglang.host.p2p import check_p2p_env
 
 _flags_read = data.sglang_flags().versions
 # The release a host gets when its inventory names none.

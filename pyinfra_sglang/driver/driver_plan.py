@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from pyinfra_sglang import data
 from pyinfra_sglang.data_models import DriverInstallPackages, FlavorPackages
-from pyinfra_sglang.host.nvidia import (
+from pyinfra_sglang.driver.nvidia import (
     DriverNames,
     driver_packages,
     kernel_module_packages,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pyinfra_sglang import data
-from pyinfra_sglang.host.pcie import acs_redirect_flags
+from pyinfra_sglang.gpu_links.pcie import acs_redirect_flags
 from pyinfra_sglang.parsers.system import iommu_passthrough
 
 P2P_KEYS = ("NCCL_P2P_LEVEL", "NCCL_P2P_DISABLE")

@@ -9,7 +9,7 @@ from typing import Protocol
 
 from pyinfra_sglang import data
 from pyinfra_sglang.arch import Arch, ArchError
-from pyinfra_sglang.host.fabric import is_fabric_manager_package
+from pyinfra_sglang.driver.fabric import is_fabric_manager_package
 
 
 class DriverChoice(Protocol):

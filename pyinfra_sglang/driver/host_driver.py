@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TypedDict
 
 from pyinfra_sglang import data
-from pyinfra_sglang.host.nvidia import (
+from pyinfra_sglang.driver.nvidia import (
     compute_cap_arch,
     cuda_paths,
     driver_branch_of,
