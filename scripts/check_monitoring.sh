@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CI's lint stage: the monitoring example's Prometheus config and alert rules, rendered as the
-# role renders them, checked by Debian's promtool (scripts/bootstrap.sh installs it).
+# role renders them, checked by Debian's promtool (scripts/bootstrap-tests.sh installs it).
 # The example names its secret files relative to where it runs (secrets/, which git ignores):
 # they are made in a scratch folder with throwaway values, and the render runs there.
 set -euo pipefail

@@ -172,7 +172,7 @@ def python_index(tmp_path_factory):
         yield pyindex.Index(url=url, root=built.root)
 
 
-# On CI (.ci/run sets CI), a skipped test is a failure of the run: after scripts/bootstrap.sh
+# On CI (.ci/run sets CI), a skipped test is a failure of the run: after scripts/bootstrap-tests.sh
 # no skip condition may hold there (tests/unit/test_skip_conditions.py lists each one), so a
 # skip means a broken set-up, which must not leave CI green.
 _SKIPPED: list[str] = []

@@ -1,6 +1,7 @@
 """Drive Debian's Chromium headless: render a local page to a PNG, its DOM, its console.
 
-Chromium comes from the distribution's packages (scripts/bootstrap.sh installs `chromium`).
+Chromium comes from the distribution's packages (scripts/bootstrap-tests.sh installs
+`chromium`).
 Each call uses a fresh profile folder and loads only the file given; `--enable-logging=stderr`
 makes the renderer print every console message as an ``INFO:CONSOLE`` line, which is how
 errors on the page (a script's, a blocked load's) are seen without a DevTools client.
@@ -27,7 +28,7 @@ def find_chromium() -> str | None:
 
 
 def why_not_installable() -> str | None:
-    """Why scripts/bootstrap.sh could not install Chromium here, or None when it could."""
+    """Why scripts/bootstrap-tests.sh could not install Chromium here, or None when it could."""
     if os.geteuid() != 0:
         return "Chromium is not installed and this user is not root, so apt cannot install it"
     if shutil.which("apt-get") is None:

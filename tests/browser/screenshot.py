@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def main(target: Path) -> int:
     binary = find_chromium()
     if binary is None:
-        print("no Chromium: run scripts/bootstrap.sh", file=sys.stderr)
+        print("no Chromium: run scripts/bootstrap-tests.sh", file=sys.stderr)
         return 1
     with tempfile.TemporaryDirectory() as folder:
         page = write_report(read_run(h200_sampler_run(Path(folder))), Path(folder) / "out")

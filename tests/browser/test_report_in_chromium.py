@@ -3,7 +3,7 @@ drawn (the screenshot holds their lines' colours, and is not one colour), the DO
 chart, and the page logs nothing to the console. A broken page fails the same checks.
 
 Skips only where Chromium cannot be installed (not root, or no apt); where it could be, a
-missing Chromium fails: scripts/bootstrap.sh installs it."""
+missing Chromium fails: scripts/bootstrap-tests.sh installs it."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def chromium() -> str:
         reason = why_not_installable()
         if reason:
             pytest.skip(reason)
-        pytest.fail("Chromium is not installed but could be: run scripts/bootstrap.sh")
+        pytest.fail("Chromium is not installed but could be: run scripts/bootstrap-tests.sh")
     return binary
 
 

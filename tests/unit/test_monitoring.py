@@ -227,7 +227,7 @@ def test_grafanas_password_comes_from_a_file_never_from_the_unit_text():
     assert '"http://127.0.0.1:9090"' in datasource and '"ddyfngn31dg5cf"' in datasource
 
 
-# --- promtool, where installed (scripts/bootstrap.sh installs it for CI) --------------------
+# --- promtool, where installed (scripts/bootstrap-tests.sh installs it for CI) --------------------
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed")

@@ -1,5 +1,6 @@
 """Every place the suite can skip, with the condition that skips it and why that condition
-cannot hold on CI after scripts/bootstrap.sh (root, Debian, the apt packages it installs,
+cannot hold on CI after scripts/bootstrap-tests.sh (root, Debian, the apt packages it
+installs,
 PyPI reachable). A new skip fails test_every_skip_site_is_listed until it is listed here.
 
 On CI (CI set, as .ci/run runs) a skip is a failure of the run itself (tests/conftest.py,
