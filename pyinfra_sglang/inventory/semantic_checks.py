@@ -405,4 +405,33 @@ def ssh_problems(
             'StrictHostKeyChecking in ~/.ssh/config; set it to "yes" with '
             "ssh_known_hosts_file pre-seeded (docs/security.md)"
         )
+    else:
+        _warn_unknown_host_key(host, values, source_of, value, warn)
     return []
+
+
+def _warn_unknown_host_key(
+    host: Host, values: dict[str, Any], source_of: dict[str, str], strict: str, warn
+) -> None:
+    """With checking on (yes, ask), a host whose key the inventory's known_hosts file lacks
+    is refused by pyinfra at connect ("No hosts remaining"): said now, with how to add the
+    key. Without ssh_known_hosts_file, what pyinfra reads (~/.ssh/known_hosts, the system's,
+    ~/.ssh/config's files) is not judged here."""
+    from pyinfra_sglang.access.known_hosts import how_to_add, known_host_gap
+
+    path = values.get("ssh_known_hosts_file")
+    if not path:
+        return
+    address = str(values.get("ssh_hostname") or host.name)
+    port = values.get("ssh_port") or 22
+    if not isinstance(port, int) or isinstance(port, bool):
+        return  # pyinfra refuses such a port itself
+    gap = known_host_gap(Path(str(path)).expanduser(), address, port)
+    if gap is None:
+        return
+    source = source_of.get("ssh_known_hosts_file", "pyinfra's default")
+    warn(
+        f"warning: host {host.name}: ssh_known_hosts_file = {str(path)!r} (from {source}): "
+        f"{gap}; with ssh_strict_host_key_checking = {strict!r} pyinfra will not connect "
+        f"to {address}. To add its key: {how_to_add(address, port, path)}"
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -34,11 +35,25 @@ def test_defaults_need_no_data():
 
 @pytest.fixture
 def site(tmp_path, monkeypatch):
-    """Where pyinfra runs: the secret files the example inventories point at (0600)."""
+    """Where pyinfra runs: the secret files the example inventories point at (0600), and
+    their known_hosts pre-seeded with a key for every example host (docs/security.md)."""
     (tmp_path / "secrets").mkdir()
     for name, text in (("sglang-api-key", "sk-example-0123\n"), ("hf-token", "hf_example\n")):
         (tmp_path / "secrets" / name).write_text(text)
         (tmp_path / "secrets" / name).chmod(0o600)
+    key = tmp_path / "host_key"
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True, timeout=30
+    )
+    public = " ".join((tmp_path / "host_key.pub").read_text().split()[:2])
+    names = sorted(
+        {
+            str(host.data.get("ssh_hostname") or host.name)
+            for path in (REPO / "inventories").glob("*.py")
+            for host in load_inventory_file(str(path))
+        }
+    )
+    (tmp_path / "known_hosts").write_text("".join(f"{name} {public}\n" for name in names))
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
