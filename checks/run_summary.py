@@ -25,6 +25,7 @@ from pyinfra.api.operation import OperationMeta
 from pyinfra.api.state import BaseStateCallback, StateStage
 from pyinfra.context import ContextObject
 
+from pyinfra_sglang.access.connect_advice import connect_advice, unreachable_reason
 from pyinfra_sglang.inventory import host_config
 from pyinfra_sglang.run_summary import HostOutcome, one_line, summary_lines
 from pyinfra_sglang.serving.service_files import read_secrets
@@ -94,6 +95,33 @@ class _FirstErrors(logging.Handler):
             self.first.setdefault(match["host"], text)
 
 
+class ConnectAdvice(logging.Handler):
+    """While pyinfra connects, after each connection error it logs ("[host] Could not
+    connect (...)"), one line: what to do about it. Installed by config.py, which pyinfra
+    runs before it connects: when no host is left the run ends in "No hosts remaining!"
+    before any deploy file (and the summary) is loaded."""
+
+    def __init__(self, state):
+        super().__init__(logging.ERROR)
+        self.state = state
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(self.state, "current_stage", StateStage.Connect) != StateStage.Connect:
+            return
+        match = _HOST_LINE.match(_ANSI.sub("", record.getMessage()))
+        if not match or match["text"].startswith("unreachable:"):
+            return  # not a host's line, or this handler's own
+        advice = connect_advice(match["text"])
+        if advice:
+            logger.error(f"[{match['host']}] unreachable: {advice}")
+
+
+def explain_connect_errors(state) -> None:
+    """Install ConnectAdvice once for this run (config.py calls it)."""
+    if not any(isinstance(h, ConnectAdvice) for h in logger.handlers):
+        logger.addHandler(ConnectAdvice(real(state)))
+
+
 class RunSummary(BaseStateCallback):
     """Prints one line a host when pyinfra has disconnected from the last one."""
 
@@ -131,7 +159,7 @@ class RunSummary(BaseStateCallback):
             h for h in state.inventory if h in state.failed_hosts and h not in state.activated_hosts
         ]
         outcomes = [
-            HostOutcome(h.name, "unreachable", reason=error)
+            HostOutcome(h.name, "unreachable", reason=unreachable_reason(error))
             for h, error in zip(unreachable, self._connect_errors(unreachable), strict=True)
         ]
         for h in state.activated_hosts:
