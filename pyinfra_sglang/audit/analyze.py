@@ -338,7 +338,7 @@ def analyze(
     matrix = _matrix("--topo", topo)
     peers = _matrix("--p2p", p2p)
     gpu_count = len(rows) or len(matrix) or len(peers)
-    findings = findings_for_links(rows, [], "none") + findings_for_persistence(rows, {})
+    findings = findings_for_links(rows, [], "capture") + findings_for_persistence(rows, {})
     if topo is not None:
         findings += findings_for_topology(matrix, gpu_count)
     if p2p is not None:

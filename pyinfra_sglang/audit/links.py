@@ -79,9 +79,27 @@ def _inconsistent(link: dict) -> dict[str, str]:
     return found
 
 
+# What to do about a link below its generation read while the GPUs may be idle, by where the
+# reading came from: a live host is audited again under load, a pasted capture (`analyze`) is
+# taken again while the GPUs work.
+IDLE_ADVICE = {
+    "none": (
+        "Idle links drop their speed, so this may be normal: start the SGLang service (or "
+        "install torch in the venv) and audit again to read it under load."
+    ),
+    "capture": (
+        "Idle links drop their speed, so this may be normal: capture the query again while "
+        "the GPUs work (`nvidia-smi --query-gpu=index,pcie.link.gen.current,"
+        "pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max --format=csv -l 1` "
+        "while the benchmark runs) and analyze that."
+    ),
+}
+
+
 def findings_for_links(idle: list[dict], samples: list[list[dict]], load: str) -> list[Finding]:
     """``idle``: one ``--query-gpu`` sample; ``samples``: those taken while ``load`` ran
-    (``decode``, ``copy``, ``probe``, or ``none`` when nothing could load the GPUs)."""
+    (``decode``, ``copy``, ``probe``; ``none`` when nothing could load the GPUs of a live
+    host, ``capture`` for a pasted file, whose load is not known)."""
     loaded = links_under_load(samples) if load in MEASURED_LOADS and samples else {}
     when = f"under {MEASURED_LOADS[load]}" if loaded else "while the GPUs may be idle"
     findings: list[Finding] = []
@@ -144,14 +162,7 @@ def findings_for_links(idle: list[dict], samples: list[list[dict]], load: str) -
                     ),
                 )
             else:
-                level, advice = (
-                    "warn",
-                    (
-                        "Idle links drop their speed, so this may be normal: start the SGLang "
-                        "service (or install torch in the venv) and audit again to read it "
-                        "under load."
-                    ),
-                )
+                level, advice = "warn", IDLE_ADVICE.get(load, IDLE_ADVICE["none"])
             findings.append(
                 Finding(
                     level,

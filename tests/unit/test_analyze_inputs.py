@@ -6,6 +6,7 @@ real captures named."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -267,3 +268,22 @@ def test_a_pipe_fed_past_the_cap_is_refused(tmp_path, monkeypatch):
     finally:
         writer.kill()
         writer.wait(timeout=10)
+
+
+def test_a_pasted_capture_gets_capture_advice_not_live_host_advice(tmp_path, capsys):
+    # The real 8x RTX PRO 6000 query (idle, Gen1 of Gen5, derived from its -q): advice for a
+    # file says how to take it again under load, never to start a service and audit a host.
+    capture = FIXTURES / "rtxpro6000x8-pcie-from-smiq" / "smi.txt"
+    code = main(["analyze", "--query-csv", str(capture), "--json"])
+    findings = json.loads(capsys.readouterr().out)["findings"]
+    found = [f for f in findings if f["code"] == "pcie-gen-below-max"]
+    assert len(found) == 8 and code == 0
+    for finding in found:
+        assert "capture the query again while the GPUs work" in finding["message"]
+        assert "--format=csv -l 1" in finding["message"]
+        assert "audit again" not in finding["message"]
+        assert finding["evidence"]["load"] == "capture"
+    # The same readings from a live host keep the live advice.
+    rows = parse_gpu_query_csv(capture.read_text().splitlines())
+    live = [f for f in findings_for_links(rows, [], "none") if f.code == "pcie-gen-below-max"]
+    assert len(live) == 8 and all("start the SGLang service" in f.message for f in live)
