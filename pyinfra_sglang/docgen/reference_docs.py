@@ -24,6 +24,7 @@ from pyinfra_sglang.cli import main as cli
 from pyinfra_sglang.config.reference import reference_markdown
 from pyinfra_sglang.doc_markers import block, replace_block  # noqa: F401 (block: read through here)
 from pyinfra_sglang.docgen.role_reference import operations_markdown, roles_markdown
+from pyinfra_sglang.docgen.what_happens import what_happens_markdown
 from pyinfra_sglang.driver.driver_plan import packages_markdown
 
 DOCS_DIR = Path(__file__).resolve().parents[2] / "docs"
@@ -171,6 +172,7 @@ BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
     "inventory-reference": ("inventory.md", reference_markdown),
     "finding-codes": ("audit.md", codes_markdown),
     "tuning-settings": ("benchmark-and-diagnosis.md", tuning_settings_markdown),
+    "what-happens": ("what-happens.md", what_happens_markdown),
     "cli": ("cli.md", cli_markdown),
     "driver-packages": ("packages.md", packages_markdown),
     "offline-commands": ("packaging.md", command_names_markdown),

@@ -153,6 +153,7 @@ def _stale_message(path: Path) -> str:
             "tuning-settings",
             reference_docs.tuning_settings_markdown,
         ),
+        ("what-happens.md", "what-happens", reference_docs.what_happens_markdown),
         ("cli.md", "cli", cli_markdown),
         ("inventory.md", "inventory-reference", reference_markdown),
         ("packaging.md", "offline-commands", reference_docs.command_names_markdown),
