@@ -54,7 +54,7 @@ from checks.facts import (
 )
 from checks.failures import fail_run
 from checks.gpu_load import run_under_load
-from checks.host_context import host_position, ship_and_run
+from checks.host_context import group_interface, host_position, ship_and_run
 from checks.peer_path import read_peer_path
 from checks.prometheus import PrometheusTargets
 from checks.run_summary import run_inventory
@@ -159,7 +159,8 @@ def read_unit_files(config: HostConfig, gpus: list[dict]) -> UnitFiles:
         topology = host.get_fact(NvidiaTopology) if len(gpus) > 1 else None
         node = host_position(config, host)
         peer = read_peer_path(host, len(gpus))
-        files = service_files(config, host.name, gpus, node, secrets, topology, peer)
+        interface = group_interface(config, host)
+        files = service_files(config, host.name, gpus, node, secrets, topology, peer, interface)
     except (PyinfraError, ValueError, OSError) as error:
         return UnitFiles(problem=str(error))
     expected = {f.path: hashlib.sha256(f.content.encode()).hexdigest() for f in files.files}

@@ -8,12 +8,14 @@ import shlex
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from pyinfra import logger
 from pyinfra.api import OperationError, StringCommand
 from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
 
+from checks.facts import RouteTo, read_once
 from pyinfra_sglang.access.transfer_folder import UNELEVATED, elevated
 from pyinfra_sglang.host_programs import program_path
-from pyinfra_sglang.inventory import HostConfig, node_position_in
+from pyinfra_sglang.inventory import HostConfig, member_address, node_position_in
 from pyinfra_sglang.serving.placement import NodePosition
 
 
@@ -88,3 +90,32 @@ def ship_and_run(
         f'{shlex.quote(interpreter)} "$probe"/{shlex.quote(program)} {quoted}; rc=$?; '
         'rm -rf "$probe"; exit $rc'
     )
+
+
+def group_interface(config: HostConfig, host) -> str | None:
+    """The interface this multi-node member routes to the others through (to the rendezvous
+    host; the rendezvous host to the next member): Gloo and NCCL bootstrap over it. None when
+    the inventory names one (sglang_multinode_interface), outside a group, when the route is
+    the host's own (members sharing one machine), or when there is none (said, not guessed).
+    The service role renders with it and the audit compares with it."""
+    group = config.sglang_multinode_group
+    members = [m.name for m in host.inventory.get_group(group)] if group else []
+    if config.sglang_multinode_interface or len(members) < 2:
+        return None
+    peer = members[1] if host.name == members[0] else members[0]
+    address = member_address(host.inventory.get_host(peer))
+    route = read_once(host, RouteTo, address=address)
+    if route is None:
+        if (id(host.state), host.name) not in _NO_ROUTE_SAID:  # asked for each file set
+            _NO_ROUTE_SAID.add((id(host.state), host.name))
+            logger.warning(
+                f"{host.print_prefix}no route to {peer} ({address}): Gloo and NCCL pick "
+                "their interface themselves; set sglang_multinode_interface to the group's"
+            )
+        return None
+    # The peer's address is this host's own: the members share one machine (the site test
+    # hosts), where the loopback is the path.
+    return None if route["local"] else route["interface"]
+
+
+_NO_ROUTE_SAID: set[tuple[int, str]] = set()

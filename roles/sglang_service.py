@@ -41,7 +41,7 @@ from checks.facts import (
     read_once,
     read_together,
 )
-from checks.host_context import host_position
+from checks.host_context import group_interface, host_position
 from checks.peer_path import read_peer_path
 from checks.run_summary import dry_run
 from pyinfra_sglang import data
@@ -110,9 +110,10 @@ def host_service_files(config: HostConfig, gpus: list[dict] | None = None) -> Se
     # Whether NCCL may use P2P: NVML's status, ACS, the IOMMU (checks/peer_path.py).
     peer = read_peer_path(host, len(gpus))
     node = host_position(config, host)
-    service = service_files(config, host.name, gpus, node, secrets, topology, peer)
     group = config.sglang_multinode_group
     members = tuple(m.name for m in host.inventory.get_group(group)) if group else ()
+    interface = group_interface(config, host)
+    service = service_files(config, host.name, gpus, node, secrets, topology, peer, interface)
     rank0 = host_config(host.inventory.get_host(members[0])) if members else None
     return replace(
         service,

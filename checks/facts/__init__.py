@@ -11,8 +11,8 @@ at execution (the audit) asks ``Which`` first where the program may be missing.
 One module per tool, as pyinfra lays out its own (facts/apt.py, facts/systemd.py, ...):
 ``nvidia`` (nvidia-smi, nvcc, the driver), ``gpu_health`` (Xid lines, error counters, dcgmi),
 ``apt``, ``kernel`` (sysfs, /proc, DKMS, Secure Boot), ``python``, ``files``, ``systemd``,
-``http``; ``reading`` is the read engine (read_once, read_together). Every fact is imported
-from here.
+``http``, ``network`` (ip route); ``reading`` is the read engine (read_once,
+read_together). Every fact is imported from here.
 
 A GPU workload is no fact: checks/gpu_load.py runs it."""
 
@@ -56,6 +56,7 @@ from checks.facts.kernel import (
     SecureBootState,
     Virtualization,
 )
+from checks.facts.network import RouteTo
 from checks.facts.nvidia import (
     CudaInit,
     HostDriverState,
@@ -119,6 +120,7 @@ __all__ = [
     "PythonPackages",
     "PythonVersion",
     "RepositoryEntries",
+    "RouteTo",
     "SecureBootState",
     "SnapshotDamage",
     "SnapshotFiles",

@@ -61,6 +61,7 @@ class ServiceEnvironment(DataModel):
     system_path: tuple[str, ...]
     cache: Cache
     nccl_pcie_only: dict[str, str]
+    multinode_interface: dict[str, str]
     nccl_p2p_level: NcclP2pLevel
     nccl_p2p: NcclP2p
 

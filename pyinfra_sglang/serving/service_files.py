@@ -378,18 +378,37 @@ def service_files(
     secrets: Secrets,
     topology: dict[str, dict[str, str]] | None = None,
     peer: PeerPath | None = None,
+    interface: str | None = None,
 ) -> ServiceFiles:
     """The unit, env and config (and the router's files) for this host and the GPUs found
-    on it; GpuFitError and friends when the profile cannot run here."""
+    on it; GpuFitError and friends when the profile cannot run here. ``interface``: the one
+    a multi-node member routes to the others through."""
     placement = host_placement(config, host_name, gpus, node, topology, peer)
-    return service_files_for(config, placement, secrets)
+    return service_files_for(config, placement, secrets, interface=interface)
+
+
+def multinode_interface_env(config: HostConfig, found: str | None = None) -> dict[str, str]:
+    """A multi-node member's bootstrap interface as Gloo and NCCL read it (data/
+    sglang_service.toml [environment.multinode_interface]): sglang_multinode_interface, else
+    ``found`` (the interface the host routes to the other members through); {} outside a
+    group or when neither is known."""
+    interface = config.sglang_multinode_interface or found
+    if not config.sglang_multinode_group or not interface:
+        return {}
+    template = data.sglang_service().environment.multinode_interface
+    return {name: value.format(interface=interface) for name, value in template.items()}
 
 
 def service_files_for(
-    config: HostConfig, placement: Placement, secrets: Secrets, mask: bool = False
+    config: HostConfig,
+    placement: Placement,
+    secrets: Secrets,
+    mask: bool = False,
+    interface: str | None = None,
 ) -> ServiceFiles:
     """service_files for a Placement (on the GPUs found, or those planned); ``mask`` prints
-    the mask in place of each secret."""
+    the mask in place of each secret; ``interface``: the one a multi-node member routes to
+    the others through, when read from the host."""
     profile = placement.profile
     spec = ServiceSpec(
         placement=placement,
@@ -407,7 +426,8 @@ def service_files_for(
         ),
         offline=not is_local_model(profile.model),
         hub_cache=config.sglang_model_cache_dir,
-        host_env=dict(config.sglang_env),
+        # sglang_env wins over the derived interface, as over every other hint.
+        host_env={**multinode_interface_env(config, interface), **config.sglang_env},
     )
     files = render_service_files(spec)
     routed = bool(config.sglang_router_worker_urls)

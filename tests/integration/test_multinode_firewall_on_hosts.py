@@ -189,3 +189,29 @@ def test_only_members_reach_the_group_ports(private_pool, tmp_path):
     assert reachability(private_pool, member, stranger, head) == OPEN
     again = apply(alone, DEPLOY)
     again.assert_unchanged()
+
+
+def test_each_member_bootstraps_over_the_interface_it_routes_to_the_others_through(
+    private_pool, tmp_path
+):
+    # Each host in its own network namespace: the route to the other member leaves through
+    # the interface holding its private address, never loopback.
+    head, member = private_pool.boot(2)
+    data = {
+        **private_pool.inventory_data(),
+        "sglang_multinode_group": "group",
+        "sglang_model_profile": "dense-bf16",
+    }
+    grouped = write_inventory(
+        tmp_path / "grouped.py", {"group": [(h.address, data) for h in (head, member)]}
+    )
+    first = apply(grouped, "tests/hosts/deploys/group_interface.py")
+    assert first.returncode == 0 and not first.errors(), first.describe()
+    for test_host in (head, member):
+        holder = private_pool.run(
+            test_host, f"ip -o -4 addr show to {test_host.address} | awk '{{print $2}}'"
+        ).stdout.strip()
+        assert holder and holder != "lo"
+        found = private_pool.run(test_host, "cat /root/group-interface").stdout.strip()
+        assert found == holder
+    apply(grouped, "tests/hosts/deploys/group_interface.py").assert_unchanged()

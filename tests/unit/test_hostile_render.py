@@ -169,6 +169,8 @@ MULTINODE_BASE = {
     **{k: v for k, v in BASE.items() if k != "sglang_watchdog"},
     "sglang_multinode_group": "pair",
 }
+# Fields judged on a member of a two-host group (the group's own and what only a member reads).
+MULTINODE_FIELDS = ("sglang_multinode_group", "sglang_multinode_interface")
 MON_VALUES = {
     **SSH_YES,
     "ssh_hostname": MON_ADDRESS,
@@ -301,6 +303,8 @@ CARRIERS: tuple[Carrier, ...] = (
     Carrier("sglang_env", "value", lambda text: {"MY_VAR": text}, lands=""),
     Carrier("sglang_env", "name", lambda text: {text: "1"}, "BENIGN"),
     Carrier("sglang_multinode_group", "group", _raw, "pair"),
+    # Lands in the env file as GLOO_SOCKET_IFNAME=eth<text> (and NCCL_SOCKET_IFNAME==eth...).
+    Carrier("sglang_multinode_interface", "suffix", _after("eth"), "0", lands="eth"),
     *_url_carriers("sglang_router_worker_urls", WORKERS[0], lambda url: [url, WORKERS[1]]),
     *_ip_carriers("sglang_router_host", "127.0.0.1"),
     _path_carrier("sglang_router_api_key_file", "router-key"),
@@ -366,7 +370,7 @@ class Verdict:
 
 
 def _base(carrier: Carrier) -> dict[str, Any]:
-    return MULTINODE_BASE if carrier.field == "sglang_multinode_group" else BASE
+    return MULTINODE_BASE if carrier.field in MULTINODE_FIELDS else BASE
 
 
 def case_values(carrier: Carrier, text: str) -> dict[str, Any]:
@@ -457,7 +461,11 @@ class _Judge:
                 else:
                     self.values[carrier.id, text_id] = values
                     self.configs[carrier.id, text_id] = config
-        group = [key for key in self.values if key[0].startswith("sglang_multinode_group.")]
+        group = [
+            key
+            for key in self.values
+            if key[0].startswith(tuple(f"{field}." for field in MULTINODE_FIELDS))
+        ]
         for key in group:
             self._settle([key], self._pair)
         others = [key for key in self.values if key not in group]

@@ -3,6 +3,8 @@ firewall between them (roles/multinode_firewall.py, sglang_service.py)."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import Field, StrictBool
 
 from pyinfra_sglang.config.types import (
@@ -50,4 +52,21 @@ class MultinodeFields(FieldGroup):
             "member's address (ssh_hostname, else its name) as an IP address."
         ),
         json_schema_extra=allowed("true, false"),
+    )
+
+    sglang_multinode_interface: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,15}$")] | None = (
+        Field(
+            None,
+            description=(
+                "Network interface this member's torch (Gloo) and NCCL bootstrap traffic uses: set "
+                "as GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME (`=NAME`: that interface alone) in "
+                "the server's env file. Unset: the interface the host routes to the other members "
+                "through (`ip route get`, read at deploy), so that a host with several NICs does "
+                "not bootstrap over the wrong one or loopback and hang. `sglang_env` values of "
+                "those variables win."
+            ),
+            json_schema_extra=allowed(
+                "an interface name (letters, digits, '_', '.', ':', '-'; at most 15), or unset"
+            ),
+        )
     )
