@@ -30,8 +30,10 @@ gpu_servers = [
             "nvidia_driver_source": "host",
             # The toolkit the image ships (CUDA 13.x runs on the provider's 580 driver).
             "cuda_version": "13.0",
-            # NVFP4 needs Blackwell: a dense bf16 model on Hopper. Override `model` (and its
-            # heads) with the checkpoint to serve (pyinfra_sglang/data/profiles/dense-bf16.toml).
+            # NVFP4 needs Blackwell: a dense bf16 model on Hopper. Override `model` with the
+            # checkpoint to serve and its size from its config.json (weights_gb, num_layers,
+            # kv_bytes_per_token, the heads: validate refuses the placeholder's, naming them;
+            # pyinfra_sglang/data/profiles/dense-bf16.toml).
             "sglang_model_profile": "dense-bf16",
             "sglang_host": "0.0.0.0",
             "sglang_metrics_public": True,

@@ -25,8 +25,10 @@ from pyinfra_sglang.config import HostConfig, ab_side_b, field_allowed
 from pyinfra_sglang.gpus import gpu_by_name
 from pyinfra_sglang.inventory.groups import member_address, node_position_in
 from pyinfra_sglang.inventory.problems import Problem
+from pyinfra_sglang.model_files.model_snapshot import is_local_model
 from pyinfra_sglang.network.multinode_firewall import filtered_ports, port_in_filtered_ranges
 from pyinfra_sglang.serving.host_profile import host_profile
+from pyinfra_sglang.serving.profiles import load_profile
 
 if TYPE_CHECKING:
     from pyinfra.api.host import Host
@@ -48,7 +50,14 @@ def _render_problem(config: HostConfig, error: PyinfraError) -> tuple[str, str]:
     if isinstance(error, GpuFitError):
         if _expected_model_off_profile(config):
             return "expected_gpu_model", f"{error} {planned}"
-        field = "expected_gpu_count" if config.expected_gpu_count else _profile_field(config)
+        # What the inventory changed decides the blame: a pinned tp_size or another model
+        # (its size) in the overrides, else the GPUs it expects.
+        overridden = {"tp_size", "model"} & set(config.sglang_profile_overrides)
+        field = (
+            "expected_gpu_count"
+            if config.expected_gpu_count and not overridden
+            else _profile_field(config)
+        )
         return field, f"{error} {planned}"
     if isinstance(error, FlagVersionError):
         # A release may be refused for the GPUs' architecture alone: say which were planned.
@@ -130,6 +139,9 @@ def service_problems(
             problems.append(problem(field, error.reason))
     _warn_unread_release(host, config, source_of, warn)
     _warn_minor_version_compat(host, config, warn)
+    unsized = _model_override_problems(host, config, problem, warn)
+    if unsized:
+        return problems + unsized  # the render would plan for the profile's own model
     problems += _mok_problems(host, config, problem, warn)
     problems += _driver_problems(config, problem)
     problems += _exposure_problems(host, config, problem)
@@ -146,6 +158,56 @@ def service_problems(
     # A router with no release pinned for the SGLang release is refused by the render above
     # (service_files reads the pin to spell the gateway's command line).
     return problems
+
+
+# What a profile says of the size of the model it serves: kept from the profile when an
+# override names another model, they would plan the memory fit and tensor parallelism for
+# the profile's model. weights_gb may be replaced by the plain floor min_total_gpu_memory_gb.
+MODEL_SIZE_FIELDS = ("weights_gb", "num_layers", "kv_bytes_per_token")
+MODEL_SHAPE_FIELDS = ("num_attention_heads", "num_key_value_heads")
+
+
+def _model_override_problems(
+    host: Host, config: HostConfig, problem: Callable[..., Problem], warn: Callable[[str], None]
+) -> list[Problem]:
+    """An override of ``model`` that keeps the profile's size: refused for another Hub
+    model, naming the fields to give; warned for a local folder (it may hold the profile's
+    own model, copied for an air-gapped site)."""
+    overrides = config.sglang_profile_overrides
+    if "model" not in overrides:
+        return []
+    try:
+        profile = load_profile(config.sglang_model_profile, config.sglang_profile_dirs)
+    except PyinfraError:
+        return []  # the profile's own problem is reported with the render
+    new_model = str(overrides["model"])
+    if new_model == profile.model:
+        return []
+    sized = {"weights_gb", "min_total_gpu_memory_gb"} & set(overrides)
+    missing = [f for f in MODEL_SIZE_FIELDS if f not in overrides and f != "weights_gb"]
+    missing = ([] if sized else ["weights_gb (or min_total_gpu_memory_gb)"]) + missing
+    if not missing:
+        return []
+    shape = [f for f in MODEL_SHAPE_FIELDS if f not in overrides]
+    kept = (
+        f"{', '.join(missing)} stay those of the profile's model ({profile.model}: "
+        f"{profile.weights_gb or profile.min_total_gpu_memory_gb:g} GB"
+        + (f", {profile.num_layers} layers" if profile.num_layers else "")
+        + "), so the memory fit and tensor parallelism would be planned for it"
+    )
+    also = f" (and {', '.join(shape)})" if shape else ""
+    give = (
+        f"give them with the model{also}, from its config.json and the size of its "
+        "*.safetensors (docs/inventory.md, Reference), or write a profile of its own "
+        "(sglang_profile_dirs)"
+    )
+    if is_local_model(new_model):
+        warn(
+            f"warning: host {host.name}: sglang_profile_overrides sets model = {new_model!r}: "
+            f"{kept}; if that folder holds another model, {give}"
+        )
+        return []
+    return [problem("sglang_profile_overrides", f"model = {new_model!r}, but {kept}; {give}")]
 
 
 def _warn_minor_version_compat(host: Host, config: HostConfig, warn: Callable[[str], None]) -> None:

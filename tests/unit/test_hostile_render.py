@@ -240,10 +240,22 @@ def _ip_carriers(field: str, benign: str) -> list[Carrier]:
     ]
 
 
+# Another model in an override comes with its size (validation refuses one that keeps the
+# profile's): the default profile's own here, so the service is planned as before.
+_DEFAULT_PROFILE = profiles.load_profile(HostConfig().sglang_model_profile)
+MODEL_SIZE = {
+    "weights_gb": _DEFAULT_PROFILE.weights_gb,
+    "num_layers": _DEFAULT_PROFILE.num_layers,
+    "kv_bytes_per_token": dict(_DEFAULT_PROFILE.kv_bytes_per_token),
+}
+
+
 def _overrides(field: str, names: tuple[str, ...]) -> list[Carrier]:
     carriers = {
-        "model": Carrier(field, "model", lambda text: {"model": text}, lands=""),
-        "org-model": Carrier(field, "org-model", lambda t: {"model": f"org/{t}"}, lands="org/"),
+        "model": Carrier(field, "model", lambda text: {"model": text, **MODEL_SIZE}, lands=""),
+        "org-model": Carrier(
+            field, "org-model", lambda t: {"model": f"org/{t}", **MODEL_SIZE}, lands="org/"
+        ),
         "local-model": Carrier(
             field, "local-model", lambda t: {"model": f"/models/{t}"}, lands="/models/"
         ),
