@@ -83,103 +83,128 @@ def findings_for_driver(
     """``loaded``: the kernel module (/proc/driver/nvidia/version; flavor None when only
     nvidia-smi told the version), ``installed``: the kernel module package's version,
     ``userspace``: the driver version nvidia-smi reports, ``version``: the exact release
-    the inventory locks (nvidia_driver_version), if any."""
+    the inventory locks (nvidia_driver_version), if any. One function a finding code:
+    driver-missing, driver-drift, driver-reboot-required, then driver when none of them."""
     if loaded is None and gpus_found == 0:
-        return [
-            Finding(
-                "fail",
-                "driver-missing",
-                f"No NVIDIA kernel module is loaded and nvidia-smi finds no GPU; expected the "
-                f"{flavor} driver of branch {branch}. {RUN_SITE}, then reboot.",
-                evidence={"installed": installed},
-            )
-        ]
-    findings: list[Finding] = []
-    if loaded is not None and gpus_found == 0:
-        findings.append(
+        return [_driver_missing(branch, flavor, installed)]
+    if loaded is None:
+        return [_no_module_file(gpus_found)]
+    findings = _driver_drift(branch, flavor, loaded, userspace, gpus_found, version)
+    findings += _driver_reboot_required(branch, loaded, installed)
+    return findings or [_driver_ok(branch, loaded)]
+
+
+def _driver_missing(branch: int, flavor: str, installed: str | None) -> Finding:
+    return Finding(
+        "fail",
+        "driver-missing",
+        f"No NVIDIA kernel module is loaded and nvidia-smi finds no GPU; expected the "
+        f"{flavor} driver of branch {branch}. {RUN_SITE}, then reboot.",
+        evidence={"installed": installed},
+    )
+
+
+def _no_module_file(gpus_found: int) -> Finding:
+    return Finding(
+        "fail",
+        "driver-drift",
+        f"nvidia-smi sees {gpus_found} GPUs but /proc/driver/nvidia/version is missing; "
+        "check `lsmod | grep nvidia` and `dmesg`.",
+    )
+
+
+def _driver_drift(
+    branch: int,
+    flavor: str,
+    loaded: dict,
+    userspace: str | None,
+    gpus_found: int,
+    version: str | None,
+) -> list[Finding]:
+    """driver-drift: the loaded module against the GPUs found, the branch or release locked,
+    the flavor and the userspace libraries."""
+    found: list[Finding] = []
+    evidence = {"loaded": loaded["version"], "flavor": loaded["flavor"], "branch": branch}
+    if gpus_found == 0:
+        found.append(
             Finding(
                 "fail",
                 "driver-drift",
-                f"Kernel module {loaded['version']} is loaded but nvidia-smi finds no GPU: usually "
-                "a driver/library version mismatch after the libraries were upgraded alone, or the "
-                "wrong module flavor for the GPU. Run `nvidia-smi` to see its error; reboot.",
+                f"Kernel module {loaded['version']} is loaded but nvidia-smi finds no GPU: "
+                "usually a driver/library version mismatch after the libraries were upgraded "
+                "alone, or the wrong module flavor for the GPU. Run `nvidia-smi` to see its "
+                "error; reboot.",
                 evidence={"loaded": loaded["version"]},
             )
         )
-    if loaded is None:
-        findings.append(
+    if not loaded["version"].startswith(f"{branch}."):
+        found.append(
             Finding(
                 "fail",
                 "driver-drift",
-                f"nvidia-smi sees {gpus_found} GPUs but /proc/driver/nvidia/version is missing; "
-                "check `lsmod | grep nvidia` and `dmesg`.",
+                f"The kernel runs NVIDIA driver {loaded['version']}; the inventory wants "
+                f"branch {branch}. {RUN_SITE} (it pins the branch), then reboot.",
+                evidence=evidence,
             )
         )
-    else:
-        evidence = {"loaded": loaded["version"], "flavor": loaded["flavor"], "branch": branch}
-        if not loaded["version"].startswith(f"{branch}."):
-            findings.append(
-                Finding(
-                    "fail",
-                    "driver-drift",
-                    f"The kernel runs NVIDIA driver {loaded['version']}; the inventory wants "
-                    f"branch {branch}. {RUN_SITE} (it pins the branch), then reboot.",
-                    evidence=evidence,
-                )
-            )
-        elif version and loaded["version"] != version:
-            findings.append(
-                Finding(
-                    "fail",
-                    "driver-drift",
-                    f"The kernel runs NVIDIA driver {loaded['version']}; the inventory locks "
-                    f"{version} (nvidia_driver_version). {RUN_SITE} (it pins the release), "
-                    "then reboot.",
-                    evidence={**evidence, "version": version},
-                )
-            )
-        if loaded["flavor"] and loaded["flavor"] != flavor:
-            findings.append(
-                Finding(
-                    "fail",
-                    "driver-drift",
-                    f"The loaded kernel module is the {loaded['flavor']} flavor; "
-                    f"the inventory wants {flavor} (Blackwell GPUs need open). {RUN_SITE}.",
-                    evidence=evidence,
-                )
-            )
-        if userspace and userspace != loaded["version"]:
-            findings.append(
-                Finding(
-                    "fail",
-                    "driver-drift",
-                    f"Userspace driver {userspace} does not match the loaded kernel module "
-                    f'{loaded["version"]} ("driver/library version mismatch"): something '
-                    "upgraded the libraries alone. Reboot, and keep unattended-upgrades off "
-                    "nvidia packages.",
-                    evidence={**evidence, "userspace": userspace},
-                )
-            )
-        if installed and installed != loaded["version"]:
-            findings.append(
-                Finding(
-                    "warn",
-                    "driver-reboot-required",
-                    f"Driver {installed} is installed but the kernel runs {loaded['version']}: "
-                    "reboot to load it (the deploy does so with allow_reboot: true).",
-                    evidence={**evidence, "installed": installed},
-                )
-            )
-    if not findings:
-        findings.append(
+    elif version and loaded["version"] != version:
+        found.append(
             Finding(
-                "ok",
-                "driver",
-                f"driver {loaded['version']} ({loaded['flavor'] or 'flavor unknown'}) loaded, "
-                f"on branch {branch}.",
+                "fail",
+                "driver-drift",
+                f"The kernel runs NVIDIA driver {loaded['version']}; the inventory locks "
+                f"{version} (nvidia_driver_version). {RUN_SITE} (it pins the release), "
+                "then reboot.",
+                evidence={**evidence, "version": version},
             )
         )
-    return findings
+    if loaded["flavor"] and loaded["flavor"] != flavor:
+        found.append(
+            Finding(
+                "fail",
+                "driver-drift",
+                f"The loaded kernel module is the {loaded['flavor']} flavor; "
+                f"the inventory wants {flavor} (Blackwell GPUs need open). {RUN_SITE}.",
+                evidence=evidence,
+            )
+        )
+    if userspace and userspace != loaded["version"]:
+        found.append(
+            Finding(
+                "fail",
+                "driver-drift",
+                f"Userspace driver {userspace} does not match the loaded kernel module "
+                f'{loaded["version"]} ("driver/library version mismatch"): something '
+                "upgraded the libraries alone. Reboot, and keep unattended-upgrades off "
+                "nvidia packages.",
+                evidence={**evidence, "userspace": userspace},
+            )
+        )
+    return found
+
+
+def _driver_reboot_required(branch: int, loaded: dict, installed: str | None) -> list[Finding]:
+    if not installed or installed == loaded["version"]:
+        return []
+    evidence = {"loaded": loaded["version"], "flavor": loaded["flavor"], "branch": branch}
+    return [
+        Finding(
+            "warn",
+            "driver-reboot-required",
+            f"Driver {installed} is installed but the kernel runs {loaded['version']}: "
+            "reboot to load it (the deploy does so with allow_reboot: true).",
+            evidence={**evidence, "installed": installed},
+        )
+    ]
+
+
+def _driver_ok(branch: int, loaded: dict) -> Finding:
+    return Finding(
+        "ok",
+        "driver",
+        f"driver {loaded['version']} ({loaded['flavor'] or 'flavor unknown'}) loaded, "
+        f"on branch {branch}.",
+    )
 
 
 def findings_for_cuda(

@@ -110,6 +110,13 @@ def findings_for_watchdog(
                 evidence={"timer": timer, "unreadable": unreadable},
             )
         ]
+    checks = _checks_finding(timer_name, state, unreadable, unread)
+    restarts = _restarts_finding(state, unread)
+    return [checks] + ([restarts] if restarts else [])
+
+
+def _checks_finding(timer_name: str, state: dict, unreadable: list[str], unread: set) -> Finding:
+    """``watchdog``: its last decode check and the failures in a row."""
     failures = state["failures"]
     last = state["last_check"]
     if last is not None:
@@ -129,20 +136,23 @@ def findings_for_watchdog(
     message = f"{timer_name} runs; {checked}; {counted}."
     if unreadable:
         message += f" Its state file could not be read in full: {'; '.join(unreadable)}."
-    findings = [
-        Finding(
-            "warn" if failures or unreadable else "ok",
-            "watchdog",
-            message + (f" {JOURNAL}" if failures or unreadable else ""),
-            evidence=evidence,
-        )
-    ]
+    return Finding(
+        "warn" if failures or unreadable else "ok",
+        "watchdog",
+        message + (f" {JOURNAL}" if failures or unreadable else ""),
+        evidence=evidence,
+    )
+
+
+def _restarts_finding(state: dict, unread: set) -> Finding | None:
+    """``watchdog-restarts``: the restarts on record, judged by the newest and the hour before
+    the last check; None without any."""
     restarts = state["restarts"]
     if not restarts:
-        return findings
+        return None
+    failures, last, held = state["failures"], state["last_check"], state["held"]
     newest = restarts[-1]
     shown = "; ".join(_restart_text(entry) for entry in reversed(restarts[-SHOWN_RESTARTS:]))
-    held = state["held"]
     check_at = last["at"] if last is not None else 0.0
     recent = [entry for entry in restarts if check_at - entry["at"] < HOUR_S]
     if held and failures:
@@ -164,13 +174,10 @@ def findings_for_watchdog(
         level, what = "ok", "none within the hour before its last check"
     if level == "ok" and unread & {"restarts", "last_check"}:
         level, what = "warn", what + "; but not all of its record could be read"
-    findings.append(
-        Finding(
-            level,
-            "watchdog-restarts",
-            f"The watchdog restarted the server {len(restarts)} time(s) on record, the last: "
-            f"{shown}; {what}.",
-            evidence={"restarts": restarts, "held": held},
-        )
+    return Finding(
+        level,
+        "watchdog-restarts",
+        f"The watchdog restarted the server {len(restarts)} time(s) on record, the last: "
+        f"{shown}; {what}.",
+        evidence={"restarts": restarts, "held": held},
     )
-    return findings
