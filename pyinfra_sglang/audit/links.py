@@ -99,7 +99,9 @@ IDLE_ADVICE = {
 def findings_for_links(idle: list[dict], samples: list[list[dict]], load: str) -> list[Finding]:
     """``idle``: one ``--query-gpu`` sample; ``samples``: those taken while ``load`` ran
     (``decode``, ``copy``, ``probe``; ``none`` when nothing could load the GPUs of a live
-    host, ``capture`` for a pasted file, whose load is not known)."""
+    host, ``capture`` for a pasted file, whose load is not known). One function a finding
+    code, per GPU: pcie-link-unknown, pcie-width-degraded, pcie-gen-below-max; pcie-links
+    when none of them."""
     loaded = links_under_load(samples) if load in MEASURED_LOADS and samples else {}
     when = f"under {MEASURED_LOADS[load]}" if loaded else "while the GPUs may be idle"
     findings: list[Finding] = []
@@ -107,72 +109,9 @@ def findings_for_links(idle: list[dict], samples: list[list[dict]], load: str) -
         index, label = gpu["index"], _gpu_label(gpu)
         link = loaded.get(index, gpu["pcie"])
         evidence = {**link, "read": "under load" if loaded else "idle", "load": load}
-        # A reading no sample gave is unknown, never "at its maximum".
-        unread = unread_fields(row, [LINK_FIELDS[k] for k, v in link.items() if v is None])
-        if unread:
-            findings.append(
-                Finding(
-                    "warn",
-                    "pcie-link-unknown",
-                    f"{label}: PCIe link not judged, {unread_text(unread)}. "
-                    "Read it with `nvidia-smi --query-gpu=index,pcie.link.gen.current,"
-                    "pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max --format=csv` "
-                    "or `nvidia-smi -q`.",
-                    gpu=index,
-                    evidence={**evidence, "unread": unread},
-                )
-            )
-        inconsistent = _inconsistent(link)
-        if inconsistent:
-            findings.append(
-                Finding(
-                    "warn",
-                    "pcie-link-unknown",
-                    f"{label}: PCIe link not judged, an inconsistent reading: "
-                    f"{'; '.join(inconsistent.values())} (read {evidence['read']}). No link "
-                    "runs above its maximum: read it again with `nvidia-smi -q` (an edited "
-                    "copy, or the driver misreporting).",
-                    gpu=index,
-                    evidence={**evidence, "inconsistent": list(inconsistent)},
-                )
-            )
-        if (
-            link["width_current"]
-            and link["width_max"]
-            and link["width_current"] < link["width_max"]
-        ):
-            findings.append(
-                Finding(
-                    "fail",
-                    "pcie-width-degraded",
-                    f"{label}: PCIe link is x{link['width_current']} of "
-                    f"x{link['width_max']} ({when}); host<->GPU bandwidth is cut in proportion. "
-                    "Check the slot's wiring and bifurcation setting, risers and seating.",
-                    gpu=index,
-                    evidence=evidence,
-                )
-            )
-        if link["gen_current"] and link["gen_max"] and link["gen_current"] < link["gen_max"]:
-            if loaded:
-                level, advice = (
-                    "fail",
-                    (
-                        "The link trained down: check the BIOS PCIe speed setting, risers and "
-                        "retimers, and `dmesg` for PCIe AER errors."
-                    ),
-                )
-            else:
-                level, advice = "warn", IDLE_ADVICE.get(load, IDLE_ADVICE["none"])
-            findings.append(
-                Finding(
-                    level,
-                    "pcie-gen-below-max",
-                    f"{label}: PCIe link runs Gen{link['gen_current']} of "
-                    f"Gen{link['gen_max']} ({when}). {advice}",
-                    gpu=index,
-                    evidence=evidence,
-                )
-            )
+        findings += _link_unknown(row, link, label, index, evidence)
+        findings += _width_degraded(link, label, index, when, evidence)
+        findings += _gen_below_max(link, label, index, when, evidence, bool(loaded), load)
     if idle and not findings:
         first = loaded.get(0) or pcie_links(idle)[0]["pcie"]
         findings.append(
@@ -185,3 +124,84 @@ def findings_for_links(idle: list[dict], samples: list[list[dict]], load: str) -
             )
         )
     return findings
+
+
+def _link_unknown(row: dict, link: dict, label: str, index, evidence: dict) -> list[Finding]:
+    """pcie-link-unknown: a reading no sample gave (unknown, never "at its maximum"), or one
+    above its maximum."""
+    found = []
+    unread = unread_fields(row, [LINK_FIELDS[k] for k, v in link.items() if v is None])
+    if unread:
+        found.append(
+            Finding(
+                "warn",
+                "pcie-link-unknown",
+                f"{label}: PCIe link not judged, {unread_text(unread)}. "
+                "Read it with `nvidia-smi --query-gpu=index,pcie.link.gen.current,"
+                "pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max --format=csv` "
+                "or `nvidia-smi -q`.",
+                gpu=index,
+                evidence={**evidence, "unread": unread},
+            )
+        )
+    inconsistent = _inconsistent(link)
+    if inconsistent:
+        found.append(
+            Finding(
+                "warn",
+                "pcie-link-unknown",
+                f"{label}: PCIe link not judged, an inconsistent reading: "
+                f"{'; '.join(inconsistent.values())} (read {evidence['read']}). No link "
+                "runs above its maximum: read it again with `nvidia-smi -q` (an edited "
+                "copy, or the driver misreporting).",
+                gpu=index,
+                evidence={**evidence, "inconsistent": list(inconsistent)},
+            )
+        )
+    return found
+
+
+def _width_degraded(link: dict, label: str, index, when: str, evidence: dict) -> list[Finding]:
+    """pcie-width-degraded: fewer lanes than the link's maximum, idle or not."""
+    if not (link["width_current"] and link["width_max"]):
+        return []
+    if link["width_current"] >= link["width_max"]:
+        return []
+    return [
+        Finding(
+            "fail",
+            "pcie-width-degraded",
+            f"{label}: PCIe link is x{link['width_current']} of "
+            f"x{link['width_max']} ({when}); host<->GPU bandwidth is cut in proportion. "
+            "Check the slot's wiring and bifurcation setting, risers and seating.",
+            gpu=index,
+            evidence=evidence,
+        )
+    ]
+
+
+def _gen_below_max(
+    link: dict, label: str, index, when: str, evidence: dict, loaded: bool, load: str
+) -> list[Finding]:
+    """pcie-gen-below-max: a failure under load (the link trained down), a warning while the
+    GPUs may be idle (idle links drop their speed), with the advice for where it was read."""
+    if not (link["gen_current"] and link["gen_max"] and link["gen_current"] < link["gen_max"]):
+        return []
+    if loaded:
+        level, advice = (
+            "fail",
+            "The link trained down: check the BIOS PCIe speed setting, risers and retimers, "
+            "and `dmesg` for PCIe AER errors.",
+        )
+    else:
+        level, advice = "warn", IDLE_ADVICE.get(load, IDLE_ADVICE["none"])
+    return [
+        Finding(
+            level,
+            "pcie-gen-below-max",
+            f"{label}: PCIe link runs Gen{link['gen_current']} of "
+            f"Gen{link['gen_max']} ({when}). {advice}",
+            gpu=index,
+            evidence=evidence,
+        )
+    ]
