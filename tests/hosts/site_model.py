@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 
 SITE_MODEL = "Qwen/Qwen3-8B"  # the dense-bf16 profile's model
 SITE_MODEL_COMMIT = hashlib.sha1(b"pyinfra-sglang stand-in of Qwen/Qwen3-8B").hexdigest()
@@ -23,3 +24,19 @@ def model_files(size: int) -> dict[str, bytes]:
         "tokenizer.json": b'{"version": "1.0", "model": {"type": "BPE"}}\n',
         "model.safetensors": (b"pyinfra-sglang stand-in weights " * (size // 32 + 1))[:size],
     }
+
+
+def other_model(model: str) -> str:
+    """``--data`` that serves ``model`` from the site's dense-bf16 profile, its size given as
+    validation requires for another model (the stand-in models are as small as the
+    placeholder: its numbers)."""
+    from pyinfra_sglang.serving.profiles import load_profile
+
+    profile = load_profile("dense-bf16")
+    override = {
+        "model": model,
+        "weights_gb": profile.weights_gb,
+        "num_layers": profile.num_layers,
+        "kv_bytes_per_token": dict(profile.kv_bytes_per_token),
+    }
+    return f"sglang_profile_overrides={json.dumps(override)}"

@@ -20,6 +20,7 @@ from tests.hosts.site_model import (
     SITE_MODEL,
     SITE_MODEL_COMMIT,
     model_files,
+    other_model,
 )
 
 pytestmark = pytest.mark.hosts
@@ -85,7 +86,7 @@ def test_the_service_starts_from_the_snapshot_alone(host_pool, hosts, inventory)
     [
         ("sglang_model_revision=no-such-branch", "the Hub has no such revision"),
         (
-            'sglang_profile_overrides={"model": "test-org/gated-model"}',
+            other_model("test-org/gated-model"),
             "the repository is gated; the token has no access",
         ),
     ],
@@ -191,7 +192,7 @@ def test_a_download_killed_mid_file_resumes_on_the_next_apply(
         "--limit",
         target.address,
         "--data",
-        f'sglang_profile_overrides={{"model": "{RESUMABLE_MODEL}"}}',
+        other_model(RESUMABLE_MODEL),
     )
     download = f"Model weights | Download {RESUMABLE_MODEL} at {SITE_MODEL_COMMIT[:12]}"
     first: list = []

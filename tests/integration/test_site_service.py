@@ -14,6 +14,7 @@ import pytest
 
 from pyinfra_sglang.inventory import HostConfig
 from tests.hosts.apply import apply
+from tests.hosts.site_model import other_model
 
 pytestmark = pytest.mark.hosts
 
@@ -375,9 +376,7 @@ def test_a_profile_change_rolls_through_the_replicas_behind_the_router(host_pool
 
 def test_broken_start_rolls_back_to_the_working_version(host_pool, hosts, inventory):
     before = {h.address: record(host_pool, h)["pid"] for h in hosts}
-    result = apply(
-        inventory, options=("--data", 'sglang_profile_overrides={"model": "broken/model"}')
-    )
+    result = apply(inventory, options=("--data", other_model("broken/model")))
     assert result.returncode != 0, result.describe()
     assert "did not come up" in result.stderr and "rolled back" in result.stderr
     assert "Failed to load model broken/model" in result.stderr  # the journal's tail
@@ -423,7 +422,7 @@ def test_a_failed_run_that_removed_the_router_puts_it_back(host_pool, hosts, inv
                 "--limit",
                 host.address,
                 "--data",
-                'sglang_profile_overrides={"model": "broken/model"}',
+                other_model("broken/model"),
             ),
         )
         assert failed.returncode != 0 and "rolled back" in failed.stderr, failed.describe()
