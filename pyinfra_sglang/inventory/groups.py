@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pyinfra_sglang.serving.service_files import node_position
+
 if TYPE_CHECKING:
     from pyinfra.api.host import Host
 
@@ -27,7 +29,6 @@ def multinode_member_addresses(config: HostConfig, host: Host) -> list[str]:
 def node_position_in(config: HostConfig, host: Host):
     """The host's place in its multi-node group, from the inventory alone (the group's order;
     the first member's ssh_hostname, else its name, is the rendezvous)."""
-    from pyinfra_sglang.serving.service_files import node_position
 
     if not config.sglang_multinode_group:
         return node_position(config, host.name, [host.name], None)

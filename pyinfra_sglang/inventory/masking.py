@@ -9,6 +9,8 @@ from typing import Any
 
 from pydantic import HttpUrl
 
+from pyinfra_sglang.serving.extra_args import SECRET_SERVER_FLAGS, managed_flag_in
+
 # A URL's user and password (``https://user:pass@host``): never shown, whatever the field.
 _URL_USERINFO = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)([^/?#@\s'\"]+)@")
 # Names of credentials, as redact.py knows them: a flag (``--api-key``) or a key
@@ -19,7 +21,6 @@ _SECRET_KEY = re.compile(rf"(?i)^[A-Za-z0-9_-]*?{_CREDENTIAL}$")
 
 
 def _secret_flag(arg: str) -> bool:
-    from pyinfra_sglang.serving.extra_args import SECRET_SERVER_FLAGS, managed_flag_in
 
     name = arg.split("=", 1)[0]
     return bool(_SECRET_FLAG.match(name)) or managed_flag_in(name) in SECRET_SERVER_FLAGS

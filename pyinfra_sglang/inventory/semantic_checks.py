@@ -21,14 +21,31 @@ from typing import TYPE_CHECKING, Any
 
 from pyinfra.api.exceptions import PyinfraError
 
+from pyinfra_sglang.access.known_hosts import how_to_add, known_host_gap
 from pyinfra_sglang.config import HostConfig, ab_side_b, field_allowed
+from pyinfra_sglang.config.releases_read import unread_release
+from pyinfra_sglang.driver.nvidia import TOOLKIT_SOURCE, driver_below_toolkit, driver_mismatches
+from pyinfra_sglang.driver.secure_boot import (
+    MokFileError,
+    key_readable_by_others,
+    read_mok_pair,
+)
 from pyinfra_sglang.gpus import gpu_by_name
 from pyinfra_sglang.inventory.groups import member_address, node_position_in
 from pyinfra_sglang.inventory.problems import Problem
 from pyinfra_sglang.model_files.model_snapshot import is_local_model
 from pyinfra_sglang.network.multinode_firewall import filtered_ports, port_in_filtered_ranges
 from pyinfra_sglang.serving.host_profile import host_profile
+from pyinfra_sglang.serving.placement import GpuFitError, TensorParallelError
 from pyinfra_sglang.serving.profiles import load_profile
+from pyinfra_sglang.serving.service_files import (
+    SECRET_FIELDS,
+    SecretFileError,
+    planned_gpu,
+    planned_service_files,
+    read_secret,
+)
+from pyinfra_sglang.serving.sglang_flags import FlagVersionError
 
 if TYPE_CHECKING:
     from pyinfra.api.host import Host
@@ -40,9 +57,7 @@ def _profile_field(config: HostConfig) -> str:
 
 def _render_problem(config: HostConfig, error: PyinfraError) -> tuple[str, str]:
     """The field a render refusal is about, and its message."""
-    from pyinfra_sglang.serving.placement import GpuFitError, TensorParallelError
     from pyinfra_sglang.serving.render import RenderError
-    from pyinfra_sglang.serving.sglang_flags import FlagVersionError
 
     planned = f"(GPUs planned: {_planned_gpus_text(config)})"
     if isinstance(error, TensorParallelError) and error.from_profile:
@@ -79,7 +94,6 @@ def _expected_model_off_profile(config: HostConfig) -> bool:
 
 
 def _planned_gpus_text(config: HostConfig) -> str:
-    from pyinfra_sglang.serving.service_files import planned_gpu
 
     try:
         spec = planned_gpu(host_profile(config), config.expected_gpu_model)
@@ -100,12 +114,6 @@ def service_problems(
     group, the profile and its overrides, the secret files, and the service's files rendered
     whole (masked) for the GPUs the inventory plans for: the flags of the pinned release, the
     fit, anything that cannot go into a unit, env or config file. Side B of an A/B too."""
-    from pyinfra_sglang.serving.service_files import (
-        SECRET_FIELDS,
-        SecretFileError,
-        planned_service_files,
-        read_secret,
-    )
 
     def problem(field: str, message: str, allowed: str | None = None) -> Problem:
         value = getattr(config, field)
@@ -183,9 +191,7 @@ def _model_override_problems(
     new_model = str(overrides["model"])
     if new_model == profile.model:
         return []
-    sized = {"weights_gb", "min_total_gpu_memory_gb"} & set(overrides)
-    missing = [f for f in MODEL_SIZE_FIELDS if f not in overrides and f != "weights_gb"]
-    missing = ([] if sized else ["weights_gb (or min_total_gpu_memory_gb)"]) + missing
+    missing = [name for name, given in MODEL_SIZE_FIELDS.items() if not set(given) & set(overrides)]
     if not missing:
         return []
     shape = [f for f in MODEL_SHAPE_FIELDS if f not in overrides]
@@ -213,7 +219,6 @@ def _model_override_problems(
 def _warn_minor_version_compat(host: Host, config: HostConfig, warn: Callable[[str], None]) -> None:
     """A driver branch (or locked release) older than the toolkit's newest update needs:
     planned on, through minor-version compatibility and its limits, and said so."""
-    from pyinfra_sglang.driver.nvidia import TOOLKIT_SOURCE, driver_below_toolkit
 
     if config.uses_host_driver:
         return
@@ -234,7 +239,6 @@ def _warn_unread_release(
 ) -> None:
     """A release outside the ones read, accepted by sglang_allow_unread_release (the model
     refuses it otherwise): said once per host, since nothing checked its flags."""
-    from pyinfra_sglang.config.releases_read import unread_release
 
     unread = unread_release(config.sglang_version, config.routed())
     if unread:
@@ -249,7 +253,6 @@ def _driver_problems(config: HostConfig, problem: Callable[..., Problem]) -> lis
     """A driver branch or kernel module flavor that can run none of the GPU architectures the
     profile runs on (proprietary modules for a Blackwell-only profile): the driver would
     install and find no GPU. GPUs a host reports are checked again by the driver role."""
-    from pyinfra_sglang.driver.nvidia import driver_mismatches
 
     try:
         archs = host_profile(config).archs or []
@@ -281,11 +284,6 @@ def _mok_problems(
 ) -> list[Problem]:
     """The MOK key pair, read on the controller: both files, a PEM key and a DER
     certificate; a warning when others can read the private key."""
-    from pyinfra_sglang.driver.secure_boot import (
-        MokFileError,
-        key_readable_by_others,
-        read_mok_pair,
-    )
 
     try:
         pair = read_mok_pair(config.nvidia_mok_key_file, config.nvidia_mok_cert_file)
@@ -479,7 +477,6 @@ def _warn_unknown_host_key(
     is refused by pyinfra at connect ("No hosts remaining"): said now, with how to add the
     key. Without ssh_known_hosts_file, what pyinfra reads (~/.ssh/known_hosts, the system's,
     ~/.ssh/config's files) is not judged here."""
-    from pyinfra_sglang.access.known_hosts import how_to_add, known_host_gap
 
     path = values.get("ssh_known_hosts_file")
     if not path:
