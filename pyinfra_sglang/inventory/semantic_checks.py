@@ -170,8 +170,12 @@ def service_problems(
 
 # What a profile says of the size of the model it serves: kept from the profile when an
 # override names another model, they would plan the memory fit and tensor parallelism for
-# the profile's model. weights_gb may be replaced by the plain floor min_total_gpu_memory_gb.
-MODEL_SIZE_FIELDS = ("weights_gb", "num_layers", "kv_bytes_per_token")
+# the profile's model. Each entry: the field to give, then what may stand for it.
+MODEL_SIZE_FIELDS = {
+    "weights_gb (or min_total_gpu_memory_gb)": ("weights_gb", "min_total_gpu_memory_gb"),
+    "num_layers": ("num_layers",),
+    "kv_bytes_per_token": ("kv_bytes_per_token",),
+}
 MODEL_SHAPE_FIELDS = ("num_attention_heads", "num_key_value_heads")
 
 
