@@ -90,9 +90,9 @@ from pyinfra_sglang.model_files.model_snapshot import (
 )
 from pyinfra_sglang.python_env.flash_attn_build_plan import build_log_paths, built_archs
 from pyinfra_sglang.run_summary import prefixed
+from pyinfra_sglang.serving.secret_files import read_secret
 from pyinfra_sglang.serving.service_files import (
     UNIT_NAME,
-    read_secret,
     read_secrets,
     server_url,
     service_file_path,

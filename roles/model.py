@@ -47,7 +47,7 @@ from pyinfra_sglang.model_files.model_snapshot import (
 from pyinfra_sglang.redact import redact
 from pyinfra_sglang.serving.render import _env_value as env_value
 from pyinfra_sglang.serving.render import cache_dirs
-from pyinfra_sglang.serving.service_files import read_secret
+from pyinfra_sglang.serving.secret_files import read_secret
 from roles.common import put_private_file
 from roles.service_trees import as_user
 from roles.sglang_service import host_service_files, service_user, useradd_command

@@ -27,7 +27,7 @@ from pyinfra_sglang.inventory.monitoring import inventory_plan
 from pyinfra_sglang.monitoring import render
 from pyinfra_sglang.monitoring.dashboards import dashboard_refusal, gpu_dashboard_json
 from pyinfra_sglang.monitoring.targets import JOB_DCGM, MonitoringPlan
-from pyinfra_sglang.serving.service_files import read_secret
+from pyinfra_sglang.serving.secret_files import read_secret
 from roles.common import apt_lists_updated, ensure_packages, upload_into
 from roles.dcgm import dcgm_plan
 from roles.nvidia_repo import installed_keys_command, primary_fingerprints

@@ -38,12 +38,10 @@ from pyinfra_sglang.network.multinode_firewall import filtered_ports, port_in_fi
 from pyinfra_sglang.serving.host_profile import host_profile
 from pyinfra_sglang.serving.placement import GpuFitError, TensorParallelError
 from pyinfra_sglang.serving.profiles import load_profile
+from pyinfra_sglang.serving.secret_files import SECRET_FIELDS, SecretFileError, read_secret
 from pyinfra_sglang.serving.service_files import (
-    SECRET_FIELDS,
-    SecretFileError,
     planned_gpu,
     planned_service_files,
-    read_secret,
 )
 from pyinfra_sglang.serving.sglang_flags import FlagVersionError
 

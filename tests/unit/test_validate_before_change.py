@@ -21,13 +21,11 @@ from pyinfra_sglang.inventory import (
 )
 from pyinfra_sglang.serving.placement import NodePosition
 from pyinfra_sglang.serving.profiles import load_profile
+from pyinfra_sglang.serving.secret_files import MAX_SECRET_BYTES, SecretFileError, read_secret
 from pyinfra_sglang.serving.service_files import (
-    MAX_SECRET_BYTES,
-    SecretFileError,
     node_position,
     planned_gpus,
     planned_service_files,
-    read_secret,
     router_requirements,
 )
 
