@@ -97,6 +97,10 @@ def model() -> m.Model:
     return _typed("model", m.Model)
 
 
+def model_shape() -> m.ModelShapeData:
+    return _typed("model_shape", m.ModelShapeData)
+
+
 def monitoring() -> m.Monitoring:
     return _typed("monitoring", m.Monitoring)
 

@@ -240,6 +240,14 @@ class Profile(BaseModel):
             "whose one latent head every rank holds whole."
         ),
     )
+    context_length: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "The model's longest context in tokens (config.json, as SGLang reads it): the fit "
+            "report's requests of a full context. Not a flag: SGLang reads it from the model."
+        ),
+    )
     min_kv_tokens: int | None = Field(
         None, ge=1, description="Tokens the KV cache must hold at least (the fit check's floor)."
     )
