@@ -149,6 +149,36 @@ def _without_login(endpoint: str) -> tuple[str, str | None]:
     return plain, urllib.parse.unquote(userinfo)
 
 
+def _request(url: str, token: str | None, accept: str | None = None) -> urllib.request.Request:
+    """A GET of ``url`` (an endpoint's user:password taken out of it) with the token, or the
+    mirror's login as basic auth (one Authorization)."""
+    url, login = _without_login(url)
+    request = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    elif login:
+        request.add_header("Authorization", f"Basic {base64.b64encode(login.encode()).decode()}")
+    return request
+
+
+def _timeout(timeout_s: float | None) -> float:
+    return timeout_s if timeout_s is not None else float(data.model().api_timeout_s)
+
+
+def open_hub_url(url: str, token: str | None, timeout_s: float | None, max_bytes: int) -> bytes:
+    """The body of a Hub file (``<endpoint>/<repo>/resolve/<commit>/<path>``), at most
+    ``max_bytes`` of it; ModelPlanError saying why not (never the token or a login)."""
+    plain, _ = _without_login(url)
+    try:
+        with _OPENER.open(_request(url, token), timeout=_timeout(timeout_s)) as response:
+            return response.read(max_bytes)
+    except urllib.error.HTTPError as error:
+        raise ModelPlanError(f"{plain}: the Hub answered {error.code} {error.reason}") from None
+    except (urllib.error.URLError, TimeoutError, OSError) as error:
+        reason = getattr(error, "reason", error)
+        raise ModelPlanError(f"cannot read {plain} ({reason})") from None
+
+
 @cache
 def hub_snapshot(
     endpoint: str, repo: str, revision: str, token: str | None, timeout_s: float | None = None
@@ -157,19 +187,15 @@ def hub_snapshot(
     up to ``timeout_s`` (data/model.toml's api_timeout_s by default)."""
     # A mirror's user:password: urllib would take it for part of the host name (and the
     # error below would show it). Sent as basic auth, unless a token is (one Authorization).
-    endpoint, login = _without_login(endpoint)
     url = (
         f"{endpoint.rstrip('/')}/api/models/{repo}/revision/"
         f"{urllib.parse.quote(revision, safe='')}?blobs=true"
     )
-    request = urllib.request.Request(url, headers={"Accept": "application/json"})
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
-    elif login:
-        request.add_header("Authorization", f"Basic {base64.b64encode(login.encode()).decode()}")
-    timeout = timeout_s if timeout_s is not None else float(data.model().api_timeout_s)
+    endpoint, _ = _without_login(endpoint)
     try:
-        with _OPENER.open(request, timeout=timeout) as response:
+        with _OPENER.open(
+            _request(url, token, "application/json"), timeout=_timeout(timeout_s)
+        ) as response:
             info = json.load(response)
     except urllib.error.HTTPError as error:
         raise ModelPlanError(_error(repo, revision, error, bool(token))) from None
