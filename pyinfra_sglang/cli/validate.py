@@ -24,8 +24,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_json(
         parser,
-        '{"inventory", "hosts": [names]}; invalid: {"error", "problems": [{"host", "field", '
-        '"value", "source", "message", "allowed"}]}',
+        '{"inventory", "hosts": [names], "fit": {host: {"model", "fits", "tp_size", "gpus", '
+        '"gpu_memory_gb", "budget_gib", "weights_gib", "kv_floor_gib", "overhead_gib", '
+        '"need_gib", "free_gib", "kv_tokens", "context_length", "full_context_requests", ...} '
+        'or null}}; invalid: {"error", "problems": [{"host", "field", "value", "source", '
+        '"message", "allowed"}]}',
     )
 
 
@@ -41,9 +44,26 @@ def run(args: argparse.Namespace) -> int:
         configs = inventory.validate_inventory(loaded)
     except inventory.InventoryError as error:
         return invalid(args, error)
+    fits = {name: planned_fit(config, loaded.get_host(name)) for name, config in configs.items()}
     if args.json:
-        print_json({"inventory": args.inventory, "hosts": list(configs)})
+        fit = {name: report.as_dict() if report else None for name, report in fits.items()}
+        print_json({"inventory": args.inventory, "hosts": list(configs), "fit": fit})
         return 0
-    for name in configs:
+    for name, report in fits.items():
         print(f"{name}: ok")
+        print(f"  fit: {report.line() if report else NO_SIZE}")
     return 0
+
+
+# A profile with a plain floor (min_total_gpu_memory_gb) in place of its model's size.
+NO_SIZE = "not reported: the profile gives a plain GPU-memory floor, not its model's size"
+
+
+def planned_fit(config, host):
+    """The fit of the host's planned placement (the GPUs the inventory plans for)."""
+    from pyinfra_sglang.inventory.groups import node_position_in
+    from pyinfra_sglang.serving.fit_report import fit_report
+    from pyinfra_sglang.serving.service_files import planned_placement
+
+    placement = planned_placement(config, node_position_in(config, host))
+    return fit_report(placement, placement.profile.context_length)

@@ -36,6 +36,7 @@ from pyinfra_sglang.inventory.problems import Problem
 from pyinfra_sglang.model_files.model_snapshot import is_local_model
 from pyinfra_sglang.network.multinode_firewall import filtered_ports, port_in_filtered_ranges
 from pyinfra_sglang.serving.host_profile import host_profile
+from pyinfra_sglang.serving.model_sizing import ModelSizeError, needs_sizing, read_model
 from pyinfra_sglang.serving.placement import GpuFitError, TensorParallelError
 from pyinfra_sglang.serving.profiles import load_profile
 from pyinfra_sglang.serving.secret_files import SECRET_FIELDS, SecretFileError, read_secret
@@ -166,56 +167,33 @@ def service_problems(
     return problems
 
 
-# What a profile says of the size of the model it serves: kept from the profile when an
-# override names another model, they would plan the memory fit and tensor parallelism for
-# the profile's model. Each entry: the field to give, then what may stand for it.
-MODEL_SIZE_FIELDS = {
-    "weights_gb (or min_total_gpu_memory_gb)": ("weights_gb", "min_total_gpu_memory_gb"),
-    "num_layers": ("num_layers",),
-    "kv_bytes_per_token": ("kv_bytes_per_token",),
-}
-MODEL_SHAPE_FIELDS = ("num_attention_heads", "num_key_value_heads")
-
-
 def _model_override_problems(
     host: Host, config: HostConfig, problem: Callable[..., Problem], warn: Callable[[str], None]
 ) -> list[Problem]:
-    """An override of ``model`` that keeps the profile's size: refused for another Hub
-    model, naming the fields to give; warned for a local folder (it may hold the profile's
-    own model, copied for an air-gapped site)."""
+    """An override of ``model`` without its size: the size is read from the model's own
+    files (serving/model_sizing.py); where they cannot be read, refused for a Hub model,
+    naming the fields to give and the ways to let them be read; warned for a folder on the
+    host (it may hold the profile's own model, copied for an air-gapped site)."""
     overrides = config.sglang_profile_overrides
-    if "model" not in overrides:
-        return []
     try:
         profile = load_profile(config.sglang_model_profile, config.sglang_profile_dirs)
     except PyinfraError:
         return []  # the profile's own problem is reported with the render
-    new_model = str(overrides["model"])
-    if new_model == profile.model:
+    if not needs_sizing(profile, overrides):
         return []
-    missing = [name for name, given in MODEL_SIZE_FIELDS.items() if not set(given) & set(overrides)]
-    if not missing:
-        return []
-    shape = [f for f in MODEL_SHAPE_FIELDS if f not in overrides]
-    kept = (
-        f"{', '.join(missing)} stay those of the profile's model ({profile.model}: "
-        f"{profile.weights_gb or profile.min_total_gpu_memory_gb:g} GB"
-        + (f", {profile.num_layers} layers" if profile.num_layers else "")
-        + "), so the memory fit and tensor parallelism would be planned for it"
-    )
-    also = f" (and {', '.join(shape)})" if shape else ""
-    give = (
-        f"give them with the model{also}, from its config.json and the size of its "
-        "*.safetensors (docs/inventory.md, Reference), or write a profile of its own "
-        "(sglang_profile_dirs)"
-    )
-    if is_local_model(new_model):
-        warn(
-            f"warning: host {host.name}: sglang_profile_overrides sets model = {new_model!r}: "
-            f"{kept}; if that folder holds another model, {give}"
-        )
-        return []
-    return [problem("sglang_profile_overrides", f"model = {new_model!r}, but {kept}; {give}")]
+    model = str(overrides["model"])
+    try:
+        read_model(config, model)
+    except ModelSizeError as error:
+        if is_local_model(model):
+            warn(
+                f"warning: host {host.name}: sglang_profile_overrides: {error}. Until then the "
+                f"memory fit and tensor parallelism are planned for the profile's model "
+                f"({profile.model})"
+            )
+            return []
+        return [problem("sglang_profile_overrides", str(error))]
+    return []
 
 
 def _warn_minor_version_compat(host: Host, config: HostConfig, warn: Callable[[str], None]) -> None:

@@ -144,6 +144,16 @@ class GpuNeed:
         )
 
 
+def kv_bytes_per_gpu_token(profile: Profile, tp_size: int) -> float:
+    """Bytes one token's KV cache takes on each GPU at ``tp_size``: split by KV head over the
+    attention's tensor-parallel ranks (SGLang replicates a head over ranks beyond the heads),
+    whole on every rank for MLA."""
+    attn_tp = max(1, tp_size // (profile.dp_attention_size or 1))
+    kv_heads = profile.num_key_value_heads or attn_tp
+    split = min(attn_tp, kv_heads) if profile.kv_split_over_tp else 1
+    return kv_bytes_per_token(profile) / split
+
+
 def per_gpu_need(profile: Profile, tp_size: int, gpu_memory_gb: float) -> GpuNeed | None:
     """What each of ``tp_size`` GPUs of ``gpu_memory_gb`` must hold; None for a profile with
     a plain floor (min_total_gpu_memory_gb) instead of the model's size."""
@@ -164,10 +174,8 @@ def per_gpu_need(profile: Profile, tp_size: int, gpu_memory_gb: float) -> GpuNee
         per_gpu = weights * mlp_share / tp_size + weights * (1 - mlp_share) / attn_tp
     else:
         per_gpu = weights / tp_size
-    kv_heads = profile.num_key_value_heads or attn_tp
-    split = min(attn_tp, kv_heads) if profile.kv_split_over_tp else 1
     tokens = profile.min_kv_tokens or 0
-    kv = tokens * kv_bytes_per_token(profile) / split / GIB
+    kv = tokens * kv_bytes_per_gpu_token(profile, tp_size) / GIB
     mtp = 0.0
     if profile.mtp:
         # The draft layer keeps the same tokens' KV for its own layer(s).

@@ -46,6 +46,9 @@ class Repo:
     refs: dict[str, str] = field(default_factory=dict)  # branch or tag -> commit sha
     gated_token: str | None = None  # gated: only this token gets in
     throttle_bytes_per_s: int | None = None  # this repository's file bodies, over the Hub's
+    # Sizes the file list gives for files no test downloads (a 65 GB checkpoint's shards),
+    # over their contents' lengths: what planning reads of a real model's weights.
+    listed_sizes: dict[str, int] = field(default_factory=dict)
 
     def resolve(self, revision: str) -> str | None:
         if revision in self.commits:
@@ -169,6 +172,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 sibling = {"rfilename": name}
                 if blobs:
                     entry = file_entry(name, content)
+                    entry["size"] = repo.listed_sizes.get(name, entry["size"])
                     sibling.update({"size": entry["size"], "blobId": entry["oid"]})
                     if "lfs" in entry:
                         sibling["lfs"] = {

@@ -142,9 +142,10 @@ def test_the_server_gets_the_profiles_pinned_commit_unless_the_inventory_names_o
 
     assert revision() == "dc54ff55a7e9e71b85db953d8bc22eca894b44c6"
     assert revision(sglang_model_revision="d" * 40) == "d" * 40
-    # Another model, no pin of its own: the model role records the commit main stands for in
-    # the cache's refs/main, which the offline server resolves.
-    assert revision(sglang_profile_overrides={"model": "o/m"}) is None
+    # Another model (its size given), no pin of its own: the model role records the commit
+    # main stands for in the cache's refs/main, which the offline server resolves.
+    size = {"weights_gb": 460, "num_layers": 78, "kv_bytes_per_token": {"auto": 61464}}
+    assert revision(sglang_profile_overrides={"model": "o/m", **size}) is None
 
 
 def test_nvlinked_gpus_get_no_pcie_hints_from_their_topology():
