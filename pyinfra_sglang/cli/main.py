@@ -16,6 +16,7 @@ from pyinfra_sglang.cli import (
     decode_check,
     inventory_reference,
     packages,
+    plan,
     render,
     report,
     validate,
@@ -64,6 +65,12 @@ COMMANDS = (
         "print the flash-attn build plan for a host size, touching no host",
         build_plan.add_arguments,
         build_plan.run,
+    ),
+    Command(
+        "plan",
+        "print a model's fit on GPUs, layout by layout, from its own files",
+        plan.add_arguments,
+        plan.run,
     ),
     Command(
         "render",

@@ -66,4 +66,4 @@ def planned_fit(config, host):
     from pyinfra_sglang.serving.service_files import planned_placement
 
     placement = planned_placement(config, node_position_in(config, host))
-    return fit_report(placement, placement.profile.context_length)
+    return fit_report(placement.profile, placement.tp_size, placement.gpus.memory_gb)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from pyinfra_sglang.serving import memory_fit
 from pyinfra_sglang.serving.memory_fit import GIB, GpuNeed
-from pyinfra_sglang.serving.placement import Placement
+from pyinfra_sglang.serving.profiles import Profile
 
 
 @dataclass(frozen=True)
@@ -89,18 +89,17 @@ class FitReport:
         }
 
 
-def fit_report(placement: Placement, context_length: int | None = None) -> FitReport | None:
-    """The fit of ``placement`` on its GPUs; None for a profile that states no model size
-    (a plain floor, min_total_gpu_memory_gb)."""
-    profile = placement.profile
-    need = memory_fit.per_gpu_need(profile, placement.tp_size, placement.gpus.memory_gb)
+def fit_report(profile: Profile, tp_size: int, gpu_memory_gb: float) -> FitReport | None:
+    """The fit of ``profile`` at ``tp_size`` on GPUs of ``gpu_memory_gb``; None for a profile
+    that states no model size (a plain floor, min_total_gpu_memory_gb)."""
+    need = memory_fit.per_gpu_need(profile, tp_size, gpu_memory_gb)
     if need is None:
         return None
     return FitReport(
         model=profile.model,
-        gpus=placement.tp_size,
-        gpu_memory_gb=placement.gpus.memory_gb,
+        gpus=tp_size,
+        gpu_memory_gb=gpu_memory_gb,
         need=need,
-        kv_bytes_per_gpu_token=memory_fit.kv_bytes_per_gpu_token(profile, placement.tp_size),
-        context_length=context_length,
+        kv_bytes_per_gpu_token=memory_fit.kv_bytes_per_gpu_token(profile, tp_size),
+        context_length=profile.context_length,
     )
