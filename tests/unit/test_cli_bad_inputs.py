@@ -100,6 +100,18 @@ def bad_inputs(tmp: Path) -> dict[str, list[list[str]]]:
             ["--cores", "8", "--mem-gb", "64", "--archs", "hopper"],
             ["--cores", "8", "--mem-gb", "64", "--archs", ","],
         ],
+        "plan": [
+            [],
+            ["--model", "x/y", "--gpus", "8"],
+            ["--model", missing, "--gpus", "8", "--gpu-model", "NVIDIA H200"],
+            ["--model", str(folder), "--gpus", "8", "--gpu-model", "NVIDIA H200"],
+            ["--model", "x/y", "--gpus", "0", "--gpu-model", "NVIDIA H200"],
+            ["--model", "x/y", "--gpus", "8", "--gpu-model", "H9000"],
+            ["--model", "x/y", "--gpus", "8", "--gpu-model", "NVIDIA H200", "--hf-endpoint", url],
+            ["--model", "x/y", "--gpus", "8", "--gpu-model", "NVIDIA H200", "--data", "a=b"],
+            ["--inventory", str(good_inventory)],
+            ["--profile", "../../etc/x", "--model", "x/y", "--gpus", "8", "--gpu-model", "H200"],
+        ],
         "render": [
             render[:2],
             [*render, "--gpus", "0"],
