@@ -97,6 +97,10 @@ def model() -> m.Model:
     return _typed("model", m.Model)
 
 
+def model_families() -> m.ModelFamilies:
+    return _typed("model_families", m.ModelFamilies)
+
+
 def model_shape() -> m.ModelShapeData:
     return _typed("model_shape", m.ModelShapeData)
 

@@ -17,6 +17,7 @@ from pyinfra_sglang.cli import (
     inventory_reference,
     packages,
     plan,
+    profile,
     render,
     report,
     validate,
@@ -71,6 +72,12 @@ COMMANDS = (
         "print a model's fit on GPUs, layout by layout, from its own files",
         plan.add_arguments,
         plan.run,
+    ),
+    Command(
+        "profile",
+        "write a profile for a model from its own files (profile new MODEL)",
+        profile.add_arguments,
+        profile.run,
     ),
     Command(
         "render",

@@ -47,6 +47,7 @@ from pyinfra_sglang.data_models.gpus import Gpu, Gpus
 from pyinfra_sglang.data_models.host_driver import DriverOrigin, HostDriver, HostToolkits
 from pyinfra_sglang.data_models.memory_fit import MemoryFit, MemoryFitMtp
 from pyinfra_sglang.data_models.model import CacheDirRules, DiskMargin, Model, ModelDownload
+from pyinfra_sglang.data_models.model_families import FamilyRule, ModelFamilies
 from pyinfra_sglang.data_models.model_shape import ModelShapeData, WeightFormat
 from pyinfra_sglang.data_models.monitoring import (
     MetricRename,
@@ -149,6 +150,7 @@ MODELS: dict[str, type[BaseModel]] = {
     "host_driver": HostDriver,
     "memory_fit": MemoryFit,
     "model": Model,
+    "model_families": ModelFamilies,
     "model_shape": ModelShapeData,
     "monitoring": Monitoring,
     "multinode_firewall": MultinodeFirewall,
@@ -218,6 +220,8 @@ __all__ = [
     "HostToolkits",
     "Kernel",
     "MODELS",
+    "FamilyRule",
+    "ModelFamilies",
     "ModelShapeData",
     "WeightFormat",
     "MemoryFit",

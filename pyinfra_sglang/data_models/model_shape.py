@@ -18,6 +18,9 @@ class WeightFormat(DataModel):
     group_size_key: str | None = None
     exclude_key: str
     quantizes: Literal["linear", "experts"]
+    # The profile's quantization (--quantization) where SGLang does not read it from
+    # config.json itself.
+    profile_quantization: str | None = None
 
 
 class ModelFilesRead(DataModel):

@@ -44,6 +44,7 @@ class ModelFiles:
     config: dict[str, Any]
     weight_bytes: int | None  # the *.safetensors files' sizes; None: not known
     where: str  # where config.json was read, for the plan's "from"
+    commit: str | None = None  # the Hub commit read (None: a folder)
 
 
 def _weights(files: list[tuple[str, int]]) -> int | None:
@@ -136,7 +137,8 @@ def read_hub_cache(repo: str, revision: str) -> ModelFiles | None:
     folder = base / "snapshots" / commit
     if not (folder / "config.json").is_file():
         return None
-    return read_folder(folder)
+    found = read_folder(folder)
+    return ModelFiles(found.config, found.weight_bytes, found.where, commit)
 
 
 def _read_cached(repo: str, commit: str) -> ModelFiles | None:
@@ -149,7 +151,7 @@ def _read_cached(repo: str, commit: str) -> ModelFiles | None:
     weight_bytes = sizes.get("weight_bytes") if isinstance(sizes, dict) else None
     if weight_bytes is not None and not isinstance(weight_bytes, int):
         return None
-    return ModelFiles(config, weight_bytes, f"{repo} at {commit} (read before, {slot})")
+    return ModelFiles(config, weight_bytes, f"{repo} at {commit} (read before, {slot})", commit)
 
 
 def _keep(repo: str, commit: str, text: bytes, weight_bytes: int | None) -> None:
@@ -193,7 +195,7 @@ def read_hub(
         config = with_modelopt(config, quant, f"{MODELOPT_FILE} of {where}")
     weight_bytes = _weights(list(snapshot.files))
     _keep(repo, snapshot.commit, json.dumps(config).encode(), weight_bytes)
-    return ModelFiles(config, weight_bytes, where)
+    return ModelFiles(config, weight_bytes, where, snapshot.commit)
 
 
 def _hub_file(

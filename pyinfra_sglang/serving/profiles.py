@@ -573,7 +573,7 @@ def load_profile(name: str, extra_dirs: Iterable[str | Path] = ()) -> Profile:
                 f"cannot look for profile {name!r} in {folder}: {error.strerror}"
             ) from None
         if found:
-            return _profile_from_text(name, str(candidate), _read_profile_text(candidate))
+            return profile_from_text(name, str(candidate), _read_profile_text(candidate))
     try:
         known = available_profiles(extra_dirs)
     except OSError as error:
@@ -589,7 +589,7 @@ def load_profile(name: str, extra_dirs: Iterable[str | Path] = ()) -> Profile:
 def load_profile_file(path: str | Path) -> Profile:
     """A profile read from one file; its name is the file name without ``.toml``."""
     path = Path(path)
-    return _profile_from_text(path.name.removesuffix(SUFFIX), str(path), _read_profile_text(path))
+    return profile_from_text(path.name.removesuffix(SUFFIX), str(path), _read_profile_text(path))
 
 
 def _read_profile_text(path: Traversable | Path) -> str:
@@ -641,7 +641,7 @@ def _toml_shape_problem(text: str) -> str | None:
     return None
 
 
-def _profile_from_text(name: str, source: str, text: str) -> Profile:
+def profile_from_text(name: str, source: str, text: str) -> Profile:
     problem = _toml_shape_problem(text)
     if problem:
         raise ProfileError(f"profile {name} ({source}): not a profile: {problem}")

@@ -112,6 +112,16 @@ def bad_inputs(tmp: Path) -> dict[str, list[list[str]]]:
             ["--inventory", str(good_inventory)],
             ["--profile", "../../etc/x", "--model", "x/y", "--gpus", "8", "--gpu-model", "H200"],
         ],
+        "profile": [
+            [],
+            ["new"],
+            ["old", "x/y"],
+            ["new", missing],
+            ["new", str(folder)],
+            ["new", "x/y", "--hf-endpoint", url],
+            ["new", "x/y", "--name", "../x"],
+            ["new", "x/y", "--template", "a/b"],
+        ],
         "render": [
             render[:2],
             [*render, "--gpus", "0"],

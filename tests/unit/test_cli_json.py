@@ -37,8 +37,11 @@ def test_every_command_has_json():
     parser = build_parser(every=True)
     [subparsers] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     for command in COMMANDS:
-        options = subparsers.choices[command.name]._option_string_actions
-        assert "--json" in options, command.name
+        parser = subparsers.choices[command.name]
+        actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        # A command of actions (`profile new`): each action takes --json.
+        for each in actions[0].choices.values() if actions else [parser]:
+            assert "--json" in each._option_string_actions, command.name
 
 
 def test_inventory_reference(capsys):
