@@ -110,7 +110,7 @@ class Profile(BaseModel):
 
     name: Annotated[str, Field(pattern=NAME_PATTERN)]
     source: str = Field(description="File the profile was read from.")
-    description: str = ""
+    description: str = Field("", description="What the profile serves, one line of free text.")
 
     model: str = Field(min_length=1, description="Hugging Face repository id or local path.")
     revision: Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")] | None = Field(
@@ -123,7 +123,13 @@ class Profile(BaseModel):
     )
     served_model_name: str | None = Field(None, description="Model name the API reports.")
     quantization: str | None = Field(None, description="Quantization method, e.g. modelopt_fp4.")
-    trust_remote_code: StrictBool = False
+    trust_remote_code: StrictBool = Field(
+        False,
+        description=(
+            "Let SGLang run the model repository's own Python code (--trust-remote-code): only "
+            "for a checkpoint whose code you have read."
+        ),
+    )
     archs: list[SmArch] | None = Field(
         None,
         description=(
@@ -151,24 +157,82 @@ class Profile(BaseModel):
         ),
     )
 
-    attention_backend: Backend | None = None
-    sparse_attention_prefill_backend: Backend | None = None
-    sparse_attention_decode_backend: Backend | None = None
-    kv_cache_dtype: str | None = None
+    attention_backend: Backend | None = Field(
+        None,
+        description=(
+            "SGLang's attention backend (--attention-backend: fa3, flashinfer, triton, "
+            "trtllm_mha...). Unset: SGLang's default for the GPU and model (flash-attn by need "
+            "reads it)."
+        ),
+    )
+    sparse_attention_prefill_backend: Backend | None = Field(
+        None,
+        description=(
+            "A DSA model's (GLM-5) sparse-attention prefill backend, spelt for the pinned "
+            "release; only backends whose kernels run on the GPU (data/attention_backends.toml)."
+        ),
+    )
+    sparse_attention_decode_backend: Backend | None = Field(
+        None, description="The same for decode."
+    )
+    kv_cache_dtype: str | None = Field(
+        None,
+        description=(
+            "The KV cache's dtype (--kv-cache-dtype, e.g. fp8_e4m3). Unset: auto, the model's "
+            "dtype. It picks the kv_bytes_per_token entry the fit uses."
+        ),
+    )
 
-    mem_fraction_static: float | None = Field(None, gt=0, lt=1)
+    mem_fraction_static: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description=(
+            "Share of each GPU's memory SGLang gives weights and KV cache "
+            "(--mem-fraction-static). Unset: SGLang's own, planned at 0.85."
+        ),
+    )
     cuda_graph: StrictBool = Field(True, description="Capture CUDA graphs for decode.")
-    cuda_graph_max_bs: int | None = Field(None, ge=1)
+    cuda_graph_max_bs: int | None = Field(
+        None, ge=1, description="Largest batch captured in CUDA graphs (--cuda-graph-max-bs)."
+    )
     chunked_prefill_size: int | None = Field(None, description="Tokens per prefill chunk; -1: off.")
     # The scheduler's order of waiting requests and its cap on running ones (both searched by
     # deploy/tune.py). Of server_args' choices (0.5.9 .. 0.5.23) these need no request metadata
     # (priority and routing-key do; random and dfs-weight are not for serving).
-    schedule_policy: Literal["lpm", "fcfs", "lof"] | None = None
-    max_running_requests: int | None = Field(None, ge=1, le=65536)
+    schedule_policy: Literal["lpm", "fcfs", "lof"] | None = Field(
+        None,
+        description="The order of waiting requests (--schedule-policy). Unset: SGLang's.",
+    )
+    max_running_requests: int | None = Field(
+        None,
+        ge=1,
+        le=65536,
+        description="Most requests running at once (--max-running-requests). Unset: SGLang's.",
+    )
 
-    reasoning_parser: str | None = None
-    tool_call_parser: str | None = None
-    disable_shared_experts_fusion: StrictBool = False
+    reasoning_parser: str | None = Field(
+        None,
+        description=(
+            "How SGLang splits a reasoning model's thinking from its answer "
+            "(--reasoning-parser: qwen3, deepseek-r1, gpt-oss, glm45...). Unset: not split. "
+            "`profile new` writes the family's (data/model_families.toml)."
+        ),
+    )
+    tool_call_parser: str | None = Field(
+        None,
+        description=(
+            "How SGLang reads tool calls in the output (--tool-call-parser: qwen, llama3, "
+            "deepseekv3, gpt-oss, glm47...). Unset: none parsed."
+        ),
+    )
+    disable_shared_experts_fusion: StrictBool = Field(
+        False,
+        description=(
+            "Keep an MoE's shared experts apart from the routed ones "
+            "(--disable-shared-experts-fusion; NVFP4 GLM-5 checkpoints need it)."
+        ),
+    )
 
     watchdog_timeout_s: float | None = Field(
         None,
@@ -346,7 +410,13 @@ class Profile(BaseModel):
     min_sglang_version: Release | None = Field(
         None, description="Oldest SGLang release that works."
     )
-    enable_metrics: StrictBool = True
+    enable_metrics: StrictBool = Field(
+        True,
+        description=(
+            "Serve Prometheus metrics on /metrics (--enable-metrics): what the benchmark, the "
+            "watchdog and monitoring read."
+        ),
+    )
     extra_args: list[str] = Field(
         default_factory=list, description="Server arguments passed as given, after the rest."
     )
