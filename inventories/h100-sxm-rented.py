@@ -30,10 +30,12 @@ gpu_servers = [
             "nvidia_driver_source": "host",
             # The toolkit the image ships (CUDA 13.x runs on the provider's 580 driver).
             "cuda_version": "13.0",
-            # NVFP4 needs Blackwell: a dense bf16 model on Hopper. Override `model` with the
-            # checkpoint to serve and its size from its config.json (weights_gb, num_layers,
-            # kv_bytes_per_token, the heads: validate refuses the placeholder's, naming them;
-            # pyinfra_sglang/data/profiles/dense-bf16.toml).
+            # NVFP4 needs Blackwell: a dense bf16 model on Hopper. To serve yours, add
+            # "sglang_profile_overrides": {"model": "org/name"}: validate reads its size from
+            # its config.json on the Hub and prints the fit, or refuses it with the numbers.
+            # `pyinfra-sglang profile new org/name` writes it a profile of its own, and
+            # `pyinfra-sglang plan --model org/name --inventory ...` compares layouts
+            # (docs/profiles.md).
             "sglang_model_profile": "dense-bf16",
             "sglang_host": "0.0.0.0",
             "sglang_metrics_public": True,

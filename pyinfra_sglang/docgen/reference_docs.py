@@ -1,4 +1,5 @@
 """Reference tables in docs/, generated from code: the inventory fields (docs/inventory.md),
+the profile keys (docs/profiles.md),
 the finding codes (docs/audit.md), the `pyinfra-sglang` subcommands (docs/cli.md) and the
 list of their names (docs/packaging.md), the NVIDIA driver's package names with their sources
 (docs/packages.md), the roles and their operations from their docstrings and the supported
@@ -23,6 +24,7 @@ from pyinfra_sglang.audit.codes import codes_markdown
 from pyinfra_sglang.cli import main as cli
 from pyinfra_sglang.config.reference import reference_markdown
 from pyinfra_sglang.doc_markers import block, replace_block  # noqa: F401 (block: read through here)
+from pyinfra_sglang.docgen.profile_reference import profile_reference_markdown
 from pyinfra_sglang.docgen.role_reference import operations_markdown, roles_markdown
 from pyinfra_sglang.docgen.what_happens import what_happens_markdown
 from pyinfra_sglang.driver.driver_plan import packages_markdown
@@ -170,6 +172,7 @@ def platforms_markdown() -> str:
 # Marker name -> (file under docs/, what generates its block).
 BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
     "inventory-reference": ("inventory.md", reference_markdown),
+    "profile-reference": ("profiles.md", profile_reference_markdown),
     "finding-codes": ("audit.md", codes_markdown),
     "tuning-settings": ("benchmark-and-diagnosis.md", tuning_settings_markdown),
     "what-happens": ("what-happens.md", what_happens_markdown),
