@@ -53,6 +53,7 @@ from checks.facts import (
     Virtualization,
 )
 from checks.failures import fail_run
+from checks.flash_attn_decision import flash_attn_decision
 from checks.gpu_load import run_under_load
 from checks.host_context import group_interface, host_position, ship_and_run
 from checks.peer_path import read_peer_path
@@ -341,7 +342,7 @@ def audit_host(config: HostConfig, report_dir: str):
         host.noop("the audit reads the host when the run executes and changes nothing")
         return
     rank = host_position(config, host).rank
-    expected = AuditExpectations.from_config(config, UNIT_NAME, rank)
+    expected = AuditExpectations.from_config(config, UNIT_NAME, rank, flash_attn_decision(config))
     facts = read_facts(config, expected)
     # Remediations name the inventory this run was started with, ready to paste.
     findings = findings_for_inventory(judge(expected, facts), run_inventory())

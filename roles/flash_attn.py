@@ -20,7 +20,8 @@ from pyinfra.api import FunctionCommand, QuoteString, StringCommand, deploy, ope
 from pyinfra.api.exceptions import OperationError
 from pyinfra.facts.hardware import Cpus
 
-from checks.facts import JsonRecord, MemoryInfo, NvidiaGpus, PythonPackages, read_once
+from checks.facts import JsonRecord, MemoryInfo, PythonPackages, read_once
+from checks.flash_attn_decision import flash_attn_decision, gpu_archs
 from checks.host_context import run_on_host
 from pyinfra_sglang import data
 from pyinfra_sglang.data_models import FlashAttn
@@ -29,7 +30,6 @@ from pyinfra_sglang.inventory import host_config
 from pyinfra_sglang.python_env.flash_attn_build_plan import (
     BuildPlan,
     BuildProgress,
-    archs_from_compute_caps,
     archs_text,
     build_log_paths,
     built_archs,
@@ -41,11 +41,10 @@ from pyinfra_sglang.terminal import shown
 from roles.common import systemd_run
 from roles.python_env import index_options, uv_path, venv_packages
 
-BUILD_OFF = (
-    "flash-attn build off (flash_attn_build: false in the inventory): nothing built or "
-    "removed; SGLang imports flash-attn 2 only off the GLM-5 and dense paths "
-    "(docs/packages.md#flash-attn)"
-)
+
+def build_off(why: str) -> str:
+    """The noop of a host that builds no flash-attn, with why (flash_attn_need.py)."""
+    return f"flash-attn not built ({why}): nothing built or removed"
 
 
 def host_build_plan(archs: list[str] | tuple[str, ...], memory_fraction: float) -> BuildPlan:
@@ -60,12 +59,6 @@ def host_cuda_archs(archs_override: list[str] | None) -> tuple[str, ...]:
     if archs_override:
         return tuple(archs_override)
     return gpu_archs()
-
-
-def gpu_archs() -> tuple[str, ...]:
-    """The CUDA architectures of the GPUs nvidia-smi reports ("90", "120")."""
-    gpus = read_once(host, NvidiaGpus)
-    return archs_from_compute_caps([gpu["compute_cap"] or "" for gpu in gpus])
 
 
 def build_due(venv: str, version: str, archs_override: list[str] | None) -> tuple[bool, str]:
@@ -102,13 +95,15 @@ def flash_attn_built(
     cuda_home: str,
     index_url: str,
     build: bool = True,
+    off_reason: str = "flash_attn_build = false in the inventory",
 ):
     """Build and install flash-attn ``version`` unless the venv has it, built for what is
-    wanted (see build_due), or ``build`` is off (the inventory's flash_attn_build: nothing
-    is read or changed). The log and a record of the build (seconds, CUDA architectures,
-    variables) stay under /var/log/pyinfra-sglang; a failed build shows the log's tail."""
+    wanted (see build_due), or ``build`` is off (not needed, or the inventory's
+    flash_attn_build: nothing is read or changed; ``off_reason`` says why). The log and a
+    record of the build (seconds, CUDA architectures, variables) stay under
+    /var/log/pyinfra-sglang; a failed build shows the log's tail."""
     if not build:
-        host.noop(BUILD_OFF)
+        host.noop(build_off(off_reason))
         return
     due, why = build_due(venv, version, archs_override)
     if not due:
@@ -247,7 +242,7 @@ def flash_attn() -> None:
     for; `MAX_JOBS` and `NVCC_THREADS` are planned from the host's cores and available memory,
     and a host where not even one job fits is refused before any change.
 
-    + flash_attn_build: off makes no change
+    + flash_attn_build: unset builds it only where the profile needs it; false never
     + flash_attn_version: the release built
     + flash_attn_cuda_archs: the architectures (default: the GPUs')
     + flash_attn_memory_fraction: the share of memory the build may plan for
@@ -264,8 +259,9 @@ def flash_attn() -> None:
         "cuda_home": cuda_paths(config.cuda_version)["home"],
         "index_url": str(config.pypi_index_url),
     }
-    if not config.flash_attn_build:
-        flash_attn_built(**build, build=False)
+    need = flash_attn_decision(config)
+    if not need.build:
+        flash_attn_built(**build, build=False, off_reason=need.why)
         return
     if build_due(config.venv_path, config.flash_attn_version, config.flash_attn_cuda_archs)[0]:
         # A build is due: refuse now, before any host changes, if not even one job fits.

@@ -20,6 +20,7 @@ from checks.facts import (
     Virtualization,
     read_once,
 )
+from checks.flash_attn_decision import flash_attn_decision
 from pyinfra_sglang.driver.host_driver import (
     HOST,
     ForeignDriver,
@@ -62,7 +63,7 @@ def refuse_host_driver(config: HostConfig) -> RunningDriver:
         running,
         read_once(host, NvidiaGpus),
         config.cuda_version,
-        config.flash_attn_build,
+        flash_attn_decision(config).build,
         read_once(host, HostDriverState)["toolkits"],
     )
     if problems:

@@ -137,6 +137,9 @@ def site_data(host_pool, nvidia_mirror, python_index, site_secrets, model_hub) -
         "pypi_index_url": python_index.pypi_url,
         "torch_index_url": python_index.torch_url,
         "python_version": "3.11",
+        # The site tests build flash-attn (the stand-in's build records what it saw): asked
+        # for, since the dense profile on these GPUs does not need it.
+        "flash_attn_build": True,
         "sglang_model_profile": "dense-bf16",
         "sglang_api_key_file": str(site_secrets / "api-key"),
         "hf_token_file": str(site_secrets / "hf-token"),

@@ -229,9 +229,10 @@ CODES: dict[str, Code] = {
     ),
     "flash-attn-off": Code(
         ("ok", "warn"),
-        "`flash_attn_build` is false: no flash-attn is built (ok), and one found in the venv "
-        "anyway is reported; warn when its build record lacks a GPU architecture found or "
-        "names none",
+        "flash-attn is not built here (the profile does not need it on these GPUs, or "
+        "`flash_attn_build` is false; the finding says which): none in the venv is ok, and one "
+        "found anyway is reported; warn when its build record lacks a GPU architecture found "
+        "or names none",
     ),
     "flash-attn-arch-mismatch": Code(
         ("fail",),

@@ -225,7 +225,7 @@ def findings_for_cuda(
                 "cuda-drift",
                 f"No CUDA Toolkit {release} at {nvcc_path} (found: {found}); {HOST_SOURCE} "
                 "installs none. flash-attn is built with it"
-                + ("" if flash_attn_build else " (flash_attn_build is off)")
+                + ("" if flash_attn_build else " (where it is built; it is not built here)")
                 + ": set cuda_version to a toolkit the host has, or ask its owner.",
                 evidence=dict(nvcc or {}),
             )
@@ -507,13 +507,15 @@ def findings_for_flash_attn(
     flash_attn: dict | None,
     gpus: list[dict],
     build: bool = True,
+    off_reason: str | None = None,
 ) -> list[Finding]:
     """Does the installed flash-attn have kernels for the GPUs found (or exactly the
     inventory's ``flash_attn_cuda_archs``)? The same rule as the role's rebuild. Judged only
     for the pinned version: another one is rebuilt by the next deploy anyway. With ``build``
-    off (flash_attn_build: false) no flash-attn is expected: said so, with what is there."""
+    off (not needed, or flash_attn_build: false; ``off_reason`` says which) no flash-attn is
+    expected: said so, with what is there."""
     if not build:
-        return _flash_attn_off(flash_attn, gpus)
+        return _flash_attn_off(flash_attn, gpus, off_reason)
     if not flash_attn or not version or flash_attn.get("installed") != version:
         return []
     recorded = flash_attn.get("built_archs")
@@ -558,10 +560,13 @@ def findings_for_flash_attn(
     ]
 
 
-def _flash_attn_off(flash_attn: dict | None, gpus: list[dict]) -> list[Finding]:
-    """flash_attn_build is off: missing flash-attn is what the inventory asked for; one found
-    anyway (built before, or installed by hand) is reported as it is, the deploy leaves it."""
-    off = "flash-attn is not built: flash_attn_build is false in the inventory"
+def _flash_attn_off(
+    flash_attn: dict | None, gpus: list[dict], reason: str | None = None
+) -> list[Finding]:
+    """flash-attn is not built here: missing flash-attn is what the inventory asks for; one
+    found anyway (built before, or installed by hand) is reported as it is, the deploy
+    leaves it."""
+    off = f"flash-attn is not built: {reason or 'flash_attn_build is false in the inventory'}"
     if not flash_attn or not flash_attn.get("installed"):
         return [Finding("ok", "flash-attn-off", f"{off}; none in the venv.")]
     installed = flash_attn["installed"]

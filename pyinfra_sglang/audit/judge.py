@@ -237,6 +237,7 @@ def judge(expected: AuditExpectations, facts: AuditFacts) -> list[Finding]:
         facts.flash_attn,
         facts.gpus,
         expected.flash_attn_build,
+        expected.flash_attn_off_reason,
     )
     findings += _service_findings(expected, facts)
     if facts.gpus:

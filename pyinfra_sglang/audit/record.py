@@ -14,6 +14,7 @@ from pyinfra_sglang.config import HostConfig
 from pyinfra_sglang.driver.nvidia import cuda_paths
 from pyinfra_sglang.gpu_links.p2p import P2P_KEYS
 from pyinfra_sglang.monitoring.render import listen
+from pyinfra_sglang.serving.flash_attn_need import FlashAttnNeed, as_set
 from pyinfra_sglang.serving.service_files import ROUTER_UNIT_PATH
 
 
@@ -45,8 +46,10 @@ class AuditExpectations:
     # flash-attn's pin and the inventory's architectures for it (None in records made before).
     flash_attn_version: str | None = None
     flash_attn_cuda_archs: list[str] | None = None
-    # Does the inventory build flash-attn (flash_attn_build)? Records made before: it did.
+    # Is flash-attn built here (flash_attn_build, else by need)? Records made before: it was.
     flash_attn_build: bool = True
+    # Why it is not (serving/flash_attn_need.py); None in records made before.
+    flash_attn_off_reason: str | None = None
     # The inventory's expected_gpu_model (None: unset, or a record made before it).
     expected_gpu_model: str | None = None
     # NCCL_P2P_LEVEL / NCCL_P2P_DISABLE as the host's sglang_env sets them ({}: left to the
@@ -64,7 +67,17 @@ class AuditExpectations:
     monitoring_url: str | None = None
 
     @classmethod
-    def from_config(cls, config: HostConfig, unit_name: str, node_rank: int) -> AuditExpectations:
+    def from_config(
+        cls,
+        config: HostConfig,
+        unit_name: str,
+        node_rank: int,
+        flash_attn: FlashAttnNeed | None = None,
+    ) -> AuditExpectations:
+        """``flash_attn``: whether flash-attn is built here and why (unset: as the inventory's
+        flash_attn_build says; built where it leaves it to need, as records made before)."""
+        if flash_attn is None:
+            flash_attn = as_set(config.flash_attn_build is not False)
         routed = bool(config.sglang_router_worker_urls)
         return cls(
             driver_branch=config.nvidia_driver_branch,
@@ -80,7 +93,8 @@ class AuditExpectations:
             update_within_branch=config.nvidia_driver_update_within_branch,
             flash_attn_version=config.flash_attn_version,
             flash_attn_cuda_archs=config.flash_attn_cuda_archs,
-            flash_attn_build=config.flash_attn_build,
+            flash_attn_build=flash_attn.build,
+            flash_attn_off_reason=None if flash_attn.build else flash_attn.why,
             expected_gpu_model=config.expected_gpu_model,
             nccl_p2p_env={k: v for k, v in config.sglang_env.items() if k in P2P_KEYS},
             node_rank=node_rank,

@@ -70,7 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         '{"model": {"model", "read_from", "params_b", "weights_gb", ...}, "gpus": {"count", '
         '"name", "memory_gb", "memory_bandwidth_gbs"}, "sglang_version", "profile", "layouts": '
         '[{"layout", "tp_size", "ep_size", "dp_attention_size", "fits", "refused", "fit", '
-        '"decode_roofline_tokens_per_s"}], "fits", "fewest_gpus"}',
+        '"decode_roofline_tokens_per_s"}], "fits", "fewest_gpus", "flash_attn": {"build", "why"}}',
     )
 
 
@@ -149,6 +149,7 @@ def _from_flags(args: argparse.Namespace) -> dict:
         "version": version,
         "files": files,
         "shape": shape,
+        "flash_attn_build": None,
     }
 
 
@@ -191,6 +192,7 @@ def _from_inventory(args: argparse.Namespace) -> dict:
         "version": config.sglang_version,
         "files": files,
         "shape": shape,
+        "flash_attn_build": config.flash_attn_build,
     }
 
 
@@ -305,6 +307,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"plan: {error}", file=sys.stderr)
         return 2
     profile, gpu, count = plan["profile"], plan["gpu"], plan["count"]
+    from pyinfra_sglang.serving.flash_attn_need import flash_attn_need
+
+    flash_attn = flash_attn_need(plan["flash_attn_build"], profile, [gpu.arch])
     fitting = [layout for layout in layouts if layout.fits]
     fewest = min((layout.tp_size for layout in fitting), default=None)
     summary = _model_summary(plan)
@@ -323,6 +328,7 @@ def run(args: argparse.Namespace) -> int:
                 "layouts": [layout.as_dict() for layout in layouts],
                 "fits": bool(fitting),
                 "fewest_gpus": fewest,
+                "flash_attn": {"build": flash_attn.build, "why": flash_attn.why},
             }
         )
         return 0 if fitting else 1
@@ -336,6 +342,7 @@ def run(args: argparse.Namespace) -> int:
     print(HEADER)
     for layout in layouts:
         print(_row(layout))
+    print(f"flash-attn build: {'yes' if flash_attn.build else 'no'}, {flash_attn.why}")
     if fitting:
         print(
             f"fits: {len(fitting)} of {len(layouts)} layouts; the fewest GPUs that hold it: "

@@ -45,6 +45,11 @@ class Stacks(DataModel):
     stacks: tuple[Stack, ...]
 
 
+class FlashAttnNeed(DataModel):
+    fa3_native_majors: tuple[int, ...]
+    fallback_backends: tuple[str, ...]
+
+
 class FlashAttn(DataModel):
     version: str
     build_requirements: tuple[str, ...]
@@ -57,6 +62,7 @@ class FlashAttn(DataModel):
     progress_every_s: Number
     poll_every_s: Number
     tail_lines: int
+    need: FlashAttnNeed
 
 
 class RouterPin(DataModel):

@@ -163,3 +163,11 @@ def test_an_inventory_host_brings_its_gpus_and_release(capsys, tmp_path, monkeyp
     # 1 GiB of overhead past 0.85 x 80 = 68 GiB: four GPUs.
     assert result["fewest_gpus"] == 4
     assert not by_layout(result)["TP 2"]["fits"] and by_layout(result)["TP 4"]["fits"]
+
+
+def test_the_plan_says_whether_flash_attn_is_built_and_why(capsys):
+    code, result = plan(
+        capsys, "--model", str(CONFIGS / "Qwen--Qwen3-32B"), "--gpus", "8", "--gpu-model", H100
+    )
+    assert code == 0 and result["flash_attn"]["build"] is False
+    assert result["flash_attn"]["why"].startswith("not needed: profile dense-bf16 (SGLang default")

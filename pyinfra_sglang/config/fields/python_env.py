@@ -89,18 +89,18 @@ class PythonEnvFields(FieldGroup):
         json_schema_extra=allowed("an http(s) URL of a PEP 503 simple index, or unset"),
     )
 
-    flash_attn_build: StrictBool = Field(
-        True,
+    flash_attn_build: StrictBool | None = Field(
+        None,
         description=(
             "Build flash-attn (the `flash_attn` package of flash-attn 2, ~30 min from source) "
-            "into the virtualenv. SGLang 0.5.5 .. 0.5.23 import it only on paths off the "
-            "GLM-5 and dense profiles: the fallback of its FA3 wrapper on GPUs other than "
-            "sm_80/sm_90 (vision encoders, the fa3 backend), a few models (Kimi-VL's MoonViT, "
-            "MiMo-V2 ASR, remote code through transformers) and the Qwen sparse attention "
-            "backend ([packages.md](packages.md#flash-attn)). Off: the role builds nothing "
-            "and the audit reports it off; a flash-attn already there stays."
+            "into the virtualenv. Unset: only where the profile needs it on the host's GPUs: "
+            "its attention backend is fa3 on GPUs other than sm_8x/sm_9x, where SGLang's FA3 "
+            "wrapper falls back to it (the deploy and `plan` say why; "
+            "[packages.md](packages.md#flash-attn)). true: always (a vision model or remote "
+            "model code that imports it); false: never. Not built: the role builds nothing "
+            "and the audit says why; a flash-attn already there stays."
         ),
-        json_schema_extra=allowed("true, false"),
+        json_schema_extra=allowed("true, false, or unset (by need)"),
     )
 
     flash_attn_version: Annotated[
