@@ -24,6 +24,8 @@ OFFLINE_COMMANDS = {
     "inventory-reference",
     "validate",
     "build-plan",
+    "plan",
+    "profile",
     "render",
     "packages",
     "decode-check",
@@ -99,7 +101,7 @@ def test_inventory_reference_validate_render_and_build_plan(installed, tmp_path)
         "gpu_hosts = [('gpu-1', {'sglang_model_profile': 'dense-bf16'})]\n"
     )
     validated = run(installed, tmp_path, "validate", "inventory.py")
-    assert validated.returncode == 0 and validated.stdout == "gpu-1: ok\n"
+    assert validated.returncode == 0 and validated.stdout.startswith("gpu-1: ok\n  fit: ")
     refused = run(installed, tmp_path, "validate", "inventory.py", "--data", "sglang_port=0")
     assert refused.returncode == 1 and "sglang_port" in refused.stderr
 
@@ -120,6 +122,19 @@ def test_inventory_reference_validate_render_and_build_plan(installed, tmp_path)
 
     packages = run(installed, tmp_path, "packages", "--platform", "debian12")
     assert packages.returncode == 0 and "     nvidia-driver-cuda\n" in packages.stdout
+
+
+def test_plan_and_profile_new_read_a_models_config(installed, tmp_path):
+    folder = tmp_path / "qwen3-32b"
+    folder.mkdir()
+    shutil.copy(ROOT / "tests/fixtures/model-configs/Qwen--Qwen3-32B/config.json", folder)
+    gpu = "--gpu-model=NVIDIA H100 80GB HBM3"
+    planned = run(installed, tmp_path, "plan", f"--model={folder}", "--gpus=8", gpu, "--json")
+    assert planned.returncode == 0, planned.stderr
+    assert json.loads(planned.stdout)["model"]["params_b"] == 32.76
+    written = run(installed, tmp_path, "profile", "new", str(folder))
+    assert written.returncode == 0, written.stderr
+    assert (tmp_path / "profiles" / "qwen3-32b.toml").is_file()
 
 
 def test_analyze_diagnose_decode_check_and_ab_compare(installed, tmp_path):
