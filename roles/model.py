@@ -21,6 +21,7 @@ from checks.facts import (
     CacheDirStates,
     FirstLine,
     FreeBytes,
+    ModelConfigJson,
     NvidiaGpus,
     SnapshotFiles,
     read_once,
@@ -44,10 +45,16 @@ from pyinfra_sglang.model_files.model_snapshot import (
     ref_file,
     snapshot_folder,
 )
+from pyinfra_sglang.model_shape.profile_values import profile_values
+from pyinfra_sglang.model_shape.shape import ModelShapeError, shape_of
 from pyinfra_sglang.redact import redact
+from pyinfra_sglang.serving.model_sizing import ModelSizeError, needs_sizing, read_model
+from pyinfra_sglang.serving.placement import NodePosition, place
+from pyinfra_sglang.serving.profiles import load_profile, merge_overrides
 from pyinfra_sglang.serving.render import _env_value as env_value
 from pyinfra_sglang.serving.render import cache_dirs
 from pyinfra_sglang.serving.secret_files import read_secret
+from pyinfra_sglang.serving.service_files import gpu_set
 from roles.common import put_private_file
 from roles.service_trees import as_user
 from roles.sglang_service import host_service_files, service_user, useradd_command
@@ -298,6 +305,36 @@ def local_model_checked(path: str) -> None:
         )
 
 
+def local_model_sized(config, gpus: list[dict]) -> None:
+    """An override of ``model`` to a folder the controller could not read (validation warned
+    that the profile's size stood for it): sized from the host's own config.json and judged
+    on the GPUs found, before anything changes. A fit that fails is refused with its numbers."""
+    base = load_profile(config.sglang_model_profile, config.sglang_profile_dirs)
+    overrides = config.sglang_profile_overrides
+    if not needs_sizing(base, overrides):
+        return
+    model = str(overrides["model"])
+    try:
+        read_model(config, model)
+        return  # the controller read it: the profile is sized already
+    except ModelSizeError:
+        pass
+    path = f"{model.rstrip('/')}/config.json"
+    limit = data.model_shape().read.max_config_bytes
+    found = read_once(host, ModelConfigJson, path=path, limit=limit)
+    try:
+        if found is None:
+            raise ModelShapeError(f"{path} is not a JSON object of at most {limit} bytes")
+        sized = merge_overrides(base, {**profile_values(shape_of(found)), **overrides})
+        if gpus:
+            place(sized, gpu_set(gpus, host.name), NodePosition(), config.sglang_version)
+    except (ModelShapeError, PyinfraError) as error:
+        raise ModelRefused(
+            f"host {host.name}: sglang_profile_overrides: model = {model!r}, sized from the "
+            f"host's {path}: {error}. Nothing was changed."
+        ) from None
+
+
 def cache_folders(cache: str) -> tuple[str, ...]:
     # HF_HOME holds the default cache, which may be a mount point: judged on its own.
     return tuple(sorted({cache, cache_dirs()["HF_HOME"]}))
@@ -340,6 +377,7 @@ def model_weights() -> None:
         host_service_files(config, gpus)
     if is_local_model(model):
         local_model_checked(model)
+        local_model_sized(config, gpus)
         return
     token = read_secret(config.hf_token_file, "hf_token_file", host.name)
     endpoint = str(config.hf_endpoint or DEFAULT_ENDPOINT).rstrip("/")

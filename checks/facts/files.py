@@ -86,6 +86,17 @@ class JsonRecord(FactBase[dict | None]):
         return parse_json_record(output)
 
 
+class ModelConfigJson(FactBase[dict | None]):
+    """A model folder's config.json on the host, at most ``limit`` bytes of it, as a JSON
+    object; None when there is none, it is larger, or it holds no JSON object."""
+
+    def command(self, path: str, limit: int) -> str:
+        return f"head -c {int(limit) + 1} {shlex.quote(path)} 2>/dev/null || true"
+
+    def process(self, output) -> dict | None:
+        return parse_json_record(output)
+
+
 class StateFile(FactBase[dict]):
     """A program's JSON state file at ``path``: {"present", "record"} (parse_state_file), so
     a file that is there but holds no JSON object is told from one never written."""

@@ -187,9 +187,10 @@ def _model_override_problems(
     except ModelSizeError as error:
         if is_local_model(model):
             warn(
-                f"warning: host {host.name}: sglang_profile_overrides: {error}. Until then the "
-                f"memory fit and tensor parallelism are planned for the profile's model "
-                f"({profile.model})"
+                f"warning: host {host.name}: sglang_profile_overrides: {error}. The deploy "
+                "sizes it from the host's config.json and judges its fit on the GPUs found "
+                "before anything changes; validate and render plan for the profile's model "
+                f"({profile.model}) until then"
             )
             return []
         return [problem("sglang_profile_overrides", str(error))]

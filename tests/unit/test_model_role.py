@@ -178,3 +178,55 @@ def test_a_revision_the_hub_lacks_names_the_profile_that_pinned_it():
         "names another). Nothing was changed."
     )
     assert plan_refusal("gpu-1", error, None) == f"host gpu-1: {error}. Nothing was changed."
+
+
+# --- a folder the controller cannot read, sized from the host's own config.json ------------
+
+
+def _sized_on_host(monkeypatch, config_json, gpus):
+    import json as json_module
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from pyinfra_sglang.inventory import HostConfig
+    from roles import model as role
+
+    configs = Path(__file__).resolve().parents[1] / "fixtures" / "model-configs"
+    found = json_module.loads((configs / config_json / "config.json").read_text())
+    asked = []
+
+    def read_once(host, fact, **kwargs):
+        asked.append((fact.__name__, kwargs))
+        return found
+
+    monkeypatch.setattr(role, "read_once", read_once)
+    monkeypatch.setattr(role, "host", SimpleNamespace(name="gpu-1"))
+    config = HostConfig(
+        sglang_model_profile="dense-bf16",
+        sglang_profile_overrides={"model": "/models/served"},
+    )
+    role.local_model_sized(config, gpus)
+    return asked
+
+
+H100_ROWS = [
+    {"name": "NVIDIA H100 80GB HBM3", "memory.total": "81559 MiB", "compute_cap": "9.0"}
+] * 8
+
+
+def test_a_host_folder_too_large_for_its_gpus_is_refused_with_the_numbers(monkeypatch):
+    import pytest
+
+    from roles.model import ModelRefused
+
+    with pytest.raises(ModelRefused) as refused:
+        _sized_on_host(monkeypatch, "meta-llama--Llama-3.1-405B", H100_ROWS)
+    message = str(refused.value)
+    assert message.startswith("host gpu-1: sglang_profile_overrides: model = '/models/served'")
+    assert "sized from the host's /models/served/config.json" in message
+    assert "811.7 GB / 8" in message and message.endswith("Nothing was changed.")
+
+
+def test_a_host_folder_that_fits_reads_its_config_once(monkeypatch):
+    asked = _sized_on_host(monkeypatch, "Qwen--Qwen3-32B", H100_ROWS)
+    assert asked == [("ModelConfigJson", {"path": "/models/served/config.json", "limit": 4194304})]
