@@ -31,6 +31,7 @@ from checks.facts import (
     DkmsState,
     FileDigests,
     FirstLine,
+    GroupNetwork,
     IommuState,
     JsonRecord,
     KernelXids,
@@ -253,6 +254,15 @@ def read_monitoring(url: str | None) -> dict | None:
     return {"url": url, "targets": host.get_fact(PrometheusTargets, url=url)}
 
 
+def read_group_network(config: HostConfig) -> dict | None:
+    """The group network of a multi-node member across machines: read on the interface the
+    inventory names, else the one its route to the others leaves by; None elsewhere."""
+    if not config.sglang_multinode_group:
+        return None
+    interface = config.sglang_multinode_interface or group_interface(config, host)
+    return host.get_fact(GroupNetwork, interface=interface) if interface else None
+
+
 def read_facts(config: HostConfig, expected: AuditExpectations) -> AuditFacts:
     """Read the current pyinfra host: every fact the judge needs, loads included."""
     # The nvidia-smi facts require it (their requires_command); read while the run executes,
@@ -312,6 +322,7 @@ def read_facts(config: HostConfig, expected: AuditExpectations) -> AuditFacts:
         audited_on=date.today().isoformat(),
         watchdog=read_watchdog() if expected.watchdog else None,
         monitoring=read_monitoring(expected.monitoring_url),
+        group_network=read_group_network(config),
     )
     if not gpus:
         return facts

@@ -57,7 +57,7 @@ from checks.facts.kernel import (
     SecureBootState,
     Virtualization,
 )
-from checks.facts.network import RouteTo
+from checks.facts.network import GroupNetwork, RouteTo
 from checks.facts.nvidia import (
     CudaInit,
     HostDriverState,
@@ -98,6 +98,7 @@ __all__ = [
     "FileStates",
     "FirstLine",
     "FreeBytes",
+    "GroupNetwork",
     "HostDriverState",
     "HttpStatus",
     "IommuState",

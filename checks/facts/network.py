@@ -7,6 +7,7 @@ from ipaddress import ip_address
 
 from pyinfra.api import FactBase
 
+from pyinfra_sglang.parsers.group_network import parse_group_network
 from pyinfra_sglang.parsers.route import RouteDict, parse_route_get
 
 
@@ -30,3 +31,27 @@ class RouteTo(FactBase[RouteDict | None]):
 
     def process(self, output: list[str]) -> RouteDict | None:
         return parse_route_get(output)
+
+
+class GroupNetwork(FactBase[dict | None]):
+    """A multi-node member's group network from sysfs: ``interface``'s speed and operstate,
+    the RDMA ports' state and rate, nvidia_peermem (see parse_group_network)."""
+
+    def command(self, interface: str) -> str:
+        net = f"/sys/class/net/{interface}"
+        return (
+            f"printf 'iface=%s\\n' {shlex.quote(interface)}; "
+            f"printf 'speed=%s\\n' \"$(cat {shlex.quote(net + '/speed')} 2>/dev/null)\"; "
+            f"printf 'operstate=%s\\n' \"$(cat {shlex.quote(net + '/operstate')} 2>/dev/null)\"; "
+            "if [ -d /sys/module/nvidia_peermem ]; then echo peermem=loaded; "
+            "else echo peermem=absent; fi; "
+            'for p in /sys/class/infiniband/*/ports/*; do [ -d "$p" ] || continue; '
+            "d=${p#/sys/class/infiniband/}; "
+            "printf 'port=%s|%s|%s|%s|%s\\n' \"${d%%/ports/*}/${p##*/}\" "
+            '"$(cat "$p/state" 2>/dev/null)" "$(cat "$p/phys_state" 2>/dev/null)" '
+            '"$(cat "$p/rate" 2>/dev/null)" "$(cat "$p/link_layer" 2>/dev/null)"; '
+            "done; true"
+        )
+
+    def process(self, output: list[str]) -> dict | None:
+        return parse_group_network(output)

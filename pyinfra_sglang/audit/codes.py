@@ -275,6 +275,13 @@ CODES: dict[str, Code] = {
         "the watchdog's timer runs, with its last decode check and the failures in a row from "
         "its state file; warn when the timer is not active or enabled, or the last check failed",
     ),
+    "multinode-network": Code(
+        ("ok", "warn", "fail"),
+        "a multi-node member's group network, read from sysfs: the interface the group's "
+        "traffic leaves by (fail when it is not up) and the RDMA ports (warn when none is "
+        "active: NCCL then runs over sockets), with nvidia_peermem; only where the interface "
+        "is known",
+    ),
     "watchdog-restarts": Code(
         ("ok", "warn", "fail"),
         "the watchdog's last restarts of the server (times, why, how each ended): warn when "

@@ -23,6 +23,7 @@ from pyinfra_sglang.audit.drift import (
 )
 from pyinfra_sglang.audit.fabric import findings_for_cuda_init, findings_for_fabric
 from pyinfra_sglang.audit.findings import Finding
+from pyinfra_sglang.audit.group_network import findings_for_group_network
 from pyinfra_sglang.audit.health import findings_for_dcgm, findings_for_gpu_health
 from pyinfra_sglang.audit.links import findings_for_links, pcie_links
 from pyinfra_sglang.audit.monitoring import findings_for_monitoring
@@ -239,6 +240,7 @@ def judge(expected: AuditExpectations, facts: AuditFacts) -> list[Finding]:
         expected.flash_attn_build,
         expected.flash_attn_off_reason,
     )
+    findings += findings_for_group_network(facts.group_network)
     findings += _service_findings(expected, facts)
     if facts.gpus:
         findings += _load_findings(expected, facts)

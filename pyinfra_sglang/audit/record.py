@@ -190,6 +190,9 @@ class AuditFacts:
     # The monitoring server's Prometheus: {"url", "targets": its active targets or None when
     # it did not answer}; None: not read (not the monitoring host, or a record made before).
     monitoring: dict | None = None
+    # A multi-node member's group network (parsers/group_network.py); None: not read (not a
+    # member across machines, its interface not known, or a record made before).
+    group_network: dict | None = None
 
     @classmethod
     def from_dict(cls, values: dict) -> AuditFacts:
