@@ -180,3 +180,36 @@ def test_the_values_size_a_profile_that_validates():
     assert profile.num_routed_experts is None and profile.kv_split_over_tp
     assert profile.kv_bytes_per_token_by_backend == {} and profile.mtp_layers == 0
     assert profile.num_key_value_heads == 8 and profile.num_attention_heads == 64
+
+
+@pytest.mark.parametrize(
+    ("quantization", "per_weight"),
+    [
+        # GPTQ/AWQ 4-bit, groups of 128: half a byte, plus an fp16 scale and a 4-bit zero a
+        # group.
+        ({"quant_method": "gptq", "bits": 4, "group_size": 128}, 0.5 + (2 + 0.5) / 128),
+        ({"quant_method": "awq", "bits": 4, "group_size": 128}, 0.5 + (2 + 0.5) / 128),
+        ({"quant_method": "gptq", "bits": 8, "group_size": 64}, 1 + (2 + 1) / 64),
+        # ModelOpt NVFP4 (quant_algo at the top or in its config_groups), an fp8 scale a 16.
+        ({"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16}, 0.5 + 1 / 16),
+    ],
+)
+def test_integer_and_fp4_formats_price_their_groups(quantization, per_weight):
+    config = json.loads((CONFIGS / "meta-llama--Llama-3.1-8B" / "config.json").read_text())
+    model = shape_of({**config, "quantization_config": quantization})
+    quantized = sum(p.params for p in model.parts if p.quantized)
+    plain = model.params - quantized
+    assert [p.name for p in model.parts if p.quantized] == ["attention", "dense MLP"]
+    assert model.weight_bytes == pytest.approx(quantized * per_weight + 2 * plain, abs=8)
+
+
+def test_modules_left_unquantized_stay_in_the_models_dtype():
+    config = json.loads((CONFIGS / "meta-llama--Llama-3.1-8B" / "config.json").read_text())
+    quantization = {
+        "quant_method": "modelopt",
+        "quant_algo": "NVFP4",
+        "group_size": 16,
+        "exclude_modules": ["lm_head", "model.layers.*.self_attn*"],
+    }
+    model = shape_of({**config, "quantization_config": quantization})
+    assert [p.name for p in model.parts if p.quantized] == ["dense MLP"]
