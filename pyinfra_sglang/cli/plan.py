@@ -10,6 +10,7 @@ import sys
 from pyinfra_sglang.cli.arguments import MAX_GPUS, at_most, key_value, profile_name, release
 from pyinfra_sglang.cli.inventory_input import Refused, invalid, load_inventory
 from pyinfra_sglang.cli.json_output import add_json, print_json
+from pyinfra_sglang.cli.model_input import read_model_argument
 
 PLAN_EPILOG = """\
 The model's size comes from its config.json (and the checkpoint's file sizes where the Hub
@@ -103,26 +104,6 @@ def _flag_values(args: argparse.Namespace):
     )
 
 
-def _read_model(args: argparse.Namespace, endpoint: str, token_file: str | None):
-    """The model's files and shape (Refused 2 where they cannot be read)."""
-    from pyinfra.api.exceptions import PyinfraError
-
-    from pyinfra_sglang.model_shape.files import ModelFilesError, model_files, read_folder
-    from pyinfra_sglang.model_shape.shape import ModelShapeError, shape_of
-    from pyinfra_sglang.serving.secret_files import read_secret
-
-    model = args.model
-    try:
-        if os.path.isdir(model) or model.startswith(("/", ".")):
-            files = read_folder(model)
-        else:
-            token = read_secret(token_file, "hf_token_file", "controller") if token_file else None
-            files = model_files(model, args.revision, endpoint, token)
-        return files, shape_of(files.config)
-    except (ModelFilesError, ModelShapeError, PyinfraError) as error:
-        raise Refused(f"plan: --model {model}: {error}", 2) from None
-
-
 def _from_flags(args: argparse.Namespace) -> dict:
     from pyinfra_sglang.config import HostConfig
     from pyinfra_sglang.gpus import UnknownGpuError, gpu_by_name
@@ -134,7 +115,7 @@ def _from_flags(args: argparse.Namespace) -> dict:
     except UnknownGpuError as error:
         raise Refused(f"plan: --gpu-model: {error}", 2) from None
     endpoint = args.hf_endpoint or os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
-    files, shape = _read_model(args, endpoint, args.hf_token_file)
+    files, shape = read_model_argument(args, endpoint, args.hf_token_file, "plan: --model")
     try:
         base = load_profile(args.profile or "dense-bf16")
         values = {"model": args.model, **profile_values(shape, files.weight_bytes)}
@@ -173,7 +154,7 @@ def _from_inventory(args: argparse.Namespace) -> dict:
     if args.model:
         endpoint = str(config.hf_endpoint or "https://huggingface.co")
         token_file = str(config.hf_token_file) if config.hf_token_file else None
-        files, shape = _read_model(args, endpoint, token_file)
+        files, shape = read_model_argument(args, endpoint, token_file, "plan: --model")
         values = {"model": args.model, **profile_values(shape, files.weight_bytes)}
         profile = merge_overrides(profile, values)
     node = inventory.node_position_in(config, loaded.get_host(args.inventory_host))

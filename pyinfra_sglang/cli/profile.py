@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from pyinfra.api.exceptions import PyinfraError
 
     from pyinfra_sglang.cli.inventory_input import Refused
-    from pyinfra_sglang.cli.plan import _read_model
+    from pyinfra_sglang.cli.model_input import read_model_argument
     from pyinfra_sglang.safe_write import write_file
     from pyinfra_sglang.serving.profile_writer import profile_file_name, profile_text
     from pyinfra_sglang.serving.profiles import load_profile, profile_from_text
@@ -69,13 +69,13 @@ def run(args: argparse.Namespace) -> int:
             print(f"profile new: {path} is there already; --force replaces it", file=sys.stderr)
             return 2
     try:
-        files, shape = _read_model(args, endpoint, args.hf_token_file)
+        files, shape = read_model_argument(args, endpoint, args.hf_token_file, "profile new:")
         # A folder is served from its absolute path (a relative one would read as a Hub id).
         model = os.path.abspath(args.model) if files.commit is None else args.model
         text = profile_text(model, files, shape, load_profile(args.template))
         profile_from_text(name, str(path or "-"), text)  # it validates as written
     except Refused as refused:
-        print(str(refused).replace("plan:", "profile new:", 1), file=sys.stderr)
+        print(refused, file=sys.stderr)
         return refused.status
     except PyinfraError as error:
         print(f"profile new: {error}", file=sys.stderr)

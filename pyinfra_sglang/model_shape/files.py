@@ -27,6 +27,7 @@ from pyinfra_sglang.model_files.model_snapshot import (
     hub_snapshot,
     open_hub_url,
 )
+from pyinfra_sglang.safe_write import write_file
 
 WEIGHT_SUFFIX = ".safetensors"
 # NVIDIA ModelOpt checkpoints (nvidia/GLM-5-NVFP4) describe their quantization in this file
@@ -161,8 +162,9 @@ def _keep(repo: str, commit: str, text: bytes, weight_bytes: int | None) -> None
     slot = _cache_slot(repo, commit)
     try:
         slot.mkdir(parents=True, exist_ok=True)
-        (slot / "config.json").write_bytes(text)
-        (slot / "weights.json").write_text(json.dumps({"weight_bytes": weight_bytes}))
+        # Never through a link planted at a name (safe_write.py).
+        write_file(slot / "config.json", text)
+        write_file(slot / "weights.json", json.dumps({"weight_bytes": weight_bytes}))
     except OSError:
         pass
 
