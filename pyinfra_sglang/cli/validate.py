@@ -27,8 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         '{"inventory", "hosts": [names], "fit": {host: {"model", "fits", "tp_size", "gpus", '
         '"gpu_memory_gb", "budget_gib", "weights_gib", "kv_floor_gib", "overhead_gib", '
         '"need_gib", "free_gib", "kv_tokens", "context_length", "full_context_requests", ...} '
-        'or null}}; invalid: {"error", "problems": [{"host", "field", "value", "source", '
-        '"message", "allowed"}]}',
+        'or null}, "fit_not_judged": {host: why} (where any)}; invalid: {"error", "problems": '
+        '[{"host", "field", "value", "source", "message", "allowed"}]}',
     )
 
 
@@ -46,24 +46,37 @@ def run(args: argparse.Namespace) -> int:
         return invalid(args, error)
     fits = {name: planned_fit(config, loaded.get_host(name)) for name, config in configs.items()}
     if args.json:
-        fit = {name: report.as_dict() if report else None for name, report in fits.items()}
-        print_json({"inventory": args.inventory, "hosts": list(configs), "fit": fit})
+        fit = {
+            name: report.as_dict() if not isinstance(report, str) else None
+            for name, report in fits.items()
+        }
+        unjudged = {name: why for name, why in fits.items() if isinstance(why, str)}
+        document = {"inventory": args.inventory, "hosts": list(configs), "fit": fit}
+        print_json({**document, "fit_not_judged": unjudged} if unjudged else document)
         return 0
     for name, report in fits.items():
         print(f"{name}: ok")
-        print(f"  fit: {report.line() if report else NO_SIZE}")
+        print(f"  fit: {report if isinstance(report, str) else report.line()}")
     return 0
 
 
-# A profile with a plain floor (min_total_gpu_memory_gb) in place of its model's size.
-NO_SIZE = "not reported: the profile gives a plain GPU-memory floor, not its model's size"
+# Why a host's fit is not judged: only what the inventory plans is (never a GPU it guessed).
+NO_SIZE = "not judged: the profile gives a plain GPU-memory floor, not its model's size"
+NO_GPU = (
+    "not judged: the inventory names no expected_gpu_model (validation plans on an assumed "
+    "GPU; the deploy judges the fit on the GPUs it finds)"
+)
 
 
 def planned_fit(config, host):
-    """The fit of the host's planned placement (the GPUs the inventory plans for)."""
+    """The fit of the host's planned placement on the GPU the inventory plans for; a text
+    saying why it is not judged where no GPU or no model size is planned."""
     from pyinfra_sglang.inventory.groups import node_position_in
     from pyinfra_sglang.serving.fit_report import fit_report
     from pyinfra_sglang.serving.service_files import planned_placement
 
+    if config.expected_gpu_model is None:
+        return NO_GPU
     placement = planned_placement(config, node_position_in(config, host))
-    return fit_report(placement.profile, placement.tp_size, placement.gpus.memory_gb)
+    report = fit_report(placement.profile, placement.tp_size, placement.gpus.memory_gb)
+    return report or NO_SIZE

@@ -187,3 +187,13 @@ def test_a_local_folder_the_controller_reads_is_sized(site, capsys):
 def test_the_profiles_own_model_needs_nothing_more(site, capsys):
     code, result = validate(capsys, {"model": "Qwen/Qwen3-8B"}, "hf_endpoint=http://127.0.0.1:9")
     assert code == 0 and result["fit"]
+
+
+def test_no_expected_gpu_model_is_not_judged_on_an_assumed_gpu(site, capsys):
+    (site / "one.py").write_text(
+        "gpu_hosts = [('gpu-1', {'sglang_model_profile': 'dense-bf16'})]\n"
+    )
+    assert main(["validate", "one.py", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["fit"] == {"gpu-1": None}
+    assert result["fit_not_judged"]["gpu-1"].startswith("not judged: the inventory names no")
