@@ -37,13 +37,31 @@ class ModelShapeError(ValueError):
     """A config.json this cannot size: the message names the key."""
 
 
-def _int(config: Mapping[str, Any], key: str, default: int | None = None) -> int:
+# The largest count a size key may hold (a config from the Hub is read, not trusted): far
+# above any model's (vocabularies of 10^6, hidden sizes of 10^5), and layers are fewer still,
+# since a list a layer is built.
+MOST = 10**9
+MOST_LAYERS = 100_000
+
+
+def _int(config: Mapping[str, Any], key: str, default: int | None = None, most: int = MOST) -> int:
     value = config.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        if value is None:
-            raise ModelShapeError(f"config.json has no {key}")
-        raise ModelShapeError(f"config.json: {key} = {value!r} is not a count")
+    if value is None:
+        raise ModelShapeError(f"config.json has no {key}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= most:
+        raise ModelShapeError(f"config.json: {key} = {value!r} is not a count from 0 to {most}")
     return value
+
+
+def _optional_int(config: Mapping[str, Any], key: str, default: int = 0) -> int:
+    """A count the config may leave unset or null (then ``default``)."""
+    return default if config.get(key) is None else _int(config, key)
+
+
+def _first_int(config: Mapping[str, Any], *keys: str) -> int:
+    """The first of ``keys`` the config sets, as a count; 0 when it sets none."""
+    key = next((k for k in keys if config.get(k) is not None), None)
+    return 0 if key is None else _int(config, key)
 
 
 def _first(config: Mapping[str, Any], *keys: str) -> Any:
@@ -146,12 +164,12 @@ def _layer_kinds(config: Mapping[str, Any], layers: int) -> list[str]:
 
 def _attention_params(config: Mapping[str, Any], hidden: int, heads: int) -> tuple[int, str]:
     """Parameters of one layer's attention, and its kind ("mla" or "gqa")."""
-    kv_lora = config.get("kv_lora_rank")
+    kv_lora = _optional_int(config, "kv_lora_rank")
     if kv_lora:
         rope = _int(config, "qk_rope_head_dim")
         nope = _int(config, "qk_nope_head_dim")
         v_dim = _int(config, "v_head_dim")
-        q_lora = config.get("q_lora_rank")
+        q_lora = _optional_int(config, "q_lora_rank")
         if q_lora:
             q = hidden * q_lora + q_lora + q_lora * heads * (nope + rope)
         else:
@@ -176,7 +194,7 @@ def _attention_params(config: Mapping[str, Any], hidden: int, heads: int) -> tup
 
 
 def _head_dim(config: Mapping[str, Any], hidden: int, heads: int) -> int:
-    return int(config.get("head_dim") or hidden // heads)
+    return _optional_int(config, "head_dim") or hidden // heads
 
 
 @dataclass(frozen=True)
@@ -191,13 +209,13 @@ class _Moe:
 
 
 def _moe(config: Mapping[str, Any], hidden: int, layers: int) -> _Moe | None:
-    experts = _first(config, "n_routed_experts", "num_experts", "num_local_experts")
+    experts = _first_int(config, "n_routed_experts", "num_experts", "num_local_experts")
     if not experts:
         return None
-    per_token = _first(config, "num_experts_per_tok", "experts_per_token")
+    per_token = _first_int(config, "num_experts_per_tok", "experts_per_token")
     if not per_token:
         raise ModelShapeError("config.json names experts but not num_experts_per_tok")
-    inner = _first(config, "moe_intermediate_size", "intermediate_size")
+    inner = _first_int(config, "moe_intermediate_size", "intermediate_size")
     if not inner:
         raise ModelShapeError("config.json has no moe_intermediate_size")
     expert = 3 * hidden * inner  # gate, up and down projections
@@ -211,9 +229,12 @@ def _moe(config: Mapping[str, Any], hidden: int, layers: int) -> _Moe | None:
     router = hidden * experts
     if config.get("topk_method") == "noaux_tc" or config.get("model_type") == "gpt_oss":
         router += experts  # the router's bias (score correction in DeepSeek-V3)
-    dense_first = int(config.get("first_k_dense_replace") or 0)
-    step = int(config.get("decoder_sparse_step") or 1)
-    dense_only = set(config.get("mlp_only_layers") or [])
+    dense_first = _optional_int(config, "first_k_dense_replace")
+    step = _optional_int(config, "decoder_sparse_step", 1) or 1
+    listed = config.get("mlp_only_layers") or []
+    if not isinstance(listed, list) or not all(type(i) is int for i in listed):
+        raise ModelShapeError("config.json: mlp_only_layers is not a list of layer numbers")
+    dense_only = set(listed)
     moe_layers = tuple(
         i for i in range(layers) if i >= dense_first and i not in dense_only and (i + 1) % step == 0
     )
@@ -231,7 +252,7 @@ def _kv_sizes(
     per_element["auto"] = data.model_shape().dtype_bytes[_dtype(config)]
     layers = len(kinds)
     if kind == "gqa":
-        v_dim = int(config.get("v_head_dim") or head_dim)
+        v_dim = _optional_int(config, "v_head_dim") or head_dim
         width = kv_heads * (head_dim + v_dim)
         full = kinds.count("full_attention")
         weight = full + float(sizing.swa_full_tokens_ratio) * (layers - full)
@@ -282,7 +303,12 @@ def context_length(config: Mapping[str, Any]) -> int:
         and "original_max_position_embeddings" not in scaling
         and (scaling.get("rope_type") or scaling.get("type")) != "llama3"
     ):
-        length = int(length * float(scaling["factor"]))
+        try:
+            length = int(length * float(scaling["factor"]))
+        except (TypeError, ValueError, OverflowError):
+            raise ModelShapeError(
+                f"config.json: rope_scaling.factor = {scaling['factor']!r} is not a number"
+            ) from None
     return length
 
 
@@ -299,12 +325,22 @@ def text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def shape_of(raw: Mapping[str, Any]) -> ModelShape:
-    """The model's shape from its config.json (ModelShapeError naming what is missing)."""
+    """The model's shape from its config.json (ModelShapeError naming what is missing or
+    not a size)."""
+    try:
+        return _shape_of(raw)
+    except (TypeError, ValueError, OverflowError, ArithmeticError) as error:
+        if isinstance(error, ModelShapeError):
+            raise
+        raise ModelShapeError(f"config.json holds a value that is not a size ({error})") from None
+
+
+def _shape_of(raw: Mapping[str, Any]) -> ModelShape:
     if not isinstance(raw, Mapping):
         raise ModelShapeError("config.json is not a JSON object")
     config = text_config(raw)
     hidden = _int(config, "hidden_size")
-    layers = _int(config, "num_hidden_layers")
+    layers = _int(config, "num_hidden_layers", most=MOST_LAYERS)
     heads = _int(config, "num_attention_heads")
     vocab = _int(config, "vocab_size")
     if not hidden or not layers or not heads:
@@ -314,7 +350,7 @@ def shape_of(raw: Mapping[str, Any]) -> ModelShape:
     head_dim = _head_dim(config, hidden, heads)
     kv_heads = _int(config, "num_key_value_heads", heads)
     moe = _moe(config, hidden, layers)
-    mtp = int(config.get("num_nextn_predict_layers") or 0)
+    mtp = _optional_int(config, "num_nextn_predict_layers")
     norms = 2 * hidden
     dense_mlp = 0
     if moe is None or len(moe.moe_layers) < layers:

@@ -213,3 +213,23 @@ def test_modules_left_unquantized_stay_in_the_models_dtype():
     }
     model = shape_of({**config, "quantization_config": quantization})
     assert [p.name for p in model.parts if p.quantized] == ["dense MLP"]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"n_routed_experts": "256", "num_experts_per_tok": 8, "moe_intermediate_size": 64},
+        {"num_hidden_layers": 10**12},
+        {"hidden_size": -1},
+        {"head_dim": 1.5},
+        {"mlp_only_layers": [[1]], "num_experts": 8, "num_experts_per_tok": 2},
+        {"rope_scaling": {"factor": "inf?"}},
+        {"rope_scaling": {"factor": float("inf")}},
+        {"kv_lora_rank": [512]},
+        {"quantization_config": {"quant_method": "gptq", "bits": "four"}},
+    ],
+)
+def test_a_hostile_config_is_refused_as_not_a_size(change):
+    config = json.loads((CONFIGS / "Qwen--Qwen3-32B" / "config.json").read_text())
+    with pytest.raises(ModelShapeError):
+        shape_of({**config, **change})
