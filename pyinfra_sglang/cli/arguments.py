@@ -109,6 +109,19 @@ def profile_name(text: str) -> str:
     return text
 
 
+def add_data(parser: argparse.ArgumentParser, when: str = "") -> None:
+    """--data KEY=VALUE, repeatable, read as pyinfra's --data (``when``: a prefix such as
+    "with --inventory: ")."""
+    parser.add_argument(
+        "--data",
+        action="append",
+        default=[],
+        type=key_value,
+        metavar="KEY=VALUE",
+        help=f"{when}override data, as pyinfra's --data",
+    )
+
+
 def key_value(text: str) -> tuple[str, str]:
     key, equals, value = text.partition("=")
     if not equals or not key.strip():

@@ -7,7 +7,13 @@ import argparse
 import os
 import sys
 
-from pyinfra_sglang.cli.arguments import MAX_GPUS, at_most, key_value, profile_name, release
+from pyinfra_sglang.cli.arguments import (
+    MAX_GPUS,
+    add_data,
+    at_most,
+    profile_name,
+    release,
+)
 from pyinfra_sglang.cli.inventory_input import Refused, invalid, load_inventory
 from pyinfra_sglang.cli.json_output import add_json, print_json
 from pyinfra_sglang.cli.model_input import read_model_argument
@@ -58,14 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--inventory", metavar="FILE", help="plan for a host of this inventory")
     parser.add_argument("--inventory-host", metavar="NAME", help="the host (with --inventory)")
-    parser.add_argument(
-        "--data",
-        action="append",
-        default=[],
-        type=key_value,
-        metavar="KEY=VALUE",
-        help="with --inventory: override data, as pyinfra's --data",
-    )
+    add_data(parser, "with --inventory: ")
     add_json(
         parser,
         '{"model": {"model", "read_from", "params_b", "weights_gb", ...}, "gpus": {"count", '

@@ -10,12 +10,12 @@ from pathlib import Path
 from pyinfra_sglang.cli.arguments import (
     MAX_GPUS,
     MAX_NODES,
+    add_data,
     at_most,
     bind_address,
     gigabytes,
     gpu_arch,
     host_port,
-    key_value,
     port,
     profile_name,
     release,
@@ -48,14 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="the inventory host to render for, as the inventory names it",
     )
-    parser.add_argument(
-        "--data",
-        action="append",
-        default=[],
-        type=key_value,
-        metavar="KEY=VALUE",
-        help="with --inventory: override data, as pyinfra's --data",
-    )
+    add_data(parser, "with --inventory: ")
     parser.add_argument(
         "--profile",
         type=profile_name,

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from pyinfra_sglang.cli.arguments import (
-    key_value,
+    add_data,
 )
 from pyinfra_sglang.cli.inventory_input import Refused, invalid, load_inventory
 from pyinfra_sglang.cli.json_output import add_json, print_json
@@ -14,14 +14,7 @@ from pyinfra_sglang.cli.json_output import add_json, print_json
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("inventory", help="inventory file, as given to pyinfra")
-    parser.add_argument(
-        "--data",
-        action="append",
-        default=[],
-        type=key_value,
-        metavar="KEY=VALUE",
-        help="override data, as pyinfra's --data",
-    )
+    add_data(parser)
     add_json(
         parser,
         '{"inventory", "hosts": [names], "fit": {host: {"model", "fits", "tp_size", "gpus", '
