@@ -106,7 +106,7 @@ def _flag_values(args: argparse.Namespace):
 def _from_flags(args: argparse.Namespace) -> dict:
     from pyinfra_sglang.config import HostConfig
     from pyinfra_sglang.gpus import UnknownGpuError, gpu_by_name
-    from pyinfra_sglang.model_shape.profile_values import profile_values
+    from pyinfra_sglang.model_shape.profile_values import identity_values, profile_values
     from pyinfra_sglang.serving.profiles import ProfileError, load_profile, merge_overrides
 
     try:
@@ -117,7 +117,11 @@ def _from_flags(args: argparse.Namespace) -> dict:
     files, shape = read_model_argument(args, endpoint, args.hf_token_file, "plan: --model")
     try:
         base = load_profile(args.profile or "dense-bf16")
-        values = {"model": args.model, **profile_values(shape, files.weight_bytes)}
+        values = {
+            "model": args.model,
+            **profile_values(shape, files.weight_bytes),
+            **identity_values(args.model, files.config, shape),
+        }
         profile = merge_overrides(base, values)
     except ProfileError as error:
         raise Refused(f"plan: {error}", 2) from None
@@ -135,7 +139,7 @@ def _from_flags(args: argparse.Namespace) -> dict:
 
 def _from_inventory(args: argparse.Namespace) -> dict:
     from pyinfra_sglang import inventory
-    from pyinfra_sglang.model_shape.profile_values import profile_values
+    from pyinfra_sglang.model_shape.profile_values import identity_values, profile_values
     from pyinfra_sglang.serving import service_files
     from pyinfra_sglang.serving.profiles import merge_overrides
 
@@ -154,7 +158,11 @@ def _from_inventory(args: argparse.Namespace) -> dict:
         endpoint = str(config.hf_endpoint or "https://huggingface.co")
         token_file = str(config.hf_token_file) if config.hf_token_file else None
         files, shape = read_model_argument(args, endpoint, token_file, "plan: --model")
-        values = {"model": args.model, **profile_values(shape, files.weight_bytes)}
+        values = {
+            "model": args.model,
+            **profile_values(shape, files.weight_bytes),
+            **identity_values(args.model, files.config, shape),
+        }
         profile = merge_overrides(profile, values)
     node = inventory.node_position_in(config, loaded.get_host(args.inventory_host))
     gpu = service_files.planned_gpu(profile, config.expected_gpu_model)

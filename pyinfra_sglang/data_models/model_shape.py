@@ -21,6 +21,8 @@ class WeightFormat(DataModel):
     # The profile's quantization (--quantization) where SGLang does not read it from
     # config.json itself.
     profile_quantization: str | None = None
+    # The GPU architectures whose kernels run the format (unset: any).
+    archs: tuple[str, ...] | None = None
 
 
 class ModelFilesRead(DataModel):

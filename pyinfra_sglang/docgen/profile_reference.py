@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyinfra_sglang.model_shape.profile_values import SIZE_FIELDS
+from pyinfra_sglang.model_shape.profile_values import IDENTITY_FIELDS, SIZE_FIELDS
 from pyinfra_sglang.serving.profiles import ARCH_FIELDS, Profile
 
 # Not keys of the file: the name is the file's, the source its path.
@@ -35,7 +35,7 @@ def profile_reference_markdown() -> str:
     for name, info in Profile.model_fields.items():
         if name in NOT_KEYS:
             continue
-        sized = "yes" if name in SIZE_FIELDS else ""
+        sized = "size" if name in SIZE_FIELDS else "identity" if name in IDENTITY_FIELDS else ""
         rows.append(f"| `{name}` | {_default(info)} | {sized} | {_cell(info.description or '')} |")
     arch = ", ".join(f"`{name}`" for name in ARCH_FIELDS)
     return "\n".join(rows) + f"\n\nAn `[arch.sm_NNN]` table takes: {arch}.\n"

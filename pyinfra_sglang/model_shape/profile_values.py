@@ -3,8 +3,11 @@ from the model's own files in place of the profile's model's numbers."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from pyinfra_sglang import data
+from pyinfra_sglang.model_shape.families import family_rule
 from pyinfra_sglang.model_shape.shape import ModelShape
 
 GB = 1000**3
@@ -59,4 +62,37 @@ def profile_values(shape: ModelShape, weight_bytes: int | None = None) -> dict[s
         "bytes_per_param": round(shape.active_weight_bytes / shape.active_params, 4),
     }
     assert tuple(values) == SIZE_FIELDS
+    return values
+
+
+# The profile fields that say which model it is beyond its size: another model gets its own
+# (its family's parsers, its quantization's flag and GPUs) or none, never the profile's
+# model's (GLM-5's parsers, served name and --quantization modelopt_fp4 for a bf16 model).
+IDENTITY_FIELDS = (
+    "quantization",
+    "archs",
+    "reasoning_parser",
+    "tool_call_parser",
+    "served_model_name",
+    "disable_shared_experts_fusion",
+    "trust_remote_code",
+)
+
+
+def identity_values(model: str, config: Mapping[str, Any], shape: ModelShape) -> dict[str, Any]:
+    """The identity fields for ``model`` (a Hub id or folder) of ``config``: the parsers of
+    its family (data/model_families.toml), the flag and GPUs of its weight format
+    (data/model_shape.toml); the rest unset (trust_remote_code off: the override says so)."""
+    rule = family_rule(model, config)
+    weight_format = data.model_shape().quantization.get(shape.quantization or "")
+    values: dict[str, Any] = {
+        "quantization": weight_format.profile_quantization if weight_format else None,
+        "archs": list(weight_format.archs) if weight_format and weight_format.archs else None,
+        "reasoning_parser": rule.reasoning_parser if rule else None,
+        "tool_call_parser": rule.tool_call_parser if rule else None,
+        "served_model_name": None,
+        "disable_shared_experts_fusion": False,
+        "trust_remote_code": False,
+    }
+    assert tuple(values) == IDENTITY_FIELDS
     return values

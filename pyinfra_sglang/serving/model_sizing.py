@@ -21,7 +21,7 @@ from pyinfra_sglang.model_files.model_snapshot import (
     model_revision,
 )
 from pyinfra_sglang.model_shape.files import ModelFiles, ModelFilesError, model_files
-from pyinfra_sglang.model_shape.profile_values import profile_values
+from pyinfra_sglang.model_shape.profile_values import identity_values, profile_values
 from pyinfra_sglang.model_shape.shape import ModelShape, ModelShapeError, shape_of
 from pyinfra_sglang.serving.profiles import Profile, ProfileError
 from pyinfra_sglang.serving.secret_files import SecretFileError, read_secret
@@ -90,9 +90,16 @@ def _cannot_read(model: str, why: str) -> str:
 
 def sized_overrides(profile: Profile, config: HostConfig) -> dict[str, Any]:
     """The host's overrides, with the size of an overridden model read from its files where
-    the override does not give it; ModelSizeError where they cannot be read."""
+    the override does not give it, and what its files say of its identity (parsers,
+    quantization flag, GPUs) in place of the profile's model's; ModelSizeError where they
+    cannot be read."""
     overrides = dict(config.sglang_profile_overrides)
     if not needs_sizing(profile, overrides):
         return overrides
-    files, shape = read_model(config, str(overrides["model"]))
-    return {**profile_values(shape, files.weight_bytes), **overrides}
+    model = str(overrides["model"])
+    files, shape = read_model(config, model)
+    read = {
+        **profile_values(shape, files.weight_bytes),
+        **identity_values(model, files.config, shape),
+    }
+    return {**read, **overrides}

@@ -13,10 +13,8 @@ import re
 import textwrap
 from typing import Any
 
-from pyinfra_sglang import data
-from pyinfra_sglang.model_shape.families import family_rule
 from pyinfra_sglang.model_shape.files import ModelFiles
-from pyinfra_sglang.model_shape.profile_values import profile_values
+from pyinfra_sglang.model_shape.profile_values import identity_values, profile_values
 from pyinfra_sglang.model_shape.shape import ModelShape
 from pyinfra_sglang.serving.profiles import Profile
 
@@ -60,10 +58,7 @@ def _comment(text: str) -> list[str]:
 def profile_text(model: str, files: ModelFiles, shape: ModelShape, template: Profile) -> str:
     """The profile's TOML text."""
     values = profile_values(shape, files.weight_bytes)
-    rule = family_rule(model, files.config)
-    quantization = None
-    if shape.quantization:
-        quantization = data.model_shape().quantization[shape.quantization].profile_quantization
+    identity = identity_values(model, files.config, shape)
     kind = f"{shape.quantization} weights" if shape.quantization else shape.dtype
     lines = [
         *_comment(
@@ -83,10 +78,15 @@ def profile_text(model: str, files: ModelFiles, shape: ModelShape, template: Pro
             "# The commit read: every host downloads and serves exactly these files.",
             f"revision = {_toml(files.commit)}",
         ]
-    if quantization:
+    if identity["quantization"]:
         lines += [
             f"# Its weights are {shape.quantization}; SGLang is told so (its --quantization).",
-            f"quantization = {_toml(quantization)}",
+            f"quantization = {_toml(identity['quantization'])}",
+        ]
+    if identity["archs"]:
+        lines += [
+            f"# {shape.quantization} runs on these GPU architectures only (data/model_shape.toml).",
+            f"archs = [{', '.join(_toml(arch) for arch in identity['archs'])}]",
         ]
     if files.config.get("auto_map"):
         lines += [
@@ -95,14 +95,12 @@ def profile_text(model: str, files: ModelFiles, shape: ModelShape, template: Pro
             "# trust_remote_code = true",
         ]
     lines.append("")
-    if rule and (rule.reasoning_parser or rule.tool_call_parser):
+    parsers = [f for f in ("reasoning_parser", "tool_call_parser") if identity[f]]
+    if parsers:
         lines += _comment(
             "The parsers SGLang names for this family (data/model_families.toml; docs/sources.md)."
         )
-        if rule.reasoning_parser:
-            lines.append(f"reasoning_parser = {_toml(rule.reasoning_parser)}")
-        if rule.tool_call_parser:
-            lines.append(f"tool_call_parser = {_toml(rule.tool_call_parser)}")
+        lines += [f"{field} = {_toml(identity[field])}" for field in parsers]
         lines.append("")
     weights_from = (
         "the checkpoint's *.safetensors sizes"

@@ -197,3 +197,27 @@ def test_no_expected_gpu_model_is_not_judged_on_an_assumed_gpu(site, capsys):
     result = json.loads(capsys.readouterr().out)
     assert result["fit"] == {"gpu-1": None}
     assert result["fit_not_judged"]["gpu-1"].startswith("not judged: the inventory names no")
+
+
+def test_nothing_of_the_profiles_model_stays_with_another_model(site, hub, monkeypatch):
+    """GLM-5's profile served with Qwen3-32B: no --quantization modelopt_fp4 for a bf16
+    model, Qwen3's parsers, no GLM-5 served name, any GPU architecture."""
+    from pyinfra_sglang.inventory import HostConfig, host_profile
+
+    config = HostConfig(
+        sglang_model_profile="glm-5-nvfp4",
+        sglang_profile_overrides={"model": QWEN3_32B},
+        hf_endpoint=hub.endpoint,
+    )
+    profile = host_profile(config)
+    assert (profile.quantization, profile.archs, profile.served_model_name) == (None, None, None)
+    assert (profile.reasoning_parser, profile.tool_call_parser) == ("qwen3", "qwen")
+    assert not profile.disable_shared_experts_fusion and not profile.trust_remote_code
+    assert profile.kv_bytes_per_token_by_backend == {} and profile.num_routed_experts is None
+    # What the override says itself still wins.
+    config = HostConfig(
+        sglang_model_profile="glm-5-nvfp4",
+        sglang_profile_overrides={"model": QWEN3_32B, "served_model_name": "qwen"},
+        hf_endpoint=hub.endpoint,
+    )
+    assert host_profile(config).served_model_name == "qwen"

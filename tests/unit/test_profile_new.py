@@ -127,3 +127,16 @@ def test_a_modelopt_checkpoint_takes_its_quantization_file():
     assert shape.quantization == "modelopt_nvfp4"
     # NVFP4 weights (0.5625 byte each) a third of bf16's, near the checkpoint's 460.8 GB.
     assert 400e9 < shape.weight_bytes < 480e9
+
+
+def test_an_nvfp4_checkpoint_gets_its_flag_and_blackwell(site):
+    # GLM-5's config with the shape of a ModelOpt export's hf_quant_config.json beside it.
+    folder = site / "glm-5-nvfp4"
+    folder.mkdir()
+    shutil.copy(CONFIGS / "zai-org--GLM-5" / "config.json", folder)
+    quant = {"quantization": {"quant_algo": "NVFP4", "group_size": 16, "exclude_modules": []}}
+    (folder / "hf_quant_config.json").write_text(json.dumps(quant))
+    assert main(["profile", "new", str(folder)]) == 0
+    profile = load_profile_file(site / "profiles" / "glm-5-nvfp4.toml")
+    assert profile.quantization == "modelopt_fp4" and profile.archs == ["sm_100", "sm_120"]
+    assert (profile.reasoning_parser, profile.tool_call_parser) == ("glm45", "glm47")
