@@ -45,7 +45,7 @@ from pyinfra_sglang.model_files.model_snapshot import (
     ref_file,
     snapshot_folder,
 )
-from pyinfra_sglang.model_shape.profile_values import profile_values
+from pyinfra_sglang.model_shape.profile_values import identity_values, profile_values
 from pyinfra_sglang.model_shape.shape import ModelShapeError, shape_of
 from pyinfra_sglang.redact import redact
 from pyinfra_sglang.serving.model_sizing import ModelSizeError, needs_sizing, read_model
@@ -325,7 +325,9 @@ def local_model_sized(config, gpus: list[dict]) -> None:
     try:
         if found is None:
             raise ModelShapeError(f"{path} is not a JSON object of at most {limit} bytes")
-        sized = merge_overrides(base, {**profile_values(shape_of(found)), **overrides})
+        shape = shape_of(found)
+        read = {**profile_values(shape), **identity_values(model, found, shape)}
+        sized = merge_overrides(base, {**read, **overrides})
         if gpus:
             place(sized, gpu_set(gpus, host.name), NodePosition(), config.sglang_version)
     except (ModelShapeError, PyinfraError) as error:
