@@ -16,6 +16,7 @@ import pytest
 
 from pyinfra_sglang.cli.main import main
 from tests.hosts.hubstandin import Hub, Repo, serve
+from tests.unit.example_site import example_site
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "tests" / "fixtures" / "model-configs"
@@ -54,15 +55,7 @@ def hub():
 
 @pytest.fixture
 def site(tmp_path, monkeypatch):
-    shutil.copytree(ROOT / "inventories", tmp_path / "inventories")
-    (tmp_path / "secrets").mkdir()
-    (tmp_path / "secrets" / "sglang-api-key").write_text("sk-test-0123\n")
-    (tmp_path / "secrets" / "sglang-api-key").chmod(0o600)
-    monkeypatch.chdir(tmp_path)
-    # The controller's caches: empty ones of this test's own.
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-hub"))
-    return tmp_path
+    return example_site(tmp_path, monkeypatch)
 
 
 def validate(capsys, overrides: dict, *data: str, json_out: bool = True) -> tuple[int, object]:

@@ -12,6 +12,7 @@ import pytest
 
 from pyinfra_sglang.cli.main import main
 from tests.hosts.hubstandin import Hub, Repo, serve
+from tests.unit.example_site import example_site
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "model-configs"
 H100 = "NVIDIA H100 80GB HBM3"
@@ -140,14 +141,7 @@ def test_bad_input_exits_2_saying_why(capsys, argv, said):
 
 
 def test_an_inventory_host_brings_its_gpus_and_release(capsys, tmp_path, monkeypatch):
-    import shutil
-
-    root = Path(__file__).resolve().parents[2]
-    shutil.copytree(root / "inventories", tmp_path / "inventories")
-    (tmp_path / "secrets").mkdir()
-    (tmp_path / "secrets" / "sglang-api-key").write_text("sk-test-0123\n")
-    (tmp_path / "secrets" / "sglang-api-key").chmod(0o600)
-    monkeypatch.chdir(tmp_path)
+    example_site(tmp_path, monkeypatch)
     code, result = plan(
         capsys,
         "--inventory",
