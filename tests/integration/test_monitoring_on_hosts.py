@@ -74,6 +74,12 @@ def _wait(what: str, check, timeout_s: float = 120.0):
     raise AssertionError(f"{what}: not within {timeout_s:.0f} s (last: {last})")
 
 
+def _listening(host_pool, h, port: int) -> list[str]:
+    """The local addresses listening on TCP `port` in the host's namespace."""
+    lines = host_pool.run(h, f"ss -ltnH 'sport = :{port}'").stdout.splitlines()
+    return [line.split()[3] for line in lines if line.strip()]
+
+
 @pytest.fixture
 def monitoring_inventory(tmp_path, site_hosts, site_data, inventory):
     """The site hosts, the first the monitoring server (Grafana left out: its own test),
@@ -123,17 +129,20 @@ def test_prometheus_scrapes_every_server_alerts_on_a_stopped_one_then_nothing_ch
                 h, "dpkg-query -W -f '${Status}' prometheus-node-exporter"
             ).stdout
             assert status == "install ok installed"
-            listening = host_pool.run(h, "ss -ltnH 'sport = :9100'").stdout
-            assert f"{h.address}:9100" in listening, listening  # only where the inventory says
-        assert f"{first.address}:9090" in host_pool.run(first, "ss -ltnH 'sport = :9090'").stdout
+            # Only where the inventory says. A service systemd has just started may not
+            # listen yet: each listener is awaited with a deadline, never read once.
+            _wait(f"node exporter on {h.address}:9100", lambda h=h: _listening(host_pool, h, 9100))
+            assert f"{h.address}:9100" in _listening(host_pool, h, 9100)
+        _wait(f"prometheus on {first.address}:9090", lambda: _listening(host_pool, first, 9090))
+        assert f"{first.address}:9090" in _listening(host_pool, first, 9090)
         assert host_pool.run(second, "command -v prometheus", check=False).returncode != 0
         # The DCGM exporter: on the second host only, where the plan scrapes it (the hosts
         # share one network namespace: one listener in all).
         exporter = "dpkg-query -W -f '${Status}' datacenter-gpu-manager-exporter"
         assert host_pool.run(second, exporter).stdout == "install ok installed"
         assert host_pool.run(first, exporter, check=False).stdout != "install ok installed"
-        listening = host_pool.run(second, "ss -ltnH 'sport = :9400'").stdout.split("\n")
-        assert [line.split()[3] for line in listening if line] == [f"{second.address}:9400"]
+        _wait("the DCGM exporter on :9400", lambda: _listening(host_pool, second, 9400))
+        assert _listening(host_pool, second, 9400) == [f"{second.address}:9400"]
 
         def all_up():
             found = {
