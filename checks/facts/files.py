@@ -101,6 +101,11 @@ class StateFile(FactBase[dict]):
     """A program's JSON state file at ``path``: {"present", "record"} (parse_state_file), so
     a file that is there but holds no JSON object is told from one never written."""
 
+    @staticmethod
+    def default() -> dict:
+        # No output at all (no file): pyinfra gives the default, not process("").
+        return {"present": False, "record": None}
+
     def command(self, path: str) -> str:
         q = shlex.quote(path)
         # Not UTF-8: nothing after "present" (the record is then unreadable, not garbled).
