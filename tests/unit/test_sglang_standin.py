@@ -1208,3 +1208,74 @@ def test_smg_console_script_launches_the_gateway_and_refuses_other_commands(tree
     assert chat(gateway.port).status == 200
     assert gateway.record["standin"] == "smg" and gateway.record["shutdown_grace_period_secs"] == 7
     assert gateway.stop() == 0
+
+
+def router_workers(router_port: int, *args: str, env_file: Path | None = None) -> dict:
+    """pyinfra_sglang/host_programs/router_workers.py run as on a router's host."""
+    program = Path(__file__).resolve().parents[2] / "pyinfra_sglang/host_programs/router_workers.py"
+    extra = ["--env-file", str(env_file)] if env_file else []
+    done = subprocess.run(
+        [sys.executable, str(program), f"http://127.0.0.1:{router_port}", *args, *extra],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    result = json.loads(done.stdout)
+    assert done.returncode == (0 if result["ok"] else 1), (done.stdout, done.stderr)
+    return result
+
+
+def test_a_worker_taken_out_of_the_router_gets_no_request_until_put_back(launch, tmp_path):
+    key = "sk-router only in its env file"
+    config = write_config(tmp_path / "workers.yaml", key)
+    workers = [server(launch, "--config", str(config), "--enable-metrics") for _ in range(2)]
+    for worker in workers:
+        worker.wait_status("/health")
+    urls = [f"http://127.0.0.1:{w.port}" for w in workers]
+    front = router(launch, urls, "--api-key", key)
+    front.wait_status("/readiness")
+    env_file = tmp_path / "sglang-router.env"
+    env_file.write_text(f"SGLANG_ROUTER_API_KEY={key}\n")
+
+    def served_by() -> list[float]:
+        counts = []
+        for worker in workers:
+            metrics = request(worker.port, "GET", "/metrics").body.decode()
+            [line] = [x for x in metrics.splitlines() if x.startswith("sglang:num_requests_total")]
+            counts.append(float(line.split()[-1]))
+        return counts
+
+    # Without the key the worker API refuses, and says so.
+    refused = router_workers(front.port, "remove", urls[0])
+    assert not refused["ok"] and "401" in refused["error"], refused
+    listed = request(front.port, "GET", "/workers", headers={"Authorization": f"Bearer {key}"})
+    assert [w["url"] for w in listed.json()["workers"]] == urls
+    assert all(w["id"] and w["is_healthy"] for w in listed.json()["workers"])
+
+    removed = router_workers(front.port, "remove", urls[0], env_file=env_file)
+    assert removed == {
+        "ok": True,
+        "present": False,
+        "healthy": False,
+        "workers": [urls[1]],
+        "error": None,
+    }
+    before = served_by()
+    assert [chat(front.port, key=key).status for _ in range(4)] == [200] * 4
+    after = served_by()
+    assert after[0] == before[0] and after[1] == before[1] + 4  # none to the removed one
+    again = router_workers(front.port, "remove", urls[0], env_file=env_file)
+    assert again["ok"] and again["workers"] == [urls[1]]  # already out: nothing to do
+
+    added = router_workers(front.port, "add", urls[0], env_file=env_file)
+    assert added["ok"] and added["present"] and added["healthy"], added
+    assert sorted(added["workers"]) == sorted(urls)
+    before = served_by()
+    assert [chat(front.port, key=key).status for _ in range(4)] == [200] * 4
+    assert [b - a for a, b in zip(before, served_by())] == [2.0, 2.0]
+
+    # A worker that never comes up healthy: the add waits, bounded, and says why.
+    dead = f"http://127.0.0.1:{free_port()}"
+    late = router_workers(front.port, "add", dead, "--timeout", "2", env_file=env_file)
+    assert not late["ok"] and "not listed healthy" in late["error"], late
+    assert late["present"] and not late["healthy"]

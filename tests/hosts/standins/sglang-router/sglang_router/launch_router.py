@@ -9,6 +9,11 @@ again on the next worker, after 50 ms x 1.5^n (capped at 30 s), at most
 --retry-max-retries attempts in all (5); the last answer is passed on. Its own endpoints:
 GET /health and /readiness (200 when at least one worker's /health answers 200, else 503),
 /liveness (200), /workers (each worker, healthy or not). SIGTERM or SIGINT stop it (exit 0).
+The worker API of the gateway's docs (sgl-project/sglang docs/advanced_features/
+sgl_model_gateway.md, "Worker Management APIs"): GET /workers lists each worker with its
+``id``, ``url`` and ``is_healthy``; POST /workers ``{"url": ...}`` adds one and DELETE
+/workers/{id} removes one (the id, or the URL-encoded URL), both answering 202 as the real
+ones queue the job; a removed worker gets no new request, and those it runs finish.
 It records its pid and argv to $SGLANG_STANDIN_RUN_DIR/router-<port>.json (default folder
 /run/sglang-standin).
 
@@ -59,10 +64,11 @@ import socket
 import sys
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from .version import __version__
 
@@ -164,6 +170,7 @@ class Worker:
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
         self.prefix = parts.path
         self.requests_total = 0
+        self.id = str(uuid.uuid4())
 
     def connection(self, timeout: float) -> http.client.HTTPConnection:
         kind = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
@@ -194,17 +201,39 @@ class Router:
         self.in_flight = 0  # requests being proxied, for the shutdown grace
         self.pool = ThreadPoolExecutor(max_workers=max(1, min(16, len(self.workers))))
 
-    def health(self) -> list[bool]:
+    def listed(self) -> list[Worker]:
+        with self.lock:
+            return list(self.workers)
+
+    def health(self, workers: list[Worker] | None = None) -> list[bool]:
         timeout = min(float(self.args.health_check_timeout_secs), 5.0)
         endpoint = self.args.health_check_endpoint
-        return list(self.pool.map(lambda w: w.healthy(endpoint, timeout), self.workers))
+        workers = self.listed() if workers is None else workers
+        return list(self.pool.map(lambda w: w.healthy(endpoint, timeout), workers))
 
     def in_turn(self) -> list[Worker]:
         """All workers, starting with the next one's turn."""
         with self.lock:
-            start = self.turn
-            self.turn = (self.turn + 1) % max(1, len(self.workers))
-        return self.workers[start:] + self.workers[:start]
+            workers = list(self.workers)
+            start = self.turn % max(1, len(workers))
+            self.turn = (start + 1) % max(1, len(workers))
+        return workers[start:] + workers[:start]
+
+    def add(self, url: str) -> Worker:
+        worker = Worker(url)
+        with self.lock:
+            found = next((w for w in self.workers if w.url == worker.url), None)
+            if found is None:
+                self.workers.append(worker)
+        return found or worker
+
+    def remove(self, ident: str) -> bool:
+        ident = unquote(ident).rstrip("/")
+        with self.lock:
+            kept = [w for w in self.workers if ident not in (w.id, w.url)]
+            removed = len(kept) != len(self.workers)
+            self.workers = kept
+        return removed
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -229,11 +258,18 @@ class Handler(BaseHTTPRequestHandler):
         router = self.router
         if path == "/liveness":
             return self.send_json(200, {"status": "alive"})
-        health = router.health()
+        listed = router.listed()
+        health = router.health(listed)
         if path == "/workers":
             workers = [
-                {"url": w.url, "healthy": ok, "requests_total": w.requests_total}
-                for w, ok in zip(router.workers, health)
+                {
+                    "id": w.id,
+                    "url": w.url,
+                    "is_healthy": ok,
+                    "healthy": ok,
+                    "requests_total": w.requests_total,
+                }
+                for w, ok in zip(listed, health)
             ]
             return self.send_json(
                 200, {"workers": workers, "total": len(workers), "healthy": sum(health)}
@@ -271,6 +307,24 @@ class Handler(BaseHTTPRequestHandler):
     def do_HEAD(self):
         self.do_GET()
 
+    def do_DELETE(self):
+        if not self.authorized():
+            return
+        path = urlsplit(self.path).path
+        if not path.startswith("/workers/"):
+            return self.send_json(404, {"error": "not found"})
+        if not self.router.remove(path[len("/workers/") :]):
+            return self.send_json(404, {"error": "worker not found"})
+        return self.send_json(202, {"status": "accepted"})
+
+    def add_worker(self, body: bytes) -> None:
+        try:
+            fields = json.loads(body or b"{}")
+            worker = self.router.add(str(fields["url"]))
+        except (ValueError, KeyError, TypeError) as error:
+            return self.send_json(400, {"error": f"bad worker: {error}"})
+        return self.send_json(202, {"status": "accepted", "worker_id": worker.id})
+
     def do_POST(self):
         if not self.authorized():
             return
@@ -279,6 +333,8 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return self.send_json(413, {"error": "Payload too large"})
         body = self.rfile.read(length)
+        if urlsplit(self.path).path == "/workers":
+            return self.add_worker(body)
         self.count_routed(body)
         with self.router.lock:
             self.router.in_flight += 1
@@ -321,7 +377,10 @@ class Handler(BaseHTTPRequestHandler):
                     attempt - 1
                 )
                 time.sleep(min(delay_ms, args.retry_max_backoff_ms) / 1000)
-            worker = router.in_turn()[0]
+            turn = router.in_turn()
+            if not turn:
+                break  # every worker removed
+            worker = turn[0]
             conn = worker.connection(5.0)  # to connect; the answer may take much longer
             try:
                 conn.connect()
