@@ -161,5 +161,9 @@ def tuning() -> m.Tuning:
     return _typed("tuning", m.Tuning)
 
 
+def rollout() -> m.Rollout:
+    return _typed("rollout", m.Rollout)
+
+
 def watchdog() -> m.Watchdog:
     return _typed("watchdog", m.Watchdog)

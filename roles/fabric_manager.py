@@ -33,11 +33,11 @@ from pyinfra_sglang.driver.fabric import (
 from pyinfra_sglang.driver.nvidia import (
     all_kernel_module_packages,
     compute_cap_arch,
+    installed_module_versions,
     kernel_module_packages,
 )
 from pyinfra_sglang.inventory import host_config
 from roles.common import apt_get, apt_install, host_platform, service_running
-from roles.nvidia_driver import installed_module_versions
 
 
 class FabricManagerRefused(PyinfraError):

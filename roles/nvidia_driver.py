@@ -7,7 +7,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from pyinfra import host, logger
+from pyinfra import host, logger, state
 from pyinfra.api import QuoteString, StringCommand, deploy, operation
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.facts.deb import DebPackages
@@ -16,12 +16,14 @@ from pyinfra.facts.server import Which
 
 from checks.facts import AptPolicy, NvidiaGpus, NvidiaLoadedModule, Virtualization, read_once
 from pyinfra_sglang import data
+from pyinfra_sglang.driver.fabric import fabric_manager_candidates
 from pyinfra_sglang.driver.nvidia import (
     REBOOT_REQUIRED,
     REBOOT_REQUIRED_PKGS,
     compute_cap_arch,
     driver_mismatches,
     driver_packages,
+    installed_module_versions,
     installed_on_branch,
     kernel_module_packages,
     newer_on_branch,
@@ -42,6 +44,9 @@ from roles.common import (
     service_running,
     template_file,
 )
+from roles.driver_rollout import driver_rollout, register_rollout, rollout_need
+from roles.fabric_manager import current_need as fabric_current_need
+from roles.fabric_manager import install_at_driver_version_command
 from roles.host_driver import host_keeps, refuse_foreign_driver, refuse_host_driver
 from roles.reboot import reboot_and_wait
 from roles.secure_boot import mok_key_pair_installed, secure_boot_preflight
@@ -147,18 +152,27 @@ def decide_driver_reboot(
     return RebootDecision("reboot" if allow_reboot else "required", reason)
 
 
-@operation()
-def driver_branch_pin(branch: int, version: str | None = None):
-    """Install nvidia-driver-pinning-<branch> (nvidia-driver-pinning-<version> for an exact
-    release), replacing any other pin, branch or version."""
+def pin_commands(branch: int, version: str | None = None) -> list[StringCommand]:
+    """The command that installs the branch's (or release's) pin in place of any other; []
+    when it is the only one installed."""
     installed = read_once(host, DebPackages)
     wanted = pinning_package(branch, version)
     others = sorted(p for p in installed if p.startswith(pinning_prefix()) and p != wanted)
     if wanted in installed and not others:
-        host.noop(f"{wanted} is installed")
-        return
+        return []
     # The pins conflict with each other: swap them in one apt transaction ("pkg-" removes).
-    yield apt_install([wanted, *(f"{p}-" for p in others)])
+    return [apt_install([wanted, *(f"{p}-" for p in others)])]
+
+
+@operation()
+def driver_branch_pin(branch: int, version: str | None = None):
+    """Install nvidia-driver-pinning-<branch> (nvidia-driver-pinning-<version> for an exact
+    release), replacing any other pin, branch or version."""
+    commands = pin_commands(branch, version)
+    if not commands:
+        host.noop(f"{pinning_package(branch, version)} is installed")
+        return
+    yield from commands
 
 
 def updates_within_branch(installed: dict[str, list[str]], policy: dict, branch: int) -> list[str]:
@@ -234,19 +248,33 @@ def driver_packages_on_branch(
     packages, purged first; ``removing_dkms``: NVIDIA modules DKMS holds for no package
     (``nvidia/<version>``), removed before the install."""
     change = driver_change(entries, branch, update_within_branch, version, removing)
-    if not change and not removing_dkms:
+    commands = package_commands(change, entries, branch, version, removing_dkms)
+    if not commands:
         newest = " (the newest apt offers)" if update_within_branch else ""
         where = f"at {version}" if version else f"on branch {branch}"
         host.noop(f"{', '.join(' or '.join(e) for e in entries)} {where}{newest}")
         return
+    yield from commands
+
+
+def package_commands(
+    change: DriverChange,
+    entries: list[tuple[str, ...]],
+    branch: int,
+    version: str | None = None,
+    removing_dkms: tuple[str, ...] = (),
+) -> list[StringCommand]:
+    """The commands that carry ``change`` out; [] for none."""
+    commands = []
     # Purged first, in their own transaction: the distribution's packages ship the same
     # files as NVIDIA's (nvidia-smi, libcuda) without a Conflicts apt could order by.
     if change.removing:
-        yield apt_get("purge", *(QuoteString(name) for name in change.removing))
+        commands.append(apt_get("purge", *(QuoteString(name) for name in change.removing)))
     for module in removing_dkms:
-        yield StringCommand("dkms", "remove", QuoteString(module), "--all")
+        commands.append(StringCommand("dkms", "remove", QuoteString(module), "--all"))
     if change:
-        yield install_on_branch_command(entries, change.moving, branch, version)
+        commands.append(install_on_branch_command(entries, change.moving, branch, version))
+    return commands
 
 
 @operation()
@@ -276,16 +304,6 @@ def rebuild_initramfs():
         host.noop("update-initramfs is not installed: no initramfs to rebuild")
         return
     yield "update-initramfs -u"
-
-
-def installed_module_versions(
-    installed: dict[str, list[str]], module_packages: tuple[str, ...]
-) -> tuple[str | None, list[str]]:
-    """The first installed of the module package names, and its versions."""
-    for name in module_packages:
-        if installed.get(name):
-            return name, installed[name]
-    return None, []
 
 
 @operation()
@@ -330,6 +348,48 @@ def driver_reboot(
         ">>",
         QuoteString(REBOOT_REQUIRED_PKGS),
     )
+
+
+def fabric_manager_commands(family: str, config) -> list[StringCommand]:
+    """Fabric Manager moved to the new driver's release and restarted, in the same turn as
+    the driver, where the board needs it."""
+    if not fabric_current_need().here:
+        return []
+    return [
+        install_at_driver_version_command(
+            fabric_manager_candidates(family, config.nvidia_driver_branch),
+            kernel_module_packages(family, config),
+        ),
+        StringCommand("systemctl try-restart", QuoteString(data.nvidia().fabric_manager.service)),
+    ]
+
+
+class RolloutNeedsReboot(PyinfraError):
+    """A serving host's driver changes, the kernel must load it, and no reboot is allowed."""
+
+
+def rollout_reboot_commands(config, module_packages: tuple[str, ...]) -> list:
+    """The reboot of a host whose driver changes in its turn: none in a container (the outer
+    host loads the module); refused at planning where a reboot is needed and not allowed,
+    as the host could never pass its validation and rejoin."""
+    loaded = read_once(host, NvidiaLoadedModule)
+    _, versions = installed_module_versions(read_once(host, DebPackages), module_packages)
+    decision = decide_driver_reboot(
+        loaded=loaded["version"] if loaded else None,
+        installed=upstream_version(max(versions)) if versions else None,
+        changing=True,
+        container=read_once(host, Virtualization)["container"],
+        allow_reboot=config.allow_reboot,
+    )
+    if decision.action == "required":
+        raise RolloutNeedsReboot(
+            f"host {host.name}: its driver changes while it serves, and the new module runs "
+            f"only after a reboot ({decision.reason}); allow_reboot = false: set allow_reboot "
+            "= true to let its turn reboot it, or stop its server first. Nothing was changed."
+        )
+    if decision.action == "none":
+        return []
+    return list(reboot_and_wait._inner(timeout=config.reboot_timeout_s))
 
 
 class DriverRefusedForGpus(PyinfraError):
@@ -382,6 +442,8 @@ def host_driver_in_use(config) -> None:
 def nvidia_driver() -> None:
     """Install the pinned NVIDIA driver, and reboot into it where allowed.
 
+    A host that serves changes its driver in its turn of a rolling upgrade
+    (roles/driver_rollout.py): out of its router, upgraded, validated, back in.
     Refuses at planning a driver the GPUs cannot run, Secure Boot without an enrolled key, and
     another installer's driver.
 
@@ -393,6 +455,8 @@ def nvidia_driver() -> None:
     + nvidia_mok_key_file: the MOK that signs the module
     + allow_reboot: reboot into a new driver
     + nvidia_driver_source: `host` only checks the host's driver
+    + driver_rollout_max_unavailable: serving hosts changed at once, each out of its router
+    + out_of_service: a host the operator keeps out of its router
     """
     config = host_config(host)
     installed_software()
@@ -414,12 +478,14 @@ def nvidia_driver() -> None:
     branch = config.nvidia_driver_branch
     version = config.nvidia_driver_version
     # Within-branch updates change the driver too: the reboot handling follows them.
-    changing = bool(
-        driver_change(
-            packages, branch, config.nvidia_driver_update_within_branch, version, removing
-        )
-        or foreign.dkms
+    change = driver_change(
+        packages, branch, config.nvidia_driver_update_within_branch, version, removing
     )
+    changing = bool(change or foreign.dkms)
+    # A serving host's change goes through its turn of the fleet's rollout.
+    need = rollout_need(changing)
+    if need.rolls:
+        register_rollout(state, need)
 
     if signing is not None:
         mok_key_pair_installed(
@@ -428,25 +494,43 @@ def nvidia_driver() -> None:
             cert_file=str(config.nvidia_mok_cert_file),
             family=family,
         )
-    driver_branch_pin(
-        name=f"Lock the driver to {version}" if version else f"Lock the driver to branch {branch}",
-        branch=branch,
-        version=version,
-    )
-    removed = ", ".join([*removing, *foreign.dkms])
-    driver_packages_on_branch(
-        name=(
-            f"Install the {config.nvidia_driver_install} driver "
-            f"({config.nvidia_kernel_modules} modules)"
-            + (f", removing {removed}" if removed else "")
-        ),
-        entries=packages,
-        branch=branch,
-        update_within_branch=config.nvidia_driver_update_within_branch,
-        version=version,
-        removing=removing,
-        removing_dkms=foreign.dkms,
-    )
+    target = f"driver {version}" if version else f"driver branch {branch}"
+    if need.rolls:
+        commands = []
+        if changing:
+            commands = [
+                *pin_commands(branch, version),
+                *package_commands(change, packages, branch, version, foreign.dkms),
+                *fabric_manager_commands(family, config),
+                *rollout_reboot_commands(config, kernel_module_packages(family, config)),
+            ]
+        driver_rollout(
+            name=f"Upgrade to the {target} in this host's turn out of service",
+            target=need.record.target if need.record and not changing else target,
+            commands=commands,
+            operator_out=need.operator_out,
+            record=need.record,
+        )
+    else:
+        driver_branch_pin(
+            name=f"Lock the driver to {version or f'branch {branch}'}",
+            branch=branch,
+            version=version,
+        )
+        removed = ", ".join([*removing, *foreign.dkms])
+        driver_packages_on_branch(
+            name=(
+                f"Install the {config.nvidia_driver_install} driver "
+                f"({config.nvidia_kernel_modules} modules)"
+                + (f", removing {removed}" if removed else "")
+            ),
+            entries=packages,
+            branch=branch,
+            update_within_branch=config.nvidia_driver_update_within_branch,
+            version=version,
+            removing=removing,
+            removing_dkms=foreign.dkms,
+        )
     nvidia_smi_installed(name="Check that nvidia-smi is installed", packages=packages)
     blacklist = template_file(
         name="Blacklist nouveau",
@@ -458,6 +542,8 @@ def nvidia_driver() -> None:
     )
     rebuild_initramfs(name="Rebuild the initramfs without nouveau", _if=blacklist.did_change)
     service_running(name="Enable nvidia-persistenced", service="nvidia-persistenced.service")
+    if need.rolls:
+        return  # rebooted in its turn, where it had to
     driver_reboot(
         name="Reboot into the installed driver",
         module_packages=kernel_module_packages(family, config),

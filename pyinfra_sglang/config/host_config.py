@@ -22,6 +22,7 @@ from pyinfra_sglang.config.fields.model_download import ModelDownloadFields
 from pyinfra_sglang.config.fields.monitoring import MonitoringFields
 from pyinfra_sglang.config.fields.multinode import MultinodeFields
 from pyinfra_sglang.config.fields.python_env import PythonEnvFields, versioned_venv_path
+from pyinfra_sglang.config.fields.rollout import RolloutFields
 from pyinfra_sglang.config.fields.router import RouterFields
 from pyinfra_sglang.config.fields.service import ServiceFields
 from pyinfra_sglang.config.fields.watchdog import WatchdogFields
@@ -41,6 +42,7 @@ FIELD_GROUPS = (
     PythonEnvFields,
     MultinodeFields,
     RouterFields,
+    RolloutFields,
     WatchdogFields,
     MonitoringFields,
     BenchFields,
@@ -53,6 +55,7 @@ class HostConfig(
     BenchFields,
     MonitoringFields,
     WatchdogFields,
+    RolloutFields,
     RouterFields,
     MultinodeFields,
     PythonEnvFields,

@@ -101,6 +101,12 @@ from pyinfra_sglang.data_models.python import (
     Venv,
 )
 from pyinfra_sglang.data_models.report import Panel, PanelLimit, PanelSeries, Report, ReportSteps
+from pyinfra_sglang.data_models.rollout import (
+    Rollout,
+    RolloutPaths,
+    RolloutRouter,
+    RolloutValidation,
+)
 from pyinfra_sglang.data_models.sglang_bench import (
     BenchModule,
     BenchRun,
@@ -161,6 +167,7 @@ MODELS: dict[str, type[BaseModel]] = {
     "platforms": Platforms,
     "python": Python,
     "report": Report,
+    "rollout": Rollout,
     "sglang_bench": SglangBench,
     "sglang_flags": SglangFlags,
     "sglang_service": SglangService,
@@ -264,6 +271,10 @@ __all__ = [
     "QueryCsv",
     "Release",
     "Report",
+    "Rollout",
+    "RolloutPaths",
+    "RolloutRouter",
+    "RolloutValidation",
     "ReportSteps",
     "RouterPin",
     "Secrets",

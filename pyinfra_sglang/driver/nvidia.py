@@ -340,3 +340,13 @@ def cuda_paths(version: str) -> dict[str, str]:
         "profile_script": cuda.profile_script,
         "ld_conf": cuda.ld_conf,
     }
+
+
+def installed_module_versions(
+    installed: dict[str, list[str]], module_packages: tuple[str, ...]
+) -> tuple[str | None, list[str]]:
+    """The first installed of the module package names, and its versions."""
+    for name in module_packages:
+        if installed.get(name):
+            return name, installed[name]
+    return None, []

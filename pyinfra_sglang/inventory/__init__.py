@@ -34,7 +34,7 @@ from pyinfra_sglang.inventory.groups import (
 from pyinfra_sglang.inventory.loading import InventoryFileError, host_config, load_inventory_file
 from pyinfra_sglang.inventory.masking import mask_secrets
 from pyinfra_sglang.inventory.problems import InventoryError, Problem
-from pyinfra_sglang.inventory.rolling import rolling_group
+from pyinfra_sglang.inventory.rolling import rolling_group, router_of
 from pyinfra_sglang.inventory.validation import (
     pyinfra_data_keys,
     validate_host_data,
@@ -59,6 +59,7 @@ __all__ = [
     "node_position_in",
     "pyinfra_data_keys",
     "rolling_group",
+    "router_of",
     "validate_host_data",
     "validate_inventory",
     "versioned_venv_path",

@@ -547,9 +547,28 @@ def driver_packages(
             depends=tuple(relation(d) for d in package.get("depends", ())),
             conflicts=tuple(relation(c) for c in package.get("conflicts", ())),
             files=tuple(shipped_files(package.get("ships", []), upstream, triplet, captures)),
+            scripts=(
+                (("postinst", loaded_on_install(upstream)),)
+                if "nvidia-smi" in package.get("ships", [])
+                else ()
+            ),
         )
         for package in repo_shapes()[family]["package"]
     ]
+
+
+# A test host is a container: no kernel of its own loads the installed module, and a reboot
+# does not happen. Where a test asks for it (the file LOAD_ON_INSTALL), the package that
+# ships nvidia-smi records its release as the loaded driver, which the replay then reports
+# (tests/hosts/nvidia_smi_replay.py, LOADED_DRIVER): the host as after a reboot into it.
+LOAD_ON_INSTALL = "/etc/nvidia-smi-replay/load-on-install"
+LOADED_DRIVER = "/etc/nvidia-smi-replay/loaded-driver"
+
+
+def loaded_on_install(upstream: str) -> bytes:
+    return script(
+        f"set -e\nif [ -e {LOAD_ON_INSTALL} ]; then echo {upstream} > {LOADED_DRIVER}; fi\n"
+    )
 
 
 def nvcc_script(cuda: CudaRelease) -> bytes:

@@ -12,6 +12,11 @@ prefixes both paths, so the double also runs from an extracted package tree.
 
 Arguments no capture recorded get a message on stderr and exit 2: the double never
 invents output.
+
+A test host is a container, whose kernel is the outer one: where /etc/nvidia-smi-replay/
+loaded-driver names a release (the driver package writes it where a test asked, as after a
+reboot into the installed driver: tests/hosts/aptrepo.py), every mention of the capture's own
+driver release ("Driver Version" of its smi.txt) is replayed as that release.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from pathlib import Path
 DEFAULT_CAPTURE = "h200x2-nvlink-vm"
 CAPTURES_DIR = "usr/share/nvidia-smi-replay"
 CAPTURE_CHOICE = "etc/nvidia-smi-replay/capture"
+LOADED_DRIVER = "etc/nvidia-smi-replay/loaded-driver"
+DRIVER_VERSION = re.compile(rb"Driver Version:\s+(\S+)")
 UNKNOWN_ARGS_STATUS = 2
 # Whole-file captures: the block format would be awkward for these long outputs.
 WHOLE_FILE_CAPTURES = {("-q",): "smi_q.txt", ("-q", "-x"): "smi_q.xml", ("-x", "-q"): "smi_q.xml"}
@@ -63,9 +70,23 @@ def replay(args: list[str], root: Path) -> tuple[bytes, int] | None:
     return find_block(smi_txt.read_bytes(), " ".join(["nvidia-smi", *args]))
 
 
+def loaded_release(root: Path) -> tuple[bytes, bytes] | None:
+    """(the capture's driver release, the one loaded instead), or None to replay as is."""
+    chosen = root / LOADED_DRIVER
+    smi_txt = capture_dir(root) / "smi.txt"
+    if not chosen.is_file() or not smi_txt.is_file():
+        return None
+    loaded = chosen.read_bytes().strip()
+    captured = DRIVER_VERSION.search(smi_txt.read_bytes())
+    return (captured.group(1), loaded) if captured and loaded else None
+
+
 def main(args: list[str]) -> int:
     root = Path(os.environ.get("NVIDIA_SMI_REPLAY_ROOT") or "/")
     answer = replay(args, root)
+    swap = loaded_release(root) if answer else None
+    if answer and swap:
+        answer = (answer[0].replace(*swap), answer[1])
     if answer is None:
         asked = " ".join(args) or "(no arguments)"
         sys.stderr.write(

@@ -320,6 +320,8 @@ CARRIERS: tuple[Carrier, ...] = (
     *_url_carriers("sglang_router_worker_urls", WORKERS[0], lambda url: [url, WORKERS[1]]),
     *_ip_carriers("sglang_router_host", "127.0.0.1"),
     _path_carrier("sglang_router_api_key_file", "router-key"),
+    # rolling driver upgrades
+    Carrier("driver_rollout_max_unavailable", "suffix", _after("25%"), ""),
     # monitoring
     Carrier("monitoring_role", "literal", _raw, "off"),
     *_ip_carriers("monitoring_listen_address", "127.0.0.1"),
