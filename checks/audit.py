@@ -39,6 +39,7 @@ from checks.facts import (
     NvidiaGpus,
     NvidiaLoadedModule,
     NvidiaMemoryHealth,
+    NvidiaNicPaths,
     NvidiaNvlinkErrors,
     NvidiaP2P,
     NvidiaPciDevices,
@@ -260,7 +261,11 @@ def read_group_network(config: HostConfig) -> dict | None:
     if not config.sglang_multinode_group:
         return None
     interface = config.sglang_multinode_interface or group_interface(config, host)
-    return host.get_fact(GroupNetwork, interface=interface) if interface else None
+    reading = host.get_fact(GroupNetwork, interface=interface) if interface else None
+    if reading and reading["ports"]:
+        # Which NIC each GPU reaches directly: read only where there is an RDMA port.
+        reading = {**reading, "nic_paths": host.get_fact(NvidiaNicPaths)}
+    return reading
 
 
 def read_facts(config: HostConfig, expected: AuditExpectations) -> AuditFacts:

@@ -31,6 +31,7 @@ from pyinfra_sglang.parsers.nvidia_smi import (
     parse_nvcc_release,
 )
 from pyinfra_sglang.parsers.topo import parse_topo_matrix, parse_topo_p2p
+from pyinfra_sglang.parsers.topo_nics import parse_nic_paths
 
 
 class NvidiaPciDevices(FactBase[int]):
@@ -167,6 +168,23 @@ class NvidiaTopology(FactBase[dict[str, dict[str, str]]]):
 
     def process(self, output) -> dict[str, dict[str, str]]:
         return parse_topo_matrix(output)
+
+
+class NvidiaNicPaths(FactBase[dict | None]):
+    """How each GPU reaches each NIC, from ``nvidia-smi topo -m`` (see parse_nic_paths):
+    {"read": whether a matrix was printed, "paths": {GPU index: {NIC device: path}}}; None
+    without nvidia-smi."""
+
+    def requires_command(self) -> str:
+        return "nvidia-smi"
+
+    def command(self) -> str:
+        return "nvidia-smi topo -m || true"
+
+    def process(self, output) -> dict | None:
+        lines = list(output)
+        read = any(line.split()[:1] == ["GPU0"] for line in lines)
+        return {"read": read, "paths": parse_nic_paths(lines)}
 
 
 class NvidiaP2P(FactBase[dict[str, dict[str, str]]]):

@@ -279,8 +279,10 @@ CODES: dict[str, Code] = {
         ("ok", "warn", "fail"),
         "a multi-node member's group network, read from sysfs: the interface the group's "
         "traffic leaves by (fail when it is not up) and the RDMA ports (warn when none is "
-        "active: NCCL then runs over sockets), with nvidia_peermem; only where the interface "
-        "is known",
+        "active: NCCL then runs over sockets), with nvidia_peermem, and each GPU's path to its "
+        "nearest active RDMA NIC in `nvidia-smi topo -m` (warn naming the GPUs with none "
+        "through PCIe switches alone, or when the paths could not be read); only where the "
+        "interface is known",
     ),
     "watchdog-restarts": Code(
         ("ok", "warn", "fail"),

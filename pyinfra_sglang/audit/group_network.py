@@ -6,6 +6,7 @@ warns of it."""
 
 from __future__ import annotations
 
+from pyinfra_sglang import data
 from pyinfra_sglang.audit.findings import Finding
 
 # operstate values of a usable interface (sysfs-class-net: "unknown" for a few virtual
@@ -60,11 +61,48 @@ def findings_for_group_network(reading: dict | None) -> list[Finding]:
         else "nvidia_peermem not loaded (GPUDirect RDMA needs it, or DMA-BUF with the open "
         "kernel modules)"
     )
+    level, paths = _gpu_paths(reading.get("nic_paths"), {p["name"].split("/")[0] for p in active})
     return [
         Finding(
-            "ok",
+            level,
             "multinode-network",
-            f"Group traffic: {link}; RDMA ports active: {ports}; {peermem}.",
+            f"Group traffic: {link}; RDMA ports active: {ports}; {peermem}; {paths}.",
             evidence=evidence,
         )
     ]
+
+
+def _gpu_indexes(gpus: list[str]) -> str:
+    return ", ".join(sorted(gpus, key=int))
+
+
+def _gpu_paths(reading: dict | None, active: set[str]) -> tuple[str, str]:
+    """(level, words) of each GPU's path to its nearest active RDMA NIC (`topo -m`): ok when
+    every GPU has one through PCIe switches only, warn naming the GPUs that do not, and warn
+    when the paths could not be read (never an ok about them)."""
+    if reading is None or not reading.get("read"):
+        return "warn", "the GPUs' paths to the NICs were not read (nvidia-smi topo -m)"
+    topo = data.nvidia_smi().topo
+    order = {path: rank for rank, path in enumerate(topo.nic_paths)}
+    nearest: dict[str, tuple[str, str]] = {}
+    for gpu, nics in reading["paths"].items():
+        candidates = [
+            (order.get(p, len(order)), p, nic) for nic, p in nics.items() if nic in active
+        ]
+        if candidates:
+            _, path, nic = min(candidates)
+            nearest[gpu] = (nic, path)
+    if not nearest:
+        return "warn", "nvidia-smi topo -m lists none of the active RDMA devices against a GPU"
+    far = [gpu for gpu, (_, path) in nearest.items() if path not in topo.gpudirect_paths]
+    shown = ", ".join(
+        f"GPU {gpu} {nic} {path}"
+        for gpu, (nic, path) in sorted(nearest.items(), key=lambda item: int(item[0]))
+    )
+    if not far:
+        return "ok", f"each GPU has an active RDMA NIC through PCIe switches only ({shown})"
+    return "warn", (
+        f"GPU {_gpu_indexes(far)} reach no active RDMA NIC through PCIe switches alone "
+        f"({shown}): GPUDirect RDMA wants the NIC and the GPU under one PCIe root complex, "
+        "and NCCL may send those GPUs' traffic through host memory"
+    )

@@ -17,6 +17,8 @@ class SmiQ(DataModel):
 class Topo(DataModel):
     topology_cells: tuple[str, ...]
     p2p_cells: tuple[str, ...]
+    nic_paths: tuple[str, ...]
+    gpudirect_paths: tuple[str, ...]
 
 
 class NvidiaSmi(DataModel):

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 from checks.facts.network import GroupNetwork
+from checks.facts.nvidia import NvidiaNicPaths
 from pyinfra_sglang.audit.group_network import findings_for_group_network
 from pyinfra_sglang.parsers.group_network import parse_group_network
 
@@ -76,14 +77,70 @@ def test_active_rdma_ports_are_named_with_their_rate():
         "rate_gbps": 400.0,
         "link_layer": "InfiniBand",
     }
-    [(level, _, message)] = judged(reading)
+    one_gpu = {"read": True, "paths": {"0": {"mlx5_0": "PIX", "mlx5_1": "SYS"}}}
+    [(level, _, message)] = judged({**reading, "nic_paths": one_gpu})
     assert level == "ok"
     assert message == (
         "Group traffic: ens1f0np0 up, 100 Gb/s; RDMA ports active: mlx5_0/1 400 Gb/s "
-        "InfiniBand; nvidia_peermem loaded."
+        "InfiniBand; nvidia_peermem loaded; each GPU has an active RDMA NIC through PCIe "
+        "switches only (GPU 0 mlx5_0 PIX)."
     )
     without = parse_group_network([line for line in PORTS if line != "peermem=loaded"])
-    assert "nvidia_peermem not loaded" in judged(without)[0][2]
+    assert "nvidia_peermem not loaded" in judged({**without, "nic_paths": one_gpu})[0][2]
+
+
+TOPO = CAPTURE.parent / "topo-h100x8-8nic.txt"
+
+
+def eight_nics(active: range) -> dict:
+    """The 8x H100 host of the public capture, with mlx5_<i> of ``active`` up."""
+    lines = ["iface=ibp0", "speed=400000", "operstate=up", "peermem=loaded"]
+    for i in range(8):
+        state = "4: ACTIVE" if i in active else "1: DOWN"
+        lines.append(f"port=mlx5_{i}/1|{state}|5: LinkUp|400 Gb/sec (4X NDR)|InfiniBand")
+    paths = NvidiaNicPaths().process(TOPO.read_text().splitlines())
+    return {**parse_group_network(lines), "nic_paths": paths}
+
+
+def test_the_nic_columns_of_a_real_topo_matrix_are_read_per_gpu():
+    paths = NvidiaNicPaths().process(TOPO.read_text().splitlines())
+    assert paths["read"] and sorted(paths["paths"], key=int) == [str(i) for i in range(8)]
+    assert paths["paths"]["0"]["mlx5_0"] == "PIX" and paths["paths"]["0"]["mlx5_4"] == "SYS"
+    assert paths["paths"]["5"] == {
+        **{f"mlx5_{i}": "SYS" for i in range(4)},
+        "mlx5_4": "NODE",
+        "mlx5_5": "PIX",
+        "mlx5_6": "NODE",
+        "mlx5_7": "NODE",
+    }
+    # A matrix without NICs is read, with no path; no matrix at all is not read.
+    gpus_only = ["\tGPU0\tGPU1\tCPU Affinity", "GPU0\t X \tNV18\t0-47", "GPU1\tNV18\t X \t0-47"]
+    assert NvidiaNicPaths().process(gpus_only) == {"read": True, "paths": {}}
+    failed = ["NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."]
+    assert NvidiaNicPaths().process(failed) == {"read": False, "paths": {}}
+
+
+def test_every_gpu_on_a_nic_of_its_own_switch_is_ok():
+    [(level, _, message)] = judged(eight_nics(range(8)))
+    assert level == "ok", message
+    assert "GPU 0 mlx5_0 PIX, GPU 1 mlx5_1 PIX" in message and "GPU 7 mlx5_7 PIX" in message
+
+
+def test_gpus_whose_nics_are_down_warn_by_their_path_to_the_others():
+    # The second socket's NICs down: GPUs 4-7 reach only the first socket's, across it.
+    [(level, _, message)] = judged(eight_nics(range(4)))
+    assert level == "warn"
+    assert "GPU 4, 5, 6, 7 reach no active RDMA NIC through PCIe switches alone" in message
+    assert "GPU 4 mlx5_0 SYS" in message and "GPU 0 mlx5_0 PIX" in message
+
+
+def test_paths_not_read_are_a_warning_never_an_ok():
+    reading = eight_nics(range(8))
+    for unread in (None, {"read": False, "paths": {}}):
+        [(level, _, message)] = judged({**reading, "nic_paths": unread})
+        assert level == "warn" and "paths to the NICs were not read" in message
+    [(level, _, message)] = judged({**reading, "nic_paths": {"read": True, "paths": {}}})
+    assert level == "warn" and "lists none of the active RDMA devices" in message
 
 
 def test_ports_that_are_all_down_warn_naming_them():
