@@ -442,21 +442,18 @@ def host_driver_in_use(config) -> None:
 def nvidia_driver() -> None:
     """Install the pinned NVIDIA driver, and reboot into it where allowed.
 
-    A host that serves changes its driver in its turn of a rolling upgrade
-    (roles/driver_rollout.py): out of its router, upgraded, validated, back in.
     Refuses at planning a driver the GPUs cannot run, Secure Boot without an enrolled key, and
     another installer's driver.
 
     + nvidia_driver_branch: the branch (or `nvidia_driver_version`'s release) pinned
     + nvidia_driver_install: `compute` or `full`
     + nvidia_kernel_modules: `open` or `proprietary`
-    + nvidia_driver_update_within_branch: the branch's newest release too
+    + nvidia_driver_update_within_branch: the branch's newest too
     + nvidia_driver_remove_foreign: purge another installer's driver
     + nvidia_mok_key_file: the MOK that signs the module
     + allow_reboot: reboot into a new driver
     + nvidia_driver_source: `host` only checks the host's driver
-    + driver_rollout_max_unavailable: serving hosts changed at once, each out of its router
-    + out_of_service: a host the operator keeps out of its router
+    + driver_rollout_max_unavailable: hosts out at once
     """
     config = host_config(host)
     installed_software()
