@@ -35,6 +35,7 @@ SKIPPED = {"docs/changelog.md"}
 NOT_OURS = {
     "docs/concepts/security/authentication.md": "smg's docs (sgl-project/sgl-model-gateway)",
     "docs/getting-started/index.md": "smg's docs (sgl-project/sgl-model-gateway)",
+    "docs/advanced_features/sgl_model_gateway.md": "SGLang's docs (sgl-project/sglang)",
     "tests/unit/test_x.py": "bench/suite_times.py: a placeholder in a comment",
 }
 # A command as a user types it: in a code span, or at the start of a line of a code block.
