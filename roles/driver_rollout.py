@@ -66,8 +66,12 @@ class RolloutNeed:
 
 
 def rollout_need(changing: bool) -> RolloutNeed:
-    """Read on the current host at planning: does the driver change go through a turn?"""
+    """Read on the current host at planning: does the driver change go through a turn? Not
+    for a multi-node member: its group serves only with every member up, so the group
+    changes together, as its restarts do."""
     config = host_config(host)
+    if config.sglang_multinode_group:
+        return RolloutNeed(False, None, None)
     paths = data.rollout().paths
     # One command for the three, on every run: the record is how a stopped rollout resumes.
     read_together(
@@ -305,8 +309,11 @@ def _turn(state, host_, turn: Turn) -> None:
         router_call(state, router, "remove", worker)
         logger.info(f"{host_.print_prefix}out of router {router}: upgrading to {turn.target}")
     units = [timer_unit()] if turn.watchdog else []
-    # The watchdog would restart the server it finds stopped; SIGTERM drains the server.
-    _run(host_, "systemctl stop " + " ".join(shlex.quote(u) for u in [*units, UNIT_NAME]), "stop")
+    # The watchdog would restart the server it finds stopped (a timer not installed yet is
+    # nothing to stop); SIGTERM drains the server.
+    for unit in units:
+        _run(host_, f"systemctl stop {shlex.quote(unit)} 2>/dev/null || true", "stop")
+    _run(host_, f"systemctl stop {shlex.quote(UNIT_NAME)}", "stopping the server")
     run_commands(state, host_, list(turn.commands))
     config = host_config(host_)
     _run(host_, f"systemctl start {shlex.quote(UNIT_NAME)}", "starting the server")
