@@ -56,16 +56,17 @@ def installed_software() -> None:
     )
 
 
-def running_driver() -> None:
+def running_driver(*also: tuple[type, dict]) -> None:
     """Read the NVIDIA driver as the host runs it in one command, when first needed:
     nvidia-smi's GPUs and where it is, the loaded module, Secure Boot and the module's
-    signer."""
+    signer; ``also``: more facts the driver's change is decided by (its rollout's)."""
     read_together(
         host,
         (NvidiaGpus, {}),
         (Which, {"command": "nvidia-smi"}),
         (NvidiaLoadedModule, {}),
         (SecureBootState, {}),
+        *also,
     )
 
 

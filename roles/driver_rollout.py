@@ -32,7 +32,7 @@ from pyinfra.api.exceptions import OperationError, PyinfraError
 from pyinfra.facts.files import File
 
 from checks.audit import read_facts
-from checks.facts import StateFile, SystemdUnitState, read_once, read_together
+from checks.facts import StateFile, SystemdUnitState, read_once
 from checks.flash_attn_decision import flash_attn_decision
 from checks.host_context import host_position, run_on_host, ship_and_run
 from checks.run_summary import real
@@ -65,6 +65,17 @@ class RolloutNeed:
     record_unreadable: bool = False
 
 
+def rollout_facts() -> tuple[tuple[type, dict], ...]:
+    """What rollout_need reads, on every run (the record is how a stopped rollout resumes):
+    read with the running driver's facts, in the same command."""
+    paths = data.rollout().paths
+    return (
+        (StateFile, {"path": paths.state}),
+        (File, {"path": paths.out_of_service}),
+        (SystemdUnitState, {"unit": UNIT_NAME}),
+    )
+
+
 def rollout_need(changing: bool) -> RolloutNeed:
     """Read on the current host at planning: does the driver change go through a turn? Not
     for a multi-node member: its group serves only with every member up, so the group
@@ -73,13 +84,6 @@ def rollout_need(changing: bool) -> RolloutNeed:
     if config.sglang_multinode_group:
         return RolloutNeed(False, None, None)
     paths = data.rollout().paths
-    # One command for the three, on every run: the record is how a stopped rollout resumes.
-    read_together(
-        host,
-        (StateFile, {"path": paths.state}),
-        (File, {"path": paths.out_of_service}),
-        (SystemdUnitState, {"unit": UNIT_NAME}),
-    )
     state = read_once(host, StateFile, path=paths.state)
     record = read_record(state["record"])
     unreadable = state["present"] and record is None

@@ -44,7 +44,7 @@ from roles.common import (
     service_running,
     template_file,
 )
-from roles.driver_rollout import driver_rollout, register_rollout, rollout_need
+from roles.driver_rollout import driver_rollout, register_rollout, rollout_facts, rollout_need
 from roles.fabric_manager import current_need as fabric_current_need
 from roles.fabric_manager import install_at_driver_version_command
 from roles.host_driver import host_keeps, refuse_foreign_driver, refuse_host_driver
@@ -457,7 +457,7 @@ def nvidia_driver() -> None:
     """
     config = host_config(host)
     installed_software()
-    running_driver()
+    running_driver(*rollout_facts())
     if config.uses_host_driver:
         host_driver_in_use(config)
         return

@@ -9,7 +9,15 @@ import json
 import gevent
 import pytest
 from pyinfra.api.exceptions import OperationError
+from pyinfra.facts.deb import DebPackages
+from pyinfra.facts.files import File
 
+from checks.facts import (
+    NvidiaLoadedModule,
+    StateFile,
+    SystemdUnitState,
+    Virtualization,
+)
 from pyinfra_sglang.audit.findings import Finding
 from pyinfra_sglang.audit.rollout_gate import validation_problems
 from pyinfra_sglang.driver.rollout import (
@@ -20,7 +28,9 @@ from pyinfra_sglang.driver.rollout import (
     unavailable_budget,
 )
 from pyinfra_sglang.inventory import HostConfig
-from roles.driver_rollout import FleetRollout
+from roles.driver_rollout import FleetRollout, RolloutNeed, rollout_need
+from roles.nvidia_driver import RolloutNeedsReboot, rollout_reboot_commands
+from tests.unit.ophelper import run_operation
 
 
 @pytest.mark.parametrize(
@@ -198,3 +208,103 @@ def test_a_host_gone_from_the_run_gives_its_place_up():
     with gevent.Timeout(5):
         fleet.take_turn("next", gone=lambda name: name == "lost")
     assert fleet.out == {"next"}
+
+
+# --- what a host's facts decide at planning ------------------------------------------------
+
+
+class Planned:
+    """run_operation drives a generator: this one calls ``check`` and keeps its answer."""
+
+    answer = None
+
+    @classmethod
+    def _inner(cls, check, **kwargs):
+        cls.answer = check(**kwargs)
+        return []
+
+
+def planned(check, facts: dict, **kwargs):
+    run_operation(Planned, facts, check=check, **kwargs)
+    return Planned.answer
+
+
+def need_facts(record=None, present=False, serving=True, marked=False) -> dict:
+    return {
+        StateFile: {"present": present or record is not None, "record": record},
+        File: {"mode": 644} if marked else None,
+        SystemdUnitState: {"ActiveState": "active" if serving else "inactive"},
+    }
+
+
+RECORD = {"phase": "failed", "target": "driver branch 595", "problem": "driver-drift: x"}
+
+
+@pytest.mark.parametrize(
+    ("changing", "facts", "rolls", "operator_out"),
+    [
+        (True, need_facts(), True, None),
+        (True, need_facts(serving=False), False, None),  # a first deploy: side by side
+        (False, need_facts(), False, None),  # nothing to change
+        (False, need_facts(record=RECORD), True, None),  # resumes: validate, rejoin
+        (False, need_facts(record=RECORD, marked=True), False, "on the host"),  # left alone
+        (True, need_facts(serving=False, marked=True), True, "on the host"),  # no turn taken
+        (False, need_facts(present=True), True, None),  # a record it cannot read: out
+    ],
+)
+def test_which_hosts_take_a_turn(changing, facts, rolls, operator_out):
+    need = planned(rollout_need, facts, changing=changing)
+    assert need.rolls is rolls
+    assert (need.operator_out is None) is (operator_out is None), need
+    if operator_out:
+        assert operator_out in need.operator_out
+    if facts[StateFile]["record"]:
+        assert need.record.problem == "driver-drift: x"
+    assert need.record_unreadable is (
+        facts[StateFile]["present"] and not facts[StateFile]["record"]
+    )
+
+
+def test_a_multi_node_member_takes_no_turn(monkeypatch):
+    import roles.driver_rollout as rollout
+
+    monkeypatch.setattr(
+        rollout, "host_config", lambda host: HostConfig(sglang_multinode_group="pair")
+    )
+    # Reads nothing: no fact is given.
+    assert planned(rollout_need, {}, changing=True) == RolloutNeed(False, None, None)
+
+
+def reboot_facts(container: str | None) -> dict:
+    return {
+        NvidiaLoadedModule: {"version": "590.48.01", "flavor": "open"},
+        DebPackages: {"nvidia-kernel-open-dkms": ["595.58.03-1"]},
+        Virtualization: {"container": container, "vm": None},
+    }
+
+
+def test_a_turn_reboots_where_the_kernel_must_load_the_module_and_is_refused_without_leave():
+    modules = ("nvidia-kernel-open-dkms",)
+    allowed = HostConfig(allow_reboot=True)
+    commands = planned(
+        rollout_reboot_commands, reboot_facts(None), config=allowed, module_packages=modules
+    )
+    assert [type(c).__name__ for c in commands] == ["StringCommand", "FunctionCommand"]
+    assert "systemctl reboot" in str(commands[0])
+    in_container = planned(
+        rollout_reboot_commands,
+        reboot_facts("systemd-nspawn"),
+        config=HostConfig(),
+        module_packages=modules,
+    )
+    assert in_container == []  # the outer host loads the module
+    with pytest.raises(RolloutNeedsReboot) as refused:
+        planned(
+            rollout_reboot_commands,
+            reboot_facts(None),
+            config=HostConfig(),
+            module_packages=modules,
+        )
+    assert str(refused.value).startswith("host op-test-host: its driver changes while it serves")
+    assert "allow_reboot = false" in str(refused.value)
+    assert str(refused.value).endswith("Nothing was changed.")
