@@ -98,7 +98,8 @@ def rollout_need(changing: bool) -> RolloutNeed:
     serving = read_once(host, SystemdUnitState, unit=UNIT_NAME).get("ActiveState") == "active"
     # A host the operator keeps out is upgraded when its driver changes, and otherwise left
     # alone: it rejoins through its record once the mark is gone.
-    rolls = changing and (serving or operator_out is not None or state["present"])
+    rolling = config.driver_rollout_max_unavailable is not None
+    rolls = changing and rolling and (serving or operator_out is not None or state["present"])
     rolls = rolls or (state["present"] and operator_out is None)
     return RolloutNeed(rolls, operator_out, record, unreadable)
 
@@ -191,7 +192,8 @@ def register_rollout(state, need: RolloutNeed) -> None:
     """At planning, for every host whose driver change rolls: its budget, and whether it is
     out of service already (the gate must know before any host takes a turn)."""
     config = host_config(host)
-    budget = unavailable_budget(config.driver_rollout_max_unavailable, len(host.inventory))
+    # A host resuming from its record counts as out whether or not rolling is still set.
+    budget = unavailable_budget(config.driver_rollout_max_unavailable or 1, len(host.inventory))
     already = need.record is not None or need.record_unreadable
     position = [h.name for h in host.inventory].index(host.name)
     fleet_rollout(state).register(

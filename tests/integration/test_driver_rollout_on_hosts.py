@@ -125,11 +125,12 @@ def test_a_branch_move_rolls_host_by_host_behind_the_router_and_stops_at_a_faile
     key = Path(site_data["sglang_api_key_file"]).read_text().strip()
     workers = [f"http://{h.address}:30000" for h in fleet]
     first = {"sglang_router_worker_urls": workers}
+    rolling = {**site_data, "driver_rollout_max_unavailable": 1}
     inventory = write_inventory(
         tmp_path / "fleet.py",
         {
             "gpu_hosts": [
-                (h.address, {**site_data, "sglang_host": h.address, **(first if i == 0 else {})})
+                (h.address, {**rolling, "sglang_host": h.address, **(first if i == 0 else {})})
                 for i, h in enumerate(fleet)
             ]
         },

@@ -41,7 +41,7 @@ def test_budget_a_count_or_a_percentage_rounded_up(value, fleet, budget):
     assert unavailable_budget(value, fleet) == budget
 
 
-@pytest.mark.parametrize("bad", [0, -1, True, "0%", "101%", "25 %", "x", 2.5, None, "1.5"])
+@pytest.mark.parametrize("bad", [0, -1, True, "0%", "101%", "25 %", "x", 2.5, "1.5"])
 def test_a_budget_that_is_no_count_nor_percentage_is_refused(bad):
     with pytest.raises(ValueError, match="driver_rollout_max_unavailable"):
         HostConfig(driver_rollout_max_unavailable=bad)
@@ -252,7 +252,11 @@ RECORD = {"phase": "failed", "target": "driver branch 595", "problem": "driver-d
         (False, need_facts(present=True), True, None),  # a record it cannot read: out
     ],
 )
-def test_which_hosts_take_a_turn(changing, facts, rolls, operator_out):
+def test_which_hosts_take_a_turn(changing, facts, rolls, operator_out, monkeypatch):
+    import roles.driver_rollout as rollout
+
+    rolling = HostConfig(driver_rollout_max_unavailable=1)
+    monkeypatch.setattr(rollout, "host_config", lambda host: rolling)
     need = planned(rollout_need, facts, changing=changing)
     assert need.rolls is rolls
     assert (need.operator_out is None) is (operator_out is None), need
@@ -308,3 +312,11 @@ def test_a_turn_reboots_where_the_kernel_must_load_the_module_and_is_refused_wit
     assert str(refused.value).startswith("host op-test-host: its driver changes while it serves")
     assert "allow_reboot = false" in str(refused.value)
     assert str(refused.value).endswith("Nothing was changed.")
+
+
+def test_unset_the_driver_changes_with_the_others_and_a_record_still_resumes():
+    # The default: no rollout; a record a rollout left is resumed all the same.
+    assert HostConfig().driver_rollout_max_unavailable is None
+    assert HostConfig(driver_rollout_max_unavailable="").driver_rollout_max_unavailable is None
+    assert not planned(rollout_need, need_facts(), changing=True).rolls
+    assert planned(rollout_need, need_facts(record=RECORD), changing=False).rolls

@@ -14,7 +14,9 @@ _PERCENT = re.compile(r"^(100|[1-9][0-9]?)%$")
 
 
 def count_or_percent(value: Any) -> Any:
-    """A whole number of hosts, or "N%" of the inventory's hosts (1% .. 100%)."""
+    """A whole number of hosts, or "N%" of the inventory's hosts (1% .. 100%); None: unset."""
+    if value is None or value == "":
+        return None
     if isinstance(value, bool):
         raise ValueError("a number of hosts or a percentage is expected, not true/false")
     if isinstance(value, int):
@@ -36,14 +38,17 @@ class RolloutFields(FieldGroup):
     A serving host whose driver or Fabric Manager changes leaves its router, is upgraded and
     validated, and rejoins (roles/driver_rollout.py)."""
 
-    driver_rollout_max_unavailable: Annotated[int | str, BeforeValidator(count_or_percent)] = Field(
-        1,
+    driver_rollout_max_unavailable: Annotated[
+        int | str | None, BeforeValidator(count_or_percent)
+    ] = Field(
+        None,
         description=(
-            "At most this many serving hosts out of service at once while their driver or "
-            "Fabric Manager changes (a percentage counts the inventory's hosts, rounded "
-            "up); hosts already out count too."
+            "Roll driver changes through the fleet: at most this many serving hosts out of "
+            "service at once while their driver or Fabric Manager changes (a percentage counts "
+            "the inventory's hosts, rounded up; hosts already out count too). Unset: serving "
+            "hosts change their driver together, as before."
         ),
-        json_schema_extra=allowed('a whole number, 1 or more, or a percentage ("25%")'),
+        json_schema_extra=allowed('a whole number, 1 or more, a percentage ("25%"), or unset'),
     )
 
     out_of_service: StrictBool = Field(
