@@ -12,7 +12,7 @@ import time
 import urllib.parse
 from pathlib import Path
 
-from pyinfra import host, logger
+from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, deploy, operation
 from pyinfra.api.exceptions import OperationError, PyinfraError
 from pyinfra.facts.files import File
@@ -55,12 +55,16 @@ from pyinfra_sglang.serving.render import _env_value as env_value
 from pyinfra_sglang.serving.render import cache_dirs
 from pyinfra_sglang.serving.secret_files import read_secret
 from pyinfra_sglang.serving.service_files import gpu_set
+from roles import model_site
 from roles.common import put_private_file
 from roles.service_trees import as_user
 from roles.sglang_service import host_service_files, service_user, useradd_command
 from roles.waiting import wait_until
 
 PROGRAM = "model_download.py"
+FETCH_PROGRAM = "snapshot_fetch.py"
+SERVE_PROGRAM = "snapshot_serve.py"
+PROGRAMS = (PROGRAM, FETCH_PROGRAM, SERVE_PROGRAM)
 _reported: set[tuple[str, str]] = set()
 
 
@@ -91,23 +95,49 @@ def download_command(
     stopped after ``timeout_s``. Its environment (the endpoint, which may carry a login,
     and the token) comes from the root-only env file, read by systemd: not one secret here."""
     settings = _settings()
-    program = f"{settings.program_dir}/{PROGRAM}"
+    args = ["--repo", repo, "--commit", commit, "--cache-dir", cache]
+    args += ["--total-bytes", str(int(total)), "--log", settings.log]
+    args += ["--every", str(float(settings.log_every_s))]
+    return unit_command(settings.unit, PROGRAM, args, cache, python, timeout_s)
+
+
+def fetch_command(cache: str, python: str, timeout_s: int) -> str:
+    """The transient unit that copies the snapshot from the site's seed (snapshot_fetch.py),
+    in the download's unit and log: a later run attaches to it the same way."""
+    settings = _settings()
+    args = ["--manifest", settings.manifest, "--cache-dir", cache, "--log", settings.log]
+    return unit_command(settings.unit, FETCH_PROGRAM, args, cache, python, timeout_s)
+
+
+def unit_command(
+    unit: str,
+    program: str,
+    args: list[str],
+    cache: str,
+    python: str,
+    timeout_s: int,
+    env_file: str | None = None,
+    writable: bool = True,
+) -> str:
+    """``program`` in a transient unit as the service user, sandboxed, stopped after
+    ``timeout_s``, its environment from a root-only file (``env_file``, the download's by
+    default); ``writable``: the Hub cache and the log's folder may be written."""
+    settings = _settings()
     user = download_user()
     properties = [
         f"RuntimeMaxSec={int(timeout_s)}",
-        f"EnvironmentFile={settings.env_file}",
+        f"EnvironmentFile={env_file or settings.env_file}",
         f"User={user}",
         f"Group={user}",
         *settings.sandbox,
-        f"ReadWritePaths={' '.join(writable_paths(cache))}",
     ]
+    if writable:
+        properties.append(f"ReadWritePaths={' '.join(writable_paths(cache))}")
     return (
-        f"systemd-run --quiet --unit={shlex.quote(settings.unit)} "
+        f"systemd-run --quiet --unit={shlex.quote(unit)} "
         + " ".join(shlex.quote(f"--property={p}") for p in properties)
-        + f" {shlex.quote(python)} {shlex.quote(program)} --repo {shlex.quote(repo)} "
-        f"--commit {shlex.quote(commit)} --cache-dir {shlex.quote(cache)} "
-        f"--total-bytes {int(total)} --log {shlex.quote(settings.log)} "
-        f"--every {float(settings.log_every_s)}"
+        + f" {shlex.quote(python)} {shlex.quote(settings.program_dir + '/' + program)} "
+        + " ".join(shlex.quote(arg) for arg in args)
     )
 
 
@@ -139,14 +169,19 @@ def prepare_command(cache: str) -> str:
     log = settings.log
     program_dir = settings.program_dir
     owned = " ".join(q(f) for f in sorted({cache, cache_dirs()["HF_HOME"]}))
+    writes = "".join(
+        f"cat > {q(program_dir + '/' + name)} <<'PYINFRA_SGLANG_EOF'\n"
+        f"{program_path(name).read_text()}\nPYINFRA_SGLANG_EOF\n"
+        f"chmod 644 {q(program_dir + '/' + name)}\n"
+        for name in PROGRAMS
+    )
+    # set -e: a step that fails stops the rest, and the status says so.
     return (
-        f"{{ id -u {q(user)} >/dev/null 2>&1 || {useradd_command(user)}; }} && "
-        f"install -d -m 750 -o {q(user)} -g {q(user)} {owned} && "
-        f"install -d -m 755 {q(program_dir)} {q(log.rsplit('/', 1)[0])} && "
-        f"install -d -m 700 {q(settings.env_file.rsplit('/', 1)[0])} && "
-        f"cat > {q(program_dir + '/' + PROGRAM)} <<'PYINFRA_SGLANG_EOF' && "
-        f"chmod 644 {q(program_dir + '/' + PROGRAM)}\n"
-        f"{program_path(PROGRAM).read_text()}\nPYINFRA_SGLANG_EOF"
+        "set -e\n"
+        f"{{ id -u {q(user)} >/dev/null 2>&1 || {useradd_command(user)}; }}\n"
+        f"install -d -m 750 -o {q(user)} -g {q(user)} {owned}\n"
+        f"install -d -m 755 {q(program_dir)} {q(log.rsplit('/', 1)[0])}\n"
+        f"install -d -m 700 {q(settings.env_file.rsplit('/', 1)[0])}\n{writes}"
     )
 
 
@@ -161,6 +196,14 @@ def _download(state, host, repo, commit, cache, total, python, endpoint, token_p
     # arguments show in pyinfra's debug output.
     token = read_secret(Path(token_path), "hf_token_file", host.name) if token_path else None
     secrets = [s for s in (token, *_login_of(endpoint)) if s]
+    env = download_env(endpoint, cache, token)
+    start = download_command(repo, commit, cache, total, python, timeout_s)
+    return _run_unit(host, repo, commit, cache, timeout_s, env, start, secrets)
+
+
+def _run_unit(host, repo, commit, cache, timeout_s, env: bytes, start: str, secrets) -> bool:
+    """Run the download's unit (``start``, with ``env`` in its root-only env file) unless
+    one runs already, print its progress, and judge it by its log's last line."""
     settings = _settings()
     q = shlex.quote
     unit, log = settings.unit, settings.log
@@ -174,21 +217,13 @@ def _download(state, host, repo, commit, cache, total, python, endpoint, token_p
         if running:
             logger.info(f"{host.print_prefix}{repo}: a download is running already; waiting for it")
         else:
-            put_private_file(
-                host,
-                download_env(endpoint, cache, token),
-                env_file,
-                "600",
-                "the model download's environment",
-            )
+            put_private_file(host, env, env_file, "600", "the model download's environment")
             run_on_host(
                 host,
                 f"systemctl reset-failed {q(unit)} 2>/dev/null; "
                 f"rm -f {q(log)} && install -m 640 -o {q(user)} -g {q(user)} /dev/null {q(log)}",
             )
-            started, out = run_on_host(
-                host, download_command(repo, commit, cache, total, python, timeout_s)
-            )
+            started, out = run_on_host(host, start)
             if not started:
                 raise OperationError(f"could not start the model download: {out}")
         printed_at = time.monotonic()
@@ -257,6 +292,53 @@ def model_ref_recorded(path: str, commit: str):
     )
 
 
+def start_unit(host_, command: str, env: bytes, env_file: str) -> None:
+    """A transient unit started with its environment in a root-only file, removed once
+    systemd has read it."""
+    q = shlex.quote
+    put_private_file(host_, env, env_file, "600", "a transient unit's environment")
+    try:
+        started, out = run_on_host(host_, command)
+        if not started:
+            raise OperationError(f"could not start {command.split()[2]}: {out}")
+    finally:
+        run_on_host(host_, f"rm -f {q(env_file)}")
+
+
+def _seed_turn(state, host, site, download: tuple | None, folder, python, timeout_s):
+    """The site's seed: its own download when it lacks files, then its snapshot served
+    until the copying hosts finished. pyinfra passes (state, host) by name."""
+    if download is not None and not _download(state, host, *download):
+        site.problem = "its own download failed"
+        site.ready.set()
+        return False
+    try:
+        model_site.serve(state, host, site, folder, python, timeout_s, start_unit)
+    except OperationError as error:
+        logger.error(f"{host.print_prefix}{error}")
+        return False
+    return True
+
+
+def _copy_from_seed(
+    state, host, site, snapshot_manifest: bytes, repo, commit, cache, python, timeout_s
+):
+    """A host of the site: wait for its seed, then copy the snapshot from it (checked file
+    by file) in the download's unit. Never asks the Hub."""
+    try:
+        url = model_site.wait_for_seed(state, host, site, timeout_s)
+        put_private_file(host, snapshot_manifest, _settings().manifest, "644", "the file list")
+        start = fetch_command(cache, python, timeout_s)
+        return _run_unit(
+            host, repo, commit, cache, timeout_s, model_site.fetch_env(url), start, [site.token]
+        )
+    except OperationError as error:
+        logger.error(f"{host.print_prefix}{redact(str(error), [site.token])}")
+        return False
+    finally:
+        site.finish(host.name)
+
+
 @operation()
 def model_snapshot_downloaded(
     repo: str,
@@ -269,20 +351,31 @@ def model_snapshot_downloaded(
     endpoint: str,
     token_file: str | None,
     timeout_s: int,
+    site_manifest: bytes | None = None,
 ):
     """Download what the host's Hub cache lacks of ``repo`` at ``commit`` (see _download);
-    a complete snapshot is a no-op."""
-    if missing_bytes == 0 and files:
+    a complete snapshot is a no-op. With ``site_manifest`` (model_fetch_once): the site's
+    seed downloads and then serves, the others copy from it (roles/model_site.py)."""
+    complete = missing_bytes == 0 and files
+    download = (repo, commit, cache_dir, total_bytes, python, endpoint, token_file, timeout_s)
+    site = model_site.sites(state).get(model_site.site_key(host)) if site_manifest else None
+    if site is not None and site.seed == host.name and site.copying:
+        folder = snapshot_folder(cache_dir, repo, commit)
+        yield FunctionCommand(
+            _seed_turn, (site, None if complete else download, folder, python, timeout_s), {}
+        )
+        return
+    if complete:
         host.noop(
             f"{repo} at {commit}: {files} files, {total_bytes / GB:.1f} GB, complete in "
             f"{snapshot_folder(cache_dir, repo, commit)}"
         )
         return
-    yield FunctionCommand(
-        _download,
-        (repo, commit, cache_dir, total_bytes, python, endpoint, token_file, timeout_s),
-        {},
-    )
+    if site is not None and site.seed != host.name:
+        copy = (site, site_manifest, repo, commit, cache_dir, python, timeout_s)
+        yield FunctionCommand(_copy_from_seed, copy, {})
+        return
+    yield FunctionCommand(_download, download, {})
 
 
 def plan_refusal(host_name: str, error: ModelPlanError, pinned_by: str | None) -> str:
@@ -368,6 +461,7 @@ def model_weights() -> None:
     + sglang_model_download_timeout_s: seconds before the download is stopped
     + hf_endpoint: the Hub or a mirror
     + hf_token_file: the token, for gated models
+    + model_fetch_once: one host a site downloads, the others copy it
     """
     config = host_config(host)
     profile = host_profile(config)
@@ -417,8 +511,22 @@ def model_weights() -> None:
                 f"at {cache} ({missing / GB:.1f} GB still to download, plus a margin); "
                 f"{free / GB:.1f} GB are free. Free space there first. Nothing was changed."
             )
+    site_manifest = None
+    if config.model_fetch_once:
+        site = model_site.register(state, host, missing=bool(snapshot.missing(present)))
+        if site.seed != host.name and not snapshot.blobs:
+            raise ModelRefused(
+                f"host {host.name}: model_fetch_once copies {model} from {site.seed}, but "
+                f"{endpoint} listed no blob ids to check the copies by; unset "
+                "model_fetch_once for this host. Nothing was changed."
+            )
+        site_manifest = model_site.manifest(snapshot)
     model_snapshot_downloaded(
-        name=f"Download {model} at {snapshot.commit[:12]}",
+        name=(
+            f"Copy {model} at {snapshot.commit[:12]} from the site's seed"
+            if site_manifest and model_site.seed_of(host) != host.name
+            else f"Download {model} at {snapshot.commit[:12]}"
+        ),
         repo=model,
         commit=snapshot.commit,
         files=len(snapshot.files),
@@ -429,6 +537,7 @@ def model_weights() -> None:
         endpoint=endpoint,
         token_file=str(config.hf_token_file) if config.hf_token_file else None,
         timeout_s=config.sglang_model_download_timeout_s,
+        site_manifest=site_manifest,
     )
     if revision != snapshot.commit:
         model_ref_recorded(

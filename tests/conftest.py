@@ -16,6 +16,7 @@ import pytest
 from tests.hosts import aptrepo, pyindex
 from tests.hosts.apply import apply, write_inventory
 from tests.hosts.site_model import (
+    FETCH_ONCE_MODEL,
     RESUMABLE_MODEL,
     RESUMABLE_RATE,
     RESUMABLE_WEIGHTS,
@@ -110,6 +111,10 @@ def model_hub():
             commits={SITE_MODEL_COMMIT: model_files(1024)},
             refs={"main": SITE_MODEL_COMMIT},
             gated_token="hf_other_account_TOKEN",
+        ),
+        FETCH_ONCE_MODEL: Repo(
+            commits={SITE_MODEL_COMMIT: model_files(LFS_THRESHOLD + 1024 * 1024)},
+            refs={"main": SITE_MODEL_COMMIT},
         ),
         RESUMABLE_MODEL: Repo(
             commits={SITE_MODEL_COMMIT: model_files(RESUMABLE_WEIGHTS)},

@@ -16,6 +16,9 @@ class ModelDownload(DataModel):
     env_file: str
     log: str
     sandbox: tuple[str, ...]
+    seed_unit: str
+    seed_env_file: str
+    manifest: str
     log_every_s: Number
     print_every_s: Number
     environment: dict[str, str]

@@ -22,6 +22,8 @@ from pyinfra.api.exceptions import PyinfraError
 from pyinfra_sglang import data
 
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
+# A blob id as huggingface_hub names cache blobs: a sha256 (LFS) or a git blob id (sha1).
+BLOB_ID = re.compile(r"^(?:[0-9a-f]{64}|[0-9a-f]{40})$")
 DEFAULT_ENDPOINT = "https://huggingface.co"
 GB = 1e9
 
@@ -36,6 +38,9 @@ class Snapshot:
     revision: str  # as asked for: a commit, a branch or a tag
     commit: str  # the 40-hex commit it stands for
     files: tuple[tuple[str, int], ...]  # (path, size), sorted by path
+    # (path, blob id, LFS?): the name huggingface_hub gives each file's blob (the sha256 of
+    # an LFS file, the git blob id of another), as the Hub lists them; () when it did not.
+    blobs: tuple[tuple[str, str, bool], ...] = ()
 
     @property
     def total_bytes(self) -> int:
@@ -213,15 +218,25 @@ def hub_snapshot(
     commit = str(info.get("sha") or "")
     if not COMMIT.match(commit):
         raise ModelPlanError(f"model {repo} at revision {revision}: the Hub gave no commit")
-    files = []
+    files, blobs = [], []
     for sibling in info.get("siblings") or []:
         size = sibling.get("size")
+        lfs = sibling.get("lfs") or {}
         if size is None:
-            size = (sibling.get("lfs") or {}).get("size")
+            size = lfs.get("size")
         if not isinstance(size, int):
             raise ModelPlanError(
                 f"model {repo} at revision {revision}: the Hub gave no size for "
                 f"{sibling.get('rfilename')}"
             )
         files.append((str(sibling["rfilename"]), size))
-    return Snapshot(repo=repo, revision=revision, commit=commit, files=tuple(sorted(files)))
+        blob = lfs.get("sha256") or sibling.get("blobId")
+        if isinstance(blob, str) and BLOB_ID.match(blob):
+            blobs.append((str(sibling["rfilename"]), blob, bool(lfs.get("sha256"))))
+    return Snapshot(
+        repo=repo,
+        revision=revision,
+        commit=commit,
+        files=tuple(sorted(files)),
+        blobs=tuple(sorted(blobs)) if len(blobs) == len(files) else (),
+    )

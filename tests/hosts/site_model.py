@@ -13,6 +13,8 @@ SITE_HF_TOKEN = "hf_site_TOKEN_abcdefghij"
 # weights arrive at RESUMABLE_RATE, so the client (which writes 10 MiB at a time) has written
 # part of them for seconds before the rest comes.
 RESUMABLE_MODEL = "test-org/resumable-model"
+# Fetched once per site (model_fetch_once): the first site host downloads, the other copies.
+FETCH_ONCE_MODEL = "test-org/fetch-once-model"
 RESUMABLE_WEIGHTS = 24 * 1024 * 1024
 RESUMABLE_RATE = 2 * 1024 * 1024  # bytes/s: ~12 s for the weights
 

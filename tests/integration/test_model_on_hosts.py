@@ -15,6 +15,7 @@ import pytest
 from tests.hosts.apply import apply
 from tests.hosts.hubstandin import LFS_THRESHOLD
 from tests.hosts.site_model import (
+    FETCH_ONCE_MODEL,
     RESUMABLE_MODEL,
     RESUMABLE_WEIGHTS,
     SITE_MODEL,
@@ -252,3 +253,46 @@ def test_a_download_killed_mid_file_resumes_on_the_next_apply(
         back = apply(inventory, options=("--limit", target.address))
         assert back.returncode == 0 and not back.errors(), back.describe()
         host_pool.run(target, f"rm -rf {folder}")
+
+
+def test_fetched_once_a_site_the_second_host_copies_from_the_first_and_never_asks_the_hub(
+    host_pool, hosts, inventory, model_hub
+):
+    hub = model_hub[1]
+    seed, other = hosts
+    folder = f"{CACHE}/models--test-org--fetch-once-model"
+    options = ("--data", other_model(FETCH_ONCE_MODEL), "--data", "model_fetch_once=true")
+    expected = model_files(LFS_THRESHOLD + 1024 * 1024)
+    seen = len(hub.requests)
+    try:
+        fetched = apply(inventory, options=options)
+        assert fetched.returncode == 0 and not fetched.errors(), fetched.describe()
+        # One operation for both (pyinfra names it after the first host's: the download).
+        for h in hosts:
+            assert f"Download {FETCH_ONCE_MODEL}" in " ".join(fetched.changed(h.address))
+        assert f"[{seed.address}] serving the snapshot to {other.address}" in fetched.stderr
+        # Each file left the Hub once: for the seed. The other host asked it nothing.
+        gets = [
+            path
+            for method, path, _ in hub.requests[seen:]
+            if method == "GET" and path.startswith(f"/{FETCH_ONCE_MODEL}/resolve/")
+        ]
+        assert sorted(gets) == sorted(
+            f"/{FETCH_ONCE_MODEL}/resolve/{SITE_MODEL_COMMIT}/{name}" for name in expected
+        ), hub.requests[seen:]
+        for h in hosts:
+            snapshot = h.root / folder.lstrip("/") / "snapshots" / SITE_MODEL_COMMIT
+            assert {p.name: p.read_bytes() for p in snapshot.iterdir()} == expected
+        copied = host_pool.run(other, "tail -n 1 /var/log/pyinfra-sglang/model-download.log")
+        assert "copied from the site's seed" in copied.stdout, copied.stdout
+        # The seed stopped serving; the token reached no file left behind or a unit's argv.
+        stopped = host_pool.run(seed, "systemctl is-active pyinfra-sglang-model-seed", check=False)
+        assert stopped.returncode != 0 and stopped.stdout.strip() != "active", stopped.stdout
+        for h in hosts:
+            assert host_pool.run(h, "ls -A /run/pyinfra-sglang").stdout.strip() == ""
+        apply(inventory, options=options).assert_unchanged()
+    finally:
+        back = apply(inventory)
+        assert back.returncode == 0 and not back.errors(), back.describe()
+        for h in hosts:
+            host_pool.run(h, f"rm -rf {folder}")

@@ -95,13 +95,15 @@ def test_the_download_is_prepared_for_the_service_user():
     prepare = prepare_command("/srv/hub")
     # The user exists before the service role runs; the cache and HF_HOME are its own (made,
     # or an empty folder taken: never a tree re-owned); the program is root's, readable.
-    assert prepare.startswith("{ id -u sglang >/dev/null 2>&1 || useradd --system ")
-    assert "install -d -m 750 -o sglang -g sglang /srv/hub /var/lib/sglang/huggingface && " in (
+    # set -e: a failed step stops the rest and the status says so.
+    assert prepare.startswith("set -e\n{ id -u sglang >/dev/null 2>&1 || useradd --system ")
+    assert "\ninstall -d -m 750 -o sglang -g sglang /srv/hub /var/lib/sglang/huggingface\n" in (
         prepare
     )
     assert "chown" not in prepare
-    assert "install -d -m 700 /run/pyinfra-sglang && " in prepare
-    assert "&& chmod 644 /var/lib/pyinfra-sglang/model_download.py\n" in prepare
+    assert "\ninstall -d -m 700 /run/pyinfra-sglang\n" in prepare
+    for program in ("model_download.py", "snapshot_fetch.py", "snapshot_serve.py"):
+        assert f"\nchmod 644 /var/lib/pyinfra-sglang/{program}\n" in prepare
 
 
 def test_failures_shown_mask_the_endpoints_login():

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import AfterValidator, Field, HttpUrl
+from pydantic import AfterValidator, Field, HttpUrl, StrictBool
 
 from pyinfra_sglang.config.types import (
     SAFE_HOST_PATH,
     FieldGroup,
     OptionalPath,
+    Port,
     allowed,
     path_fits,
 )
@@ -37,7 +38,7 @@ def _not_a_system_tree(path: str) -> str:
 
 
 class ModelDownloadFields(FieldGroup):
-    """The model download: revision, cache, time limit, Hub mirror and token."""
+    """The model download: revision, cache, time limit, Hub mirror and token, once a site."""
 
     sglang_model_revision: (
         Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$")] | None
@@ -107,4 +108,25 @@ class ModelDownloadFields(FieldGroup):
         None,
         description="File on the controller holding the Hugging Face token (written 0600).",
         json_schema_extra=allowed("a path on the controller, or unset"),
+    )
+
+    model_fetch_once: StrictBool = Field(
+        False,
+        description=(
+            "Download the model once per site: of the hosts of a run with this set and the "
+            "same model, revision and Hub, the first in the inventory downloads it, and the "
+            "others copy its snapshot from that host (over its `sglang_host` address, a "
+            "one-time token, each file checked against the Hub's list) and never reach the "
+            "Hub."
+        ),
+        json_schema_extra=allowed("true, false"),
+    )
+
+    model_seed_port: Port = Field(
+        30091,
+        description=(
+            "TCP port the seed host serves its snapshot on while the others copy it "
+            "(model_fetch_once); open only for that time."
+        ),
+        json_schema_extra=allowed("1..65535"),
     )
