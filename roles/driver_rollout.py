@@ -312,8 +312,29 @@ def _turn(state, host_, turn: Turn) -> None:
     record = turn.record or RolloutRecord(OUT, turn.target, router, worker)
     write_record(host_, record)
     if router and worker:
-        router_call(state, router, "remove", worker)
+        try:
+            router_call(state, router, "remove", worker)
+        except (OperationError, OSError, PyinfraError):
+            if turn.record is None:
+                forget_record(host_)  # still in its router and serving: nothing to resume
+            raise
         logger.info(f"{host_.print_prefix}out of router {router}: upgrading to {turn.target}")
+    try:
+        _out_of_service(state, host_, turn, router, worker)
+    except (OperationError, OSError, PyinfraError) as error:
+        # Out of its router, maybe half changed: the record says why, and the next run
+        # validates it again before it rejoins.
+        why = str(error).splitlines()[0]
+        failed = RolloutRecord(FAILED, turn.target, router, worker, why)
+        try:
+            write_record(host_, failed)
+        except (OperationError, OSError):
+            pass  # the OUT record stays: the next run resumes from it all the same
+        raise
+
+
+def _out_of_service(state, host_, turn: Turn, router: str | None, worker: str | None) -> None:
+    """The turn once the host is out of its router: changed, validated, back."""
     units = [timer_unit()] if turn.watchdog else []
     # The watchdog would restart the server it finds stopped (a timer not installed yet is
     # nothing to stop); SIGTERM drains the server.
@@ -328,10 +349,9 @@ def _turn(state, host_, turn: Turn) -> None:
     )
     problems = [problem] if problem else validate(host_)
     if problems:
-        why = "; ".join(problems)
-        write_record(host_, RolloutRecord(FAILED, turn.target, router, worker, why))
         raise OperationError(
-            f"validation on {turn.target} failed, the host stays out of its router: {why}"
+            f"validation on {turn.target} failed, the host stays out of its router: "
+            + "; ".join(problems)
         )
     if units:
         _run(host_, "systemctl start " + " ".join(shlex.quote(u) for u in units), "watchdog")

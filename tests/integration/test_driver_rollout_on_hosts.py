@@ -161,7 +161,9 @@ def test_a_branch_move_rolls_host_by_host_behind_the_router_and_stops_at_a_faile
     failed = states[failing.address]
     assert (failed["installed"], failed["loaded"]) == (NEW, OLD), failed
     assert failed["record"]["phase"] == "failed", failed
-    assert failed["record"]["problem"].startswith("driver-drift: "), failed
+    problem = failed["record"]["problem"]
+    assert problem.startswith("validation on driver branch 595 failed"), failed
+    assert "driver-drift: " in problem, failed
     for h in rest:  # never started: the old driver, still serving behind the router
         assert states[h.address] == {"loaded": OLD, "installed": OLD, "record": None}
     assert routed(router) == sorted(f"http://{h.address}:30000" for h in fleet if h != failing)
