@@ -151,7 +151,13 @@ def serve(state, host, site: Site, folder: str, python: str, timeout_s: int, sta
         raise
     finally:
         site.ready.set()
-    site.all_finished.wait(timeout=timeout_s + SERVE_MARGIN_S)
+
+    def over() -> bool:
+        # Every copying host finished, or failed before it came to copy (it never will).
+        gone = {h.name for h in state.failed_hosts}
+        return site.all_finished.is_set() or site.copying - site.finished <= gone
+
+    wait_until(over, timeout_s + SERVE_MARGIN_S, 1)
     run_on_host(host, f"systemctl stop {q(settings.seed_unit)} 2>/dev/null || true")
     missing = sorted(site.copying - site.finished)
     if missing:
