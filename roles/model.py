@@ -305,7 +305,20 @@ def start_unit(host_, command: str, env: bytes, env_file: str) -> None:
         run_on_host(host_, f"rm -f {q(env_file)}")
 
 
-def _seed_turn(state, host, site, download: tuple | None, folder, python, timeout_s):
+def _serve_command(python: str):
+    """The seed's server unit, as model_site.serve asks for it: the download's user and
+    sandbox, nothing writable."""
+    settings = _settings()
+
+    def command(program: str, args: list[str], runtime_s: int, env_file: str) -> str:
+        return unit_command(
+            settings.seed_unit, program, args, "", python, runtime_s, env_file, writable=False
+        )
+
+    return command
+
+
+def _seed_turn(state, host, site, download: tuple | None, cache, folder, python, timeout_s):
     """The site's seed: its own download when it lacks files, then its snapshot served
     until the copying hosts finished. pyinfra passes (state, host) by name."""
     if download is not None and not _download(state, host, *download):
@@ -313,7 +326,14 @@ def _seed_turn(state, host, site, download: tuple | None, folder, python, timeou
         site.ready.set()
         return False
     try:
-        model_site.serve(state, host, site, folder, python, timeout_s, start_unit)
+        # The programs where the unit runs them (a seed whose snapshot was complete has not
+        # run the download's preparation in this run).
+        ok, out = run_on_host(host, prepare_command(cache))
+        if not ok:
+            site.problem = "its programs could not be installed"
+            site.ready.set()
+            raise OperationError(f"could not prepare the snapshot server: {out}")
+        model_site.serve(state, host, site, folder, timeout_s, _serve_command(python), start_unit)
     except OperationError as error:
         logger.error(f"{host.print_prefix}{error}")
         return False
@@ -361,9 +381,8 @@ def model_snapshot_downloaded(
     site = model_site.sites(state).get(model_site.site_key(host)) if site_manifest else None
     if site is not None and site.seed == host.name and site.copying:
         folder = snapshot_folder(cache_dir, repo, commit)
-        yield FunctionCommand(
-            _seed_turn, (site, None if complete else download, folder, python, timeout_s), {}
-        )
+        seed = (site, None if complete else download, cache_dir, folder, python, timeout_s)
+        yield FunctionCommand(_seed_turn, seed, {})
         return
     if complete:
         host.noop(

@@ -116,27 +116,20 @@ def fetch_env(url: str) -> bytes:
     return f"SNAPSHOT_URL={url}\n".encode()
 
 
-def serve(state, host, site: Site, folder: str, python: str, timeout_s: int, start_unit) -> None:
+def serve(state, host, site: Site, folder: str, timeout_s: int, unit_command, start_unit) -> None:
     """On the seed, its snapshot complete: serve it until every copying host finished (or
-    the time is up), then stop. ``start_unit(host, command, env)`` starts a transient unit
-    with its root-only env file (roles/model.py)."""
+    the time is up), then stop. From roles/model.py: ``unit_command(program, args,
+    runtime_s, env_file)`` the transient unit's command line (the download's user and
+    sandbox, nothing writable), ``start_unit(host, command, env, env_file)`` its start with
+    a root-only env file."""
     settings = data.model().download
     config = host_config(host)
     address = seed_address(state, site)
     port = config.model_seed_port
     q = shlex.quote
     args = ["--bind", address, "--port", str(port), "--snapshot", folder]
-    from roles.model import unit_command  # the download's sandbox and user
-
     command = unit_command(
-        settings.seed_unit,
-        "snapshot_serve.py",
-        args,
-        "",
-        python,
-        timeout_s + SERVE_MARGIN_S,
-        env_file=settings.seed_env_file,
-        writable=False,
+        "snapshot_serve.py", args, timeout_s + SERVE_MARGIN_S, settings.seed_env_file
     )
     try:
         start_unit(host, command, serve_env(site.token), settings.seed_env_file)

@@ -294,6 +294,16 @@ def test_fetched_once_a_site_the_second_host_copies_from_the_first_and_never_ask
         for h in hosts:
             assert host_pool.run(h, "ls -A /run/pyinfra-sglang").stdout.strip() == ""
         apply(inventory, options=options).assert_unchanged()
+        # A complete seed serves too: the other host, its copy gone, copies it again.
+        host_pool.run(other, f"rm -rf {folder}")
+        seen = len(hub.requests)
+        again = apply(inventory, options=options)
+        assert again.returncode == 0 and not again.errors(), again.describe()
+        # (The controller still reads the file list from the Hub's API while planning.)
+        resolved = f"/{FETCH_ONCE_MODEL}/resolve/"
+        assert not [p for m, p, _ in hub.requests[seen:] if p.startswith(resolved)]
+        snapshot = other.root / folder.lstrip("/") / "snapshots" / SITE_MODEL_COMMIT
+        assert {p.name: p.read_bytes() for p in snapshot.iterdir()} == expected
     finally:
         back = apply(inventory)
         assert back.returncode == 0 and not back.errors(), back.describe()
