@@ -93,9 +93,12 @@ def register(state, host, missing: bool) -> Site:
 
 
 def seed_address(state, site: Site) -> str:
+    """Where the other hosts reach the seed, and what its server binds to: its sglang_host,
+    unless that is loopback (the default) or unspecified; then the address the inventory
+    reaches it by."""
     seed = state.inventory.get_host(site.seed)
     bind = host_config(seed).sglang_host
-    return member_address(seed) if bind.is_unspecified else str(bind)
+    return member_address(seed) if bind.is_unspecified or bind.is_loopback else str(bind)
 
 
 def manifest(snapshot: Snapshot) -> bytes:

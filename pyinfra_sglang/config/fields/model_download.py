@@ -115,9 +115,9 @@ class ModelDownloadFields(FieldGroup):
         description=(
             "Download the model once per site: of the hosts of a run with this set and the "
             "same model, revision and Hub, the first in the inventory downloads it, and the "
-            "others copy its snapshot from that host (over its `sglang_host` address, a "
-            "one-time token, each file checked against the Hub's list) and never reach the "
-            "Hub."
+            "others copy its snapshot from that host (at its `sglang_host`, or where that is "
+            "loopback the address the inventory reaches it by; a one-time token; each file "
+            "checked against the Hub's list) and never reach the Hub."
         ),
         json_schema_extra=allowed("true, false"),
     )
