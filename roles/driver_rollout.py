@@ -12,7 +12,7 @@ hosts not yet started keep their driver and keep serving, the failing one stays 
 router with the reason in its record (data/rollout.toml [paths] state). A re-run resumes from
 that record: the host is validated again and rejoins when it passes. A host the operator
 marked out of service (``out_of_service``, or the file at [paths] out_of_service) is upgraded
-without taking a turn and never put back.
+without taking a turn and not put back while it is marked.
 
 Not a scheduler: pyinfra runs every host's operation side by side as always; a host's
 operation only waits for its turn (one gate per pyinfra State).

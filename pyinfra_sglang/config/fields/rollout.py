@@ -55,8 +55,8 @@ class RolloutFields(FieldGroup):
         False,
         description=(
             "The operator took this host out of service: a rollout upgrades it without taking "
-            "a turn and never puts it back behind its router (as does a file "
-            "/etc/pyinfra-sglang/out-of-service on the host)."
+            "a turn and does not put it back behind its router while it is marked (as does a "
+            "file /etc/pyinfra-sglang/out-of-service on the host)."
         ),
         json_schema_extra=allowed("true, false"),
     )
