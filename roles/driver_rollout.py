@@ -218,7 +218,9 @@ def write_record(host_, record: RolloutRecord) -> None:
     folder = q(path.rsplit("/", 1)[0])
     _run(
         host_,
-        f"install -d -m 700 -o root -g root {folder} && umask 077 && "
+        # mkdir, not install -d -m: the folder is the model programs' too (0755), whose mode
+        # must not change; the record itself is root's 0600 (umask).
+        f"mkdir -p {folder} && umask 077 && "
         f"printf %s {q(record.text())} > {q(path + '.new')} && mv -f {q(path + '.new')} {q(path)}",
         "writing the rollout record",
     )
