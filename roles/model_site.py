@@ -30,6 +30,7 @@ from pyinfra_sglang.model_files.model_snapshot import (
     Snapshot,
     model_revision,
 )
+from pyinfra_sglang.serving.render import _env_value as env_value
 from roles.waiting import wait_until
 
 # How long a copying host waits for its seed to finish its own download, past the download
@@ -112,11 +113,12 @@ def manifest(snapshot: Snapshot) -> bytes:
 
 
 def serve_env(token: str) -> bytes:
-    return f"SNAPSHOT_TOKEN={token}\n".encode()
+    return f"SNAPSHOT_TOKEN={env_value('SNAPSHOT_TOKEN', token)}\n".encode()
 
 
 def fetch_env(url: str) -> bytes:
-    return f"SNAPSHOT_URL={url}\n".encode()
+    # The seed's address comes from the inventory: escaped for systemd's env file syntax.
+    return f"SNAPSHOT_URL={env_value('SNAPSHOT_URL', url)}\n".encode()
 
 
 def serve(state, host, site: Site, folder: str, timeout_s: int, unit_command, start_unit) -> None:
