@@ -269,11 +269,23 @@ def grafana_password_applied(path: str):
     yield StringCommand(f"{as_user(settings.user, reset)} < {q(path)}")
 
 
-def _running(what: str, service: str, restart: str, changed) -> None:
+def _running(what: str, service: str, restart: str, changed):
     """``service`` enabled and running, restarted (``restart``: the operation's name) when
-    ``changed`` (an operation, or any_changed of several) changed what it reads."""
-    systemd.service(name=f"{what} enabled and running", service=service, running=True, enabled=True)
-    systemd.service(name=restart, service=service, restarted=True, _if=changed)
+    ``changed`` (an operation, or any_changed of several) changed what it reads. Gives both
+    operations: a caller that reloads must know whether this run (re)started it."""
+    started = systemd.service(
+        name=f"{what} enabled and running", service=service, running=True, enabled=True
+    )
+    restarted = systemd.service(name=restart, service=service, restarted=True, _if=changed)
+    return started, restarted
+
+
+def reload_needed(changed, *starts):
+    """The `_if` of a reload: ``changed`` changed and none of ``starts`` (re)started the
+    service in this run. A process just started reads its config anyway, and a SIGHUP sent
+    before it handles one ends it: Go exits on SIGHUP by default, and systemd's
+    Restart=on-failure counts an end by SIGHUP as clean, so it stays down."""
+    return lambda: changed.did_change() and not any_changed(*starts)()
 
 
 def node_exporter(plan: MonitoringPlan) -> None:
@@ -336,14 +348,14 @@ def prometheus(plan: MonitoringPlan, listen: str) -> None:
         config=render.prometheus_config(plan, listen),
         rules=render.alert_rules_file(plan),
     )
-    _running(
+    starts = _running(
         "Prometheus", settings.service, "Restart Prometheus on its new address", defaults.did_change
     )
     systemd.service(
         name="Reload Prometheus's config",
         service=settings.service,
         reloaded=True,
-        _if=config.did_change,
+        _if=reload_needed(config, *starts),
     )
 
 

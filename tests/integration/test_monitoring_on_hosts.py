@@ -121,6 +121,8 @@ def test_prometheus_scrapes_every_server_alerts_on_a_stopped_one_then_nothing_ch
         assert applied.returncode == 0 and not applied.errors(), applied.describe()
         changed = applied.changed(first.address)
         assert changed and all(op.startswith("Monitoring |") for op in changed), changed
+        # Just started by this run: a SIGHUP now could end it before it handles one.
+        assert "Monitoring | Reload Prometheus's config" not in changed, changed
         changed = applied.changed(second.address)
         assert all(op.startswith(("Monitoring |", "DCGM |")) for op in changed), changed
         assert "Monitoring | Install the DCGM exporter" in changed, changed
@@ -133,7 +135,13 @@ def test_prometheus_scrapes_every_server_alerts_on_a_stopped_one_then_nothing_ch
             # listen yet: each listener is awaited with a deadline, never read once.
             _wait(f"node exporter on {h.address}:9100", lambda h=h: _listening(host_pool, h, 9100))
             assert f"{h.address}:9100" in _listening(host_pool, h, 9100)
-        _wait(f"prometheus on {first.address}:9090", lambda: _listening(host_pool, first, 9090))
+        try:
+            _wait(f"prometheus on {first.address}:9090", lambda: _listening(host_pool, first, 9090))
+        except AssertionError as error:
+            journal = host_pool.run(
+                first, "systemctl status --no-pager -n 30 prometheus", check=False
+            ).stdout
+            raise AssertionError(f"{error}\n{journal}") from None
         assert f"{first.address}:9090" in _listening(host_pool, first, 9090)
         assert host_pool.run(second, "command -v prometheus", check=False).returncode != 0
         # The DCGM exporter: on the second host only, where the plan scrapes it (the hosts

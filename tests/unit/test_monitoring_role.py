@@ -14,6 +14,7 @@ from pyinfra_sglang import data
 from roles.monitoring import (
     grafana_keyring,
     prometheus_config_installed,
+    reload_needed,
     sglang_dashboard_installed,
 )
 from tests.unit.ophelper import run_operation
@@ -158,3 +159,28 @@ def test_a_changed_password_is_applied_by_grafana_as_grafana_from_stdin():
     assert words[:6] == ["runuser", "-u", "grafana", "--", "sh", "-c"] and words[-2:] == ["<", path]
     # The inner command as Grafana's CLI is given it: one word for all the config overrides.
     assert shlex.split(words[6]) == list(data.monitoring().grafana.password_reset)
+
+
+class _Op:
+    def __init__(self, changed: bool):
+        self.changed = changed
+
+    def did_change(self) -> bool:
+        return self.changed
+
+
+@pytest.mark.parametrize(
+    ("config", "started", "restarted", "reload"),
+    [
+        (True, False, False, True),
+        (False, False, False, False),
+        # Just (re)started: it reads the new config, and a SIGHUP before its handler is in
+        # place ended Prometheus for good (Go's default; systemd counts it as a clean end).
+        (True, True, False, False),
+        (True, False, True, False),
+    ],
+)
+def test_prometheus_is_reloaded_only_where_this_run_did_not_just_start_it(
+    config, started, restarted, reload
+):
+    assert reload_needed(_Op(config), _Op(started), _Op(restarted))() is reload
