@@ -72,22 +72,25 @@ def ship_and_run(
     args: list[str],
     beside: tuple[str, ...] = (),
     setup: str = "",
+    wrapper: tuple[str, ...] = (),
 ) -> str:
     """Shell that runs a host program (pyinfra_sglang/host_programs/``program``) on the host:
     written with the programs ``beside`` it to a temporary folder ``$probe`` first (a probe
     that spawns processes needs a real file), removed after. ``setup``: shell run in that
-    folder's presence before the program (it may use ``$probe``)."""
+    folder's presence before the program (it may use ``$probe``). ``wrapper``: a command the
+    interpreter runs under (timeout(1) and its arguments)."""
     writes = "".join(
         f"cat > \"$probe\"/{shlex.quote(name)} <<'PYINFRA_SGLANG_EOF'\n"
         f"{program_path(name).read_text()}\nPYINFRA_SGLANG_EOF\n"
         for name in (program, *beside)
     )
     quoted = " ".join(shlex.quote(arg) for arg in args)
+    wrapped = "".join(f"{shlex.quote(word)} " for word in wrapper)
     return (
         # No folder, no run: the writes below would otherwise land in /.
         "probe=$(mktemp -d) || exit 1\n"
         f"{writes}{setup}"
-        f'{shlex.quote(interpreter)} "$probe"/{shlex.quote(program)} {quoted}; rc=$?; '
+        f'{wrapped}{shlex.quote(interpreter)} "$probe"/{shlex.quote(program)} {quoted}; rc=$?; '
         'rm -rf "$probe"; exit $rc'
     )
 

@@ -18,6 +18,7 @@ from roles.model import model_weights
 from roles.monitoring import monitoring
 from roles.monitoring_firewall import monitoring_firewall
 from roles.multinode_firewall import multinode_firewall
+from roles.multinode_preflight import multinode_preflight
 from roles.nvidia_driver import nvidia_driver
 from roles.nvidia_repo import nvidia_repo
 from roles.python_env import python_env
@@ -38,6 +39,7 @@ python_env()
 flash_attn()
 multinode_firewall()
 model_weights()
+multinode_preflight()  # a group about to start: proven able to all-reduce first
 sglang_service_role()
 # Before the exporters it filters are installed, or restarted on a new address.
 monitoring_firewall()

@@ -113,6 +113,10 @@ def multinode_firewall() -> m.MultinodeFirewall:
     return _typed("multinode_firewall", m.MultinodeFirewall)
 
 
+def multinode_preflight() -> m.MultinodePreflight:
+    return _typed("multinode_preflight", m.MultinodePreflight)
+
+
 def host_driver() -> m.HostDriver:
     return _typed("host_driver", m.HostDriver)
 

@@ -60,6 +60,7 @@ from pyinfra_sglang.data_models.monitoring import (
     MonitoringPrometheus,
 )
 from pyinfra_sglang.data_models.multinode_firewall import MultinodeFirewall
+from pyinfra_sglang.data_models.multinode_preflight import MultinodePreflight
 from pyinfra_sglang.data_models.nvidia import (
     BranchSupport,
     CudaDriverMinimum,
@@ -160,6 +161,7 @@ MODELS: dict[str, type[BaseModel]] = {
     "model_shape": ModelShapeData,
     "monitoring": Monitoring,
     "multinode_firewall": MultinodeFirewall,
+    "multinode_preflight": MultinodePreflight,
     "nvidia": Nvidia,
     "nvidia_smi": NvidiaSmi,
     "parallelism": Parallelism,
@@ -247,6 +249,7 @@ __all__ = [
     "Mtp",
     "Multinode",
     "MultinodeFirewall",
+    "MultinodePreflight",
     "NcclP2p",
     "NcclP2pLevel",
     "Nouveau",

@@ -21,12 +21,15 @@ pytestmark = pytest.mark.hosts
 API_KEY = "sk-site-APIKEY-0123456789"
 # The site inventory's group. Its hosts share this machine's network namespace, where a
 # firewall would be this machine's: the firewall is tested on private-network hosts
-# (test_multinode_firewall_on_hosts.py).
+# (test_multinode_firewall_on_hosts.py). Their venv's torch is the stand-in: the all-reduce
+# preflight, which needs a real torch, has its own test (test_multinode_preflight_on_hosts.py).
 MULTINODE = (
     "--data",
     "sglang_multinode_group=gpu_hosts",
     "--data",
     "sglang_multinode_firewall=false",
+    "--data",
+    "sglang_multinode_preflight=false",
 )
 
 

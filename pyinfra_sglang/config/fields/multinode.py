@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, StrictBool
+from pydantic import BeforeValidator, Field, StrictBool
 
 from pyinfra_sglang.config.types import (
     FieldGroup,
     Port,
     allowed,
+    no_bool,
 )
 
 
@@ -69,4 +70,28 @@ class MultinodeFields(FieldGroup):
                 "an interface name (letters, digits, '_', '.', ':', '-'; at most 15), or unset"
             ),
         )
+    )
+
+    sglang_multinode_preflight: StrictBool = Field(
+        True,
+        description=(
+            "Before the group's servers start (none of them running), run an all-reduce across "
+            "its members with torch.distributed (Gloo) at the group's rendezvous address and "
+            "port, over the interface the servers' env files name: a member that cannot "
+            "reach the others, a wrong sum or a bus bandwidth below a fraction of the "
+            "interface's line rate fails the run with numbers before the servers load "
+            "(data/multinode_preflight.toml)."
+        ),
+        json_schema_extra=allowed("true, false"),
+    )
+
+    sglang_multinode_preflight_timeout_s: Annotated[int, BeforeValidator(no_bool)] = Field(
+        120,
+        ge=10,
+        le=3600,
+        description=(
+            "Seconds the preflight's rendezvous and each of its all-reduces may take (torch's "
+            "process group timeout); the program is killed a little after, never waited on."
+        ),
+        json_schema_extra=allowed("10..3600"),
     )
