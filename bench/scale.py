@@ -177,10 +177,12 @@ def traced_apply(
     options: tuple[str, ...] = (),
     dry: bool = False,
     timeout: float = 1200,
+    stamped: list[tuple[float, str]] | None = None,
 ) -> tuple[ApplyResult, Trace]:
     """tests.hosts.apply.apply with ``--debug`` added, run through Popen: stderr is read
     line by line as pyinfra writes it, each line stamped with time.monotonic(), so the time
-    between pyinfra's phase headers is each phase's wall time. pyinfra is not changed."""
+    between pyinfra's phase headers is each phase's wall time. pyinfra is not changed.
+    ``stamped``: where given, every stderr line is appended to it with its stamp."""
     operations = operations or ("deploy/site.py",)
     args = [
         str(PYINFRA),
@@ -221,6 +223,8 @@ def traced_apply(
         for line in proc.stderr:
             now = time.monotonic()
             stderr.append(line)
+            if stamped is not None:
+                stamped.append((now, line))
             phase = next((name for name, header in PHASE_HEADERS if header in line), None)
             if phase is not None:
                 marks.append((phase, now))
@@ -342,6 +346,7 @@ class Site:
     hosts: list
     data: dict
     workdir: Path
+    hub: Hub | None = None  # the Hub stand-in, whose requests tell what left it
 
     def inventory(self, name: str, hosts: Sequence, **extra) -> Path:
         """An inventory of ``hosts`` with the site's data and ``extra``: each host serves
@@ -351,10 +356,18 @@ class Site:
 
 
 @contextmanager
-def converged_site(count: int, **extra) -> Iterator[Site]:
+def converged_site(
+    count: int,
+    first_apply: Callable[..., ApplyResult] = apply,
+    model_bytes: int = 1024 * 1024,
+    uplink_bytes_per_s: int | None = None,
+    **extra,
+) -> Iterator[Site]:
     """``count`` test hosts booted and converged by deploy/site.py against the tests'
     stand-ins (NVIDIA's repository, PyPI, the Hugging Face Hub with the dense-bf16 profile's
-    model, SGLang), all served locally; the hosts are stopped at the end."""
+    model, SGLang), all served locally, by ``first_apply`` (a traced one, to time the first
+    deploy); the hosts are stopped at the end. ``model_bytes``: the model's weights file;
+    ``uplink_bytes_per_s``: the Hub's one shared pipe (unset: loopback's speed)."""
     reason = why_unavailable()
     if reason:
         raise SystemExit(f"cannot boot test hosts: {reason}")
@@ -366,10 +379,11 @@ def converged_site(count: int, **extra) -> Iterator[Site]:
         hub = Hub(
             {
                 SITE_MODEL: Repo(
-                    commits={SITE_MODEL_COMMIT: model_files(1024 * 1024)},
+                    commits={SITE_MODEL_COMMIT: model_files(model_bytes)},
                     refs={"main": SITE_MODEL_COMMIT},
                 )
-            }
+            },
+            uplink_bytes_per_s=uplink_bytes_per_s,
         )
         with (
             aptrepo.serve(mirror.root) as mirror_url,
@@ -395,10 +409,10 @@ def converged_site(count: int, **extra) -> Iterator[Site]:
                 start = time.monotonic()
                 hosts = pool.boot(count)
                 print(f"booted {count} test hosts in {time.monotonic() - start:.1f} s")
-                site = Site(hosts, data, workdir)
+                site = Site(hosts, data, workdir, hub)
                 start = time.monotonic()
                 everyone = site.inventory(f"hosts{count}-converge", hosts)
-                converge = apply(everyone, timeout=max(1200, 120 * count))
+                converge = first_apply(everyone, timeout=max(1200, 120 * count))
                 if converge.returncode != 0:
                     raise SystemExit(f"deploy/site.py failed:\n{converge.describe()}")
                 print(
