@@ -18,7 +18,10 @@ utils/_http.py read these; the client's errors come from the X-Error-Code header
 Revisions are commits (40 hex digits) or branch names (``refs``). Files at or above
 ``LFS_THRESHOLD`` bytes are LFS files. ``throttle_bytes_per_s`` slows file bodies, of every
 repository (``Hub``) or of one (``Repo``, over the Hub's): for progress tests, and for resume
-tests that cut a download off while a file is partly written. Every request is kept in
+tests that cut a download off while a file is partly written. ``uplink_bytes_per_s`` is one
+pipe all file bodies share, whatever the connections (a site's uplink to the Hub: N hosts
+fetching at once each get 1/N of it), for timings of fetching once a site. Every request is
+kept in
 ``Hub.requests`` as (method, path, Range header), for tests to read (a resumed file is a GET
 with ``Range: bytes=N-``, N > 0).
 """
@@ -69,6 +72,23 @@ def file_entry(path: str, content: bytes) -> dict:
     return entry
 
 
+class Uplink:
+    """One pipe of ``bytes_per_s`` that every body shares: each chunk waits until the bytes
+    before it, of any connection, have gone through."""
+
+    def __init__(self, bytes_per_s: int):
+        self.bytes_per_s = bytes_per_s
+        self._lock = threading.Lock()
+        self._free_at = 0.0
+
+    def send(self, count: int) -> None:
+        with self._lock:
+            start = max(time.monotonic(), self._free_at)
+            self._free_at = start + count / self.bytes_per_s
+            done = self._free_at
+        time.sleep(max(0.0, done - time.monotonic()))
+
+
 class Hub:
     """The repositories served, and what the server saw (for tests to read)."""
 
@@ -77,9 +97,11 @@ class Hub:
         repos: dict[str, Repo],
         throttle_bytes_per_s: int | None = None,
         tokens: tuple[str, ...] = (),
+        uplink_bytes_per_s: int | None = None,
     ):
         self.repos = repos
         self.throttle_bytes_per_s = throttle_bytes_per_s
+        self.uplink = Uplink(uplink_bytes_per_s) if uplink_bytes_per_s else None
         self.requests: list[tuple[str, str, str | None]] = []  # (method, path, Range)
         # Tokens of accounts it knows (a gated repository's token is one): others get 401.
         self.known_tokens = {r.gated_token for r in repos.values() if r.gated_token} | set(tokens)
@@ -230,6 +252,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         chunk = 256 * 1024
         for offset in range(start, len(content), chunk):
+            if self.hub.uplink:
+                self.hub.uplink.send(min(chunk, len(content) - offset))
             try:
                 self.wfile.write(content[offset : offset + chunk])
             except (BrokenPipeError, ConnectionResetError):

@@ -264,3 +264,26 @@ def test_the_token_does_not_follow_a_redirect_to_another_host():
     finally:
         home.shutdown()
         other.shutdown()
+
+
+def test_the_uplink_is_one_pipe_that_downloads_at_once_share():
+    import time
+    import urllib.request
+    from concurrent.futures import ThreadPoolExecutor
+
+    rate = 8 * LFS_THRESHOLD  # bytes a second: one weights file in about an eighth of one
+    hub = Hub({REPO: Repo(commits={COMMIT: FILES}, refs={"main": COMMIT})}, uplink_bytes_per_s=rate)
+    with serve(hub) as endpoint:
+        url = f"{endpoint}/{REPO}/resolve/{COMMIT}/model.safetensors"
+
+        def fetch(_):
+            with urllib.request.urlopen(url, timeout=30) as answer:
+                return len(answer.read())
+
+        start = time.monotonic()
+        with ThreadPoolExecutor(4) as pool:
+            sizes = list(pool.map(fetch, range(4)))
+        took = time.monotonic() - start
+    assert sizes == [len(WEIGHTS)] * 4
+    # Four bodies through one pipe: at least their sum over its rate, not one body's.
+    assert took >= 0.95 * 4 * len(WEIGHTS) / rate, took
