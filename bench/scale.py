@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import os
+import pstats
 import resource
 import statistics
 import subprocess
@@ -300,6 +302,60 @@ def trace_run(run: Run, size: int, inventory: Path, log: Path | None = None) -> 
     return traces[0]
 
 
+@dataclass
+class CpuAccount:
+    """One run's CPU seconds: pyinfra's (the controller) and all this machine's cores'
+    (pyinfra, the test hosts' sshd, shells and commands, anything else running)."""
+
+    hosts: int
+    wall: float
+    pyinfra: float
+    machine: float
+
+    def row(self) -> str:
+        rest = max(0.0, self.machine - self.pyinfra)
+        return (
+            f"{self.hosts:6} {self.wall:8.2f} {self.pyinfra:9.2f} {self.pyinfra / self.hosts:9.3f}"
+            f" {self.machine:9.2f} {rest:9.2f} {rest / self.hosts:9.3f}"
+        )
+
+
+CPU_HEADER = (
+    " hosts   wall s  pyinfra  a host    machine   hosts'   a host\n"
+    "                   CPU s   CPU s      CPU s    CPU s    CPU s"
+)
+
+
+def cpu_account(run: Run, size: int, inventory: Path) -> CpuAccount:
+    """``run`` once at ``size`` hosts (no --debug), its CPU accounted: pyinfra's from the
+    children's rusage (the only child reaped meanwhile), the machine's from /proc/stat; the
+    rest is the test hosts' side (sshd, shells, fact commands) and whatever else ran."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    busy = _cpu_busy_idle()
+    start = time.monotonic()
+    run(size, inventory, apply)
+    wall = time.monotonic() - start
+    busy_end = _cpu_busy_idle()
+    end = resource.getrusage(resource.RUSAGE_CHILDREN)
+    pyinfra = (end.ru_utime - children.ru_utime) + (end.ru_stime - children.ru_stime)
+    ticks = busy_end[0] - busy[0]
+    return CpuAccount(size, wall, pyinfra, ticks / os.sysconf("SC_CLK_TCK"))
+
+
+def profiled_apply(inventory: Path, out: Path, top: int = 30) -> str:
+    """A no-change apply under cProfile (pyinfra's CLI script run by this Python): the
+    functions with the most time of their own, for where the controller's CPU goes."""
+    args = [sys.executable, "-m", "cProfile", "-o", str(out), str(PYINFRA), "-y", str(inventory)]
+    args.append("deploy/site.py")
+    env = {**os.environ, "PYINFRA_PROGRESS": "off"}
+    subprocess.run(args, cwd=REPO, check=True, capture_output=True, env=env, timeout=1200)
+    buffer = io.StringIO()
+    stats = pstats.Stats(str(out), stream=buffer)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+    return buffer.getvalue()
+
+
 def timed(run: Callable[[], None], repeat: int) -> list[float]:
     """Wall times of ``repeat`` calls of ``run`` (which raises SystemExit on a bad run)."""
     times = []
@@ -454,6 +510,17 @@ def main(description: str, run: Run, argv: Sequence[str] | None = None) -> int:
         help="a checkout of an earlier tree (git worktree add DIR COMMIT): its deploy is "
         "timed and traced first, on the same converged hosts, for a before/after",
     )
+    parser.add_argument(
+        "--cpu",
+        action="store_true",
+        help="account one more run at each count: pyinfra's CPU seconds and the machine's",
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="run pyinfra under cProfile once at the largest count, write its stats here and "
+        "print the top functions",
+    )
     args = parser.parse_args(argv)
     sizes: tuple[int, ...] = args.sizes
     reason = why_unavailable()
@@ -470,6 +537,13 @@ def main(description: str, run: Run, argv: Sequence[str] | None = None) -> int:
                 if label:
                     print(f"\n== {label}: {tree}", flush=True)
                 medians = print_scale(inventories, run, args.repeat)
+                if args.cpu:
+                    print(f"\nCPU of one more run at each count ({os.cpu_count()} cores)")
+                    print(CPU_HEADER)
+                    for size in sizes:
+                        print(cpu_account(run, size, inventories[size]).row(), flush=True)
+                if args.profile:
+                    print(profiled_apply(inventories[largest], args.profile), flush=True)
                 if args.no_trace:
                     continue
                 log = args.trace_log
