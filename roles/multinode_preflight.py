@@ -86,7 +86,9 @@ def members_state(run: GroupPreflight, members: tuple[str, ...]) -> tuple[str, l
     return ("running", running) if running else ("start", [])
 
 
-def _run(state_, host_, command: str, group: str, members: tuple[str, ...], timeout_s: int):
+def _run(state, host, command: str, group: str, members: tuple[str, ...], timeout_s: int):
+    """pyinfra passes (state, host) to a function that names them so."""
+    host_ = host
     run = group_preflight(group)
     wait_for_members(run, members, data.multinode_preflight().join_timeout_s)
     found, names = members_state(run, members)

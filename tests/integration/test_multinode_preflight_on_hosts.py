@@ -2,8 +2,8 @@
 network namespace, behind the group's firewall: a real torch (PyPI's 2.13.0 CPU build, in a
 venv the test makes with the host's own Python) all-reduces across them with Gloo at the
 group's rendezvous, over the interface each routes to the other through. Then: a second
-apply with the servers running changes nothing; a member bootstrapping over the wrong
-interface fails the run within its timeout, with numbers, instead of hanging."""
+apply with the servers running changes nothing; a group whose members a firewall keeps apart
+fails the run within its timeout, with numbers, instead of hanging."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def private_pool(tmp_path_factory):
     pool.stop_all()
 
 
-def _inventory(path, pool, hosts, **extra):
+def _inventory(path, pool, hosts):
     data = {
         **pool.inventory_data(),
         "sglang_multinode_group": "group",
@@ -46,7 +46,7 @@ def _inventory(path, pool, hosts, **extra):
         "venv_path": VENV,
         "sglang_multinode_preflight_timeout_s": TIMEOUT_S,
     }
-    members = [(h.address, {**data, **extra.get(h.address, {})}) for h in hosts]
+    members = [(h.address, data) for h in hosts]
     return write_inventory(path, {"group": members})
 
 
@@ -55,7 +55,7 @@ def _holder(pool, test_host) -> str:
     return pool.run(test_host, command).stdout.strip()
 
 
-def test_the_group_all_reduces_before_it_starts_and_a_wrong_interface_fails_in_bounded_time(
+def test_the_group_all_reduces_before_it_starts_and_a_blocked_one_fails_in_bounded_time(
     private_pool, tmp_path
 ):
     head, member = hosts = private_pool.boot(2)
@@ -88,21 +88,26 @@ def test_the_group_all_reduces_before_it_starts_and_a_wrong_interface_fails_in_b
     assert partial.returncode == 0, partial.describe()
     assert f"preflight of group not run: the server runs on {head.address}" in partial.stderr
 
-    # The member bootstraps over loopback (the field overridden, as a wrong guess would):
-    # the head cannot reach it back, the rendezvous cannot finish, and both fail within
-    # the timeout, naming it, instead of hanging.
+    # The head drops everything from the member but SSH, as a firewall on the path that was
+    # never opened for the group would: the rendezvous cannot finish, and both fail within
+    # the timeout, with numbers, instead of hanging.
     private_pool.run(head, "systemctl stop sglang.service")
-    wrong = _inventory(
-        tmp_path / "wrong.py",
-        private_pool,
-        hosts,
-        **{member.address: {"sglang_multinode_interface": "lo"}},
+    block = (
+        "nft add table inet testblock && nft add chain inet testblock input "
+        "'{ type filter hook input priority -10; }' && nft add rule inet testblock input "
+        f"ip saddr {member.address} tcp dport != 22 drop"
     )
+    private_pool.run(head, block)
     started = time.monotonic()
-    failed = apply(wrong, DEPLOY)
+    failed = apply(inventory, DEPLOY)
     took = time.monotonic() - started
     assert failed.returncode != 0, failed.describe()
-    assert "multi-node preflight of group: rank 1 of 2:" in failed.stderr, failed.describe()
-    assert "over lo failed after" in failed.stderr, failed.describe()
+    for rank in range(len(hosts)):
+        said = f"multi-node preflight of group: rank {rank} of 2: the rendezvous at"
+        assert said in failed.stderr, failed.describe()
+    assert "1/2 clients joined" in failed.stderr, failed.describe()
     assert took < 3 * TIMEOUT_S + 60, took
-    print(f"wrong interface: failed in {took:.0f} s")
+    print(
+        f"blocked: failed in {took:.0f} s:",
+        [line.strip() for line in failed.stderr.splitlines() if "preflight of group" in line],
+    )
