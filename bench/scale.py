@@ -50,6 +50,7 @@ PHASE_HEADERS = (
     ("results", "--> Results"),
     ("disconnect", "--> Disconnecting from hosts"),
 )
+BOOT_BATCH = 16  # test hosts booted at a time
 PHASES = ("start-up", *(phase for phase, _ in PHASE_HEADERS))
 # What --debug logs once per event (pyinfra/api/facts.py, connectors/ssh.py,
 # api/operations.py), counted per phase.
@@ -463,7 +464,10 @@ def converged_site(
             }
             try:
                 start = time.monotonic()
-                hosts = pool.boot(count)
+                # In batches: 64 hosts booting at once on 2 cores miss the boot timeout.
+                hosts = []
+                while len(hosts) < count:
+                    hosts += pool.boot(min(BOOT_BATCH, count - len(hosts)))
                 print(f"booted {count} test hosts in {time.monotonic() - start:.1f} s")
                 site = Site(hosts, data, workdir, hub)
                 start = time.monotonic()
