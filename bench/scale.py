@@ -51,6 +51,7 @@ PHASE_HEADERS = (
     ("disconnect", "--> Disconnecting from hosts"),
 )
 BOOT_BATCH = 16  # test hosts booted at a time
+CONVERGE_BATCH = 16  # and converged by one first apply
 PHASES = ("start-up", *(phase for phase, _ in PHASE_HEADERS))
 # What --debug logs once per event (pyinfra/api/facts.py, connectors/ssh.py,
 # api/operations.py), counted per phase.
@@ -412,6 +413,21 @@ class Site:
         return write_inventory(self.workdir / f"{name}.py", {"gpu_hosts": entries})
 
 
+INOTIFY_INSTANCES = Path("/proc/sys/fs/inotify/max_user_instances")
+INOTIFY_PER_HOST = 16  # a test host's systemd, journald and logind, with room
+
+
+def enough_inotify(count: int) -> None:
+    """Each test host's systemd takes inotify instances of the one root user all hosts share;
+    Linux's default of 128 stops the twentieth or so from booting (it never opens SSH).
+    Raised for this machine's kernel where it is lower than ``count`` hosts need, and said."""
+    needed = count * INOTIFY_PER_HOST
+    present = int(INOTIFY_INSTANCES.read_text())
+    if present < needed:
+        INOTIFY_INSTANCES.write_text(f"{needed}\n")
+        print(f"raised fs.inotify.max_user_instances {present} -> {needed} for {count} hosts")
+
+
 @contextmanager
 def converged_site(
     count: int,
@@ -464,6 +480,7 @@ def converged_site(
             }
             try:
                 start = time.monotonic()
+                enough_inotify(count)
                 # In batches: 64 hosts booting at once on 2 cores miss the boot timeout.
                 hosts = []
                 while len(hosts) < count:
@@ -471,10 +488,13 @@ def converged_site(
                 print(f"booted {count} test hosts in {time.monotonic() - start:.1f} s")
                 site = Site(hosts, data, workdir, hub)
                 start = time.monotonic()
-                everyone = site.inventory(f"hosts{count}-converge", hosts)
-                converge = first_apply(everyone, timeout=max(1200, 120 * count))
-                if converge.returncode != 0:
-                    raise SystemExit(f"deploy/site.py failed:\n{converge.describe()}")
+                # In batches too: 64 first deploys at once on 2 cores lose SSH sessions.
+                for first in range(0, count, CONVERGE_BATCH):
+                    batch = hosts[first : first + CONVERGE_BATCH]
+                    everyone = site.inventory(f"hosts{count}-converge-{first}", batch)
+                    converge = first_apply(everyone, timeout=max(1200, 120 * len(batch)))
+                    if converge.returncode != 0:
+                        raise SystemExit(f"deploy/site.py failed:\n{converge.describe()}")
                 print(
                     f"converged {count} hosts with deploy/site.py in "
                     f"{time.monotonic() - start:.1f} s",
