@@ -98,6 +98,13 @@ SKIPS = (
         "as conftest.py",
     ),
     Skip(
+        "integration/test_multinode_preflight_on_hosts.py",
+        1,
+        "test hosts cannot boot",
+        lambda: why_unavailable() is not None,
+        "as conftest.py",
+    ),
+    Skip(
         "integration/test_monitoring_firewall_on_hosts.py",
         1,
         "test hosts cannot boot",
