@@ -9,6 +9,7 @@ of their own (e.g. ``profiles/`` beside the inventory), searched before the buil
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -711,6 +712,9 @@ def _toml_shape_problem(text: str) -> str | None:
     return None
 
 
+# A deploy reads each host's profile several times a host (planning, each role's render):
+# parsed and validated once per text, a frozen Profile shared (a failure is not kept).
+@functools.lru_cache(maxsize=64)
 def profile_from_text(name: str, source: str, text: str) -> Profile:
     problem = _toml_shape_problem(text)
     if problem:
