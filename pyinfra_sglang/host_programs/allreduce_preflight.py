@@ -88,6 +88,7 @@ def main() -> int:
         "rank": args.rank,
         "world": args.world,
         "rendezvous": args.rendezvous,
+        "timeout_s": args.timeout_s,
         "backend": "gloo",
         "interface": interface,
         "line_rate_mbps": line_rate_mbps(interface),
