@@ -10,6 +10,7 @@ import pyinfra_cli  # noqa: F401  isort: skip
 import hashlib
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -201,3 +202,24 @@ def pytest_sessionfinish(session, exitstatus):
             for line in _SKIPPED:
                 reporter.write_line(f"  {line}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# A CI shard (2026-12-06) ran out of file descriptors at its end (EMFILE at its limit of
+# 20,000, every test passed): something the tests run in this process keeps descriptors
+# open. Each module that left more than 20 more open is written to
+# results/tests/fds-<pid>.txt, so the leak shows in the run where it happens.
+_FDS = {"count": 0}
+_FD_LOG = Path(__file__).resolve().parents[1] / "results" / "tests" / f"fds-{os.getpid()}.txt"
+
+
+def pytest_runtest_teardown(item, nextitem):
+    module = item.nodeid.split("::")[0]
+    if nextitem is not None and nextitem.nodeid.split("::")[0] == module:
+        return
+    count = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 0
+    grown = count - _FDS["count"]
+    _FDS["count"] = count
+    if grown > 20:
+        _FD_LOG.parent.mkdir(parents=True, exist_ok=True)
+        with _FD_LOG.open("a") as log:
+            log.write(f"{module}: {count - grown} -> {count} open descriptors\n")
