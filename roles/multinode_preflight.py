@@ -88,7 +88,6 @@ def members_state(run: GroupPreflight, members: tuple[str, ...]) -> tuple[str, l
 
 def _run(state, host, command: str, group: str, members: tuple[str, ...], timeout_s: int):
     """pyinfra passes (state, host) to a function that names them so."""
-    host_ = host
     run = group_preflight(group)
     wait_for_members(run, members, data.multinode_preflight().join_timeout_s)
     found, names = members_state(run, members)
@@ -99,17 +98,17 @@ def _run(state, host, command: str, group: str, members: tuple[str, ...], timeou
         )
     if found == "running":
         logger.warning(
-            f"{host_.print_prefix}multi-node preflight of {group} not run: the server runs on "
+            f"{host.print_prefix}multi-node preflight of {group} not run: the server runs on "
             f"{', '.join(names)}"
         )
         return True
-    _, output = run_on_host(host_, command, _timeout=timeout_s + 120)
+    _, output = run_on_host(host, command, _timeout=timeout_s + 120)
     text, code = exit_code_of(output)
     verdict = preflight_verdict(text, code, timeout_s)
     if verdict.level == "fail":
         raise OperationError(f"multi-node preflight of {group}: {verdict.text}")
     say = logger.warning if verdict.level == "warn" else logger.info
-    say(f"{host_.print_prefix}multi-node preflight of {group}: {verdict.text}")
+    say(f"{host.print_prefix}multi-node preflight of {group}: {verdict.text}")
     return True
 
 
