@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.hosts.testhosts import TestHostPool, why_unavailable
+
 # The stand-in SGLang server writes a record of itself to /run/sglang-standin (tests read it
 # there), which the service's sandbox (ProtectSystem=strict) leaves read-only: on the test
 # hosts only, a drop-in opens that one folder to the service, as an operator's local override
@@ -32,6 +34,18 @@ PREEXISTING_SOURCES = (
         "Types: deb\nURIs: {repo}\nSuites: /\nSigned-By: " + LEGACY_KEYRING + "\n",
     ),
 )
+
+
+@pytest.fixture(scope="module")
+def private_pool(tmp_path_factory):
+    """Test hosts of the module's own, each in its own network namespace on a private
+    network (the multi-node modules: firewall and preflight)."""
+    reason = why_unavailable()
+    if reason:
+        pytest.skip(reason)
+    pool = TestHostPool(tmp_path_factory.mktemp("private-hosts"), private_network=True)
+    yield pool
+    pool.stop_all()
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,6 @@ import time
 import pytest
 
 from tests.hosts.apply import apply, write_inventory
-from tests.hosts.testhosts import TestHostPool, why_unavailable
 
 pytestmark = pytest.mark.hosts
 
@@ -31,16 +30,6 @@ LISTENER = (
     "threads = [threading.Thread(target=serve, args=(int(p),)) for p in sys.argv[1:]]\n"
     "[t.start() for t in threads]\n"
 )
-
-
-@pytest.fixture(scope="module")
-def private_pool(tmp_path_factory):
-    reason = why_unavailable()
-    if reason:
-        pytest.skip(reason)
-    pool = TestHostPool(tmp_path_factory.mktemp("private-hosts"), private_network=True)
-    yield pool
-    pool.stop_all()
 
 
 def listen(pool, test_host, *ports: int) -> None:

@@ -14,7 +14,6 @@ import pytest
 
 from tests.hosts.apply import apply, write_inventory
 from tests.hosts.real_torch import install_venv
-from tests.hosts.testhosts import TestHostPool, why_unavailable
 
 pytestmark = pytest.mark.hosts
 
@@ -26,16 +25,6 @@ PASSED = re.compile(
     r"of 64 MiB: bus bandwidth (?P<busbw>[\d.]+) GB/s over (?P<interface>\S+), rendezvous in "
     r"[\d.]+ s, sum right"
 )
-
-
-@pytest.fixture(scope="module")
-def private_pool(tmp_path_factory):
-    reason = why_unavailable()
-    if reason:
-        pytest.skip(reason)
-    pool = TestHostPool(tmp_path_factory.mktemp("preflight-hosts"), private_network=True)
-    yield pool
-    pool.stop_all()
 
 
 def _inventory(path, pool, hosts):

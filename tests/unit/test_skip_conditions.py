@@ -91,16 +91,9 @@ SKIPS = (
         "bootstrap installs chromium (a missing one that could be installed fails instead)",
     ),
     Skip(
-        "integration/test_multinode_firewall_on_hosts.py",
+        "integration/conftest.py",
         1,
-        "test hosts cannot boot",
-        lambda: why_unavailable() is not None,
-        "as conftest.py",
-    ),
-    Skip(
-        "integration/test_multinode_preflight_on_hosts.py",
-        1,
-        "test hosts cannot boot",
+        "test hosts cannot boot (private_pool)",
         lambda: why_unavailable() is not None,
         "as conftest.py",
     ),
