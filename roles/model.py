@@ -56,7 +56,7 @@ from pyinfra_sglang.serving.render import cache_dirs
 from pyinfra_sglang.serving.secret_files import read_secret
 from pyinfra_sglang.serving.service_files import gpu_set
 from roles import model_site
-from roles.common import put_private_file
+from roles.common import packages_installed, put_private_file
 from roles.service_trees import as_user
 from roles.sglang_service import host_service_files, service_user, useradd_command
 from roles.waiting import wait_until
@@ -346,6 +346,7 @@ def _copy_from_seed(
     """A host of the site: wait for its seed, then copy the snapshot from it (checked file
     by file) in the download's unit. Never asks the Hub."""
     try:
+        model_site.announce_source(state, host, site, python)
         url = model_site.wait_for_seed(state, host, site, timeout_s)
         put_private_file(host, snapshot_manifest, _settings().manifest, "644", "the file list")
         start = fetch_command(cache, python, timeout_s)
@@ -540,6 +541,8 @@ def model_weights() -> None:
                 "model_fetch_once for this host. Nothing was changed."
             )
         site_manifest = model_site.manifest(snapshot)
+        if model_site.seeds_others(host):
+            packages_installed(name="Install nftables (the seed's firewall)", packages=["nftables"])
     model_snapshot_downloaded(
         name=(
             f"Copy {model} at {snapshot.commit[:12]} from the site's seed"

@@ -2,7 +2,9 @@
 model, revision and Hub, the first in the inventory (the seed) downloads it as any host
 would; then it serves its snapshot, read-only, on its own address with a token made for this
 run, while the others copy it with snapshot_fetch.py, each file checked against the Hub's
-list (size and blob id) read on the controller. The others never reach the Hub.
+list (size and blob id) read on the controller. The others never reach the Hub. While it
+serves, an nftables table on the seed admits only the copying hosts to its port: each tells
+the address its packets to the seed leave from, read on that host.
 
 Not a scheduler: pyinfra runs every host's download operation side by side as always; a
 copying host waits in it for its seed (one meeting point per site and pyinfra State).
@@ -14,6 +16,7 @@ import json
 import secrets
 import shlex
 from dataclasses import dataclass, field
+from ipaddress import ip_address
 from weakref import WeakKeyDictionary
 
 from gevent.event import Event
@@ -30,6 +33,7 @@ from pyinfra_sglang.model_files.model_snapshot import (
     Snapshot,
     model_revision,
 )
+from pyinfra_sglang.network.seed_firewall import seed_firewall_plan, seed_firewall_rules
 from pyinfra_sglang.serving.render import _env_value as env_value
 from roles.waiting import wait_until
 
@@ -49,6 +53,7 @@ class Site:
     ready: Event = field(default_factory=Event, repr=False)
     url: str | None = field(default=None, repr=False)  # once the seed serves
     problem: str | None = None
+    sources: dict[str, str] = field(default_factory=dict)  # copying host -> its address
     finished: set[str] = field(default_factory=set)
     all_finished: Event = field(default_factory=Event, repr=False)
 
@@ -81,6 +86,14 @@ def seed_of(host) -> str:
         if host_config(other).model_fetch_once and site_key(other) == key:
             return other.name
     return host.name
+
+
+def seeds_others(host) -> bool:
+    """Is this host a seed other hosts of the inventory may copy from (its firewall's
+    nftables then installed)?"""
+    key = site_key(host)
+    members = [o for o in host.inventory if host_config(o).model_fetch_once and site_key(o) == key]
+    return len(members) > 1 and members[0].name == host.name
 
 
 def register(state, host, missing: bool) -> Site:
@@ -121,6 +134,61 @@ def fetch_env(url: str) -> bytes:
     return f"SNAPSHOT_URL={env_value('SNAPSHOT_URL', url)}\n".encode()
 
 
+# The address this host's packets to ADDRESS:PORT leave from: the kernel's own choice of
+# route and source (connecting a UDP socket sends nothing).
+SOURCE_PROGRAM = (
+    "import socket, sys\n"
+    "family, kind, proto, _, target = socket.getaddrinfo(sys.argv[1], int(sys.argv[2]), "
+    "type=socket.SOCK_DGRAM)[0]\n"
+    "probe = socket.socket(family, kind, proto)\n"
+    "probe.connect(target)\n"
+    "print(probe.getsockname()[0])\n"
+)
+
+
+def announce_source(state, host, site: Site, python: str) -> None:
+    """On a copying host: the address its packets to the seed leave from, for the seed's
+    firewall. OperationError when it cannot be read."""
+    q = shlex.quote
+    address = seed_address(state, site)
+    port = host_config(state.inventory.get_host(site.seed)).model_seed_port
+    ok, out = run_on_host(host, f"{q(python)} -c {q(SOURCE_PROGRAM)} {q(address)} {port}")
+    source = out.strip().splitlines()[-1] if ok and out.strip() else ""
+    try:
+        ip_address(source.split("%")[0])
+    except ValueError:
+        raise OperationError(
+            f"could not read the address this host reaches its seed {site.seed} "
+            f"({address}) from: {out.strip() or 'no output'}"
+        ) from None
+    site.sources[host.name] = source.split("%")[0]
+
+
+def _firewall_loaded(state, host, site: Site, port: int) -> str:
+    """The seed's table admitting only the copying hosts that told their address (those
+    that failed first are left out); the admitted addresses. OperationError when nft
+    refuses the rules or is missing."""
+
+    def announced() -> bool:
+        gone = {h.name for h in state.failed_hosts}
+        return site.copying <= set(site.sources) | site.finished | gone
+
+    if not wait_until(announced, 60, 0.2):
+        silent = sorted(site.copying - set(site.sources))
+        raise OperationError(f"the copying hosts {', '.join(silent)} did not tell their address")
+    plan = seed_firewall_plan(port, list(site.sources.values()))
+    q = shlex.quote
+    ok, out = run_on_host(host, f"printf '%s' {q(seed_firewall_rules(plan))} | nft -f -")
+    if not ok:
+        raise OperationError(f"could not load the seed's firewall (nft): {out.strip()}")
+    return plan.admitted()
+
+
+def _firewall_removed(host) -> None:
+    table = shlex.quote(data.model().download.seed_table)
+    run_on_host(host, f"nft delete table inet {table} 2>/dev/null || true")
+
+
 def serve(state, host, site: Site, folder: str, timeout_s: int, unit_command, start_unit) -> None:
     """On the seed, its snapshot complete: serve it until every copying host finished (or
     the time is up), then stop. From roles/model.py: ``unit_command(program, args,
@@ -137,15 +205,21 @@ def serve(state, host, site: Site, folder: str, timeout_s: int, unit_command, st
         "snapshot_serve.py", args, timeout_s + SERVE_MARGIN_S, settings.seed_env_file
     )
     try:
+        admitted = _firewall_loaded(state, host, site, port)
         start_unit(host, command, serve_env(site.token), settings.seed_env_file)
         listening = f"ss -ltnH {q(f'sport = :{port}')} | grep -q ."
         if not wait_until(lambda: run_on_host(host, listening)[0], 30, 0.5):
             raise OperationError(f"the snapshot server on {address}:{port} did not listen")
         host_part = f"[{address}]" if ":" in address else address
         site.url = f"http://{host_part}:{port}/{site.token}"
-        logger.info(f"{host.print_prefix}serving the snapshot to {', '.join(sorted(site.copying))}")
+        logger.info(
+            f"{host.print_prefix}serving the snapshot to {', '.join(sorted(site.copying))} "
+            f"(its firewall admits {admitted})"
+        )
     except OperationError as error:
         site.problem = str(error)
+        run_on_host(host, f"systemctl stop {q(settings.seed_unit)} 2>/dev/null || true")
+        _firewall_removed(host)
         raise
     finally:
         site.ready.set()
@@ -157,6 +231,7 @@ def serve(state, host, site: Site, folder: str, timeout_s: int, unit_command, st
 
     wait_until(over, timeout_s + SERVE_MARGIN_S, 1)
     run_on_host(host, f"systemctl stop {q(settings.seed_unit)} 2>/dev/null || true")
+    _firewall_removed(host)
     missing = sorted(site.copying - site.finished)
     if missing:
         logger.warning(f"{host.print_prefix}stopped serving; not finished: {', '.join(missing)}")

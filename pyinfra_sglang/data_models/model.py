@@ -18,6 +18,7 @@ class ModelDownload(DataModel):
     sandbox: tuple[str, ...]
     seed_unit: str
     seed_env_file: str
+    seed_table: str
     manifest: str
     log_every_s: Number
     print_every_s: Number

@@ -42,7 +42,7 @@ def filtered_ports(dist_init_port: int) -> tuple[tuple[int, int], ...]:
     return _merged([(dist_init_port, min(dist_init_port + span - 1, 65535)), (low, high)])
 
 
-def _plain(address: str) -> IPv4Address | IPv6Address:
+def packet_address(address: str) -> IPv4Address | IPv6Address:
     """An IP literal as packets carry it: an IPv4-mapped IPv6 address (``::ffff:10.0.0.2``)
     is that IPv4 address, which the IPv4 set must hold (issue 35 N11)."""
     parsed = ip_address(address.strip("[]"))
@@ -53,7 +53,7 @@ def _plain(address: str) -> IPv4Address | IPv6Address:
 def firewall_plan(group: str, member_addresses: list[str], dist_init_port: int) -> FirewallPlan:
     """The plan for one member of ``group``; ``member_addresses`` are IP literals (the
     inventory refuses names when the firewall is on), IPv6 possibly in brackets."""
-    addresses = sorted({_plain(address) for address in member_addresses}, key=str)
+    addresses = sorted({packet_address(address) for address in member_addresses}, key=str)
     conf = data.multinode_firewall()
     low, high = conf.ephemeral_ports
     return FirewallPlan(

@@ -7,11 +7,14 @@ little disk)."""
 from __future__ import annotations
 
 import json
+import shlex
+import socket
 import threading
 import time
 
 import pytest
 
+from pyinfra_sglang.network.seed_firewall import seed_firewall_plan, seed_firewall_rules
 from tests.hosts.apply import apply
 from tests.hosts.hubstandin import LFS_THRESHOLD
 from tests.hosts.site_model import (
@@ -29,6 +32,7 @@ pytestmark = pytest.mark.hosts
 CACHE = "/var/lib/sglang/huggingface/hub"
 SNAPSHOT = f"{CACHE}/models--Qwen--Qwen3-8B/snapshots/{SITE_MODEL_COMMIT}"
 DOWNLOAD = f"Model weights | Download {SITE_MODEL} at {SITE_MODEL_COMMIT[:12]}"
+SEED_TABLE = "pyinfra_sglang_model_seed"
 
 
 def test_the_first_apply_downloads_the_pinned_snapshot(host_pool, hosts, inventory):
@@ -274,6 +278,8 @@ def test_fetched_once_a_site_the_second_host_copies_from_the_first_and_never_ask
                 h.address
             )
         assert f"[{seed.address}] serving the snapshot to {other.address}" in fetched.stderr
+        # Its firewall admitted the address the other host said it reaches the seed from.
+        assert f"(its firewall admits {other.address})" in fetched.stderr, fetched.stderr
         # Each file left the Hub once: for the seed. The other host asked it nothing.
         gets = [
             path
@@ -293,6 +299,8 @@ def test_fetched_once_a_site_the_second_host_copies_from_the_first_and_never_ask
         assert stopped.returncode != 0 and stopped.stdout.strip() != "active", stopped.stdout
         for h in hosts:
             assert host_pool.run(h, "ls -A /run/pyinfra-sglang").stdout.strip() == ""
+        table = f"inet {SEED_TABLE}"
+        assert host_pool.run(seed, f"nft list table {table}", check=False).returncode != 0
         apply(inventory, options=options).assert_unchanged()
         # A complete seed serves too: the other host, its copy gone, copies it again.
         host_pool.run(other, f"rm -rf {folder}")
@@ -309,3 +317,35 @@ def test_fetched_once_a_site_the_second_host_copies_from_the_first_and_never_ask
         assert back.returncode == 0 and not back.errors(), back.describe()
         for h in hosts:
             host_pool.run(h, f"rm -rf {folder}")
+
+
+def _connects(address: str, port: int) -> str:
+    return f"import socket\nsocket.create_connection(({address!r}, {port}), timeout=2).close()\n"
+
+
+def test_the_seeds_firewall_admits_the_copying_host_and_drops_everyone_else(host_pool, hosts):
+    """The rules roles/model_site.py loads while a seed serves: the copying host reaches the
+    seed's port; this machine (another address) no longer does, though it did before."""
+    seed, other = hosts
+    port = 18911
+    rules = seed_firewall_rules(seed_firewall_plan(port, [other.address]))
+    host_pool.run(
+        seed,
+        f"systemd-run --unit=test-seed-port python3 -m http.server {port} --bind 0.0.0.0",
+    )
+    try:
+        probe = f"python3 -c {shlex.quote(_connects(seed.address, port))}"
+        for _ in range(50):  # listening within 10 s
+            if host_pool.run(other, probe, check=False).returncode == 0:
+                break
+            time.sleep(0.2)
+        socket.create_connection((seed.address, port), timeout=2).close()  # open before
+        host_pool.run(seed, f"printf '%s' {shlex.quote(rules)} | nft -f -")
+        assert host_pool.run(other, probe, check=False).returncode == 0
+        with pytest.raises(OSError):
+            socket.create_connection((seed.address, port), timeout=2).close()
+        counted = host_pool.run(seed, f"nft list table inet {SEED_TABLE}").stdout
+        assert f"tcp dport {port} ct state new counter packets 0" not in counted, counted
+    finally:
+        host_pool.run(seed, f"nft delete table inet {SEED_TABLE}", check=False)
+        host_pool.run(seed, "systemctl stop test-seed-port", check=False)

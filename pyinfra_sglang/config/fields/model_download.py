@@ -126,7 +126,7 @@ class ModelDownloadFields(FieldGroup):
         30091,
         description=(
             "TCP port the seed host serves its snapshot on while the others copy it "
-            "(model_fetch_once); open only for that time."
+            "(model_fetch_once); open only for that time, and only to the copying hosts."
         ),
         json_schema_extra=allowed("1..65535"),
     )
