@@ -17,7 +17,7 @@ import time
 
 from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, QuoteString, StringCommand, deploy, operation
-from pyinfra.api.exceptions import OperationError
+from pyinfra.api.exceptions import OperationError, PyinfraError
 from pyinfra.facts.hardware import Cpus
 
 from checks.facts import JsonRecord, MemoryInfo, PythonPackages, read_once
@@ -38,8 +38,10 @@ from pyinfra_sglang.python_env.flash_attn_build_plan import (
     rebuild_reason,
 )
 from pyinfra_sglang.terminal import shown
+from roles import flash_attn_site
 from roles.common import systemd_run
-from roles.python_env import index_options, uv_path, venv_packages
+from roles.flash_attn_site import BuildSite, wheel_folder
+from roles.python_env import index_options, venv_packages
 
 
 def build_off(why: str) -> str:
@@ -96,17 +98,32 @@ def flash_attn_built(
     index_url: str,
     build: bool = True,
     off_reason: str = "flash_attn_build = false in the inventory",
+    site_key: tuple | None = None,
 ):
     """Build and install flash-attn ``version`` unless the venv has it, built for what is
     wanted (see build_due), or ``build`` is off (not needed, or the inventory's
     flash_attn_build: nothing is read or changed; ``off_reason`` says why). The log and a
-    record of the build (seconds, CUDA architectures, variables) stay under
-    /var/log/pyinfra-sglang; a failed build shows the log's tail."""
+    record of the build (seconds, CUDA architectures, variables, the kept wheel and its
+    sha256) stay under /var/log/pyinfra-sglang; a failed build shows the log's tail. With
+    ``site_key`` (flash_attn_build_once): the site's seed builds and hands its wheel on, the
+    others install it (roles/flash_attn_site.py)."""
     if not build:
         host.noop(build_off(off_reason))
         return
     due, why = build_due(venv, version, archs_override)
+    site = flash_attn_site.site_of(state, host, site_key) if site_key else None
+    seeding = site if site is not None and site.seed == host.name and site.copying else None
+    if site is not None and site.seed != host.name and due:
+        indexes = index_options("pip", index_url)
+        yield from indexes.uploads
+        args = StringCommand(*indexes.args).get_raw_value() if indexes.args else ""
+        copy = (site, version, venv, indexes.prefix, args)
+        yield FunctionCommand(_installed_from_seed, copy, {})
+        return
     if not due:
+        if seeding is not None:
+            yield FunctionCommand(_kept_wheel_relayed, (seeding, version), {})
+            return
         host.noop(why)
         return
     archs = host_cuda_archs(archs_override)
@@ -134,10 +151,10 @@ def flash_attn_built(
             f"log: {log}; building because {why}"
         )
     env = {**plan.env(), "CUDA_HOME": cuda_home}
-    indexes = index_options("uv", index_url)
+    indexes = index_options("pip", index_url)
     yield from indexes.uploads
     yield build_start_command(version, env, list(plan.archs), venv, indexes)
-    yield FunctionCommand(_wait_for_build, (version,), {})
+    yield FunctionCommand(_wait_for_build, (version, seeding), {})
 
 
 def _settings() -> FlashAttn:
@@ -148,34 +165,55 @@ def _status_path(version: str) -> str:
     return build_log_paths(version)[0].removesuffix(".log") + ".status"
 
 
+def venv_python(venv: str) -> str:
+    return f"{venv}/bin/python"
+
+
 def build_script(version: str, env: dict[str, str], archs: list[str], venv: str, indexes) -> str:
     """The shell the build unit runs: the index credentials read from their root-only files
-    (never in an argument), the build into its log (uv -v streams the build's own output, so
-    ninja's [N/M] steps show while it runs), the record on success, the exit status last."""
+    (never in an argument); pip builds the wheel into its log (-v streams the build's own
+    output, so ninja's [N/M] steps show while it runs) and installs it; the wheel is kept
+    (flash_attn_build_once hands it to the site's other hosts); the record, with the wheel's
+    sha256, on success; the exit status last."""
     log, record = build_log_paths(version)
+    folder = wheel_folder(version)
+    staging = f"{folder}.new"
     q = shlex.quote
     exports = " ".join(f"{key}={q(value)}" for key, value in env.items())
-    # The record is JSON: the values go in as printf's arguments, quoted for the shell.
-    record_format = '{"version": %s, "seconds": %d, "log": %s, "archs": %s, "env": %s}\\n'
-    install = StringCommand(
-        QuoteString(uv_path()),
-        "pip install -v --python",
-        QuoteString(f"{venv}/bin/python"),
-        "--no-build-isolation",
-        # The same version again (other GPUs): uv would keep it, or reuse the wheel it built
-        # for the old architectures from its cache (FLASH_ATTN_CUDA_ARCHS is not in its key).
-        "--reinstall-package flash-attn --no-cache",
+    python = QuoteString(venv_python(venv))
+    # No cache: the same version again (other GPUs) must not reuse the wheel built for the
+    # old architectures (FLASH_ATTN_CUDA_ARCHS is not in any cache key).
+    build = StringCommand(
+        python,
+        "-m pip wheel -v --disable-pip-version-check --no-deps --no-build-isolation",
+        "--no-cache-dir --wheel-dir",
+        QuoteString(staging),
         *indexes.args,
         QuoteString(f"flash-attn=={version}"),
     ).get_raw_value()
+    pip = StringCommand(
+        python, "-m pip install --disable-pip-version-check --no-cache-dir", *indexes.args
+    ).get_raw_value()
+    # flash-attn alone reinstalled (the same version for other GPUs too), then whatever it
+    # requires that the venv lacks.
+    install = f'{pip} --no-deps --force-reinstall "$wheel" && {pip} "$wheel"'
+    # The record is JSON: the values go in as printf's arguments, quoted for the shell.
+    record_format = (
+        '{"version": %s, "seconds": %d, "log": %s, "archs": %s, "env": %s, '
+        '"wheel": "%s", "sha256": "%s"}\\n'
+    )
     prefix = f"{indexes.prefix} " if indexes.prefix else ""
     return (
         f"{prefix}start=$(date +%s); "
-        f"if env {exports} PATH={q(env['CUDA_HOME'] + '/bin')}:$PATH {install} > {q(log)} 2>&1; "
-        f"then printf {q(record_format)} {q(json.dumps(version))} "
+        f"if rm -rf {q(staging)} && mkdir -p {q(staging)} && "
+        f"env {exports} PATH={q(env['CUDA_HOME'] + '/bin')}:$PATH {build} > {q(log)} 2>&1 && "
+        f"wheel=$(ls {q(staging)}/flash_attn-*.whl) && {{ {install}; }} >> {q(log)} 2>&1 && "
+        f"rm -rf {q(folder)} && mv {q(staging)} {q(folder)}; "
+        f'then wheel={q(folder)}/"${{wheel##*/}}"; sha=$(sha256sum "$wheel" | cut -d" " -f1); '
+        f"printf {q(record_format)} {q(json.dumps(version))} "
         f'"$(( $(date +%s) - start ))" {q(json.dumps(log))} {q(json.dumps(archs))} '
-        f"{q(json.dumps(env, sort_keys=True))} > {q(record)}; rc=0; else rc=$?; fi; "
-        f"echo $rc > {q(_status_path(version))}"
+        f'{q(json.dumps(env, sort_keys=True))} "$wheel" "$sha" > {q(record)}; rc=0; '
+        f"else rc=$?; fi; echo $rc > {q(_status_path(version))}"
     )
 
 
@@ -197,8 +235,49 @@ def build_start_command(
     )
 
 
-def _wait_for_build(state, host, version):
+def _installed_from_seed(state, host, site: BuildSite, version, venv, prefix, args):
+    """A copying host of the site: the seed's wheel, once on the controller, installed."""
+    try:
+        flash_attn_site.wheel_from_seed(state, host, site)
+        flash_attn_site.installed_from_seed(host, site, version, venv, prefix, args)
+    except OperationError as error:
+        logger.error(f"{host.print_prefix}flash-attn {version}: {error}")
+        return False
+    return True
+
+
+def _kept_wheel_relayed(state, host, site: BuildSite, version):
+    """The site's seed with flash-attn built already: its kept wheel handed on."""
+    site.started.set()
+    try:
+        flash_attn_site.relay(host, site, version)
+    except OperationError as error:
+        logger.error(f"{host.print_prefix}flash-attn {version}: {error}")
+        return False
+    return True
+
+
+def _wait_for_build(state, host, version, site: BuildSite | None = None):
     # pyinfra passes (state, host) to a FunctionCommand function that names them so.
+    # ``site``: this host seeds a site; its wheel goes on once built (or the site learns
+    # why not).
+    if site is None:
+        return _build_waited(host, version)
+    site.started.set()
+    try:
+        if not _build_waited(host, version):
+            site.problem = "its build failed"
+            return False
+        flash_attn_site.relay(host, site, version)
+    except OperationError as error:
+        logger.error(f"{host.print_prefix}flash-attn {version}: {error}")
+        return False
+    finally:
+        site.ready.set()
+    return True
+
+
+def _build_waited(host, version) -> bool:
     settings = _settings()
     q = shlex.quote
     log, status_path, unit = (
@@ -234,6 +313,28 @@ def _wait_for_build(state, host, version):
     return False
 
 
+class BuildOnceRefused(PyinfraError):
+    """flash_attn_build_once cannot group this host (the message says why)."""
+
+
+def _site_registered(config, due: bool) -> tuple | None:
+    """This host's place in its build site (flash_attn_build_once), at planning: its key,
+    or None where it neither builds nor keeps a wheel to hand on (nothing to share)."""
+    archs = host_cuda_archs(config.flash_attn_cuda_archs)
+    if not archs:
+        raise BuildOnceRefused(
+            f"host {host.name}: flash_attn_build_once groups hosts by the CUDA architectures "
+            "they build for, and nvidia-smi reports no GPUs here yet: set "
+            'flash_attn_cuda_archs (e.g. ["90"] for H100/H200). Nothing was changed.'
+        )
+    record = read_once(host, JsonRecord, path=build_log_paths(config.flash_attn_version)[1])
+    if not due and not (record or {}).get("wheel"):
+        return None
+    key = flash_attn_site.site_key(config, archs)
+    flash_attn_site.register(state, host, key, due)
+    return key
+
+
 @deploy("flash-attn")
 def flash_attn() -> None:
     """Build flash-attn from source into the venv, sized to the host's memory.
@@ -246,6 +347,7 @@ def flash_attn() -> None:
     + flash_attn_version: the release built
     + flash_attn_cuda_archs: the architectures (default: the GPUs')
     + flash_attn_memory_fraction: the share of memory the build may plan for
+    + flash_attn_build_once: one host a site builds, the others install its wheel
     """
     config = host_config(host)
     settings = data.python().flash_attn
@@ -263,9 +365,12 @@ def flash_attn() -> None:
     if not need.build:
         flash_attn_built(**build, build=False, off_reason=need.why)
         return
-    if build_due(config.venv_path, config.flash_attn_version, config.flash_attn_cuda_archs)[0]:
+    due = build_due(config.venv_path, config.flash_attn_version, config.flash_attn_cuda_archs)[0]
+    if due:
         # A build is due: refuse now, before any host changes, if not even one job fits.
         host_build_plan(config.flash_attn_cuda_archs or ["any"], config.flash_attn_memory_fraction)
+    if config.flash_attn_build_once:
+        build["site_key"] = _site_registered(config, due)
     venv_packages(
         name="Install flash-attn's build requirements",
         venv=config.venv_path,

@@ -58,6 +58,7 @@ class FlashAttn(DataModel):
     default_cuda_archs: tuple[str, ...]
     memory_fraction: Number
     log_dir: str
+    wheel_dir: str
     build_unit: str
     progress_every_s: Number
     poll_every_s: Number

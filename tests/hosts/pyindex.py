@@ -59,6 +59,10 @@ REAL_WHEELS = {
     "setuptools-84.2.1-py3-none-any.whl": (
         "ca140b45d5325a9478f880e351484f62fef15f336462e449ca0c03c873d589c2"
     ),
+    # pip builds flash-attn's wheel in the venv (roles/flash_attn.py).
+    "pip-26.3-py3-none-any.whl": (
+        "f3b60b20ffaadd4415ed7957212a38ac63fa4c5fa375bd0f4a797777940fad13"
+    ),
     "wheel-0.48.0-py3-none-any.whl": (
         "3217dcc807155e45db462d7ef2431f5ddda0d7273b700d05a67b271ceb1287ab"
     ),

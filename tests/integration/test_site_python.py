@@ -226,6 +226,45 @@ def test_a_new_release_goes_into_its_own_venv_and_back(host_pool, hosts, invento
         assert venv_versions(host_pool, h)["flash_attn"] == "2.8.3"
 
 
+def test_built_once_a_site_the_first_host_builds_and_the_other_installs_its_wheel(
+    host_pool, hosts, inventory
+):
+    """flash_attn_build_once: the first host builds flash-attn and keeps its wheel; the
+    controller hands the wheel to the other host, which installs it without building, and
+    records the seed's build (same sha256)."""
+    seed, other = hosts
+    pins = ("--data", "flash_attn_version=2.8.2", "--data", "flash_attn_build_once=true")
+    try:
+        result = apply(inventory, options=pins)
+        assert result.returncode == 0 and not result.errors(), result.describe()
+        for h in hosts:
+            assert "flash-attn | Build flash-attn 2.8.2" in result.changed(h.address)
+            assert venv_versions(host_pool, h)["flash_attn"] == "2.8.2"
+        assert f"[{seed.address}] flash-attn 2.8.2: its wheel (" in result.stderr
+        assert f"goes to {other.address}" in result.stderr
+        assert f"[{other.address}] flash-attn 2.8.2: installed flash_attn-2.8.2-" in result.stderr
+        assert f"built on {seed.address}" in result.stderr
+        record = f"cat {RECORD.format('2.8.2')}"
+        records = {h.address: json.loads(host_pool.run(h, record).stdout) for h in hosts}
+        seeds, others = records[seed.address], records[other.address]
+        assert others["copied_from"] == seed.address
+        assert others["sha256"] == seeds["sha256"] and others["archs"] == seeds["archs"]
+        # The wheel on the other host is the seed's, byte for byte, and was not built there:
+        # the stand-in's build records the environment it ran in (one build, on the seed).
+        for h in hosts:
+            wheel = shlex.quote(records[h.address]["wheel"])
+            assert host_pool.run(h, f"sha256sum {wheel}").stdout.split()[0] == seeds["sha256"]
+        built = [host_pool.run(h, f"cat {SITE}/flash_attn/build_env.json").stdout for h in hosts]
+        assert built[0] == built[1]
+        log = host_pool.run(other, "cat /var/log/pyinfra-sglang/flash-attn-2.8.2-build.log").stdout
+        assert "Building wheel" not in log and "Successfully installed" in log, log
+        again = apply(inventory, options=pins)
+        again.assert_unchanged()
+    finally:
+        back = apply(inventory)
+        assert back.returncode == 0 and not back.errors(), back.describe()
+
+
 def test_impossible_plan_refuses_before_any_change(host_pool, hosts, inventory):
     before = {h.address: venv_versions(host_pool, h) for h in hosts}
     result = apply(
@@ -339,10 +378,11 @@ def test_index_credentials_reach_pip_and_uv_and_no_command_line_sampled_every_2m
                     and keys == ["UV_INDEX_URL"]
                     for line, keys in installs.items()
                 ), (pin, installs)
+            # flash-attn's wheel: built and installed by pip in the venv, from PIP_INDEX_URL.
             assert any(
-                line.startswith("/opt/sglang/uv/bin/uv pip install")
-                and "flash-attn==2.8.2" in line
-                and keys == ["UV_INDEX_URL"]
+                line.startswith(f"{VENV_0_5_22}/bin/python -m pip install")
+                and "flash_attn-2.8.2" in line
+                and keys == ["PIP_INDEX_URL"]
                 for line, keys in installs.items()
             ), installs
             # The files the shell read them from are gone; their folder is root's alone.

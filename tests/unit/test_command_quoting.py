@@ -12,6 +12,7 @@ the validation lets through. Two kinds of proof:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shlex
@@ -187,11 +188,30 @@ BUILD_FACTS = {
 }
 
 
-def build_command(sandbox: Sandbox, venv: str, index: str) -> str:
+# The venv's python as the build runs it: records each call's arguments (a line each),
+# lays a wheel into --wheel-dir as pip wheel does, and exits with the number in tool-rc.
+STANDIN_PYTHON = """#!/bin/sh
+for arg in "$@"; do printf '%s\\0' "$arg"; done >> {record}
+printf '\\n' >> {record}
+previous=
+for arg in "$@"; do
+    [ "$previous" = --wheel-dir ] && printf wheel > "$arg/{wheel}"
+    previous=$arg
+done
+[ -e {root}/tool-rc ] && read rc < {root}/tool-rc && exit "$rc"
+exit 0
+"""
+
+
+def build_script(sandbox: Sandbox, venv: str, index: str, python: str | None = None) -> str:
+    """The build unit's script for ``venv`` and ``index``, its logs, record and wheel in the
+    sandbox; ``python``: the program that stands for the venv's python."""
     logs = (str(sandbox.root / "logs" / "build.log"), str(sandbox.root / "logs" / "build.json"))
+    wheels = str(sandbox.root / "wheels" / "flash-attn-2.8.3")
     with (
-        patch.object(flash_attn, "uv_path", return_value=sandbox.tool),
         patch.object(flash_attn, "build_log_paths", return_value=logs),
+        patch.object(flash_attn, "wheel_folder", return_value=wheels),
+        patch.object(flash_attn, "venv_python", side_effect=lambda v: python or f"{v}/bin/python"),
     ):
         commands = yielded(
             flash_attn.flash_attn_built,
@@ -203,39 +223,66 @@ def build_command(sandbox: Sandbox, venv: str, index: str) -> str:
             cuda_home="/usr/local/cuda-13.1",
             index_url=index,
         )
-    # The build runs in a transient unit (systemd-run ... /bin/sh -c SCRIPT): run its script.
+    # The build runs in a transient unit (systemd-run ... /bin/sh -c SCRIPT): its script.
     [start] = shell_commands(commands)
     script = re.search(r"/bin/sh -c ('(?:[^']|'\"'\"')*')", start)[1]
-    return f"mkdir -p {shlex.quote(str(sandbox.root / 'logs'))} && {shlex.split(script)[0]}"
+    return shlex.split(script)[0]
+
+
+def build_command(sandbox: Sandbox, venv: str, index: str) -> str:
+    """The script, run by the stand-in python (the venv's own is not there to run)."""
+    python = sandbox.bin / "python"
+    wheel = "flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl"
+    python.write_text(STANDIN_PYTHON.format(record=sandbox.record, root=sandbox.root, wheel=wheel))
+    python.chmod(0o755)
+    script = build_script(sandbox, venv, index, str(python))
+    return f"mkdir -p {shlex.quote(str(sandbox.root / 'logs'))} && {script}"
+
+
+def calls(sandbox: Sandbox) -> list[list[str]]:
+    return [line.split("\0")[:-1] for line in sandbox.record.read_text().splitlines()]
 
 
 @pytest.mark.parametrize("venv", HOSTILE_VENVS)
 @pytest.mark.parametrize("index", HOSTILE_INDEXES)
 def test_flash_attn_build_passes_venv_and_index_as_one_argument_each(sandbox, venv, index):
+    assert f"{venv}/bin/python" in words(build_script(sandbox, venv, index))
     command = build_command(sandbox, venv, index)
-    assert f"{venv}/bin/python" in words(command) and index in words(command)
+    assert index in words(command)
     result = sandbox.run(command, STANDARD_PATH)
     assert result.returncode == 0, result.stderr
     assert not sandbox.marker.exists()
-    assert sandbox.argv() == [
-        "pip",
-        "install",
-        "-v",
-        "--python",
-        f"{venv}/bin/python",
-        "--no-build-isolation",
-        "--reinstall-package",
-        "flash-attn",
-        "--no-cache",
-        "--index-url",
-        index,
-        "flash-attn==2.8.3",
+    pip = ["-m", "pip"]
+    wheels = str(sandbox.root / "wheels" / "flash-attn-2.8.3")
+    staged = f"{wheels}.new/flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl"
+    install = [*pip, "install", "--disable-pip-version-check", "--no-cache-dir"]
+    assert calls(sandbox) == [
+        [
+            *pip,
+            "wheel",
+            "-v",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-cache-dir",
+            "--wheel-dir",
+            f"{wheels}.new",
+            "--index-url",
+            index,
+            "flash-attn==2.8.3",
+        ],
+        [*install, "--index-url", index, "--no-deps", "--force-reinstall", staged],
+        [*install, "--index-url", index, staged],
     ]
-    # The record is JSON whatever the values, and names the log.
+    # The record is JSON whatever the values, and names the log and the kept wheel.
     record = json.loads((sandbox.root / "logs" / "build.json").read_text())
     assert record["version"] == "2.8.3" and record["seconds"] >= 0
     assert record["log"] == str(sandbox.root / "logs" / "build.log")
     assert record["env"]["FLASH_ATTN_CUDA_ARCHS"] == "90"
+    kept = f"{wheels}/flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl"
+    assert record["wheel"] == kept and Path(kept).read_bytes() == b"wheel"
+    assert record["sha256"] == hashlib.sha256(b"wheel").hexdigest()
+    assert not Path(f"{wheels}.new").exists()
     # What it was built for, read back by the parser the role and the audit use.
     assert record["archs"] == ["90"]
     lines = (sandbox.root / "logs" / "build.json").read_text().splitlines()

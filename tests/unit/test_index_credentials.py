@@ -118,7 +118,8 @@ def run_on_this_machine(commands: list, folder: Path) -> subprocess.CompletedPro
     [
         ("uv-with-pip", "pip", {"PIP_INDEX_URL": INDEX}),
         ("sglang-with-uv", "uv", {"UV_INDEX_URL": INDEX, "UV_EXTRA_INDEX_URL": TORCH_INDEX}),
-        ("flash-attn-build", "uv", {"UV_INDEX_URL": INDEX}),
+        # pip, run by the venv's python, builds the wheel.
+        ("flash-attn-build", "python", {"PIP_INDEX_URL": INDEX}),
     ],
 )
 def test_the_tool_reads_the_urls_from_its_environment_and_ps_never_shows_them(
@@ -134,12 +135,14 @@ def test_the_tool_reads_the_urls_from_its_environment_and_ps_never_shows_them(
     with (
         patch.object(python_env, "CREDENTIALS_DIR", str(folder)),
         patch.object(python_env, "uv_prefix", return_value=str(prefix)),
-        patch.object(flash_attn, "uv_path", return_value=str(prefix / "bin" / "uv")),
+        patch.object(flash_attn, "venv_python", return_value=str(prefix / "bin" / "python")),
         patch.object(flash_attn, "build_log_paths", return_value=logs),
+        patch.object(flash_attn, "wheel_folder", return_value=str(tmp_path / "wheels")),
     ):
         run_on_this_machine(OPERATIONS[operation][0](), folder)
     seen = {name: (tmp_path / name).read_text() for name in ("tool.argv", "shell.argv", "tool.env")}
-    assert "install" in seen["tool.argv"] and "sh -c" in seen["shell.argv"]
+    assert {"install", "wheel"} & set(seen["tool.argv"].split()), seen["tool.argv"]
+    assert "sh -c" in seen["shell.argv"]
     for secret in (PASSWORD, TOKEN):
         assert secret not in seen["tool.argv"] and secret not in seen["shell.argv"]
     environment = dict(line.split("=", 1) for line in seen["tool.env"].splitlines() if "=" in line)

@@ -33,6 +33,7 @@ PYPI_PROJECTS = [
     "ninja",
     "nvidia-ml-py",
     "packaging",
+    "pip",
     "psutil",
     "pyyaml",
     "requests",
@@ -133,6 +134,7 @@ def test_real_wheels_are_the_pinned_files(built):
         "setuptools": "84.2.1",
         "wheel": "0.48.0",
         "packaging": "26.4",
+        "pip": "26.3",
         "psutil": "7.2.2",
         "ninja": "1.13.2",
         # huggingface_hub and what it needs, for the model role's download

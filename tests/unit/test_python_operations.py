@@ -119,21 +119,31 @@ def flash_attn_build(
     it, printing progress (the FunctionCommand). The script keeps the log, records the build
     and leaves its exit status for the wait to read."""
     index_args = f"{index_args} " if index_args else ""
+    wheels = "/var/lib/pyinfra-sglang/wheels/flash-attn-2.8.3"
+    pip = f"{VENV}/bin/python -m pip install --disable-pip-version-check --no-cache-dir"
     script = (
         f"{prefix}start=$(date +%s); "
-        "if env MAX_JOBS=3 NVCC_THREADS=3 "
+        f"if rm -rf {wheels}.new && mkdir -p {wheels}.new && "
+        "env MAX_JOBS=3 NVCC_THREADS=3 "
         f"FLASH_ATTN_CUDA_ARCHS={archs_export} FLASH_ATTENTION_FORCE_BUILD=TRUE "
         "CUDA_HOME=/usr/local/cuda-13.1 PATH=/usr/local/cuda-13.1/bin:$PATH "
-        f"/opt/sglang/uv/bin/uv pip install -v --python {VENV}/bin/python "
-        "--no-build-isolation --reinstall-package flash-attn --no-cache "
-        f"{index_args}flash-attn==2.8.3 > {BUILD_LOG} 2>&1; "
-        "then printf "
-        '\'{"version": %s, "seconds": %d, "log": %s, "archs": %s, "env": %s}\\n\' '
+        f"{VENV}/bin/python -m pip wheel -v --disable-pip-version-check --no-deps "
+        f"--no-build-isolation --no-cache-dir --wheel-dir {wheels}.new "
+        f"{index_args}flash-attn==2.8.3 > {BUILD_LOG} 2>&1 && "
+        f"wheel=$(ls {wheels}.new/flash_attn-*.whl) && "
+        f'{{ {pip} {index_args}--no-deps --force-reinstall "$wheel" && '
+        f'{pip} {index_args}"$wheel"; }} >> {BUILD_LOG} 2>&1 && '
+        f"rm -rf {wheels} && mv {wheels}.new {wheels}; "
+        f'then wheel={wheels}/"${{wheel##*/}}"; sha=$(sha256sum "$wheel" | cut -d" " -f1); '
+        "printf "
+        '\'{"version": %s, "seconds": %d, "log": %s, "archs": %s, "env": %s, '
+        '"wheel": "%s", "sha256": "%s"}\\n\' '
         f'\'"2.8.3"\' "$(( $(date +%s) - start ))" \'"{BUILD_LOG}"\' '
         f"'{json.dumps(archs.split(';'))}' "
         '\'{"CUDA_HOME": "/usr/local/cuda-13.1", "FLASH_ATTENTION_FORCE_BUILD": "TRUE", '
         f'"FLASH_ATTN_CUDA_ARCHS": "{archs}", "MAX_JOBS": "3", "NVCC_THREADS": "3"}}\' '
-        "> /var/log/pyinfra-sglang/flash-attn-2.8.3-build.json; rc=0; else rc=$?; fi; "
+        '"$wheel" "$sha" > /var/log/pyinfra-sglang/flash-attn-2.8.3-build.json; rc=0; '
+        "else rc=$?; fi; "
         f"echo $rc > {BUILD_STATUS}"
     )
     return [
@@ -145,7 +155,7 @@ def flash_attn_build(
         f"{shlex.quote(script)} && break; [ $try = 5 ] && exit 1; "
         f"{{ systemctl stop {BUILD_UNIT}; systemctl reset-failed {BUILD_UNIT}; }} 2>/dev/null; "
         "sleep 1; done; fi",
-        "FunctionCommand(_wait_for_build, ('2.8.3',), {})",
+        "FunctionCommand(_wait_for_build, ('2.8.3', None), {})",
     ]
 
 
@@ -359,7 +369,7 @@ CASES = [
                 archs_export="90",
                 archs="90",
                 index_args="",
-                prefix=f"{from_file('UV_INDEX_URL', 'index-url')} ",
+                prefix=f"{from_file('PIP_INDEX_URL', 'index-url')} ",
             ),
         ],
     ),

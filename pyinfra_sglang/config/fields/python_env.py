@@ -122,6 +122,19 @@ class PythonEnvFields(FieldGroup):
         ),
     )
 
+    flash_attn_build_once: StrictBool = Field(
+        False,
+        description=(
+            "Build flash-attn once a site: of the hosts of a run with this set that build the "
+            "same release into the same virtualenv for the same CUDA architectures, the first "
+            "in the inventory builds and keeps its wheel, and the others install that wheel "
+            "(passed through the controller, checked by sha256) instead of building. Needs "
+            "the architectures when planning: the GPUs nvidia-smi reports, or "
+            "`flash_attn_cuda_archs`."
+        ),
+        json_schema_extra=allowed("true, false"),
+    )
+
     flash_attn_memory_fraction: Annotated[float, BeforeValidator(no_bool)] = Field(
         _python.flash_attn.memory_fraction,
         gt=0,
