@@ -243,6 +243,8 @@ def _installed_from_seed(state, host, site: BuildSite, version, venv, prefix, ar
     except OperationError as error:
         logger.error(f"{host.print_prefix}flash-attn {version}: {error}")
         return False
+    finally:
+        site.finish(host.name)
     return True
 
 
@@ -366,11 +368,12 @@ def flash_attn() -> None:
         flash_attn_built(**build, build=False, off_reason=need.why)
         return
     due = build_due(config.venv_path, config.flash_attn_version, config.flash_attn_cuda_archs)[0]
-    if due:
-        # A build is due: refuse now, before any host changes, if not even one job fits.
+    key = _site_registered(config, due) if config.flash_attn_build_once else None
+    copies = key is not None and flash_attn_site.site_of(state, host, key).seed != host.name
+    if due and not copies:
+        # A build is due here: refuse now, before any host changes, if not even one job fits.
         host_build_plan(config.flash_attn_cuda_archs or ["any"], config.flash_attn_memory_fraction)
-    if config.flash_attn_build_once:
-        build["site_key"] = _site_registered(config, due)
+    build["site_key"] = key
     venv_packages(
         name="Install flash-attn's build requirements",
         venv=config.venv_path,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -48,6 +49,13 @@ class BuildSite:
     sha256: str | None = None
     record: dict | None = None  # the seed's build record
     problem: str | None = None
+    finished: set[str] = field(default_factory=set)
+
+    def finish(self, name: str) -> None:
+        """A copying host is done with the wheel; the last one removes the controller's copy."""
+        self.finished.add(name)
+        if self.finished >= self.copying and self.wheel is not None:
+            shutil.rmtree(self.wheel.parent, ignore_errors=True)
 
 
 _SITES: WeakKeyDictionary = WeakKeyDictionary()  # pyinfra State -> {site key: BuildSite}
