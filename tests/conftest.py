@@ -205,9 +205,10 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 # A CI shard (2026-12-06) ran out of file descriptors at its end (EMFILE at its limit of
-# 20,000, every test passed): something the tests run in this process keeps descriptors
-# open. Each module that left more than 20 more open is written to
-# results/tests/fds-<pid>.txt, so the leak shows in the run where it happens.
+# 20,000, every test passed): removing its host roots with shutil.rmtree, each directory's
+# descriptor stayed open, gevent's patched os.close deferring it (tests/hosts/testhosts.py
+# remove_tree). Each module that leaves more than 20 more open is written to
+# results/tests/fds-<pid>.txt, so a new leak shows in the run where it happens.
 _FDS = {"count": 0}
 _FD_LOG = Path(__file__).resolve().parents[1] / "results" / "tests" / f"fds-{os.getpid()}.txt"
 

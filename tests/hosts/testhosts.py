@@ -59,6 +59,16 @@ def why_unavailable() -> str | None:
     return None
 
 
+def remove_tree(path: Path) -> None:
+    """``path`` and everything under it removed by rm(1), never crossing into another
+    filesystem. Not shutil.rmtree: in a test process that imported pyinfra's CLI, gevent's
+    monkey-patched os.close (gevent >= 25.8.1) defers closing anything but a regular file to
+    its hub's loop once a hub exists, so rmtree's one descriptor per directory stays open
+    until the loop next runs: a CI shard removing its host roots at its end ran out of
+    descriptors (EMFILE at 20,000)."""
+    subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], check=False)
+
+
 def root_tarball() -> Path:
     """The cached debootstrap tree for test hosts, built on first use."""
     digest = hashlib.sha256(f"{SUITE}|minbase|{INCLUDE}".encode()).hexdigest()[:12]
@@ -71,7 +81,7 @@ def root_tarball() -> Path:
         if tarball.exists():
             return tarball
         tree = tarball.with_suffix(".tree")
-        shutil.rmtree(tree, ignore_errors=True)
+        remove_tree(tree)
         subprocess.run(
             ["debootstrap", "--variant=minbase", f"--include={INCLUDE}", SUITE, str(tree)],
             check=True,
@@ -81,7 +91,7 @@ def root_tarball() -> Path:
         partial = tarball.with_suffix(".partial")
         subprocess.run(["tar", "-C", str(tree), "-cf", str(partial), "."], check=True)
         partial.rename(tarball)
-        shutil.rmtree(tree)
+        remove_tree(tree)
     return tarball
 
 
@@ -209,7 +219,7 @@ class TestHostPool:
         address = self._free_address()
         name = f"psg{self._run_id}-{address.rsplit('.', 1)[1]}"
         root = self.workdir / name
-        shutil.rmtree(root, ignore_errors=True)
+        remove_tree(root)
         root.mkdir()
         with tarfile.open(tarball) as archive:
             archive.extractall(root, filter="fully_trusted")
@@ -324,7 +334,7 @@ class TestHostPool:
         for test_host in self.hosts:
             self.stop(test_host)
         for test_host in self.hosts:
-            shutil.rmtree(test_host.root, ignore_errors=True)
+            remove_tree(test_host.root)
         if self.network:
             self.network.remove()
 
