@@ -170,7 +170,8 @@ def venv_python(venv: str) -> str:
 
 
 def build_script(version: str, env: dict[str, str], archs: list[str], venv: str, indexes) -> str:
-    """The shell the build unit runs: the index credentials read from their root-only files
+    """The shell the build unit runs (systemd expands ``${...}`` in a unit's command line,
+    so it holds none): the index credentials read from their root-only files
     (never in an argument); pip builds the wheel into its log (-v streams the build's own
     output, so ninja's [N/M] steps show while it runs) and installs it; the wheel is kept
     (flash_attn_build_once hands it to the site's other hosts); the record, with the wheel's
@@ -209,7 +210,8 @@ def build_script(version: str, env: dict[str, str], archs: list[str], venv: str,
         f"env {exports} PATH={q(env['CUDA_HOME'] + '/bin')}:$PATH {build} > {q(log)} 2>&1 && "
         f"wheel=$(ls {q(staging)}/flash_attn-*.whl) && {{ {install}; }} >> {q(log)} 2>&1 && "
         f"rm -rf {q(folder)} && mv {q(staging)} {q(folder)}; "
-        f'then wheel={q(folder)}/"${{wheel##*/}}"; sha=$(sha256sum "$wheel" | cut -d" " -f1); '
+        f'then wheel={q(folder)}/"$(basename "$wheel")"; '
+        f'sha=$(sha256sum "$wheel" | cut -d" " -f1); '
         f"printf {q(record_format)} {q(json.dumps(version))} "
         f'"$(( $(date +%s) - start ))" {q(json.dumps(log))} {q(json.dumps(archs))} '
         f'{q(json.dumps(env, sort_keys=True))} "$wheel" "$sha" > {q(record)}; rc=0; '
@@ -315,6 +317,12 @@ def _build_waited(host, version) -> bool:
     return False
 
 
+def _may_seed(name: str, key: tuple) -> bool:
+    """Could this host seed its site (build for the others)? Planning goes host by host:
+    a member of the site before it in the inventory, registered already, seeds instead."""
+    return flash_attn_site.site_of(state, host, key).seed == name
+
+
 class BuildOnceRefused(PyinfraError):
     """flash_attn_build_once cannot group this host (the message says why)."""
 
@@ -369,9 +377,8 @@ def flash_attn() -> None:
         return
     due = build_due(config.venv_path, config.flash_attn_version, config.flash_attn_cuda_archs)[0]
     key = _site_registered(config, due) if config.flash_attn_build_once else None
-    copies = key is not None and flash_attn_site.site_of(state, host, key).seed != host.name
-    if due and not copies:
-        # A build is due here: refuse now, before any host changes, if not even one job fits.
+    if due and (key is None or _may_seed(host.name, key)):
+        # A build may run here: refuse now, before any host changes, if not even one job fits.
         host_build_plan(config.flash_attn_cuda_archs or ["any"], config.flash_attn_memory_fraction)
     build["site_key"] = key
     venv_packages(

@@ -39,10 +39,11 @@ SEED_START_S = 120
 
 @dataclass
 class BuildSite:
-    """One site's build in one run."""
+    """One site's build in one run: its members (host -> build due), registered while
+    planning; the seed is the first of them in the inventory."""
 
-    seed: str
-    copying: set[str] = field(default_factory=set)
+    order: tuple[str, ...] = field(repr=False)  # the inventory's hosts, in its order
+    members: dict[str, bool] = field(default_factory=dict)
     started: Event = field(default_factory=Event, repr=False)
     ready: Event = field(default_factory=Event, repr=False)
     wheel: Path | None = None  # on the controller, once fetched
@@ -50,6 +51,16 @@ class BuildSite:
     record: dict | None = None  # the seed's build record
     problem: str | None = None
     finished: set[str] = field(default_factory=set)
+
+    @property
+    def seed(self) -> str:
+        return min(self.members, key=self.order.index)
+
+    @property
+    def copying(self) -> set[str]:
+        """The members with a build due, but the seed."""
+        seed = self.seed
+        return {name for name, due in self.members.items() if due and name != seed}
 
     def finish(self, name: str) -> None:
         """A copying host is done with the wheel; the last one removes the controller's copy."""
@@ -73,16 +84,13 @@ def site_key(config: HostConfig, archs: tuple[str, ...]) -> tuple:
     )
 
 
-def register(state, host, key: tuple, due: bool) -> BuildSite | None:
-    """At planning (host after host, in the inventory's order): this host's place in its
-    site. The first host of a key seeds it; a later one whose build is due copies. None for
-    a host with no build due and no site to seed."""
+def register(state, host, key: tuple, due: bool) -> BuildSite:
+    """At planning: this host joins its site (``due``: its build is due). The first member
+    in the inventory seeds it; the others whose build is due copy."""
     found = _SITES.setdefault(real(state), {})
-    site = found.get(key)
-    if site is None:
-        site = found[key] = BuildSite(seed=host.name)
-    elif due:
-        site.copying.add(host.name)
+    order = tuple(h.name for h in state.inventory)
+    site = found.setdefault(key, BuildSite(order=order))
+    site.members[host.name] = due
     return site
 
 

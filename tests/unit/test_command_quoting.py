@@ -246,7 +246,11 @@ def calls(sandbox: Sandbox) -> list[list[str]]:
 @pytest.mark.parametrize("venv", HOSTILE_VENVS)
 @pytest.mark.parametrize("index", HOSTILE_INDEXES)
 def test_flash_attn_build_passes_venv_and_index_as_one_argument_each(sandbox, venv, index):
-    assert f"{venv}/bin/python" in words(build_script(sandbox, venv, index))
+    script = build_script(sandbox, venv, index)
+    assert f"{venv}/bin/python" in words(script)
+    # systemd expands ${...} in a unit's command line (an unknown name to nothing): the
+    # script, run by systemd-run, must hold none (values are quoted, never ${} in it).
+    assert "${" not in script.replace(venv, "").replace(index, "")
     command = build_command(sandbox, venv, index)
     assert index in words(command)
     result = sandbox.run(command, STANDARD_PATH)

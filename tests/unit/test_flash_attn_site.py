@@ -48,16 +48,22 @@ def test_hosts_share_a_build_only_with_the_same_venv_release_archs_and_index():
     assert site_key(other_index, ("90",)) != key
 
 
-def test_the_first_host_seeds_and_only_later_hosts_with_a_build_due_copy():
+def test_the_first_host_in_the_inventory_seeds_whatever_order_planning_took():
     state = State(inventory=Inventory((["a", "b", "c", "d"], {})), config=Config())
     key = ("k",)
-    site = register(state, state.inventory.get_host("a"), key, due=False)  # keeps a wheel
-    assert site.seed == "a" and site.copying == set()
-    register(state, state.inventory.get_host("b"), key, due=True)
+    # pyinfra may plan the hosts in another order than the inventory's.
+    site = register(state, state.inventory.get_host("b"), key, due=True)
+    assert site.seed == "b" and site.copying == set()
     register(state, state.inventory.get_host("c"), key, due=False)  # has it: nothing to do
+    register(state, state.inventory.get_host("a"), key, due=False)  # keeps a wheel
     register(state, state.inventory.get_host("d"), ("other",), due=True)
-    assert site.copying == {"b"}
+    assert site.seed == "a" and site.copying == {"b"}
     assert flash_attn_site.site_of(state, None, ("other",)).seed == "d"
+
+
+def site_of_members(**members: bool) -> BuildSite:
+    """A site whose members (host -> build due) are in this order in the inventory."""
+    return BuildSite(order=tuple(members), members=members)
 
 
 def operation(site: BuildSite | None, facts: dict):
@@ -66,15 +72,15 @@ def operation(site: BuildSite | None, facts: dict):
 
 
 def test_a_copying_host_installs_the_seeds_wheel_and_builds_nothing():
-    site = BuildSite(seed="seed-host", copying={"op-test-host"})
+    site = site_of_members(**{"seed-host": False, "op-test-host": True})
     commands, noops = operation(site, FACTS)
     assert noops == [] and len(commands) == 1
-    assert commands[0].startswith("FunctionCommand(_installed_from_seed, (BuildSite(seed=")
+    assert commands[0].startswith("FunctionCommand(_installed_from_seed, (BuildSite(members=")
     assert "systemd-run" not in " ".join(commands)
 
 
 def test_the_seed_builds_and_hands_on_its_wheel_or_hands_on_the_one_it_kept():
-    site = BuildSite(seed="op-test-host", copying={"other"})
+    site = site_of_members(**{"op-test-host": True, "other": True})
     commands, _ = operation(site, FACTS)
     assert "systemd-run" in commands[0]
     assert commands[1].startswith("FunctionCommand(_wait_for_build, ('2.8.3', BuildSite(")
@@ -87,7 +93,7 @@ def test_the_seed_builds_and_hands_on_its_wheel_or_hands_on_the_one_it_kept():
     assert noops == [] and len(commands) == 1
     assert commands[0].startswith("FunctionCommand(_kept_wheel_relayed, (BuildSite(")
     # Nobody copies: the seed is any host (its record covers the GPUs: nothing to do).
-    commands, noops = operation(BuildSite(seed="op-test-host"), kept)
+    commands, noops = operation(site_of_members(**{"op-test-host": False}), kept)
     assert commands == [] and noops == [
         "flash-attn 2.8.3 is installed, built for 90 (the GPUs' 90)"
     ]
@@ -103,8 +109,9 @@ def run_of(active: list[str]) -> State:
 def test_a_copying_host_fails_naming_the_seed_that_is_not_in_the_run_or_could_not_build():
     host = Inventory((["b"], {})).get_host("b")
     with pytest.raises(OperationError, match="its site's seed a .*not in this run"):
-        wheel_from_seed(run_of(["b"]), host, BuildSite(seed="a"))
-    failed = BuildSite(seed="a", problem="its build failed")
+        wheel_from_seed(run_of(["b"]), host, site_of_members(a=True, b=True))
+    failed = site_of_members(a=True, b=True)
+    failed.problem = "its build failed"
     failed.started.set()
     failed.ready.set()
     with pytest.raises(OperationError, match="seed a has no flash-attn wheel to give: its build"):

@@ -134,7 +134,7 @@ def flash_attn_build(
         f'{{ {pip} {index_args}--no-deps --force-reinstall "$wheel" && '
         f'{pip} {index_args}"$wheel"; }} >> {BUILD_LOG} 2>&1 && '
         f"rm -rf {wheels} && mv {wheels}.new {wheels}; "
-        f'then wheel={wheels}/"${{wheel##*/}}"; sha=$(sha256sum "$wheel" | cut -d" " -f1); '
+        f'then wheel={wheels}/"$(basename "$wheel")"; sha=$(sha256sum "$wheel" | cut -d" " -f1); '
         "printf "
         '\'{"version": %s, "seconds": %d, "log": %s, "archs": %s, "env": %s, '
         '"wheel": "%s", "sha256": "%s"}\\n\' '
