@@ -89,8 +89,10 @@ def seed_of(host) -> str:
 
 
 def seeds_others(host) -> bool:
-    """Is this host a seed other hosts of the inventory may copy from (its firewall's
-    nftables then installed)?"""
+    """Is this host a seed other hosts of the inventory may copy from, with its firewall on
+    (nftables then installed)?"""
+    if not host_config(host).model_seed_firewall:
+        return False
     key = site_key(host)
     members = [o for o in host.inventory if host_config(o).model_fetch_once and site_key(o) == key]
     return len(members) > 1 and members[0].name == host.name
@@ -148,10 +150,13 @@ SOURCE_PROGRAM = (
 
 def announce_source(state, host, site: Site, python: str) -> None:
     """On a copying host: the address its packets to the seed leave from, for the seed's
-    firewall. OperationError when it cannot be read."""
+    firewall (none read where the seed has it off). OperationError when it cannot be read."""
     q = shlex.quote
+    seed_config = host_config(state.inventory.get_host(site.seed))
+    if not seed_config.model_seed_firewall:
+        return
     address = seed_address(state, site)
-    port = host_config(state.inventory.get_host(site.seed)).model_seed_port
+    port = seed_config.model_seed_port
     ok, out = run_on_host(host, f"{q(python)} -c {q(SOURCE_PROGRAM)} {q(address)} {port}")
     source = out.strip().splitlines()[-1] if ok and out.strip() else ""
     try:
@@ -180,7 +185,10 @@ def _firewall_loaded(state, host, site: Site, port: int) -> str:
     q = shlex.quote
     ok, out = run_on_host(host, f"printf '%s' {q(seed_firewall_rules(plan))} | nft -f -")
     if not ok:
-        raise OperationError(f"could not load the seed's firewall (nft): {out.strip()}")
+        raise OperationError(
+            f"could not load the seed's firewall (nft): {out.strip()}; it does not serve "
+            "unfirewalled (model_seed_firewall: false serves on the token alone)"
+        )
     return plan.admitted()
 
 
@@ -204,8 +212,13 @@ def serve(state, host, site: Site, folder: str, timeout_s: int, unit_command, st
     command = unit_command(
         "snapshot_serve.py", args, timeout_s + SERVE_MARGIN_S, settings.seed_env_file
     )
+    firewall = config.model_seed_firewall
     try:
-        admitted = _firewall_loaded(state, host, site, port)
+        admitted = (
+            f"its firewall admits {_firewall_loaded(state, host, site, port)}"
+            if firewall
+            else "no firewall: model_seed_firewall is false, the token alone keeps it"
+        )
         start_unit(host, command, serve_env(site.token), settings.seed_env_file)
         listening = f"ss -ltnH {q(f'sport = :{port}')} | grep -q ."
         if not wait_until(lambda: run_on_host(host, listening)[0], 30, 0.5):
@@ -214,12 +227,13 @@ def serve(state, host, site: Site, folder: str, timeout_s: int, unit_command, st
         site.url = f"http://{host_part}:{port}/{site.token}"
         logger.info(
             f"{host.print_prefix}serving the snapshot to {', '.join(sorted(site.copying))} "
-            f"(its firewall admits {admitted})"
+            f"({admitted})"
         )
     except OperationError as error:
         site.problem = str(error)
         run_on_host(host, f"systemctl stop {q(settings.seed_unit)} 2>/dev/null || true")
-        _firewall_removed(host)
+        if firewall:
+            _firewall_removed(host)
         raise
     finally:
         site.ready.set()
@@ -231,7 +245,8 @@ def serve(state, host, site: Site, folder: str, timeout_s: int, unit_command, st
 
     wait_until(over, timeout_s + SERVE_MARGIN_S, 1)
     run_on_host(host, f"systemctl stop {q(settings.seed_unit)} 2>/dev/null || true")
-    _firewall_removed(host)
+    if firewall:
+        _firewall_removed(host)
     missing = sorted(site.copying - site.finished)
     if missing:
         logger.warning(f"{host.print_prefix}stopped serving; not finished: {', '.join(missing)}")

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from pyinfra_sglang.network.seed_firewall import seed_firewall_plan, seed_firewall_rules
 from tests.hosts.apply import apply, write_inventory
 
 pytestmark = pytest.mark.hosts
@@ -204,3 +205,24 @@ def test_each_member_bootstraps_over_the_interface_it_routes_to_the_others_throu
         found = private_pool.run(test_host, "cat /root/group-interface").stdout.strip()
         assert found == holder
     apply(grouped, "tests/hosts/deploys/group_interface.py").assert_unchanged()
+
+
+def test_the_model_seeds_rules_admit_the_copying_host_and_drop_a_stranger(private_pool):
+    """The rules roles/model_site.py loads while a seed serves its snapshot
+    (model_fetch_once): the copying host reaches the seed's port, a stranger that reached it
+    before no longer does, and the seed's other ports stay open to it."""
+    seed, copying, stranger = private_pool.boot(3)
+    port = 30091
+    listen(private_pool, seed, port, SERVING)
+    assert connects(private_pool, stranger, seed, port)
+    rules = seed_firewall_rules(seed_firewall_plan(port, [copying.address]))
+    private_pool.run(seed, f"printf '%s' {shlex.quote(rules)} | nft -f -")
+    assert connects(private_pool, copying, seed, port)
+    assert not connects(private_pool, stranger, seed, port)
+    assert connects(private_pool, stranger, seed, SERVING)
+    counted = private_pool.run(seed, "nft list table inet pyinfra_sglang_model_seed").stdout
+    assert f"tcp dport {port} ct state new counter packets 0 " not in counted, counted
+    # Loaded again (a crashed run's table left behind): replaced, not doubled.
+    private_pool.run(seed, f"printf '%s' {shlex.quote(rules)} | nft -f -")
+    listed = private_pool.run(seed, "nft list table inet pyinfra_sglang_model_seed").stdout
+    assert listed.count("ct state new counter") == 1, listed

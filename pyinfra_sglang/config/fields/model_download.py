@@ -130,3 +130,14 @@ class ModelDownloadFields(FieldGroup):
         ),
         json_schema_extra=allowed("1..65535"),
     )
+
+    model_seed_firewall: StrictBool = Field(
+        True,
+        description=(
+            "While the seed serves its snapshot (model_fetch_once), an nftables table on it "
+            "admits only the copying hosts to `model_seed_port`; a seed whose nft is refused "
+            "does not serve. false: no table, the one-time token alone keeps the files to "
+            "the site (where the seed may not change its firewall)."
+        ),
+        json_schema_extra=allowed("true, false"),
+    )
