@@ -244,6 +244,9 @@ def test_built_once_a_site_the_first_host_builds_and_the_other_installs_its_whee
         assert f"goes to {other.address}" in result.stderr
         assert f"[{other.address}] flash-attn 2.8.2: installed flash_attn-2.8.2-" in result.stderr
         assert f"built on {seed.address}" in result.stderr
+        print(
+            *[line for line in result.stderr.splitlines() if "flash-attn 2.8.2:" in line], sep="\n"
+        )
         record = f"cat {RECORD.format('2.8.2')}"
         records = {h.address: json.loads(host_pool.run(h, record).stdout) for h in hosts}
         seeds, others = records[seed.address], records[other.address]
