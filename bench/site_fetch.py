@@ -40,6 +40,9 @@ def first_deploy_model_seconds(
         model_bytes=size,
         uplink_bytes_per_s=rate,
         model_fetch_once=fetch_once,
+        # The test hosts share this machine's network namespace, where the seed may not load
+        # its nftables table (roles/model_site.py): it serves on the token alone here.
+        model_seed_firewall=False,
     ) as site:
         weights = [r for r in site.hub.requests if r[0] == "GET" and r[1].endswith(WEIGHTS)]
     seconds, _, _ = seconds_by_role(stamped)
