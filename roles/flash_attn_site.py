@@ -140,7 +140,7 @@ def relay(host, site: BuildSite, version: str) -> None:
         site.wheel, site.sha256, site.record = target, sha256, record
         size = target.stat().st_size / 1e6
         logger.info(
-            f"{host.print_prefix}flash-attn {version}: its wheel ({size:.0f} MB) goes to "
+            f"{host.print_prefix}flash-attn {version}: its wheel ({size:.1f} MB) goes to "
             f"{', '.join(sorted(site.copying))}"
         )
     except OperationError as error:

@@ -151,7 +151,14 @@ def test_uploads_under_sudo_never_touch_what_another_user_planted(
         },
     )
     first = apply(inventory, DEPLOY)
-    assert first.returncode == 0 and not first.errors(), first.describe()
+    # (A CI run saw the firewall's unit fail to start here once: its status and log if so.)
+    unit_log = (
+        "systemctl status sglang-metrics-firewall --no-pager; "
+        "journalctl -u sglang-metrics-firewall --no-pager | tail -20"
+    )
+    assert first.returncode == 0 and not first.errors(), (
+        first.describe() + metrics_pool.run(gpu, unit_log, check=False).stdout
+    )
 
     def held(command: str) -> str:
         return metrics_pool.run(gpu, command).stdout.strip()
