@@ -113,8 +113,9 @@ def _kept_wheel(host, version: str) -> tuple[str, str, dict]:
         record = json.loads(out) if ok else {}
     except ValueError:
         record = {}
-    path = record.get("wheel")
-    if not path or not str(path).startswith(wheel_folder(version) + "/"):
+    path = str(record.get("wheel") or "")
+    name = path.removeprefix(wheel_folder(version) + "/")
+    if name == path or "/" in name or not name.endswith(".whl") or not record.get("sha256"):
         raise OperationError(f"its build record {record_path} names no kept wheel")
     ok, out = run_on_host(host, f"sha256sum {q(path)}")
     found = out.split()[0] if ok and out.split() else ""
@@ -129,7 +130,11 @@ def relay(host, site: BuildSite, version: str) -> None:
         path, sha256, record = _kept_wheel(host, version)
         target = Path(tempfile.mkdtemp(prefix="pyinfra-sglang-flash-attn-")) / Path(path).name
         with transfer_arguments(host) as transfer:
-            if not host.get_file(path, str(target), **transfer(path)):
+            try:
+                fetched = host.get_file(path, str(target), **transfer(path))
+            except OSError as error:  # paramiko's SFTP errors
+                raise OperationError(f"could not fetch its wheel {path}: {error}") from None
+            if not fetched:
                 raise OperationError(f"could not fetch its wheel {path}")
         digest = hashlib.sha256()
         with target.open("rb") as wheel:
@@ -184,7 +189,11 @@ def installed_from_seed(host, site: BuildSite, version: str, venv: str, prefix: 
     started = time.monotonic()
     with transfer_arguments(host) as transfer:
         uploaded = f"{staging}/{site.wheel.name}"
-        if not host.put_file(str(site.wheel), uploaded, **transfer(uploaded)):
+        try:
+            put = host.put_file(str(site.wheel), uploaded, **transfer(uploaded))
+        except OSError as error:  # paramiko's SFTP errors
+            raise OperationError(f"could not upload the wheel to {uploaded}: {error}") from None
+        if not put:
             raise OperationError(f"could not upload the wheel to {uploaded}")
     ok, out = run_on_host(host, f"sha256sum {q(uploaded)}")
     if not ok or out.split()[:1] != [site.sha256]:
