@@ -4,6 +4,7 @@ seeds it, and what the build operation yields on the seed and on a copying host
 
 from __future__ import annotations
 
+import json
 from unittest.mock import patch
 
 import pytest
@@ -116,3 +117,25 @@ def test_a_copying_host_fails_naming_the_seed_that_is_not_in_the_run_or_could_no
     failed.ready.set()
     with pytest.raises(OperationError, match="seed a has no flash-attn wheel to give: its build"):
         wheel_from_seed(run_of(["a", "b"]), host, failed)
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        {},
+        # The record of a build whose script lost the wheel's name (systemd's ${} expansion):
+        {"wheel": "/var/lib/pyinfra-sglang/wheels/flash-attn-2.8.3/", "sha256": ""},
+        {"wheel": "/var/lib/pyinfra-sglang/wheels/flash-attn-2.8.3/x.whl", "sha256": ""},
+        {"wheel": "/etc/shadow.whl", "sha256": "ab"},
+        {"wheel": "/var/lib/pyinfra-sglang/wheels/flash-attn-2.8.3/a/b.whl", "sha256": "ab"},
+    ],
+)
+def test_a_seed_whose_record_names_no_kept_wheel_hands_nothing_on(record):
+    site = site_of_members(a=False, b=True)
+    replies = iter([(True, json.dumps(record)), (True, "ab  /whatever\n")])
+    with (
+        patch.object(flash_attn_site, "run_on_host", side_effect=lambda *a, **k: next(replies)),
+        pytest.raises(OperationError, match="names no kept wheel"),
+    ):
+        flash_attn_site.relay(None, site, "2.8.3")
+    assert site.ready.is_set() and site.wheel is None and "names no kept wheel" in site.problem
