@@ -31,6 +31,7 @@ from checks.run_summary import real
 from pyinfra_sglang import data
 from pyinfra_sglang.inventory import HostConfig
 from pyinfra_sglang.python_env.flash_attn_build_plan import build_log_paths
+from roles.waiting import seed_in_run
 
 # How long a copying host waits for its seed's operation to begin (the seed runs the same
 # operation at the same time); the build itself has no limit here, as on the seed.
@@ -158,13 +159,7 @@ def relay(host, site: BuildSite, version: str) -> None:
 def wheel_from_seed(state, host, site: BuildSite) -> BuildSite:
     """On a copying host: the site once its seed's wheel is on the controller;
     OperationError when it will not be."""
-    active = {h.name for h in state.inventory.get_active_hosts()}
-    if site.seed not in active:
-        raise OperationError(
-            f"{host.name} installs flash-attn from its site's seed {site.seed} "
-            "(flash_attn_build_once), which is not in this run: run it with the seed, or "
-            "unset flash_attn_build_once for this host"
-        )
+    seed_in_run(state, host, site.seed, "installs flash-attn", "flash_attn_build_once")
     if not site.started.wait(timeout=SEED_START_S):
         raise OperationError(f"the site's seed {site.seed} did not start its build")
     site.ready.wait()

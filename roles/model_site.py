@@ -35,7 +35,7 @@ from pyinfra_sglang.model_files.model_snapshot import (
 )
 from pyinfra_sglang.network.seed_firewall import seed_firewall_plan, seed_firewall_rules
 from pyinfra_sglang.serving.render import _env_value as env_value
-from roles.waiting import wait_until
+from roles.waiting import seed_in_run, wait_until
 
 # How long a copying host waits for its seed to finish its own download, past the download
 # timeout, and how long the seed serves after it started.
@@ -254,13 +254,7 @@ def serve(state, host, site: Site, folder: str, timeout_s: int, unit_command, st
 
 def wait_for_seed(state, host, site: Site, timeout_s: int) -> str:
     """On a copying host: the seed's URL once it serves; OperationError when it cannot."""
-    active = {h.name for h in state.inventory.get_active_hosts()}
-    if site.seed not in active:
-        raise OperationError(
-            f"{host.name} copies the model from its site's seed {site.seed} "
-            "(model_fetch_once), which is not in this run: run it with the seed, or unset "
-            "model_fetch_once for this host"
-        )
+    seed_in_run(state, host, site.seed, "copies the model", "model_fetch_once")
     if not site.ready.wait(timeout=timeout_s + SERVE_MARGIN_S):
         raise OperationError(f"the site's seed {site.seed} did not serve the snapshot in time")
     if site.url is None:
