@@ -39,7 +39,7 @@ PREEXISTING_SOURCES = (
 @pytest.fixture(scope="module")
 def private_pool(tmp_path_factory):
     """Test hosts of the module's own, each in its own network namespace on a private
-    network (the multi-node modules: firewall and preflight)."""
+    network (the multi-node firewall and preflight modules, the metrics firewall's)."""
     reason = why_unavailable()
     if reason:
         pytest.skip(reason)

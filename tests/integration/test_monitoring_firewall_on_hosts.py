@@ -11,7 +11,6 @@ import hashlib
 import pytest
 
 from tests.hosts.apply import apply, write_inventory
-from tests.hosts.testhosts import TestHostPool, why_unavailable
 from tests.integration.test_multinode_firewall_on_hosts import connects, listen
 
 pytestmark = pytest.mark.hosts
@@ -19,16 +18,6 @@ pytestmark = pytest.mark.hosts
 DEPLOY = "tests/hosts/deploys/monitoring_firewall.py"
 NODE, DCGM, SERVING = 9100, 9400, 30000
 TABLE = "inet sglang_metrics"
-
-
-@pytest.fixture(scope="module")
-def metrics_pool(tmp_path_factory):
-    reason = why_unavailable()
-    if reason:
-        pytest.skip(reason)
-    pool = TestHostPool(tmp_path_factory.mktemp("metrics-hosts"), private_network=True)
-    yield pool
-    pool.stop_all()
 
 
 def _inventory(path, pool, hosts, site_secrets, firewall: bool):
@@ -55,37 +44,37 @@ def _inventory(path, pool, hosts, site_secrets, firewall: bool):
     )
 
 
-def test_only_the_monitoring_server_reaches_the_metrics_ports(metrics_pool, tmp_path, site_secrets):
-    mon, gpu_1, gpu_2 = hosts = metrics_pool.boot(3)
-    listen(metrics_pool, gpu_1, NODE, DCGM, SERVING)
+def test_only_the_monitoring_server_reaches_the_metrics_ports(private_pool, tmp_path, site_secrets):
+    mon, gpu_1, gpu_2 = hosts = private_pool.boot(3)
+    listen(private_pool, gpu_1, NODE, DCGM, SERVING)
 
     def reach() -> dict[str, bool]:
         return {
-            "mon->node": connects(metrics_pool, mon, gpu_1, NODE),
-            "mon->dcgm": connects(metrics_pool, mon, gpu_1, DCGM),
-            "gpu->node": connects(metrics_pool, gpu_2, gpu_1, NODE),
-            "gpu->dcgm": connects(metrics_pool, gpu_2, gpu_1, DCGM),
-            "gpu->serving": connects(metrics_pool, gpu_2, gpu_1, SERVING),
+            "mon->node": connects(private_pool, mon, gpu_1, NODE),
+            "mon->dcgm": connects(private_pool, mon, gpu_1, DCGM),
+            "gpu->node": connects(private_pool, gpu_2, gpu_1, NODE),
+            "gpu->dcgm": connects(private_pool, gpu_2, gpu_1, DCGM),
+            "gpu->serving": connects(private_pool, gpu_2, gpu_1, SERVING),
         }
 
     everyone = dict.fromkeys(("mon->node", "mon->dcgm", "gpu->node", "gpu->dcgm"), True)
     everyone["gpu->serving"] = True
 
-    on = _inventory(tmp_path / "on.py", metrics_pool, hosts, site_secrets, firewall=True)
+    on = _inventory(tmp_path / "on.py", private_pool, hosts, site_secrets, firewall=True)
     first = apply(on, DEPLOY)
     assert first.returncode == 0 and not first.errors(), first.describe()
     assert reach() == {**everyone, "gpu->node": False, "gpu->dcgm": False}
-    ruleset = metrics_pool.run(gpu_1, f"nft list table {TABLE}").stdout
+    ruleset = private_pool.run(gpu_1, f"nft list table {TABLE}").stdout
     assert mon.address in ruleset and gpu_2.address not in ruleset, ruleset
-    assert "9100" in metrics_pool.run(gpu_2, f"nft list table {TABLE}").stdout
+    assert "9100" in private_pool.run(gpu_2, f"nft list table {TABLE}").stdout
     second = apply(on, DEPLOY)
     second.assert_unchanged()
 
-    off = _inventory(tmp_path / "off.py", metrics_pool, hosts, site_secrets, firewall=False)
+    off = _inventory(tmp_path / "off.py", private_pool, hosts, site_secrets, firewall=False)
     removed = apply(off, DEPLOY)
     assert removed.returncode == 0 and not removed.errors(), removed.describe()
-    assert metrics_pool.run(gpu_1, f"nft list table {TABLE}", check=False).returncode != 0
-    gone = metrics_pool.run(
+    assert private_pool.run(gpu_1, f"nft list table {TABLE}", check=False).returncode != 0
+    gone = private_pool.run(
         gpu_1,
         "ls /etc/systemd/system/sglang-metrics-firewall.service /etc/sglang-firewall/metrics.nft",
         check=False,
@@ -130,12 +119,12 @@ def _sudoer_and_planter(pool, gpu) -> None:
 
 
 def test_uploads_under_sudo_never_touch_what_another_user_planted(
-    metrics_pool, tmp_path, site_secrets
+    private_pool, tmp_path, site_secrets
 ):
-    mon, gpu = metrics_pool.boot(2)
-    _sudoer_and_planter(metrics_pool, gpu)
+    mon, gpu = private_pool.boot(2)
+    _sudoer_and_planter(private_pool, gpu)
     common = {
-        **metrics_pool.inventory_data(),
+        **private_pool.inventory_data(),
         "sglang_model_profile": "dense-bf16",
         "sglang_host": "0.0.0.0",
         "sglang_metrics_public": True,
@@ -157,11 +146,11 @@ def test_uploads_under_sudo_never_touch_what_another_user_planted(
         "journalctl -u sglang-metrics-firewall --no-pager | tail -20"
     )
     assert first.returncode == 0 and not first.errors(), (
-        first.describe() + metrics_pool.run(gpu, unit_log, check=False).stdout
+        first.describe() + private_pool.run(gpu, unit_log, check=False).stdout
     )
 
     def held(command: str) -> str:
-        return metrics_pool.run(gpu, command).stdout.strip()
+        return private_pool.run(gpu, command).stdout.strip()
 
     # What root installed is the role's, root's own.
     assert held(f"stat -c '%U %G %a' {RULES} {UNIT}").splitlines() == [

@@ -98,13 +98,6 @@ SKIPS = (
         "as conftest.py",
     ),
     Skip(
-        "integration/test_monitoring_firewall_on_hosts.py",
-        1,
-        "test hosts cannot boot",
-        lambda: why_unavailable() is not None,
-        "as conftest.py",
-    ),
-    Skip(
         "unit/test_fabric.py",
         1,
         "this machine loads libcuda.so.1 (a GPU machine)",
