@@ -40,7 +40,7 @@ from pyinfra_sglang.python_env.flash_attn_build_plan import (
 from pyinfra_sglang.terminal import shown
 from roles import flash_attn_site
 from roles.common import systemd_run
-from roles.flash_attn_site import BuildSite, wheel_folder
+from roles.flash_attn_site import BuildSite, venv_python, wheel_folder, wheel_installed
 from roles.python_env import index_options, venv_packages
 
 
@@ -165,10 +165,6 @@ def _status_path(version: str) -> str:
     return build_log_paths(version)[0].removesuffix(".log") + ".status"
 
 
-def venv_python(venv: str) -> str:
-    return f"{venv}/bin/python"
-
-
 def build_script(version: str, env: dict[str, str], archs: list[str], venv: str, indexes) -> str:
     """The shell the build unit runs (systemd expands ``${...}`` in a unit's command line,
     so it holds none): the index credentials read from their root-only files
@@ -192,12 +188,8 @@ def build_script(version: str, env: dict[str, str], archs: list[str], venv: str,
         *indexes.args,
         QuoteString(f"flash-attn=={version}"),
     ).get_raw_value()
-    pip = StringCommand(
-        python, "-m pip install --disable-pip-version-check --no-cache-dir", *indexes.args
-    ).get_raw_value()
-    # flash-attn alone reinstalled (the same version for other GPUs too), then whatever it
-    # requires that the venv lacks.
-    install = f'{pip} --no-deps --force-reinstall "$wheel" && {pip} "$wheel"'
+    index_args = StringCommand(*indexes.args).get_raw_value() if indexes.args else ""
+    install = wheel_installed(StringCommand(python).get_raw_value(), index_args, '"$wheel"')
     # The record is JSON: the values go in as printf's arguments, quoted for the shell.
     record_format = (
         '{"version": %s, "seconds": %d, "log": %s, "archs": %s, "env": %s, '

@@ -104,6 +104,19 @@ def wheel_folder(version: str) -> str:
     return f"{data.python().flash_attn.wheel_dir}/flash-attn-{version}"
 
 
+def venv_python(venv: str) -> str:
+    return f"{venv}/bin/python"
+
+
+def wheel_installed(python: str, index_args: str, wheel: str) -> str:
+    """Shell that installs the flash-attn wheel ``wheel`` with the venv's ``python`` (both
+    shell words, quoted or a variable) from ``index_args``: flash-attn alone reinstalled (the
+    same version for other GPUs too), then whatever it requires that the venv lacks."""
+    pip = f"{python} -m pip install --disable-pip-version-check --no-cache-dir"
+    pip = f"{pip} {index_args}" if index_args else pip
+    return f"{pip} --no-deps --force-reinstall {wheel} && {pip} {wheel}"
+
+
 def _kept_wheel(host, version: str) -> tuple[str, str, dict]:
     """The seed's kept wheel of ``version``: (path, sha256 read now, build record); raises
     when it is not there or differs from its record."""
@@ -194,8 +207,7 @@ def installed_from_seed(host, site: BuildSite, version: str, venv: str, prefix: 
     if not ok or out.split()[:1] != [site.sha256]:
         run_on_host(host, f"rm -rf {q(staging)}")
         raise OperationError(f"the wheel uploaded to {uploaded} is not the seed's")
-    python = q(f"{venv}/bin/python")
-    pip = f"{python} -m pip install --no-cache-dir --disable-pip-version-check {args}"
+    install = wheel_installed(q(venv_python(venv)), args, q(uploaded))
     log, record_path = build_log_paths(version)
     record = {
         **(site.record or {}),
@@ -205,8 +217,8 @@ def installed_from_seed(host, site: BuildSite, version: str, venv: str, prefix: 
     }
     ok, out = run_on_host(
         host,
-        f"{prefix} {{ {pip} --no-deps --force-reinstall {q(uploaded)} && {pip} {q(uploaded)}; }} "
-        f"> {q(log)} 2>&1 && rm -rf {q(folder)} && mv {q(staging)} {q(folder)} && "
+        f"{prefix} {{ {install}; }} > {q(log)} 2>&1 && "
+        f"rm -rf {q(folder)} && mv {q(staging)} {q(folder)} && "
         f"printf '%s\\n' {q(json.dumps(record))} > {q(record_path)}",
     )
     if not ok:
