@@ -179,14 +179,16 @@ def test_a_throughput_drop_fails_the_host(hosts, inventory, tmp_path):
             for x in lines
         )
     )
-    result = bench(inventory, tmp_path, failing=(regressed.address,))
+    # A lenient threshold, as above: the planted drop is 90%, while the other host's real
+    # runs on a busy machine once differed by 10.2% (a CI run, 2026-12-06) and failed it.
+    result = bench(inventory, tmp_path, failing=(regressed.address,), bench_regression_pct="60")
     # The operation's own lines, not the end-of-run summary (which repeats the first failure).
     run_output = result.stderr.split("--> Summary, one line a host:")[0]
     failures = [x for x in run_output.splitlines() if "bench failed:" in x]
     assert len(failures) == 2 and all(regressed.address in x for x in failures), result.stderr
     assert "bench failed: concurrency 1: output throughput" in failures[0]
     assert "bench failed: concurrency 4: output throughput" in failures[1]
-    assert all("beyond the 10% threshold" in x and str(earlier) in x for x in failures)
+    assert all("beyond the 60% threshold" in x and str(earlier) in x for x in failures)
     # The other host compared with its own, unplanted run and passed.
     assert f"output throughput against {runs(tmp_path, hosts[1].address)[0].name}" in result.stderr
     # The regressed run is kept, with its settings: it is the one the next run compares with.
