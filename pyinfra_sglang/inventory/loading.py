@@ -3,6 +3,7 @@ validated once per inventory."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
@@ -25,11 +26,28 @@ if TYPE_CHECKING:
 _validated: WeakKeyDictionary[Inventory, dict[str, HostConfig]] = WeakKeyDictionary()
 
 
+_validating: threading.Lock | None = None
+
+
+def _validation_lock() -> threading.Lock:
+    """One lock for validating, made on first use: by then the pyinfra CLI has patched
+    threading for gevent, so a host's greenlet waiting on it lets the others run."""
+    global _validating
+    if _validating is None:
+        _validating = threading.Lock()
+    return _validating
+
+
 def host_config(host: Host) -> HostConfig:
-    """The validated config of ``host``; validates the whole inventory on first use."""
+    """The validated config of ``host``; validates the whole inventory on first use.
+    pyinfra runs the deploy file for every host at once, in greenlets; validation yields
+    (ssh-keygen reads known_hosts), so without the lock every host validated every host:
+    n x n host checks and ssh-keygen runs instead of n."""
     inventory = host.inventory
     if inventory not in _validated:
-        _validated[inventory] = validate_inventory(inventory)
+        with _validation_lock():
+            if inventory not in _validated:
+                _validated[inventory] = validate_inventory(inventory)
     return _validated[inventory][host.name]
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import gc
 
+import gevent
+import gevent.thread
 from pyinfra.api import Inventory
 
 from pyinfra_sglang.inventory import host_config, loading
@@ -32,3 +34,27 @@ def test_a_freed_inventory_leaves_no_cached_configs():
     assert len(loading._validated) == before - 1
     # Whatever id the next inventory gets, it is validated afresh.
     assert host_config(one_host(32000).get_host("gpu-1")).sglang_port == 32000
+
+
+def test_hosts_planned_at_once_validate_the_inventory_once(monkeypatch):
+    """pyinfra runs the deploy file for every host at once, each in a greenlet, and
+    validation yields (ssh-keygen's wait): every host found the cache empty and validated
+    the whole inventory, n x n checks. Now the first validates, the others wait for it."""
+    names = [f"gpu-{n}" for n in range(6)]
+    inventory = Inventory((names, {"sglang_model_profile": "dense-bf16"}))
+    validate = loading.validate_inventory
+    calls = []
+
+    def validating(inventory):
+        calls.append(inventory)
+        gevent.sleep(0.01)  # ssh-keygen's wait, under gevent
+        return validate(inventory)
+
+    monkeypatch.setattr(loading, "validate_inventory", validating)
+    # As the pyinfra CLI has it: threading patched by gevent before the lock is made.
+    monkeypatch.setattr(loading.threading, "Lock", gevent.thread.allocate_lock)
+    monkeypatch.setattr(loading, "_validating", None)
+    greenlets = [gevent.spawn(host_config, inventory.get_host(name)) for name in names]
+    gevent.joinall(greenlets, raise_error=True)
+    assert [greenlet.value.sglang_model_profile for greenlet in greenlets] == ["dense-bf16"] * 6
+    assert calls == [inventory]
