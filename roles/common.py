@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import io
 import shlex
+from collections.abc import Sequence
 
 from pyinfra import host, state
 from pyinfra.api import QuoteString, StringCommand, operation
@@ -224,15 +225,24 @@ def put_private_file(host_, content: bytes, path: str, mode: str, what: str) -> 
         raise
 
 
-def systemd_run(unit: str, arguments: str, tries: int = 5) -> str:
-    """Shell that runs ``systemd-run --quiet --unit=UNIT ARGUMENTS`` (``unit`` quoted by the
-    caller, ``arguments`` shell text), failing as systemd-run does. systemd unloads a
-    finished transient unit asynchronously; until then systemd-run refuses the name ("was
-    already loaded or has a fragment file"): stop it, forget it, and try again, a second
-    apart, ``tries`` times in all."""
+def unit_exec_words(argv: Sequence[str]) -> str:
+    """Shell words for a command systemd-run puts in a transient unit: each word quoted for the
+    shell, each '$' doubled. systemd expands ``$NAME`` and ``${NAME}`` in a unit's command line,
+    an unknown name to nothing; "$$" passes one '$' (systemd-run(1), docs/sources.md)."""
+    return " ".join(shlex.quote(word.replace("$", "$$")) for word in argv)
+
+
+def systemd_run(unit: str, options: Sequence[str], argv: Sequence[str], tries: int = 5) -> str:
+    """Shell that runs ``systemd-run --quiet --unit=UNIT OPTIONS ARGV`` (each quoted here,
+    ``argv`` by ``unit_exec_words``), failing as systemd-run does. systemd unloads a finished
+    transient unit asynchronously; until then systemd-run refuses the name ("was already
+    loaded or has a fragment file"): stop it, forget it, and try again, a second apart,
+    ``tries`` times in all."""
+    unit = shlex.quote(unit)
+    options_text = "".join(f"{shlex.quote(option)} " for option in options)
     return (
         f"for try in {' '.join(str(n) for n in range(1, tries + 1))}; do "
-        f"systemd-run --quiet --unit={unit} {arguments} "
+        f"systemd-run --quiet --unit={unit} {options_text}{unit_exec_words(argv)} "
         f"&& break; [ $try = {int(tries)} ] && exit 1; "
         f"{{ systemctl stop {unit}; systemctl reset-failed {unit}; }} 2>/dev/null; sleep 1; "
         "done"

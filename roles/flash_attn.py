@@ -224,7 +224,7 @@ def build_start_command(
         f"if ! systemctl is-active --quiet {unit}; then "
         f"rm -f {shlex.quote(_status_path(version))} && "
         f"{{ systemctl reset-failed {unit} 2>/dev/null; true; }} && "
-        + systemd_run(unit, f"--setenv=HOME=/root /bin/sh -c {shlex.quote(script)}")
+        + systemd_run(_settings().build_unit, ["--setenv=HOME=/root"], ["/bin/sh", "-c", script])
         + "; fi"
     )
 

@@ -56,7 +56,7 @@ from pyinfra_sglang.serving.render import cache_dirs
 from pyinfra_sglang.serving.secret_files import read_secret
 from pyinfra_sglang.serving.service_files import gpu_set
 from roles import model_site
-from roles.common import packages_installed, put_private_file
+from roles.common import packages_installed, put_private_file, unit_exec_words
 from roles.service_trees import as_user
 from roles.sglang_service import host_service_files, service_user, useradd_command
 from roles.waiting import wait_until
@@ -136,8 +136,8 @@ def unit_command(
     return (
         f"systemd-run --quiet --unit={shlex.quote(unit)} "
         + " ".join(shlex.quote(f"--property={p}") for p in properties)
-        + f" {shlex.quote(python)} {shlex.quote(settings.program_dir + '/' + program)} "
-        + " ".join(shlex.quote(arg) for arg in args)
+        + " "
+        + unit_exec_words([python, f"{settings.program_dir}/{program}", *args])
     )
 
 

@@ -8,6 +8,8 @@ for the whole list of commands and noop reasons the operation yields.
 
 from __future__ import annotations
 
+import re
+import shlex
 from collections.abc import Sequence
 from typing import Any
 from unittest.mock import patch
@@ -67,3 +69,15 @@ def op_case(
     return pytest.param(
         op, facts, args or {}, list(commands), list(noops), executing, id=f"{op.__name__}-{id}"
     )
+
+
+_UNIT_VARIABLE = re.compile(r"\$\$|\$\{[A-Za-z_][A-Za-z0-9_]*\}")
+
+
+def transient_unit_script(command: str) -> str:
+    """The script a ``systemd-run ... /bin/sh -c SCRIPT`` command line runs, as systemd hands
+    it to the shell: "$$" becomes "$", and ``${NAME}`` becomes nothing (no test unit sets a
+    name; systemd.service(5), "Command lines"), so a '$' the command failed to double shows."""
+    word = re.search(r"/bin/sh -c ('(?:[^']|'\"'\"')*')", command)[1]
+    [script] = shlex.split(word)
+    return _UNIT_VARIABLE.sub(lambda match: "$" if match[0] == "$$" else "", script)

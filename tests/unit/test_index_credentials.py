@@ -5,8 +5,6 @@ into the variable the tool reads (``UV_INDEX_URL``, ``PIP_INDEX_URL``, ...) and 
 
 from __future__ import annotations
 
-import re
-import shlex
 import subprocess
 from pathlib import Path
 from unittest.mock import patch
@@ -17,6 +15,7 @@ from pyinfra.facts.hardware import Cpus
 
 from checks.facts import MemoryInfo, NvidiaGpus, PythonPackages
 from roles import flash_attn, python_env
+from tests.unit.ophelper import transient_unit_script
 from tests.unit.test_command_quoting import yielded
 
 PASSWORD = "s3cret-Pa55"
@@ -107,7 +106,7 @@ def run_on_this_machine(commands: list, folder: Path) -> subprocess.CompletedPro
             continue
         raw = command.get_raw_value()
         if "systemd-run" in raw:  # the flash-attn build's transient unit: run its script
-            raw = shlex.split(re.search(r"/bin/sh -c ('(?:[^']|'\"'\"')*')", raw)[1])[0]
+            raw = transient_unit_script(raw)
         result = subprocess.run(["/bin/sh", "-c", raw], capture_output=True, text=True)
         assert result.returncode == 0, result.stderr
     return result

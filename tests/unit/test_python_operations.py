@@ -152,7 +152,8 @@ def flash_attn_build(
         f"{{ systemctl reset-failed {BUILD_UNIT} 2>/dev/null; true; }} && "
         "for try in 1 2 3 4 5; do "
         f"systemd-run --quiet --unit={BUILD_UNIT} --setenv=HOME=/root /bin/sh -c "
-        f"{shlex.quote(script)} && break; [ $try = 5 ] && exit 1; "
+        # systemd expands '$' in a unit's command line: each is doubled, "$$" being one.
+        f"{shlex.quote(script.replace('$', '$$'))} && break; [ $try = 5 ] && exit 1; "
         f"{{ systemctl stop {BUILD_UNIT}; systemctl reset-failed {BUILD_UNIT}; }} 2>/dev/null; "
         "sleep 1; done; fi",
         "FunctionCommand(_wait_for_build, ('2.8.3', None), {})",
