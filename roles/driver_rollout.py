@@ -1,18 +1,19 @@
 """Rolling driver upgrades: a host that serves, and whose driver changes on this run, is
 upgraded in its turn, never with the whole fleet at once.
 
-At most ``driver_rollout_max_unavailable`` such hosts are out of service at once (hosts
-already out count). Each in turn: taken out of the router that lists it (the gateway's worker
-API, run on the router's host), its server stopped (SGLang drains the requests it runs on
-SIGTERM), the driver (and Fabric Manager) changed by the commands the driver role would run,
-rebooted where the kernel must load the new module, its server started, the audit's driver,
-CUDA, Fabric Manager, GPU-health and decode checks run (data/rollout.toml [validation]), and
-only when they pass put back behind its router. A host that fails stops the rollout: the
-hosts not yet started keep their driver and keep serving, the failing one stays out of its
-router with the reason in its record (data/rollout.toml [paths] state). A re-run resumes from
-that record: the host is validated again and rejoins when it passes. A host the operator
-marked out of service (``out_of_service``, or the file at [paths] out_of_service) is upgraded
-without taking a turn and not put back while it is marked.
+At most ``driver_rollout_max_unavailable`` such hosts (1 unless set; "off": no turns) are
+out of service at once (hosts already out count). Each in turn: taken out of the router that
+lists it (the gateway's worker API, run on the router's host), its server stopped (SGLang
+drains the requests it runs on SIGTERM), the driver (and Fabric Manager) changed by the
+commands the driver role would run, rebooted where the kernel must load the new module, its
+server started, the audit's driver, CUDA, Fabric Manager, GPU-health and decode checks run
+(data/rollout.toml [validation]), and only when they pass put back behind its router. A host
+that fails stops the rollout: the hosts not yet started keep their driver and keep serving,
+the failing one stays out of its router with the reason in its record (data/rollout.toml
+[paths] state). A re-run resumes from that record: the host is validated again and rejoins
+when it passes. A host the operator marked out of service (``out_of_service``, or the file
+at [paths] out_of_service) is upgraded without taking a turn and not put back while it is
+marked.
 
 Not a scheduler: pyinfra runs every host's operation side by side as always; a host's
 operation only waits for its turn (one gate per pyinfra State).
@@ -40,6 +41,7 @@ from pyinfra_sglang import data
 from pyinfra_sglang.audit.judge import judge
 from pyinfra_sglang.audit.record import AuditExpectations
 from pyinfra_sglang.audit.rollout_gate import validation_problems
+from pyinfra_sglang.config.fields.rollout import DEFAULT_MAX_UNAVAILABLE
 from pyinfra_sglang.driver.rollout import (
     FAILED,
     OUT,
@@ -193,7 +195,8 @@ def register_rollout(state, need: RolloutNeed) -> None:
     out of service already (the gate must know before any host takes a turn)."""
     config = host_config(host)
     # A host resuming from its record counts as out whether or not rolling is still set.
-    budget = unavailable_budget(config.driver_rollout_max_unavailable or 1, len(host.inventory))
+    limit = config.driver_rollout_max_unavailable or DEFAULT_MAX_UNAVAILABLE
+    budget = unavailable_budget(limit, len(host.inventory))
     already = need.record is not None or need.record_unreadable
     position = [h.name for h in host.inventory].index(host.name)
     fleet_rollout(state).register(

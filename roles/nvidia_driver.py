@@ -385,7 +385,9 @@ def rollout_reboot_commands(config, module_packages: tuple[str, ...]) -> list:
         raise RolloutNeedsReboot(
             f"host {host.name}: its driver changes while it serves, and the new module runs "
             f"only after a reboot ({decision.reason}); allow_reboot = false: set allow_reboot "
-            "= true to let its turn reboot it, or stop its server first. Nothing was changed."
+            "= true to let its turn reboot it, stop its server first, or set "
+            'driver_rollout_max_unavailable = "off" to install it in place and reboot it '
+            "yourself. Nothing was changed."
         )
     if decision.action == "none":
         return []

@@ -41,7 +41,7 @@ def test_budget_a_count_or_a_percentage_rounded_up(value, fleet, budget):
     assert unavailable_budget(value, fleet) == budget
 
 
-@pytest.mark.parametrize("bad", [0, -1, True, "0%", "101%", "25 %", "x", 2.5, "1.5"])
+@pytest.mark.parametrize("bad", [0, -1, True, "0%", "101%", "25 %", "x", 2.5, "1.5", "", "no"])
 def test_a_budget_that_is_no_count_nor_percentage_is_refused(bad):
     with pytest.raises(ValueError, match="driver_rollout_max_unavailable"):
         HostConfig(driver_rollout_max_unavailable=bad)
@@ -314,9 +314,17 @@ def test_a_turn_reboots_where_the_kernel_must_load_the_module_and_is_refused_wit
     assert str(refused.value).endswith("Nothing was changed.")
 
 
-def test_unset_the_driver_changes_with_the_others_and_a_record_still_resumes():
-    # The default: no rollout; a record a rollout left is resumed all the same.
-    assert HostConfig().driver_rollout_max_unavailable is None
-    assert HostConfig(driver_rollout_max_unavailable="").driver_rollout_max_unavailable is None
-    assert not planned(rollout_need, need_facts(), changing=True).rolls
-    assert planned(rollout_need, need_facts(record=RECORD), changing=False).rolls
+def test_by_default_one_host_at_a_time_and_off_changes_them_together(monkeypatch):
+    import roles.driver_rollout as rollout
+
+    # The GPU Operator's default, one node at a time (maxParallelUpgrades: 1).
+    assert HostConfig().driver_rollout_max_unavailable == 1
+    monkeypatch.setattr(rollout, "host_config", lambda host: HostConfig())
+    assert planned(rollout_need, need_facts(), changing=True).rolls
+    # "off" (any case) or None: no turns; a record a rollout left is resumed all the same.
+    for off in ("off", "OFF", " off ", None):
+        config = HostConfig(driver_rollout_max_unavailable=off)
+        assert config.driver_rollout_max_unavailable is None
+        monkeypatch.setattr(rollout, "host_config", lambda host, config=config: config)
+        assert not planned(rollout_need, need_facts(), changing=True).rolls
+        assert planned(rollout_need, need_facts(record=RECORD), changing=False).rolls

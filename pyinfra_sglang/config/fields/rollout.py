@@ -13,9 +13,17 @@ from pyinfra_sglang.config.types import FieldGroup, allowed
 _PERCENT = re.compile(r"^(100|[1-9][0-9]?)%$")
 
 
+# NVIDIA's GPU Operator upgrades one node at a time by default (maxParallelUpgrades: 1;
+# docs/sources.md#rolling-driver-upgrades): so does a fleet here, unless told otherwise.
+DEFAULT_MAX_UNAVAILABLE = 1
+# The value that turns rollouts off: serving hosts change their driver together.
+OFF = "off"
+
+
 def count_or_percent(value: Any) -> Any:
-    """A whole number of hosts, or "N%" of the inventory's hosts (1% .. 100%); None: unset."""
-    if value is None or value == "":
+    """A whole number of hosts, or "N%" of the inventory's hosts (1% .. 100%); "off" (or an
+    explicit None): no rollout, hosts change together."""
+    if value is None:
         return None
     if isinstance(value, bool):
         raise ValueError("a number of hosts or a percentage is expected, not true/false")
@@ -25,11 +33,15 @@ def count_or_percent(value: Any) -> Any:
         return value
     if isinstance(value, str):
         text = value.strip()
+        if text.lower() == OFF:
+            return None
         if text.isdigit():
             return count_or_percent(int(text))
         if _PERCENT.match(text):
             return text
-    raise ValueError('a whole number of hosts (1 or more) or a percentage ("25%", 1% .. 100%)')
+    raise ValueError(
+        'a whole number of hosts (1 or more), a percentage ("25%", 1% .. 100%), or "off"'
+    )
 
 
 class RolloutFields(FieldGroup):
@@ -41,14 +53,14 @@ class RolloutFields(FieldGroup):
     driver_rollout_max_unavailable: Annotated[
         int | str | None, BeforeValidator(count_or_percent)
     ] = Field(
-        None,
+        DEFAULT_MAX_UNAVAILABLE,
         description=(
             "Roll driver changes through the fleet: at most this many serving hosts out of "
             "service at once while their driver or Fabric Manager changes (a percentage counts "
-            "the inventory's hosts, rounded up; hosts already out count too). Unset: serving "
-            "hosts change their driver together, as before."
+            'the inventory\'s hosts, rounded up; hosts already out count too). "off": '
+            "serving hosts change their driver together, without turns or validation."
         ),
-        json_schema_extra=allowed('a whole number, 1 or more, a percentage ("25%"), or unset'),
+        json_schema_extra=allowed('a whole number, 1 or more, a percentage ("25%"), or "off"'),
     )
 
     out_of_service: StrictBool = Field(
