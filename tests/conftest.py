@@ -152,6 +152,11 @@ def site_data(host_pool, nvidia_mirror, python_index, site_secrets, model_hub) -
         # The model comes from the Hub stand-in, at a pinned commit.
         "hf_endpoint": model_hub[0],
         "sglang_model_revision": SITE_MODEL_COMMIT,
+        # A site host's "kernel" keeps the module it booted with (no LOAD_ON_INSTALL): a
+        # rollout's validation could never pass there, so its driver moves go in place.
+        # The rollout itself, on hosts whose installs count as loaded and with the default
+        # budget: tests/integration/test_driver_rollout_on_hosts.py.
+        "driver_rollout_max_unavailable": "off",
     }
 
 
