@@ -30,6 +30,7 @@ from pyinfra_sglang.driver.rollout import (
 from pyinfra_sglang.inventory import HostConfig
 from roles.driver_rollout import FleetRollout, RolloutNeed, rollout_need
 from roles.nvidia_driver import RolloutNeedsReboot, rollout_reboot_commands
+from tests.unit.greenlets import join_all
 from tests.unit.ophelper import run_operation
 
 
@@ -107,7 +108,7 @@ def run_hosts(fleet: FleetRollout, names: list[str], hold_s: float = 0.05, fail:
         fleet.done(name)
         outcome[name] = "done"
 
-    gevent.joinall([gevent.spawn(one, name) for name in names])
+    join_all([gevent.spawn(one, name) for name in names])
     return outcome
 
 
@@ -159,7 +160,7 @@ def test_a_host_a_rollout_left_out_goes_first_and_counts():
         gevent.sleep(0.05)
         fleet.done("resumed")
 
-    gevent.joinall([gevent.spawn(fresh), gevent.spawn(resumed)])
+    join_all([gevent.spawn(fresh), gevent.spawn(resumed)])
     assert order == ["resumed", "fresh"] and fleet.most_out == 1
 
 
@@ -196,7 +197,7 @@ def test_turns_follow_the_inventory_order_whoever_asks_first():
 
     # h3 asks first, h0 last: h0 and h1 still go first, two at a time.
     delays = {"h3": 0, "h2": 0.01, "h1": 0.02, "h0": 0.03}
-    gevent.joinall([gevent.spawn(one, name, delay) for name, delay in delays.items()])
+    join_all([gevent.spawn(one, name, delay) for name, delay in delays.items()])
     assert started == names and fleet.most_out == 2
 
 

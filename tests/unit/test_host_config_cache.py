@@ -11,6 +11,7 @@ import gevent.thread
 from pyinfra.api import Inventory
 
 from pyinfra_sglang.inventory import host_config, loading
+from tests.unit.greenlets import join_all
 
 
 def one_host(port: int) -> Inventory:
@@ -55,6 +56,6 @@ def test_hosts_planned_at_once_validate_the_inventory_once(monkeypatch):
     monkeypatch.setattr(loading.threading, "Lock", gevent.thread.allocate_lock)
     monkeypatch.setattr(loading, "_validating", None)
     greenlets = [gevent.spawn(host_config, inventory.get_host(name)) for name in names]
-    gevent.joinall(greenlets, raise_error=True)
+    join_all(greenlets, raise_error=True)
     assert [greenlet.value.sglang_model_profile for greenlet in greenlets] == ["dense-bf16"] * 6
     assert calls == [inventory]

@@ -31,6 +31,7 @@ from roles.service_apply import (
     restore_command,
 )
 from roles.sglang_service import units_to_restart, venvs_to_remove
+from tests.unit.greenlets import join_all
 
 WORKERS = ["http://10.0.0.1:30000", "http://gpu-b:30000", "http://10.0.0.4:31000"]
 
@@ -92,7 +93,7 @@ def turns(batch: int, fail_first: bool = False) -> tuple[list[str], dict]:
             outcome[name] = str(error)
 
     greenlets = [gevent.spawn(apply, f"h{i}", fail_first and i == 0) for i in range(3)]
-    gevent.joinall(greenlets, timeout=10)
+    join_all(greenlets, timeout=10)
     return events, outcome
 
 
@@ -125,7 +126,7 @@ def test_servers_behind_no_router_do_not_wait():
             gevent.sleep(0.05)
             events.append(f"end {name}")
 
-    gevent.joinall([gevent.spawn(apply, n) for n in ("a", "b")], timeout=10)
+    join_all([gevent.spawn(apply, n) for n in ("a", "b")], timeout=10)
     assert events[:2] == ["start a", "start b"]
 
 
@@ -207,7 +208,7 @@ def members_apply(outcomes: dict[str, str | None]) -> dict[str, str | None]:
         host = SimpleNamespace(name=name, print_prefix="")
         verdicts[name] = coordinator(run).group_outcome(host, plan(group), outcomes[name])
 
-    gevent.joinall([gevent.spawn(member, n) for n in outcomes], timeout=10)
+    join_all([gevent.spawn(member, n) for n in outcomes], timeout=10)
     return verdicts
 
 
@@ -295,7 +296,7 @@ def group_restart(
     for name in applying:  # registered while pyinfra checks for changes, as the role does
         coordinator(run).group("trio").members.add(name)
     # Workers first, so a wrong order would show.
-    gevent.joinall([gevent.spawn(member, n) for n in reversed(applying)], timeout=10)
+    join_all([gevent.spawn(member, n) for n in reversed(applying)], timeout=10)
     return events, outcome
 
 

@@ -39,6 +39,7 @@ from pyinfra_sglang.serving.render import RenderedFile
 from pyinfra_sglang.serving.service_files import ServiceFiles
 from roles.service_apply import ApplyPlan, HealthCheck, apply_with_rollback, coordinator, plan_apply
 from tests.unit.captures import captured_lines
+from tests.unit.greenlets import join_all
 from tests.unit.ophelper import run_operation
 
 HEALTH = "http://127.0.0.1:30000/health"
@@ -257,7 +258,7 @@ def test_a_group_member_that_does_not_come_up_rolls_the_whole_group_back(tmp_pat
         outcome[name] = apply_with_rollback(run, host, plan)
 
     with caplog.at_level("INFO"):
-        gevent.joinall([gevent.spawn(member, n, r) for r, n in enumerate(hosts)], timeout=30)
+        join_all([gevent.spawn(member, n, r) for r, n in enumerate(hosts)], timeout=30)
     assert outcome == {"rank0": False, "rank1": False}
     for host in hosts.values():
         assert host.files()["sglang.yaml"] == "model: v1\n"
