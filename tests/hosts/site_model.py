@@ -28,17 +28,21 @@ def model_files(size: int) -> dict[str, bytes]:
     }
 
 
-def other_model(model: str) -> str:
-    """``--data`` that serves ``model`` from the site's dense-bf16 profile, its size given as
-    validation requires for another model (the stand-in models are as small as the
-    placeholder: its numbers)."""
+def profile_overrides(model: str) -> dict:
+    """sglang_profile_overrides that serve ``model`` from the site's dense-bf16 profile, its
+    size given as validation requires for another model (the stand-in models are as small as
+    the placeholder: its numbers)."""
     from pyinfra_sglang.serving.profiles import load_profile
 
     profile = load_profile("dense-bf16")
-    override = {
+    return {
         "model": model,
         "weights_gb": profile.weights_gb,
         "num_layers": profile.num_layers,
         "kv_bytes_per_token": dict(profile.kv_bytes_per_token),
     }
-    return f"sglang_profile_overrides={json.dumps(override)}"
+
+
+def other_model(model: str) -> str:
+    """``--data`` that serves ``model`` (profile_overrides)."""
+    return f"sglang_profile_overrides={json.dumps(profile_overrides(model))}"

@@ -17,10 +17,9 @@ import subprocess
 import pytest
 
 from pyinfra_sglang.inventory import HostConfig
-from pyinfra_sglang.serving.profiles import load_profile
 from roles.sglang_service import useradd_command
 from tests.hosts.apply import apply, write_inventory
-from tests.hosts.site_model import FETCH_ONCE_MODEL, SITE_MODEL_COMMIT
+from tests.hosts.site_model import FETCH_ONCE_MODEL, SITE_MODEL_COMMIT, profile_overrides
 
 pytestmark = pytest.mark.hosts
 
@@ -48,19 +47,6 @@ with open(out, "a", buffering=1) as log:
             log.write("dropped\\n")
         time.sleep(0.02)
 """
-
-
-def fetch_once_model_data() -> dict:
-    """The dense-bf16 profile serving the fetch-once stand-in model (its size given, as
-    validation requires for another model)."""
-    profile = load_profile("dense-bf16")
-    override = {
-        "model": FETCH_ONCE_MODEL,
-        "weights_gb": profile.weights_gb,
-        "num_layers": profile.num_layers,
-        "kv_bytes_per_token": dict(profile.kv_bytes_per_token),
-    }
-    return {"sglang_profile_overrides": override}
 
 
 def seed_holds_the_snapshot(pool, seed, endpoint: str) -> None:
@@ -110,7 +96,7 @@ def test_the_copy_passes_the_seeds_firewall_a_stranger_never_does_and_it_is_gone
     expected = {p.name: p.read_bytes() for p in (seed.root / SNAPSHOT.lstrip("/")).iterdir()}
     data = {
         **private_pool.inventory_data(),
-        **fetch_once_model_data(),
+        "sglang_profile_overrides": profile_overrides(FETCH_ONCE_MODEL),
         "sglang_model_profile": "dense-bf16",
         "sglang_model_revision": SITE_MODEL_COMMIT,
         "hf_endpoint": endpoint,
